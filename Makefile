@@ -1,0 +1,53 @@
+# Set-up lives here: `make test` and `make train` work from a fresh clone.
+PYTHON      ?= python3
+VENV        ?= .venv
+PY          := $(VENV)/bin/python
+PIP         := $(PY) -m pip
+TORCH_SPEC  ?= torch==2.13.0
+STAMP       := $(VENV)/.installed
+NATIVE      := $(wildcard csrc/*.cpp csrc/*.h csrc/cuda/*.cu)
+EXT_STAMP   := $(VENV)/.native-built
+export OMP_NUM_THREADS ?= 2
+
+.PHONY: install native train test lint bench bench-quick docs clean sparse
+
+install: $(STAMP) $(EXT_STAMP)
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch first, and only when absent: a dependency must never pull another (CUDA) build.
+$(STAMP): $(VENV)/bin/python pyproject.toml setup.py
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) install "$(TORCH_SPEC)"
+	GNNSCALE_SKIP_NATIVE=1 $(PIP) install --no-build-isolation -e ".[test]"
+	@$(PY) -c "import torch; print('torch', torch.__version__)"
+	touch $@
+
+# The native ops, compiled against the installed torch.
+$(EXT_STAMP): $(STAMP) $(NATIVE) setup.py
+	MAX_JOBS=2 $(PY) setup.py -q build_ext --inplace
+	touch $@
+
+native: $(EXT_STAMP)
+
+train: install
+	$(PY) train.py $(ARGS)
+
+test: install
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+lint: install
+	$(PY) -m ruff check gnnscale tests scripts train.py setup.py
+
+bench: install
+	$(PY) scripts/bench.py all --out bench-results
+
+bench-quick: install
+	$(PY) scripts/bench.py all --quick --out bench-results
+
+# Optional: torch-sparse compiled from source (about 17 minutes on 2 cores).
+sparse: install
+	$(PIP) install --no-build-isolation torch-sparse
+
+clean:
+	rm -rf build gnnscale/_C*.so $(EXT_STAMP)

@@ -1,0 +1,60 @@
+"""Benchmark suites: each module ``<suite>.py`` defines ``run(quick: bool) -> dict``.
+
+A suite returns ``{"config": ..., "results": ..., "ratios": ...}``; ``scripts/bench.py`` adds
+``suite`` and ``env``, prints a table and writes the JSON (protocol in docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+
+def suites() -> list[str]:
+    """Names of the available suites."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def load(name: str):
+    if name not in suites():
+        raise SystemExit(f"unknown suite {name!r}; available: {', '.join(suites())}")
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def env() -> dict:
+    """Machine facts recorded with every result."""
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "machine": platform.machine(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
+    """Median wall time of ``fn`` over ``repeats`` calls after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """``a / b`` or None when either is missing."""
+    if a is None or b is None or b == 0:
+        return None
+    return a / b

@@ -1,0 +1,75 @@
+"""Sampled mini-batches as per-layer bipartite blocks that PyG conv layers take unmodified.
+
+Local ids are cumulative: ``n_id`` lists the global ids of every vertex of the sample, the
+targets first, then each hop's new sources. Block ``l`` (input layer first) has
+``size = (n_src, n_dst)``; its destinations are the first ``n_dst`` of its sources, so a layer
+runs as ``conv((x, x[:n_dst]), block.edge_index, size=block.size)``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import torch
+
+from gnnscale.data.graph import GraphStore
+
+
+@dataclass
+class Block:
+    """One layer's bipartite graph: ``edge_index[0]`` = local source, ``[1]`` = local destination."""
+
+    edge_index: torch.Tensor
+    size: tuple[int, int]
+
+    @property
+    def num_src(self) -> int:
+        return self.size[0]
+
+    @property
+    def num_dst(self) -> int:
+        return self.size[1]
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edge_index.shape[1])
+
+    def to(self, device: torch.device | str) -> Block:
+        return Block(self.edge_index.to(device, non_blocking=True), self.size)
+
+
+@dataclass
+class MiniBatch:
+    """A sampled k-hop neighbourhood of ``num_targets`` seed vertices."""
+
+    n_id: torch.Tensor
+    blocks: list[Block]
+    num_targets: int
+
+    @property
+    def input_nodes(self) -> torch.Tensor:
+        """Global ids whose input features layer 0 needs (all of ``n_id``)."""
+        return self.n_id[: self.blocks[0].num_src] if self.blocks else self.n_id
+
+    @property
+    def targets(self) -> torch.Tensor:
+        return self.n_id[: self.num_targets]
+
+    @property
+    def num_edges(self) -> int:
+        return sum(b.num_edges for b in self.blocks)
+
+    def to(self, device: torch.device | str) -> MiniBatch:
+        return MiniBatch(self.n_id.to(device, non_blocking=True),
+                         [b.to(device) for b in self.blocks], self.num_targets)
+
+
+class Sampler(ABC):
+    """Draws the k-hop blocks of a set of seed vertices; ``seed`` makes a draw reproducible."""
+
+    num_layers: int
+
+    @abstractmethod
+    def sample(self, graph: GraphStore, seeds: torch.Tensor, seed: int = 0) -> MiniBatch:
+        """Blocks for ``seeds`` (global ids); the same ``seed`` gives the same sample."""

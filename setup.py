@@ -1,0 +1,31 @@
+"""Builds the native extension ``gnnscale._C`` against the torch that is installed.
+
+CPU kernels always; CUDA kernels (``csrc/cuda/*.cu``) only when torch has CUDA and nvcc exists.
+"""
+
+import glob
+import os
+
+from setuptools import setup
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+import torch
+
+here = os.path.dirname(os.path.abspath(__file__))
+sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")))
+cuda_sources = sorted(glob.glob(os.path.join("csrc", "cuda", "*.cu")))
+flags = {"cxx": ["-O3", "-fopenmp", "-std=c++17"]}
+with_cuda = torch.cuda.is_available() and CUDA_HOME is not None and cuda_sources
+if with_cuda and os.environ.get("GNNSCALE_NO_CUDA") != "1":
+    ext = CUDAExtension(
+        "gnnscale._C",
+        sources + cuda_sources,
+        extra_compile_args={**flags, "nvcc": ["-O3"]},
+        define_macros=[("GNNSCALE_WITH_CUDA", None)],
+        extra_link_args=["-fopenmp"],
+    )
+else:
+    ext = CppExtension("gnnscale._C", sources, extra_compile_args=flags, extra_link_args=["-fopenmp"])
+
+if os.environ.get("GNNSCALE_SKIP_NATIVE") == "1":  # the Makefile builds it in place
+    ext = None
+setup(ext_modules=[ext] if ext else [], cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)})
