@@ -15,7 +15,8 @@ import pkgutil
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from hydra.utils import instantiate
+from hydra.utils import get_object
+from omegaconf import OmegaConf
 
 # config group -> package that holds its options
 GROUPS = {
@@ -60,5 +61,13 @@ def load_all() -> None:
 
 
 def build(cfg: Any, **runtime: Any) -> Any:
-    """Instantiate the component described by ``cfg`` (with ``_target_``), passing runtime objects."""
-    return instantiate(cfg, **runtime, _recursive_=False, _convert_="all")
+    """Instantiate the component ``cfg._target_`` from its own sub-config plus runtime objects.
+
+    Config values arrive as plain Python values (lists, dicts); runtime objects are passed
+    through untouched (Hydra's ``instantiate`` would convert dataclasses into configs).
+    """
+    kwargs = OmegaConf.to_container(cfg, resolve=True) if not isinstance(cfg, dict) else dict(cfg)
+    target = kwargs.pop("_target_", None)
+    if not target:
+        raise ValueError(f"config node has no _target_: {kwargs}")
+    return get_object(target)(**kwargs, **runtime)

@@ -102,11 +102,10 @@ def topology_from_env(backend: str = "auto", device: str = "auto",
     )
 
 
-def _worker(rank, world_size, fn, args, port, backend, timeout_s, results, threads):
+def _worker(rank, world_size, fn, args, port, backend, device, timeout_s, results, threads):
     torch.set_num_threads(threads)
     try:
-        topo = init_process_group(rank, world_size, backend=backend, device="cpu"
-                                  if backend == "gloo" else "auto", port=port,
+        topo = init_process_group(rank, world_size, backend=backend, device=device, port=port,
                                   timeout_s=timeout_s)
         out = fn(topo, *args)
         results.put((rank, True, pickle.dumps(out)))
@@ -126,6 +125,7 @@ def spawn(
     world_size: int,
     *args: Any,
     backend: str = "gloo",
+    device: str = "cpu",
     timeout_s: float = 120.0,
     grace_s: float = 10.0,
     threads_per_rank: int | None = None,
@@ -142,8 +142,8 @@ def spawn(
     port = free_port()
     threads = threads_per_rank or max(1, (os.cpu_count() or 1) // world_size)
     procs = [
-        ctx.Process(target=_worker, args=(r, world_size, fn, args, port, backend, timeout_s,
-                                          results, threads), daemon=True)
+        ctx.Process(target=_worker, args=(r, world_size, fn, args, port, backend, device,
+                                          timeout_s, results, threads), daemon=True)
         for r in range(world_size)
     ]
     for p in procs:

@@ -1,0 +1,1 @@
+"""Dependency managers: DepCache, DepComm and the NeutronStar hybrid."""

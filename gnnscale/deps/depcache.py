@@ -1,0 +1,23 @@
+"""DepCache: replicate every remote dependency (each rank loads its whole k-hop input)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gnnscale.deps.base import DependencyManager
+from gnnscale.registry import register
+
+
+@register("deps", "depcache")
+@dataclass
+class DepCacheConfig:
+    _target_: str = "gnnscale.deps.depcache.DepCache"
+
+
+class DepCache(DependencyManager):
+    replicates_all = True
+
+    def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor) -> torch.Tensor:
+        return torch.ones_like(torch.as_tensor(recompute_cost), dtype=torch.bool)

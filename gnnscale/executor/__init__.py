@@ -1,0 +1,1 @@
+"""Executor strategies: data, split, factored, fullgraph, offload."""

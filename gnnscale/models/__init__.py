@@ -1,0 +1,1 @@
+"""GNN models built from PyG conv layers; they run unmodified under every strategy."""

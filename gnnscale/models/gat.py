@@ -1,0 +1,39 @@
+"""GAT (Velickovic et al.), multi-head, from PyG's GATConv.
+
+Hidden layers concatenate ``heads`` heads of ``hidden // heads`` channels; the output layer
+averages ``out_heads`` heads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch_geometric.nn import GATConv
+
+from gnnscale.models.base import GNN, ModelConfig
+from gnnscale.registry import register
+
+
+@register("model", "gat")
+@dataclass
+class GATConfig(ModelConfig):
+    _target_: str = "gnnscale.models.gat.GAT"
+    heads: int = 4
+    out_heads: int = 1
+    attn_dropout: float = 0.0
+
+
+class GAT(GNN):
+    def __init__(self, in_channels: int, out_channels: int, heads: int = 4, out_heads: int = 1,
+                 attn_dropout: float = 0.0, hidden: int = 256, **kw) -> None:
+        if heads < 1 or hidden % heads:
+            raise ValueError(f"model.hidden ({hidden}) must be a multiple of model.heads ({heads})")
+        self.heads, self.out_heads, self.attn_dropout = heads, out_heads, attn_dropout
+        super().__init__(in_channels, out_channels, hidden=hidden, **kw)
+
+    def make_conv(self, layer: int, in_dim: int, out_dim: int) -> GATConv:
+        if layer == self.num_layers - 1:
+            return GATConv(in_dim, out_dim, heads=self.out_heads, concat=False,
+                           dropout=self.attn_dropout)
+        return GATConv(in_dim, out_dim // self.heads, heads=self.heads, concat=True,
+                       dropout=self.attn_dropout)

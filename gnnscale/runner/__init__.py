@@ -1,0 +1,1 @@
+"""The common training loop: build, epochs, evaluation, checkpoints, metrics, logging."""

@@ -1,0 +1,1 @@
+"""Loggers: none (console + JSON lines only) and wandb."""

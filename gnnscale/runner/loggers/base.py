@@ -1,0 +1,19 @@
+"""Experiment loggers (rank 0 only). Console and JSON lines are always written by the runner."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+
+class Logger(ABC):
+    @abstractmethod
+    def start(self, config: dict, run_dir: str) -> None:
+        """Open the run, recording its config."""
+
+    @abstractmethod
+    def log_epoch(self, epoch: int, metrics: dict) -> None:
+        """Record one epoch's metrics."""
+
+    @abstractmethod
+    def finish(self, summary: dict) -> None:
+        """Record the final summary and close."""

@@ -1,0 +1,50 @@
+"""``logger=wandb``: the real wandb library; ``mode=offline`` (default) writes run files under
+the run folder with no network, ``mode=online`` syncs for users with an account."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from gnnscale.registry import register
+from gnnscale.runner.loggers.base import Logger
+
+MODES = ("offline", "online", "disabled")
+
+
+@register("logger", "wandb")
+@dataclass
+class WandbConfig:
+    _target_: str = "gnnscale.runner.loggers.wandb.WandbLogger"
+    project: str = "gnnscale"
+    entity: str | None = None
+    mode: str = "offline"
+    name: str | None = None
+    tags: list[str] = field(default_factory=list)
+
+
+class WandbLogger(Logger):
+    def __init__(self, project: str = "gnnscale", entity: str | None = None,
+                 mode: str = "offline", name: str | None = None,
+                 tags: list[str] | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"logger.mode must be one of {MODES}, got {mode!r}")
+        self.project, self.entity, self.mode, self.name = project, entity, mode, name
+        self.tags = list(tags or [])
+        self.run = None
+
+    def start(self, config: dict, run_dir: str) -> None:
+        import wandb
+
+        os.environ.setdefault("WANDB_SILENT", "true")
+        self.run = wandb.init(project=self.project, entity=self.entity, mode=self.mode,
+                              name=self.name, tags=self.tags, config=config, dir=run_dir,
+                              reinit="finish_previous")
+
+    def log_epoch(self, epoch: int, metrics: dict) -> None:
+        self.run.log(metrics, step=epoch)
+
+    def finish(self, summary: dict) -> None:
+        for k, v in summary.items():
+            self.run.summary[k] = v
+        self.run.finish()

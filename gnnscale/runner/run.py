@@ -1,0 +1,25 @@
+"""Entry point behind ``train.py``: validate, prepare the data once, launch ranks, report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from gnnscale import registry
+from gnnscale.runner.validate import check_config
+from gnnscale.runner.worker import rank_main
+
+
+def run(cfg: DictConfig) -> dict:
+    """Train as ``cfg`` says; returns rank 0's results (summary, per-epoch history, config)."""
+    registry.load_all()
+    check_config(cfg)
+    cfg_dict = OmegaConf.to_container(cfg, resolve=True)
+    run_dir = Path(cfg_dict["run_dir"])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    # Process the dataset once, here, so that ranks only memory-map it.
+    registry.build(OmegaConf.create(cfg_dict["dataset"])).load()
+    launcher = registry.build(cfg.dist)
+    results = launcher.launch(rank_main, cfg_dict, str(run_dir))
+    return results[0]

@@ -1,0 +1,38 @@
+"""Typed schema of the top-level config (the groups are typed by their own options)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class RootConfig:
+    dataset: Any = MISSING
+    model: Any = MISSING
+    sampler: Any = MISSING
+    partitioner: Any = MISSING
+    cache: Any = MISSING
+    deps: Any = MISSING
+    strategy: Any = MISSING
+    dist: Any = MISSING
+    logger: Any = MISSING
+    experiment: Any = None
+    seed: int = 0
+    epochs: int = 3
+    batch_size: int = 1024  # global mini-batch (all ranks together)
+    lr: float = 0.003
+    weight_decay: float = 0.0
+    eval_every: int = 1  # 0: evaluate only after the last epoch
+    eval_batch_size: int = 4096
+    resume: bool = False
+    checkpoint: bool = True
+    data_root: str = "${oc.env:GNNSCALE_DATA,data}"
+    run_dir: str = "${hydra:runtime.output_dir}"
+    progress: bool = True
+
+
+ConfigStore.instance().store(group="schema", name="root", node=RootConfig)

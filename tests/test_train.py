@@ -1,0 +1,96 @@
+"""End to end through the runner: metrics, accuracy, checkpoint/resume, failures, wandb."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from gnnscale import registry
+from gnnscale.distributed import RankFailed
+from gnnscale.runner import checkpoint
+from gnnscale.runner.run import run
+from tests._train import TINY, make_cfg
+
+ROOT = Path(__file__).resolve().parents[1]
+METRICS = ("epoch_time", "sample_time", "load_time", "compute_time", "comm_time",
+           "bytes_host_to_rank", "bytes_rank_to_rank", "cache_hit_rate", "edges_computed",
+           "nodes_loaded", "train_loss", "val_acc", "test_acc", "peak_memory")
+
+
+def test_two_ranks_train_and_report(tmp_path):
+    cfg = make_cfg(tmp_path, *TINY, "epochs=3", "dist.world_size=2")
+    res = run(cfg)
+    run_dir = Path(cfg.run_dir)
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in lines] == [0, 1, 2]
+    for key in METRICS:
+        assert key in lines[-1], key
+    assert lines[-1]["bytes_host_to_rank"] > 0 and lines[-1]["edges_computed"] > 0
+    assert json.loads((run_dir / "results.json").read_text())["summary"] == res["summary"]
+    chance = 1.0 / registry.build(cfg.dataset).load().num_classes
+    assert res["summary"]["final_test_acc"] > chance + 0.2
+    assert lines[-1]["train_loss"] < lines[0]["train_loss"]
+
+
+def test_resume_equals_uninterrupted(tmp_path):
+    full = run(make_cfg(tmp_path, *TINY, "epochs=2", "dist.world_size=2", "model.dropout=0.5",
+                        run="full"))
+    run(make_cfg(tmp_path, *TINY, "epochs=1", "dist.world_size=2", "model.dropout=0.5",
+                 run="split"))
+    resumed = run(make_cfg(tmp_path, *TINY, "epochs=2", "dist.world_size=2",
+                           "model.dropout=0.5", "resume=true", run="split"))
+    for a, b in zip(full["history"], resumed["history"]):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-6)
+        assert a.get("val_acc") == b.get("val_acc")
+    pa = checkpoint.load(tmp_path / "full" / "checkpoint.pt")["model"]
+    pb = checkpoint.load(tmp_path / "split" / "checkpoint.pt")["model"]
+    for k in pa:
+        torch.testing.assert_close(pa[k], pb[k])
+
+
+def test_error_inside_a_rank_ends_the_run(tmp_path):
+    # the tiny graph has no edge weights: every rank's sampler raises while training
+    cfg = make_cfg(tmp_path, *TINY, "dist.world_size=2", "sampler.weighted=true")
+    start = time.monotonic()
+    with pytest.raises(RankFailed, match="no edge_weight"):
+        run(cfg)
+    assert time.monotonic() - start < 120
+
+
+def test_killed_rank_ends_the_run_nonzero(tmp_path):
+    """SIGKILL one rank of a real train.py run: the run exits non-zero, nobody hangs."""
+    cmd = [sys.executable, "train.py", *TINY, "epochs=200", "dist.world_size=2",
+           f"run_dir={tmp_path / 'run'}", f"data_root={tmp_path / 'data'}", "progress=false",
+           "dist.timeout_s=60"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "run" / "metrics.jsonl").exists():  # ranks are training
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        kids = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "multiprocessing.spawn"],
+                              capture_output=True, text=True).stdout.split()
+        ranks = [int(k) for k in kids if "spawn_main" in Path(f"/proc/{k}/cmdline").read_text()]
+        assert len(ranks) == 2
+        os.kill(ranks[-1], signal.SIGKILL)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    # either the killed rank's exit or its peer's broken collective is reported first
+    assert "RankFailed" in out and ("exited with code -9" in out or "failed:" in out)
+
+
+def test_wandb_offline_run_files(tmp_path):
+    cfg = make_cfg(tmp_path, *TINY, "epochs=1", "dist.world_size=1", "logger=wandb")
+    run(cfg)
+    runs = list((Path(cfg.run_dir) / "wandb").glob("offline-run-*"))
+    assert runs and any(runs[0].glob("*.wandb"))
