@@ -1,0 +1,164 @@
+"""Helpers shared by the loaders: locating raw files, staging them, PyG ``Data`` -> GraphStore.
+
+Missing raw files raise :class:`DatasetNotFoundError` naming every file expected and every
+folder searched; nothing here downloads.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gnnscale.data.graph import GraphStore
+
+SHARED_ENV = "GNNSCALE_SHARED_DATASETS"
+
+
+class DatasetNotFoundError(FileNotFoundError):
+    """Raw files of a dataset are missing (no download is ever attempted)."""
+
+
+def shared_datasets_dir() -> Path | None:
+    """The read-only real-data folder: ``$GNNSCALE_SHARED_DATASETS``, else
+    ``<repo>/../shared/datasets``; None when absent."""
+    env = os.environ.get(SHARED_ENV)
+    path = Path(env) if env else Path(__file__).resolve().parents[3] / "shared" / "datasets"
+    return path if path.is_dir() else None
+
+
+def raw_candidates(raw_dir: str | None, root: Path, *layouts: str) -> list[Path]:
+    """Folders to search for raw files: ``raw_dir`` alone when given, else each layout under
+    ``root`` and then under the shared datasets folder (read only: files are copied out)."""
+    if raw_dir:
+        return [Path(os.path.expanduser(str(raw_dir)))]
+    bases = [root]
+    shared = shared_datasets_dir()
+    if shared is not None:
+        bases.append(shared)
+    return [base / layout for base in bases for layout in layouts]
+
+
+def find_raw(candidates: Sequence[Path], files: Sequence[str], what: str) -> Path:
+    """The first folder in ``candidates`` that holds every one of ``files``."""
+    for folder in candidates:
+        if all((folder / f).is_file() for f in files):
+            return folder
+    searched = "\n  ".join(str(c) for c in candidates)
+    raise DatasetNotFoundError(
+        f"{what}: raw files not found (no download is attempted). Expected "
+        f"{', '.join(files)} in one of:\n  {searched}\n"
+        "Put the files there, or set dataset.raw_dir to the folder holding them "
+        "(real copies may exist under ../shared/datasets, see its README)."
+    )
+
+
+def stage_raw(src: Path, files: Sequence[str], dest: Path) -> Path:
+    """Copy ``files`` from ``src`` into the writable folder ``dest`` (PyG writes processed/
+    next to raw/, so it must never work inside a shared, read-only copy)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        if not (dest / f).is_file():
+            shutil.copyfile(src / f, dest / f)
+    return dest
+
+
+def index_split(
+    masks_or_idx: dict[str, torch.Tensor | np.ndarray | None], num_nodes: int
+) -> dict[str, torch.Tensor | None]:
+    """Normalise ``{train,val,test}`` given as boolean masks or id lists to int64 id tensors."""
+    out: dict[str, torch.Tensor | None] = {}
+    for split, value in masks_or_idx.items():
+        if value is None:
+            out[split] = None
+            continue
+        t = torch.as_tensor(np.asarray(value) if not torch.is_tensor(value) else value)
+        if t.dtype == torch.bool:
+            if t.numel() != num_nodes:
+                raise ValueError(f"{split} mask has {t.numel()} entries for {num_nodes} nodes")
+            t = t.nonzero().reshape(-1)
+        t = t.reshape(-1).long()
+        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= num_nodes):
+            raise ValueError(f"{split} ids must lie in [0, {num_nodes})")
+        out[split] = t
+    return out
+
+
+def per_class_split(
+    y: torch.Tensor, num_classes: int, train_per_class: int, val_per_class: int, seed: int
+) -> dict[str, torch.Tensor]:
+    """Seeded random split: ``train_per_class`` and ``val_per_class`` nodes of every class
+    (fewer when a class is small), every other labelled node in test."""
+    gen = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(y.numel(), generator=gen)
+    train, val = [], []
+    for c in range(num_classes):
+        members = perm[y[perm] == c]
+        train.append(members[:train_per_class])
+        val.append(members[train_per_class:train_per_class + val_per_class])
+    train_idx = torch.sort(torch.cat(train)).values
+    val_idx = torch.sort(torch.cat(val)).values
+    taken = torch.zeros(y.numel(), dtype=torch.bool)
+    taken[train_idx] = True
+    taken[val_idx] = True
+    taken |= y < 0
+    test_idx = (~taken).nonzero().reshape(-1)
+    return {"train": train_idx, "val": val_idx, "test": test_idx}
+
+
+def from_pyg(
+    data,
+    name: str,
+    num_classes: int | None = None,
+    split: dict[str, torch.Tensor | np.ndarray | None] | None = None,
+    symmetrize: bool = True,
+    **meta,
+) -> GraphStore:
+    """A torch_geometric ``Data`` (edge_index, x, y, optional masks) as a CSC GraphStore."""
+    num_nodes = int(data.num_nodes)
+    if getattr(data, "edge_index", None) is None:
+        raise ValueError(f"{name}: the Data object has no edge_index")
+    y = getattr(data, "y", None)
+    if y is not None:
+        y = torch.as_tensor(y).reshape(num_nodes, -1)
+        if y.shape[1] != 1:
+            raise ValueError(f"{name}: y must hold one class per node, got shape {tuple(y.shape)}")
+        y = y.reshape(-1).long()
+    if split is None:
+        split = {s: getattr(data, f"{s}_mask", None) for s in ("train", "val", "test")}
+    idx = index_split(split, num_nodes)
+    x = getattr(data, "x", None)
+    if num_classes is None:
+        num_classes = int(y.max()) + 1 if y is not None and y.numel() else 0
+    return GraphStore.from_edge_index(
+        data.edge_index,
+        num_nodes,
+        symmetrize=symmetrize,
+        x=None if x is None else torch.as_tensor(x).float().contiguous(),
+        y=y,
+        train_idx=idx["train"],
+        val_idx=idx["val"],
+        test_idx=idx["test"],
+        num_classes=num_classes,
+        name=name,
+        meta=dict(meta),
+    )
+
+
+def ratio_split(
+    y: torch.Tensor, train_ratio: float, val_ratio: float, seed: int
+) -> dict[str, torch.Tensor]:
+    """Seeded random split of the labelled nodes (``y >= 0``) by ratios; test = the rest."""
+    if train_ratio <= 0 or val_ratio < 0 or train_ratio + val_ratio > 1:
+        raise ValueError("need train_ratio > 0, val_ratio >= 0, train_ratio + val_ratio <= 1")
+    labelled = (y >= 0).nonzero().reshape(-1)
+    gen = torch.Generator().manual_seed(seed)
+    order = labelled[torch.randperm(labelled.numel(), generator=gen)]
+    n_train = max(1, int(round(train_ratio * order.numel())))
+    n_val = int(round(val_ratio * order.numel()))
+    parts = (order[:n_train], order[n_train:n_train + n_val], order[n_train + n_val:])
+    return {s: torch.sort(p).values for s, p in zip(("train", "val", "test"), parts)}

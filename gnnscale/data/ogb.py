@@ -1,0 +1,136 @@
+"""OGB node property prediction (ogbn-arxiv, ogbn-products, ogbn-papers100M) from OGB's raw
+folder layout, read without the ``ogb`` package.
+
+Layout (``<dataset dir>`` = ``<root>/ogbn_<name>``, or the parent of ``raw_dir`` when given)::
+
+    <dataset dir>/raw/edge.csv.gz           one "src,dst" row per edge (csv datasets)
+    <dataset dir>/raw/node-feat.csv.gz      one row of floats per node
+    <dataset dir>/raw/node-label.csv.gz     one class per node
+    <dataset dir>/raw/num-node-list.csv.gz  the number of nodes
+    <dataset dir>/raw/data.npz              papers100M: edge_index, node_feat, num_nodes_list
+    <dataset dir>/raw/node-label.npz        papers100M: node_label (NaN = unlabelled)
+    <dataset dir>/split/<type>/{train,valid,test}.csv.gz   one node id per row
+
+Graphs are symmetrized (OGB stores products one way; arxiv and papers100M are citation graphs,
+made undirected as usual for node classification; set ``symmetrize=false`` to keep them
+directed). Unlabelled nodes get label -1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gnnscale.data.base import Dataset
+from gnnscale.data.convert import DatasetNotFoundError, find_raw, raw_candidates
+from gnnscale.data.graph import GraphStore
+from gnnscale.registry import register
+
+# option -> (OGB name, folder, split type, number of classes, binary raw format)
+GRAPHS = {
+    "arxiv": ("ogbn-arxiv", "ogbn_arxiv", "time", 40, False),
+    "products": ("ogbn-products", "ogbn_products", "sales_ranking", 47, False),
+    "papers100m": ("ogbn-papers100M", "ogbn_papers100M", "time", 172, True),
+}
+CSV_FILES = ["edge.csv.gz", "node-feat.csv.gz", "node-label.csv.gz", "num-node-list.csv.gz"]
+BINARY_FILES = ["data.npz", "node-label.npz"]
+SPLIT_FILES = ["train.csv.gz", "valid.csv.gz", "test.csv.gz"]
+
+
+def read_csv(path: Path, dtype) -> np.ndarray:
+    """A headerless comma-separated (optionally gzipped) numeric table as a 2-D array."""
+    try:
+        return np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
+    except ValueError as err:
+        raise ValueError(f"{path}: not a headerless numeric CSV ({err})") from err
+
+
+class OgbNodeDataset(Dataset):
+    """An ``ogbn-*`` graph with its official split."""
+
+    def __init__(self, root: str = "data", name: str = "arxiv", raw_dir: str | None = None,
+                 symmetrize: bool = True) -> None:
+        super().__init__(root)
+        key = name.lower().removeprefix("ogbn-").removeprefix("ogbn_")
+        if key not in GRAPHS:
+            raise ValueError(f"unknown OGB node dataset {name!r}; choose one of {list(GRAPHS)}")
+        self.name = key
+        self.ogb_name, self.folder, self.split_type, self.num_classes, self.binary = GRAPHS[key]
+        self.raw_dir, self.symmetrize = raw_dir, bool(symmetrize)
+
+    @property
+    def key(self) -> str:
+        return f"ogbn-{self.name}" + ("" if self.symmetrize else "-directed")
+
+    def _locate(self) -> tuple[Path, Path]:
+        """(raw folder, split folder)."""
+        files = BINARY_FILES if self.binary else CSV_FILES
+        raw = find_raw(
+            raw_candidates(self.raw_dir, self.root, f"{self.folder}/raw", f"ogb/{self.folder}/raw"),
+            files, self.ogb_name,
+        )
+        split_root = raw.parent / "split"
+        split = split_root / self.split_type
+        if not split.is_dir() and split_root.is_dir():
+            subdirs = [d for d in split_root.iterdir() if d.is_dir()]
+            split = subdirs[0] if len(subdirs) == 1 else split
+        if not all((split / f).is_file() for f in SPLIT_FILES):
+            raise DatasetNotFoundError(
+                f"{self.ogb_name}: split files not found: expected {', '.join(SPLIT_FILES)} in "
+                f"{split_root / self.split_type} (OGB layout: <dataset dir>/raw and "
+                "<dataset dir>/split/<type>)"
+            )
+        return raw, split
+
+    def _read_raw(self, raw: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """(edge_index [2, E], features, labels, num_nodes)."""
+        if self.binary:
+            with np.load(raw / "data.npz") as z:
+                edge_index, x = z["edge_index"], z["node_feat"]
+                num_nodes = int(np.asarray(z["num_nodes_list"]).sum())
+            with np.load(raw / "node-label.npz") as z:
+                label = z["node_label"]
+        else:
+            edge_index = read_csv(raw / "edge.csv.gz", np.int64).T
+            x = read_csv(raw / "node-feat.csv.gz", np.float32)
+            label = read_csv(raw / "node-label.csv.gz", np.float64)
+            num_nodes = int(read_csv(raw / "num-node-list.csv.gz", np.int64).sum())
+        label = np.asarray(label, dtype=np.float64).reshape(-1)
+        y = np.where(np.isnan(label), -1, label).astype(np.int64)
+        for what, arr in (("node features", x), ("node labels", y)):
+            if arr.shape[0] != num_nodes:
+                raise ValueError(f"{self.ogb_name}: {what} have {arr.shape[0]} rows for "
+                                 f"{num_nodes} nodes (num-node-list)")
+        return edge_index, x, y, num_nodes
+
+    def process(self) -> GraphStore:
+        raw, split_dir = self._locate()
+        edge_index, x, y, num_nodes = self._read_raw(raw)
+        split = {}
+        for s, f in zip(("train", "val", "test"), SPLIT_FILES):
+            idx = read_csv(split_dir / f, np.int64).reshape(-1)
+            if idx.size and (idx.min() < 0 or idx.max() >= num_nodes):
+                raise ValueError(f"{split_dir / f}: node ids must lie in [0, {num_nodes})")
+            split[f"{s}_idx"] = torch.from_numpy(np.sort(idx))
+        return GraphStore.from_edge_index(
+            torch.from_numpy(np.ascontiguousarray(edge_index)), num_nodes,
+            symmetrize=self.symmetrize,
+            x=torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)),
+            y=torch.from_numpy(y), num_classes=self.num_classes, name=self.ogb_name,
+            meta={"source": str(raw), "split_name": split_dir.name}, **split,
+        )
+
+
+@register("dataset", "ogb")
+@dataclass
+class OgbConfig:
+    """Options ``arxiv``, ``products``, ``papers100m``."""
+
+    _target_: str = "gnnscale.data.ogb.OgbNodeDataset"
+    root: str = "${data_root}"
+    name: str = "arxiv"
+    raw_dir: str | None = None
+    symmetrize: bool = True

@@ -1,0 +1,44 @@
+"""Shared fixtures: copies of the real datasets in ../shared/datasets and a tiny synthetic graph."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gnnscale.data.graph import GraphStore
+
+
+def shared_datasets_root() -> Path:
+    """``$GNNSCALE_SHARED_DATASETS`` or ``<repo>/../shared/datasets``."""
+    env = os.environ.get("GNNSCALE_SHARED_DATASETS")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+@pytest.fixture
+def shared_datasets(tmp_path: Path) -> Callable[[str], Path]:
+    """``copy(sub)`` copies ``<shared datasets>/<sub>`` to ``tmp_path/<sub>`` and returns the
+    copy; skips the test when that folder is absent (the real data is never committed)."""
+
+    def copy(sub: str) -> Path:
+        src = shared_datasets_root() / sub
+        if not src.is_dir():
+            pytest.skip(f"real dataset folder {src} is absent (see ../shared/datasets/README.md)")
+        dest = tmp_path / sub
+        shutil.copytree(src, dest, copy_function=shutil.copyfile)
+        for p in [dest, *dest.rglob("*")]:  # the shared copy is read-only; the copy must not be
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        return dest
+
+    return copy
+
+
+@pytest.fixture(scope="session")
+def tiny_graph() -> GraphStore:
+    """The ``tiny`` synthetic preset (2,000 nodes, 20,000 directed edges), seed 0."""
+    from gnnscale.data.synthetic import generate
+
+    return generate("tiny", seed=0)
