@@ -1,0 +1,42 @@
+"""``hvc``: hybrid vertex-cut (PowerLyra, as in CuSP): low in-degree destinations keep their
+in-edges together (with the destination's master); the in-edges of a destination with
+in-degree above ``threshold`` are cut by source (each goes to its source's master).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gnnscale.data.graph import GraphStore
+from gnnscale.partition._graph import blocked_masters, edge_src
+from gnnscale.partition.base import Partitioner
+from gnnscale.registry import register
+
+
+@register("partitioner", "hvc")
+@dataclass
+class HvcConfig:
+    _target_: str = "gnnscale.partition.hvc.HvcPartitioner"
+    seed: int = 0
+    threshold: int = 100
+
+
+class HvcPartitioner(Partitioner):
+    """IEC for low-degree destinations, OEC for high-degree ones."""
+
+    kind = "vertex_cut"
+
+    def __init__(self, seed: int = 0, threshold: int = 100) -> None:
+        super().__init__(seed)
+        if threshold < 0:
+            raise ValueError(f"hvc.threshold is an in-degree (>= 0), got {threshold}")
+        self.threshold = int(threshold)
+
+    def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None):
+        master = blocked_masters(graph, num_parts)
+        indeg = graph.in_degree()
+        by_dst = torch.repeat_interleave(master, indeg)
+        high = torch.repeat_interleave(indeg > self.threshold, indeg)
+        return master, torch.where(high, master[edge_src(graph)], by_dst)

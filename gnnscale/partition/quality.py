@@ -1,0 +1,104 @@
+"""Quality figures of a partition book, and their table.
+
+An edge is *local* when its part owns (is the master of) both endpoints; the edge-cut fraction
+is the rest. The replication factor is the mean number of parts holding a copy of a vertex
+(master plus mirrors). Balances are max / mean over parts of owned vertices, edges and training
+vertices. Two parts are communication partners when either holds a mirror of a vertex the other
+owns.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gnnscale.data.graph import GraphStore
+from gnnscale.partition._graph import edge_dst, edge_src
+from gnnscale.partition.book import PartitionBook
+
+SUMMARY_KEYS = (
+    "local_edge_ratio", "edge_cut_fraction", "replication_factor", "balance_vertices",
+    "balance_edges", "balance_train", "partners_max", "partners_mean", "time_s",
+)
+
+
+def balance(counts: torch.Tensor) -> float | None:
+    """max / mean of per-part counts (1.0 = perfect); None when everything is zero."""
+    counts = counts.double()
+    mean = float(counts.mean())
+    return None if mean == 0 else float(counts.max()) / mean
+
+
+def partner_matrix(book: PartitionBook) -> torch.Tensor:
+    """Symmetric ``[P, P]`` bool matrix: parts that exchange mirror data."""
+    p = book.num_parts
+    holder = torch.repeat_interleave(torch.arange(p), torch.diff(book.mirror_ptr))
+    owner = book.part[book.mirror_ids]
+    m = torch.zeros(p * p, dtype=torch.bool)
+    m[holder * p + owner] = True
+    m = m.view(p, p)
+    m = m | m.T
+    m.fill_diagonal_(False)
+    return m
+
+
+def evaluate(graph: GraphStore, book: PartitionBook, time_s: float | None = None) -> dict:
+    """All quality figures of ``book`` on ``graph`` (per-part lists included)."""
+    p, n = book.num_parts, graph.num_nodes
+    src, dst = edge_src(graph), edge_dst(graph)
+    eown = book.edge_owner(graph)
+    local = (book.part[src] == eown) & (book.part[dst] == eown)
+    e = max(graph.num_edges, 1)
+    local_ratio = float(local.sum()) / e if graph.num_edges else 1.0
+    verts = torch.bincount(book.part, minlength=p)
+    edges = torch.bincount(eown, minlength=p)
+    train = None
+    if graph.train_idx is not None and graph.train_idx.numel():
+        train = torch.bincount(book.part[graph.train_idx.long()], minlength=p)
+    partners = partner_matrix(book).sum(1)
+    mirrors = torch.diff(book.mirror_ptr)
+    return {
+        "kind": book.kind,
+        "num_parts": p,
+        "num_nodes": n,
+        "num_edges": graph.num_edges,
+        "local_edge_ratio": local_ratio,
+        "edge_cut_fraction": 1.0 - local_ratio,
+        "replication_factor": (n + int(mirrors.sum())) / max(n, 1),
+        "balance_vertices": balance(verts),
+        "balance_edges": balance(edges),
+        "balance_train": None if train is None else balance(train),
+        "partners_max": int(partners.max()),
+        "partners_mean": float(partners.double().mean()),
+        "time_s": time_s,
+        "per_part": {
+            "vertices": verts.tolist(),
+            "edges": edges.tolist(),
+            "train": None if train is None else train.tolist(),
+            "mirrors": mirrors.tolist(),
+            "partners": partners.tolist(),
+        },
+    }
+
+
+def _fmt(v: object) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4f}"
+    return str(v)
+
+
+def format_table(q: dict) -> str:
+    """The summary figures, then one row per part."""
+    head = f"partition quality: {q.get('kind')}, {q.get('num_parts')} parts"
+    if q.get("partitioner"):
+        head += f", partitioner {q['partitioner']}"
+    lines = [head]
+    lines += [f"  {k:<20} {_fmt(q.get(k))}" for k in SUMMARY_KEYS]
+    per = q.get("per_part") or {}
+    cols = [c for c in ("vertices", "edges", "train", "mirrors", "partners") if per.get(c)]
+    if cols:
+        lines.append("  " + f"{'part':>5}" + "".join(f"{c:>12}" for c in cols))
+        for i in range(q["num_parts"]):
+            lines.append("  " + f"{i:>5}" + "".join(f"{per[c][i]:>12}" for c in cols))
+    return "\n".join(lines)

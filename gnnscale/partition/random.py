@@ -1,0 +1,29 @@
+"""``random``: every vertex to a uniformly random part, vertex counts balanced exactly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gnnscale.data.graph import GraphStore
+from gnnscale.partition.base import Partitioner
+from gnnscale.registry import register
+
+
+@register("partitioner", "random")
+@dataclass
+class RandomConfig:
+    _target_: str = "gnnscale.partition.random.RandomPartitioner"
+    seed: int = 0
+
+
+class RandomPartitioner(Partitioner):
+    """A seeded random permutation dealt round-robin: parts differ in size by at most one."""
+
+    def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(self.seed)
+        perm = torch.randperm(graph.num_nodes, generator=gen)
+        part = torch.empty(graph.num_nodes, dtype=torch.int64)
+        part[perm] = torch.arange(graph.num_nodes) % num_parts
+        return part
