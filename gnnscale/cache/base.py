@@ -1,0 +1,125 @@
+"""Cache policies: a hotness score per vertex plus a budget (ratio of vertices, bytes or auto).
+
+A policy only ranks vertices; :mod:`gnnscale.cache.store` picks the hottest ``capacity`` ones
+(per placement) and serves gathers. Sampling-based policies (``presample``, ``oracle``) walk
+epochs with the schedule every strategy trains with (:mod:`gnnscale.sampling.schedule`):
+pre-sampling uses stream ``PRESAMPLE``, so it never repeats the draws of the epochs it
+predicts, and ``oracle`` replays stream ``TRAIN`` exactly, micro-batch by micro-batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from gnnscale.data.graph import GraphStore
+from gnnscale.sampling.base import Sampler
+from gnnscale.sampling.schedule import PRESAMPLE, TRAIN, epoch_samples
+
+__all__ = ["PRESAMPLE", "TRAIN", "CachePolicy", "visit_counts", "training_set", "auto_rows"]
+
+PLACEMENTS = ("replicated", "partitioned")
+
+
+def visit_counts(graph: GraphStore, *, train_idx: torch.Tensor, sampler: Sampler,
+                 batch_size: int, seed: int, epochs: Iterable[int],
+                 stream: int = TRAIN, world_size: int = 1) -> torch.Tensor:
+    """How often every vertex is an input node of a micro-batch of any of ``world_size`` ranks
+    over ``epochs`` (float64 ``[N]``), drawn exactly as training draws them."""
+    counts = torch.zeros(graph.num_nodes, dtype=torch.float64)
+    for epoch in epochs:
+        for _, _, targets, s in epoch_samples(train_idx, batch_size, seed, epoch,
+                                              world_size=world_size, stream=stream):
+            mb = sampler.sample(graph, targets, seed=s)
+            counts += torch.bincount(mb.input_nodes.cpu(), minlength=graph.num_nodes)
+    return counts
+
+
+def training_set(graph: GraphStore, train_idx: torch.Tensor | None, policy: str) -> torch.Tensor:
+    """``train_idx`` or the graph's own training split; a clear error when there is none."""
+    idx = graph.train_idx if train_idx is None else train_idx
+    if idx is None or idx.numel() == 0:
+        raise ValueError(f"cache={policy} samples from the training set, but no train_idx was "
+                         "given and the graph has none")
+    return idx.long().cpu()
+
+
+class CachePolicy:
+    """Which vertices to cache (``hotness``) and how many (``capacity``).
+
+    ``ratio`` is the fraction of all vertices each rank caches; ``bytes`` (when set) replaces it
+    with a byte budget per rank; ``auto`` (CUDA only) uses free device memory minus the measured
+    peak of one training step, keeping ``reserve`` of the free memory spare. ``placement`` is
+    ``replicated`` (every rank the same global hottest set) or ``partitioned`` (each rank the
+    hottest vertices of its own partition, disjoint sets).
+    """
+
+    name = "base"
+
+    def __init__(self, ratio: float = 0.0, bytes: int | None = None,
+                 placement: str = "replicated", auto: bool = False,
+                 reserve: float = 0.05) -> None:
+        if not 0.0 <= float(ratio) <= 1.0:
+            raise ValueError(f"cache.ratio must lie in [0, 1] (fraction of vertices each rank "
+                             f"caches), got {ratio}")
+        if bytes is not None and bytes < 0:
+            raise ValueError(f"cache.bytes must be >= 0 (a byte budget per rank), got {bytes}")
+        if placement not in PLACEMENTS:
+            raise ValueError(f"cache.placement must be one of {PLACEMENTS}, got {placement!r}")
+        if not 0.0 <= reserve < 1.0:
+            raise ValueError(f"cache.reserve must lie in [0, 1), got {reserve}")
+        self.ratio = float(ratio)
+        self.bytes = bytes
+        self.placement = placement
+        self.auto = auto
+        self.reserve = reserve
+
+    def hotness(self, graph: GraphStore, *, train_idx: torch.Tensor | None = None,
+                sampler: Sampler | None = None, batch_size: int = 1024, seed: int = 0,
+                visits: torch.Tensor | None = None, world_size: int = 1) -> torch.Tensor:
+        """Float ``[N]`` score, higher = hotter (``visits`` is used by ``oracle`` only;
+        ``world_size`` is the number of ranks whose micro-batches sampling policies replay)."""
+        raise NotImplementedError
+
+    def capacity(self, num_nodes: int, row_bytes: int, *, device: torch.device | None = None,
+                 peak_bytes: int | None = None, free_bytes: int | None = None) -> int:
+        """Rows each rank caches: from ``bytes`` if set, else ``auto``, else ``ratio``."""
+        if row_bytes <= 0:
+            raise ValueError(f"row_bytes must be positive, got {row_bytes}")
+        if self.bytes is not None:
+            if self.bytes < row_bytes:
+                raise ValueError(
+                    f"cache.bytes={self.bytes} is below one feature row ({row_bytes} bytes): "
+                    f"give at least {row_bytes} bytes, or use cache=none / cache.ratio")
+            rows = self.bytes // row_bytes
+        elif self.auto:
+            rows = auto_rows(row_bytes, device=device, peak_bytes=peak_bytes,
+                             free_bytes=free_bytes, reserve=self.reserve)
+        else:
+            rows = int(self.ratio * num_nodes + 1e-9)
+        return int(min(rows, num_nodes))
+
+    def __repr__(self) -> str:
+        budget = f"bytes={self.bytes}" if self.bytes is not None else (
+            "auto" if self.auto else f"ratio={self.ratio}")
+        return f"{type(self).__name__}({budget}, placement={self.placement})"
+
+
+def auto_rows(row_bytes: int, *, device: torch.device | None, peak_bytes: int | None,
+              free_bytes: int | None = None, reserve: float = 0.05) -> int:
+    """Rows that fit in ``free - peak - reserve * free`` (PaGraph/GNNLab's budget).
+
+    ``free_bytes`` defaults to the CUDA device's free memory now; ``peak_bytes`` is the peak
+    memory of one measured training step (``torch.cuda.max_memory_allocated`` after it).
+    """
+    if peak_bytes is None:
+        raise ValueError("cache.auto needs peak_bytes: the measured peak memory of one "
+                         "training step (run one step, read torch.cuda.max_memory_allocated)")
+    if free_bytes is None:
+        if device is None or torch.device(device).type != "cuda":
+            raise ValueError("cache.auto sizes the cache from free GPU memory: it needs a CUDA "
+                             "device (on CPU set cache.ratio or cache.bytes)")
+        free_bytes = torch.cuda.mem_get_info(torch.device(device))[0]
+    budget = int(free_bytes * (1.0 - reserve)) - int(peak_bytes)
+    return max(0, budget // row_bytes)

@@ -1,0 +1,34 @@
+"""``cache=none``: no device cache; every row comes from the host (or, with partitioned
+placement, nothing is cached anywhere either)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gnnscale.cache.base import CachePolicy
+from gnnscale.registry import register
+
+
+@register("cache", "none")
+@dataclass
+class NoCacheConfig:
+    _target_: str = "gnnscale.cache.none.NoCache"
+    ratio: float = 0.0
+    bytes: int | None = None
+    placement: str = "replicated"
+    auto: bool = False
+    reserve: float = 0.05
+
+
+class NoCache(CachePolicy):
+    """Caches nothing, whatever the budget says."""
+
+    name = "none"
+
+    def capacity(self, num_nodes: int, row_bytes: int, **kwargs) -> int:
+        return 0
+
+    def hotness(self, graph, **kwargs) -> torch.Tensor:
+        return torch.zeros(graph.num_nodes, dtype=torch.float64)

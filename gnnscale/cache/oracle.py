@@ -1,0 +1,64 @@
+"""``cache=oracle``: the vertices most visited by the measured epochs (for evaluation only).
+
+The true visit counts come either from ``visits`` (a ``[N]`` count tensor recorded during the
+run, e.g. ``FeatureStore(record_visits=True).visits`` summed over ranks, or counts of the exact
+batches a benchmark replays) or, when none is given, from re-running the sampler over training
+epochs ``first_epoch .. first_epoch + epochs - 1`` with the schedule training uses
+(:mod:`gnnscale.sampling.schedule`, every rank's micro-batches): exactly the run's draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gnnscale.cache.base import TRAIN, CachePolicy, training_set, visit_counts
+from gnnscale.registry import register
+
+
+@register("cache", "oracle")
+@dataclass
+class OracleCacheConfig:
+    _target_: str = "gnnscale.cache.oracle.OraclePolicy"
+    ratio: float = 0.0
+    bytes: int | None = None
+    placement: str = "replicated"
+    auto: bool = False
+    reserve: float = 0.05
+    epochs: int = 1
+    first_epoch: int = 0
+
+
+class OraclePolicy(CachePolicy):
+    """Ranks vertices by their true visit counts over the evaluated epochs."""
+
+    name = "oracle"
+
+    def __init__(self, epochs: int = 1, first_epoch: int = 0,
+                 visits: torch.Tensor | None = None, **budget) -> None:
+        super().__init__(**budget)
+        if epochs < 1 or first_epoch < 0:
+            raise ValueError(f"cache.epochs must be >= 1 and cache.first_epoch >= 0, got "
+                             f"{epochs} and {first_epoch}")
+        self.epochs = epochs
+        self.first_epoch = first_epoch
+        self.visits = visits
+
+    def hotness(self, graph, *, train_idx=None, sampler=None, batch_size: int = 1024,
+                seed: int = 0, visits: torch.Tensor | None = None, world_size: int = 1,
+                **kwargs) -> torch.Tensor:
+        counts = visits if visits is not None else self.visits
+        if counts is not None:
+            counts = torch.as_tensor(counts).cpu().to(torch.float64)
+            if counts.shape != (graph.num_nodes,):
+                raise ValueError(f"oracle visits must have shape ({graph.num_nodes},), got "
+                                 f"{tuple(counts.shape)}")
+            return counts
+        if sampler is None:
+            raise ValueError("cache=oracle needs recorded visits or the sampler to replay the "
+                             "measured epochs")
+        idx = training_set(graph, train_idx, self.name)
+        epochs = range(self.first_epoch, self.first_epoch + self.epochs)
+        return visit_counts(graph, train_idx=idx, sampler=sampler, batch_size=batch_size,
+                            seed=seed, epochs=epochs, stream=TRAIN, world_size=world_size)

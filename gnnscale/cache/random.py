@@ -1,0 +1,38 @@
+"""``cache=random``: a uniformly random set of vertices (the baseline of GNNLab's Fig. 10)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gnnscale.cache.base import CachePolicy
+from gnnscale.registry import register
+from gnnscale.sampling.schedule import mix_seed
+
+
+@register("cache", "random")
+@dataclass
+class RandomCacheConfig:
+    _target_: str = "gnnscale.cache.random.RandomPolicy"
+    ratio: float = 0.0
+    bytes: int | None = None
+    placement: str = "replicated"
+    auto: bool = False
+    reserve: float = 0.05
+    seed: int | None = None
+
+
+class RandomPolicy(CachePolicy):
+    """Random hotness from ``seed`` (the run's seed when ``seed`` is None)."""
+
+    name = "random"
+
+    def __init__(self, seed: int | None = None, **budget) -> None:
+        super().__init__(**budget)
+        self.seed = seed
+
+    def hotness(self, graph, *, seed: int = 0, **kwargs) -> torch.Tensor:
+        s = self.seed if self.seed is not None else seed
+        gen = torch.Generator().manual_seed(mix_seed(s, 0x5EED))
+        return torch.rand(graph.num_nodes, generator=gen, dtype=torch.float64)

@@ -1,0 +1,332 @@
+"""The feature store: a host tier (the whole feature table) and a per-rank device tier (cache).
+
+``gather(ids)`` returns ``features[ids]`` on the rank's device. Each id is looked up in a dense
+id -> slot array (O(1), -1 = not cached here, as GNNLab): hits come from the device tier; with
+partitioned placement (an ``owner`` map and more than one rank) a local miss that another rank
+caches is fetched from it through the :mod:`~gnnscale.cache.exchange` (``bytes_rank_to_rank``);
+only global misses are read from the host table (``bytes_host_to_rank``). With a distributed
+exchange ``gather`` is COLLECTIVE: every rank must call it the same number of times (the
+data-parallel strategy runs steps in lockstep; a rank with nothing to load passes an empty id
+tensor).
+
+Accounting counts requested positions: ``hits`` = local + remote hits, ``misses`` = rows read
+from the host, so ``bytes_host_to_rank == misses * row_bytes`` and
+``bytes_rank_to_rank == remote_hits * row_bytes`` (counted by the receiving rank). Callers pass
+unique ids (a mini-batch's ``input_nodes`` are unique); a repeated id is counted and moved again.
+
+On CUDA the device tier lives in GPU memory and host misses are gathered into pinned staging
+memory and copied without blocking; on CPU the device tier is a rank-local contiguous copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from gnnscale.cache.base import CachePolicy
+from gnnscale.cache.exchange import DistExchange, Exchange
+from gnnscale.data.graph import GraphStore
+from gnnscale.sampling.base import Sampler
+
+COUNTERS = ("requested", "hits", "local_hits", "remote_hits", "misses",
+            "bytes_host_to_rank", "bytes_rank_to_rank", "calls")
+_CHUNK_ROWS = 1 << 16
+_NATIVE: bool | None = None  # native gather_rows available (decided on first use)
+
+
+def _host_rows(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """``table[ids]`` on the host: the native multi-threaded gather when it is built."""
+    global _NATIVE
+    if _NATIVE is None:
+        try:
+            from gnnscale._native import ops
+            ops()
+            _NATIVE = True
+        except ImportError:
+            _NATIVE = False
+    if _NATIVE and table.device.type == "cpu":
+        from gnnscale.sampling.gather import gather_rows
+        return gather_rows(table, ids)
+    return torch.index_select(table, 0, ids)
+
+
+class FeatureStore:
+    """Serves feature rows of global vertex ids from the local cache, peers or the host."""
+
+    def __init__(self, features: torch.Tensor, cached_ids: torch.Tensor, *,
+                 device: torch.device | str = "cpu", topo: Any = None,
+                 owner: torch.Tensor | None = None, exchange: Exchange | None = None,
+                 record_visits: bool = False) -> None:
+        if features.dim() != 2:
+            raise ValueError(f"features must be a [N, F] table, got shape "
+                             f"{tuple(features.shape)}")
+        self.host = features if features.is_contiguous() else features.contiguous()
+        self.device = torch.device(device)
+        self.rank = topo.rank if topo is not None else 0
+        self.world_size = topo.world_size if topo is not None else 1
+        n = self.num_nodes
+        cached = torch.as_tensor(cached_ids).long().cpu().reshape(-1)
+        if cached.numel():
+            if int(cached.min()) < 0 or int(cached.max()) >= n:
+                raise ValueError(f"cached_ids must lie in [0, {n})")
+            if torch.unique(cached).numel() != cached.numel():
+                raise ValueError("cached_ids holds duplicates")
+        self.cached_ids = cached
+        slot = torch.full((n,), -1, dtype=torch.int32)
+        slot[cached] = torch.arange(cached.numel(), dtype=torch.int32)
+        self.slot = slot.to(self.device)
+        self.cache = self._load_device_tier(cached)
+        self.owner = None
+        self.exchange = None
+        if owner is not None:
+            owner = torch.as_tensor(owner).cpu()
+            if owner.shape != (n,):
+                raise ValueError(f"owner must have one entry per vertex ({n}), got "
+                                 f"{tuple(owner.shape)}")
+            mine = (owner == self.rank).nonzero().flatten()
+            if not torch.equal(torch.sort(mine).values, torch.sort(cached).values):
+                raise ValueError(f"owner map disagrees with cached_ids on rank {self.rank}: "
+                                 "owner[v] == rank must hold exactly for the ids this rank caches")
+            if owner.numel() and int(owner.max()) >= self.world_size:
+                raise ValueError(f"owner names rank {int(owner.max())} but world size is "
+                                 f"{self.world_size}")
+            if self.world_size > 1:
+                self.owner = owner.to(torch.int32).to(self.device)
+                self.exchange = exchange if exchange is not None else DistExchange()
+        self.visits = (torch.zeros(n, dtype=torch.int64, device=self.device)
+                       if record_visits else None)
+        self.last: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self.totals: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+
+    # -- properties --------------------------------------------------------------------------
+    @property
+    def num_nodes(self) -> int:
+        return int(self.host.shape[0])
+
+    @property
+    def num_features(self) -> int:
+        return int(self.host.shape[1])
+
+    @property
+    def row_bytes(self) -> int:
+        return self.num_features * self.host.element_size()
+
+    @property
+    def num_cached(self) -> int:
+        return int(self.cached_ids.numel())
+
+    @property
+    def cache_bytes(self) -> int:
+        return self.num_cached * self.row_bytes
+
+    @property
+    def collective(self) -> bool:
+        """True when ``gather`` must be called in lockstep by every rank."""
+        return isinstance(self.exchange, DistExchange)
+
+    # -- tiers -------------------------------------------------------------------------------
+    def _load_device_tier(self, cached: torch.Tensor) -> torch.Tensor:
+        cache = torch.empty(cached.numel(), self.num_features, dtype=self.host.dtype,
+                            device=self.device)
+        for start in range(0, cached.numel(), _CHUNK_ROWS):
+            part = cached[start:start + _CHUNK_ROWS]
+            cache[start:start + part.numel()] = _host_rows(self.host, part).to(self.device)
+        return cache
+
+    def _from_host(self, ids: torch.Tensor) -> torch.Tensor:
+        ids = ids.cpu()
+        if self.device.type != "cuda":
+            return _host_rows(self.host, ids)
+        staging = torch.empty(ids.numel(), self.num_features, dtype=self.host.dtype,
+                              pin_memory=True)
+        torch.index_select(self.host, 0, ids, out=staging)
+        return staging.to(self.device, non_blocking=True)
+
+    def serve(self, ids: torch.Tensor) -> torch.Tensor:
+        """Rows of ids this rank caches (answers peers' requests)."""
+        ids = ids.to(self.device).long()
+        slots = self.slot[ids]
+        if ids.numel() and bool((slots < 0).any()):
+            bad = ids[slots < 0][:5].tolist()
+            raise RuntimeError(f"rank {self.rank} was asked for vertices {bad} it does not cache:"
+                               " the ranks' owner maps differ")
+        return self.cache[slots.long()]
+
+    # -- gather ------------------------------------------------------------------------------
+    def gather(self, ids: torch.Tensor) -> torch.Tensor:
+        """``features[ids]`` on this rank's device, in order; collective if :attr:`collective`."""
+        ids = torch.as_tensor(ids)
+        if ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+            raise ValueError(f"ids must be a 1-D integer tensor, got {ids.dtype} with shape "
+                             f"{tuple(ids.shape)}")
+        ids = ids.to(self.device).long()
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_nodes):
+            raise IndexError(f"ids must lie in [0, {self.num_nodes}), got "
+                             f"[{int(ids.min())}, {int(ids.max())}]")
+        out = torch.empty(ids.numel(), self.num_features, dtype=self.host.dtype,
+                          device=self.device)
+        slots = self.slot[ids]
+        hit = slots >= 0
+        out[hit] = self.cache[slots[hit].long()]
+        miss_pos = (~hit).nonzero().flatten()
+        remote = 0
+        if self.exchange is not None:
+            owners = self.owner[ids[miss_pos]]
+            is_remote = owners >= 0
+            rpos = miss_pos[is_remote]
+            rows = self.exchange.fetch(ids[rpos], owners[is_remote], self.serve,
+                                       self.num_features, self.host.dtype)
+            out[rpos] = rows
+            remote = int(rpos.numel())
+            miss_pos = miss_pos[~is_remote]
+        if miss_pos.numel():
+            out[miss_pos] = self._from_host(ids[miss_pos])
+        if self.visits is not None:
+            self.visits += torch.bincount(ids, minlength=self.num_nodes)
+        self._account(int(ids.numel()), int(hit.sum()), remote, int(miss_pos.numel()))
+        return out
+
+    # -- accounting --------------------------------------------------------------------------
+    def _account(self, requested: int, local: int, remote: int, host: int) -> None:
+        self.last = {
+            "requested": requested, "hits": local + remote, "local_hits": local,
+            "remote_hits": remote, "misses": host,
+            "bytes_host_to_rank": host * self.row_bytes,
+            "bytes_rank_to_rank": remote * self.row_bytes, "calls": 1,
+        }
+        for k, v in self.last.items():
+            self.totals[k] += v
+
+    def last_stats(self) -> dict[str, float]:
+        """Counters of the latest ``gather`` plus its ``cache_hit_rate``."""
+        return _with_rates(self.last)
+
+    def epoch_stats(self, reduce: bool = False) -> dict[str, float]:
+        """Counters since :meth:`reset_epoch`; ``reduce=True`` sums them over ranks (collective)."""
+        totals = dict(self.totals)
+        if reduce and dist.is_initialized() and dist.get_world_size() > 1:
+            dev = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
+            t = torch.tensor([totals[k] for k in COUNTERS], dtype=torch.int64, device=dev)
+            dist.all_reduce(t)
+            totals = dict(zip(COUNTERS, t.tolist()))
+        return _with_rates(totals)
+
+    def reset_epoch(self) -> None:
+        self.totals = dict.fromkeys(COUNTERS, 0)
+
+
+def _with_rates(counts: dict[str, int]) -> dict[str, float]:
+    req = counts["requested"]
+    out: dict[str, float] = dict(counts)
+    out["cache_hit_rate"] = counts["hits"] / req if req else 0.0
+    out["local_hit_rate"] = counts["local_hits"] / req if req else 0.0
+    return out
+
+
+# -- choosing what to cache ------------------------------------------------------------------
+def hottest(hotness: torch.Tensor, k: int, candidates: torch.Tensor | None = None) -> torch.Tensor:
+    """The ``k`` hottest ids (of ``candidates`` if given), ties to the lower id; sorted by heat."""
+    ids = torch.arange(hotness.numel()) if candidates is None else candidates.long()
+    if k <= 0 or ids.numel() == 0:
+        return torch.empty(0, dtype=torch.long)
+    order = torch.argsort(hotness[ids], descending=True, stable=True)
+    return ids[order[:k]]
+
+
+def select_cached(hotness: torch.Tensor, capacity: int, *, placement: str = "replicated",
+                  part: torch.Tensor | None = None, rank: int = 0) -> torch.Tensor:
+    """Ids rank ``rank`` caches: global hottest (replicated) or hottest of its partition."""
+    if placement == "replicated":
+        return hottest(hotness, capacity)
+    if placement != "partitioned":
+        raise ValueError(f"placement must be replicated or partitioned, got {placement!r}")
+    if part is None:
+        raise ValueError("cache.placement=partitioned needs a partition map (part[v] = rank)")
+    return hottest(hotness, capacity, (part == rank).nonzero().flatten())
+
+
+def owner_map(cached_by_rank: list[torch.Tensor], num_nodes: int) -> torch.Tensor:
+    """``owner[v]`` = the rank caching ``v`` (-1 = none); the sets must be disjoint."""
+    owner = torch.full((num_nodes,), -1, dtype=torch.int32)
+    for rank, ids in enumerate(cached_by_rank):
+        if bool((owner[ids] >= 0).any()):
+            raise ValueError(f"rank {rank} caches vertices another rank already caches: "
+                             "partitioned caches must be disjoint")
+        owner[ids] = rank
+    return owner
+
+
+def _gather_sets(mine: torch.Tensor, world: int) -> list[torch.Tensor]:
+    """Every rank's cached ids (collective; gloo and nccl)."""
+    dev = torch.device("cuda", torch.cuda.current_device()) \
+        if dist.get_backend() == "nccl" else torch.device("cpu")
+    size = torch.tensor([mine.numel()], device=dev)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    dist.all_gather(sizes, size)
+    longest = max(int(s) for s in sizes)
+    padded = torch.full((longest,), -1, dtype=torch.long, device=dev)
+    padded[:mine.numel()] = mine.to(dev)
+    sets = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(sets, padded)
+    return [s[:int(n)].cpu() for s, n in zip(sets, sizes)]
+
+
+def partition_map(part: Any, num_nodes: int, world: int) -> torch.Tensor:
+    """``part`` as a LongTensor ``[N]`` (a tensor or a partition book with ``.part``)."""
+    if part is None:
+        raise ValueError("cache.placement=partitioned needs a partition map: pass part "
+                         "(the partition book's vertex -> part) or use placement=replicated")
+    p = torch.as_tensor(getattr(part, "part", part)).long().cpu()
+    if p.shape != (num_nodes,):
+        raise ValueError(f"the partition map has shape {tuple(p.shape)}, expected ({num_nodes},)")
+    parts = int(p.max()) + 1 if p.numel() else 0
+    if p.numel() and int(p.min()) < 0:
+        raise ValueError("the partition map holds negative parts")
+    if parts != world:
+        raise ValueError(f"the partition map has {parts} parts but there are {world} ranks: "
+                         "partition into world_size parts for partitioned placement")
+    return p
+
+
+def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = None,
+                        device: torch.device | str | None = None,
+                        train_idx: torch.Tensor | None = None, sampler: Sampler | None = None,
+                        batch_size: int = 1024, part: Any = None, seed: int = 0,
+                        features: torch.Tensor | None = None, peak_bytes: int | None = None,
+                        visits: torch.Tensor | None = None,
+                        record_visits: bool = False) -> FeatureStore:
+    """Size the cache, rank vertices by ``policy`` and fill this rank's store.
+
+    Replicated: every rank caches the same global hottest ``capacity`` vertices (PaGraph).
+    Partitioned: rank ``r`` caches the hottest ``capacity`` vertices with ``part[v] == r``
+    (Quiver/GSplit); the owner map is exchanged, so this call is collective when
+    ``world_size > 1``. ``peak_bytes`` feeds ``cache.auto``; ``visits`` feeds ``oracle``.
+    """
+    x = graph.x if features is None else features
+    if x is None:
+        raise ValueError(f"graph {graph.name!r} has no features to cache")
+    rank = topo.rank if topo is not None else 0
+    world = topo.world_size if topo is not None else 1
+    device = torch.device(device if device is not None else
+                          (topo.device if topo is not None else "cpu"))
+    n = graph.num_nodes
+    row_bytes = int(x.shape[1]) * x.element_size()
+    p = partition_map(part, n, world) if policy.placement == "partitioned" else None
+    capacity = policy.capacity(n, row_bytes, device=device, peak_bytes=peak_bytes)
+    if capacity > 0:
+        heat = policy.hotness(graph, train_idx=train_idx, sampler=sampler,
+                              batch_size=batch_size, seed=seed, visits=visits,
+                              world_size=world)
+        mine = select_cached(heat, capacity, placement=policy.placement, part=p, rank=rank)
+    else:
+        mine = torch.empty(0, dtype=torch.long)
+    owner = None
+    if p is not None and world > 1:
+        if not dist.is_initialized():
+            raise RuntimeError("partitioned placement over several ranks needs torch.distributed "
+                               "(or build the stores yourself with a LocalExchange)")
+        owner = owner_map(_gather_sets(mine, world), n)
+    return FeatureStore(x, mine, device=device, topo=topo, owner=owner,
+                        record_visits=record_visits)
