@@ -6,9 +6,9 @@ CPU kernels always; CUDA kernels (``csrc/cuda/*.cu``) only when torch has CUDA a
 import glob
 import os
 
+import torch
 from setuptools import setup
 from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
-import torch
 
 here = os.path.dirname(os.path.abspath(__file__))
 sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")))
@@ -24,8 +24,12 @@ if with_cuda and os.environ.get("GNNSCALE_NO_CUDA") != "1":
         extra_link_args=["-fopenmp"],
     )
 else:
-    ext = CppExtension("gnnscale._C", sources, extra_compile_args=flags, extra_link_args=["-fopenmp"])
+    ext = CppExtension("gnnscale._C", sources, extra_compile_args=flags,
+                       extra_link_args=["-fopenmp"])
 
 if os.environ.get("GNNSCALE_SKIP_NATIVE") == "1":  # the Makefile builds it in place
     ext = None
-setup(ext_modules=[ext] if ext else [], cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)})
+setup(
+    ext_modules=[ext] if ext else [],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+)

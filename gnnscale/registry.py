@@ -2,10 +2,11 @@
 
 Every option module ``gnnscale/<package>/<option>.py`` declares a typed dataclass schema with a
 ``_target_`` and registers it with :func:`register` under ``schema/<group>/<option>``; the YAML
-``configs/<group>/<option>.yaml`` extends that schema (``defaults: [/schema/<group>/<option>@_here_]``),
-so a misspelt key fails at composition. :func:`load_all` imports every option module so that
-their schemas are in the ConfigStore before Hydra composes. :func:`build` instantiates one
-component from its own sub-config plus runtime objects.
+``configs/<group>/<option>.yaml`` extends that schema
+(``defaults: [/schema/<group>/<option>@_here_]``), so a misspelt key fails at composition.
+:func:`load_all` imports every option module so that their schemas are in the ConfigStore
+before Hydra composes. :func:`build` instantiates one component from its own sub-config plus
+runtime objects.
 """
 
 from __future__ import annotations

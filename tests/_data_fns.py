@@ -1,28 +1,80 @@
-"""Module-level rank functions for the graph-store sharing test (spawn needs importable targets)."""
+"""Rank functions for the data-parallel tests (module level, so spawn can import them)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import torch
+import torch.nn.functional as F
 
-from gnnscale.data import processed
+from gnnscale.cache.none import NoCache
+from gnnscale.data.graph import GraphStore
+from gnnscale.deps.depcache import DepCache
+from gnnscale.executor.base import RunContext
+from gnnscale.executor.data import DataParallel
+from gnnscale.models.sage import SAGE
+from gnnscale.sampling.neighbor import NeighborSampler
+from gnnscale.sampling.schedule import epoch_batches, sample_seed
+
+FANOUTS = [4, 3]
+BATCH = 48
+STEPS = 3
 
 
-def mapped_file(ptr: int) -> str | None:
-    """The file backing the memory mapping that contains address ``ptr`` (None: anonymous)."""
-    for line in Path("/proc/self/maps").read_text().splitlines():
-        parts = line.split(maxsplit=5)
-        lo, hi = (int(v, 16) for v in parts[0].split("-"))
-        if lo <= ptr < hi:
-            return parts[5] if len(parts) == 6 and parts[5].startswith("/") else None
-    return None
+def make_graph(n: int = 300, e: int = 1500, f: int = 12, c: int = 4) -> GraphStore:
+    g = torch.Generator().manual_seed(7)
+    ei = torch.randint(0, n, (2, e), generator=g)
+    return GraphStore.from_edge_index(
+        ei, n, symmetrize=True, self_loops="remove", x=torch.randn(n, f, generator=g),
+        y=torch.randint(0, c, (n,), generator=g), num_classes=c,
+        train_idx=torch.arange(0, 200), val_idx=torch.arange(200, 250),
+        test_idx=torch.arange(250, 300),
+    )
 
 
-def load_shared_rank(topo, path: str) -> dict:
-    """Load the processed graph on a rank; report where its arrays live and a content hash."""
-    graph = processed.load(path)
-    return {
-        "rank": topo.rank,
-        "x_file": mapped_file(graph.x.data_ptr()),
-        "indices_file": mapped_file(graph.indices.data_ptr()),
-        "checksum": processed.checksum(graph),
-    }
+def make_model(graph: GraphStore) -> SAGE:
+    torch.manual_seed(3)
+    return SAGE(graph.num_features, graph.num_classes, hidden=16, num_layers=len(FANOUTS),
+                dropout=0.0)
+
+
+def data_parallel_steps(topo) -> dict:
+    """Run STEPS steps of strategy=data; return every step's gradients and the final params."""
+    graph = make_graph()
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
+                     sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
+                     partition=None, seed=0, batch_size=BATCH, lr=0.01)
+    strat = DataParallel(ctx, prefetch=0)
+    strat.setup()
+    batches = epoch_batches(graph.train_idx, BATCH, 0, 0, min_size=topo.world_size)
+    grads, losses = [], []
+    for step in range(STEPS):
+        mb = strat.sample((0, step, strat.micro_batch(batches[step])))
+        x = strat.store.gather(mb.input_nodes)
+        losses.append(strat.train_step(mb, x, graph.y[mb.targets]))
+        grads.append([p.grad.clone() for p in strat.module.parameters()])
+    params = [p.detach().clone() for p in strat.module.parameters()]
+    return {"grads": grads, "params": params, "losses": losses}
+
+
+def reference_steps(world_size: int) -> dict:
+    """One process: per step, the mean of the world_size micro-batch losses."""
+    graph = make_graph()
+    model = make_model(graph)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    sampler = NeighborSampler(FANOUTS)
+    batches = epoch_batches(graph.train_idx, BATCH, 0, 0, min_size=world_size)
+    grads, losses = [], []
+    for step in range(STEPS):
+        opt.zero_grad()
+        micro = torch.tensor_split(batches[step], world_size)
+        per_rank = []
+        for rank, targets in enumerate(micro):
+            mb = sampler.sample(graph, targets, sample_seed(0, 0, step, rank))
+            out = model(graph.x[mb.input_nodes], mb.blocks)
+            per_rank.append(F.cross_entropy(out, graph.y[mb.targets]))
+        loss = torch.stack(per_rank).mean()
+        loss.backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+        losses.append([float(v.detach()) for v in per_rank])
+        opt.step()
+    return {"grads": grads, "params": [p.detach().clone() for p in model.parameters()],
+            "losses": losses}

@@ -83,3 +83,21 @@ def test_bad_model_values():
         GAT(4, 2, hidden=10, heads=4)
     with pytest.raises(ValueError, match="norm"):
         SAGE(4, 2, norm="group")
+
+
+def test_gcn_graph_norm_batch_equals_whole_graph():
+    """gcn_norm=graph with every neighbour: a batch of targets gets its full-graph outputs."""
+    from gnnscale.sampling.neighbor import NeighborSampler
+
+    graph = _graph(seed=2)
+    n = graph.num_nodes
+    torch.manual_seed(0)
+    model = GCN(6, 3, hidden=8, num_layers=2, dropout=0.0, gcn_norm="graph")
+    model.bind_graph(graph)
+    x = torch.randn(n, 6)
+    whole = Block(graph.edge_index(), (n, n), torch.arange(n))
+    expected = model(x, [whole, whole])
+    targets = torch.tensor([0, 5, 9])
+    mb = NeighborSampler([-1, -1]).sample(graph, targets, 0)
+    torch.testing.assert_close(model(x[mb.n_id], mb.blocks), expected[targets],
+                               rtol=1e-5, atol=1e-5)

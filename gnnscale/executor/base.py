@@ -23,7 +23,8 @@ class RunContext:
     sampler: Sampler
     cache_policy: Any
     deps: Any
-    partition: Any  # callable (num_parts) -> PartitionBook, built lazily: not every strategy needs one
+    # callable(num_parts) -> PartitionBook, built lazily: not every strategy needs one
+    partition: Any
     seed: int
     batch_size: int
     lr: float
@@ -55,5 +56,5 @@ class Strategy(ABC):
     def optimizer(self) -> torch.optim.Optimizer:
         """The optimizer, for checkpoints."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook
         """Release threads and buffers."""

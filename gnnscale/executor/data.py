@@ -19,10 +19,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gnnscale.cache.store import build_feature_store
 from gnnscale.executor.base import RunContext, Strategy
-from gnnscale.executor.plan import epoch_batches, mix_seed
 from gnnscale.executor.prefetch import Prefetcher
 from gnnscale.registry import register
 from gnnscale.sampling.base import MiniBatch
+from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
 
 
 @register("strategy", "data")
@@ -101,11 +101,11 @@ class DataParallel(Strategy):
 
     def micro_batch(self, batch: torch.Tensor) -> torch.Tensor:
         """This rank's share of a global mini-batch."""
-        return torch.tensor_split(batch, self.ctx.topo.world_size)[self.ctx.topo.rank]
+        return micro_batch(batch, self.ctx.topo.world_size, self.ctx.topo.rank)
 
     def sample(self, job: tuple[int, int, torch.Tensor]) -> MiniBatch:
         epoch, step, targets = job
-        seed = mix_seed(self.ctx.seed, epoch, step, self.ctx.topo.rank)
+        seed = sample_seed(self.ctx.seed, epoch, step, self.ctx.topo.rank)
         return self.ctx.sampler.sample(self.ctx.graph, targets, seed)
 
     def train_step(self, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor) -> float:

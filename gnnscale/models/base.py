@@ -61,6 +61,9 @@ class GNN(nn.Module):
             for _ in range(num_layers - 1)
         )
 
+    def bind_graph(self, graph) -> None:
+        """Take graph-level constants a layer needs (e.g. degrees); most models need none."""
+
     @abstractmethod
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> nn.Module:
         """The PyG conv layer ``layer`` (0 = input layer)."""

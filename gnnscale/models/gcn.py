@@ -1,9 +1,10 @@
-"""GCN (Kipf & Welling) from PyG's GCNConv, normalised on each block.
+"""GCN (Kipf & Welling) from PyG's GCNConv, with the normalisation chosen by ``norm``.
 
-On a block, every destination gets a self loop and edge ``(u, v)`` the weight
-``1 / sqrt(deg_out(u) * deg_in(v))`` with degrees counted in the block (self loops included),
-as DGL's ``GraphConv(norm="both")`` does. On the whole graph this is exactly
-``D^-1/2 (A + I) D^-1/2``.
+Every destination gets a self loop. ``norm=block`` weighs edge ``(u, v)`` by
+``1 / sqrt(deg_out(u) * deg_in(v))`` with degrees counted in the block (DGL's
+``GraphConv(norm="both")``: the right choice for sampled neighbourhoods). ``norm=graph`` uses
+the graph's own degrees, ``1 / sqrt((deg(u) + 1) (deg(v) + 1))``: with every neighbour
+(fanout -1) this is exactly ``D^-1/2 (A + I) D^-1/2`` whatever the batch, i.e. full-graph GCN.
 """
 
 from __future__ import annotations
@@ -13,33 +14,61 @@ from dataclasses import dataclass
 import torch
 from torch_geometric.nn import GCNConv
 
+from gnnscale.data.graph import GraphStore
 from gnnscale.models.base import GNN, ModelConfig
 from gnnscale.registry import register
 from gnnscale.sampling.base import Block
+
+NORMS = ("block", "graph")
 
 
 @register("model", "gcn")
 @dataclass
 class GCNConfig(ModelConfig):
     _target_: str = "gnnscale.models.gcn.GCN"
+    gcn_norm: str = "block"
+
+
+def _with_self_loops(block: Block) -> torch.Tensor:
+    loop = torch.arange(block.num_dst, device=block.edge_index.device)
+    return torch.cat([block.edge_index, torch.stack([loop, loop])], dim=1)
 
 
 def block_gcn_norm(block: Block) -> tuple[torch.Tensor, torch.Tensor]:
-    """Edge index with destination self loops and the symmetric normalisation weights."""
+    """Edge index with destination self loops and block-degree symmetric weights."""
     n_src, n_dst = block.size
-    loop = torch.arange(n_dst, device=block.edge_index.device)
-    ei = torch.cat([block.edge_index, torch.stack([loop, loop])], dim=1)
+    ei = _with_self_loops(block)
     ones = torch.ones(ei.shape[1], device=ei.device)
     deg_out = torch.zeros(n_src, device=ei.device).index_add_(0, ei[0], ones)
     deg_in = torch.zeros(n_dst, device=ei.device).index_add_(0, ei[1], ones)
-    w = deg_out[ei[0]].rsqrt() * deg_in[ei[1]].rsqrt()
-    return ei, w
+    return ei, deg_out[ei[0]].rsqrt() * deg_in[ei[1]].rsqrt()
 
 
 class GCN(GNN):
+    def __init__(self, in_channels: int, out_channels: int, gcn_norm: str = "block",
+                 **kw) -> None:
+        if gcn_norm not in NORMS:
+            raise ValueError(f"model.gcn_norm must be one of {NORMS}, got {gcn_norm!r}")
+        super().__init__(in_channels, out_channels, **kw)
+        self.gcn_norm = gcn_norm
+        self.register_buffer("deg_inv_sqrt", None, persistent=False)
+
+    def bind_graph(self, graph: GraphStore) -> None:
+        deg = graph.in_degree().float() + 1.0
+        self.deg_inv_sqrt = deg.rsqrt().to(next(self.parameters()).device)
+
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> GCNConv:
         return GCNConv(in_dim, out_dim, add_self_loops=False, normalize=False)
 
+    def graph_norm(self, block: Block) -> tuple[torch.Tensor, torch.Tensor]:
+        """Edge index with destination self loops and graph-degree symmetric weights."""
+        if self.deg_inv_sqrt is None or block.src_ids is None:
+            raise ValueError("model.gcn_norm=graph needs the graph's degrees (bind_graph) and "
+                             "blocks that carry src_ids")
+        ei = _with_self_loops(block)
+        s = self.deg_inv_sqrt[block.src_ids.to(self.deg_inv_sqrt.device)]
+        return ei, s[ei[0]] * s[ei[1]]
+
     def conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
-        ei, w = block_gcn_norm(block)
+        ei, w = self.graph_norm(block) if self.gcn_norm == "graph" else block_gcn_norm(block)
         return self.convs[layer](x, ei, w)[: block.num_dst]

@@ -39,6 +39,7 @@ def build_context(topo: Topology, cfg) -> RunContext:
     torch.manual_seed(cfg.seed)  # identical initial parameters on every rank
     model = registry.build(cfg.model, in_channels=graph.num_features,
                            out_channels=graph.num_classes)
+    model.bind_graph(graph)
     return RunContext(
         topo=topo, graph=graph, model=model, sampler=registry.build(cfg.sampler),
         cache_policy=registry.build(cfg.cache), deps=registry.build(cfg.deps),

@@ -18,10 +18,15 @@ from gnnscale.data.graph import GraphStore
 
 @dataclass
 class Block:
-    """One layer's bipartite graph: ``edge_index[0]`` = local source, ``[1]`` = local destination."""
+    """One layer's bipartite graph: ``edge_index[0]`` = local source, ``[1]`` = local destination.
+
+    ``src_ids`` (optional) are the global ids of the sources (destinations first), for layers
+    whose weights depend on graph-level vertex properties such as GCN's degree normalisation.
+    """
 
     edge_index: torch.Tensor
     size: tuple[int, int]
+    src_ids: torch.Tensor | None = None
 
     @property
     def num_src(self) -> int:
@@ -36,7 +41,8 @@ class Block:
         return int(self.edge_index.shape[1])
 
     def to(self, device: torch.device | str) -> Block:
-        return Block(self.edge_index.to(device, non_blocking=True), self.size)
+        ids = None if self.src_ids is None else self.src_ids.to(device, non_blocking=True)
+        return Block(self.edge_index.to(device, non_blocking=True), self.size, ids)
 
 
 @dataclass
