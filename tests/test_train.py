@@ -94,3 +94,16 @@ def test_wandb_offline_run_files(tmp_path):
     run(cfg)
     runs = list((Path(cfg.run_dir) / "wandb").glob("offline-run-*"))
     assert runs and any(runs[0].glob("*.wandb"))
+
+
+def test_cache_changes_traffic_not_training(tmp_path):
+    """A partitioned presample cache moves fewer host bytes and trains exactly the same."""
+    base = run(make_cfg(tmp_path, *TINY, "epochs=1", "dist.world_size=2", run="none"))
+    cached = run(make_cfg(tmp_path, *TINY, "epochs=1", "dist.world_size=2", "cache=presample",
+                          "cache.ratio=0.3", "cache.placement=partitioned", run="cached"))
+    a, b = base["history"][-1], cached["history"][-1]
+    assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-6)
+    assert a["val_acc"] == b["val_acc"]
+    assert b["cache_hit_rate"] > 0.3 and b["bytes_rank_to_rank"] > 0
+    assert b["bytes_host_to_rank"] < a["bytes_host_to_rank"]
+    assert b["bytes_host_to_rank"] + b["bytes_rank_to_rank"] <= a["bytes_host_to_rank"]

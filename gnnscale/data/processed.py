@@ -45,7 +45,10 @@ def is_processed(path: str | os.PathLike) -> bool:
 
 
 def save(graph: GraphStore, path: str | os.PathLike) -> str:
-    """Write ``graph`` atomically to the folder ``path``; returns the checksum."""
+    """Write ``graph`` atomically to the folder ``path``; returns the checksum.
+
+    Safe when several processes save the same graph at once: the first complete copy wins.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
@@ -71,9 +74,19 @@ def save(graph: GraphStore, path: str | os.PathLike) -> str:
             "meta": graph.meta,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
+        if path.exists() and not is_processed(path):
+            shutil.rmtree(path, ignore_errors=True)  # a leftover of an interrupted save
+        elif path.exists():  # replacing a complete copy: move it aside first
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
+            os.replace(path, old / "g")
+            shutil.rmtree(old, ignore_errors=True)
+        try:
+            os.rename(tmp, path)
+        except OSError:
+            # Another process (e.g. a second torchrun rank) finished the same graph first.
+            if not is_processed(path):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -18,7 +18,8 @@ MAX_KEYS = {"epoch_time", "peak_memory", "edge_skew"}
 MEAN_KEYS = {"sample_time", "split_time", "load_time", "compute_time", "comm_time",
              "train_loss", "local_edge_ratio"}
 COLUMNS = ("epoch", "train_loss", "val_acc", "test_acc", "epoch_time", "sample_time",
-           "load_time", "compute_time", "comm_time", "cache_hit_rate", "bytes_host_to_rank")
+           "load_time", "compute_time", "comm_time", "cache_hit_rate", "bytes_host_to_rank",
+           "bytes_rank_to_rank")
 
 
 def peak_memory(device: torch.device) -> int:

@@ -21,12 +21,25 @@ from gnnscale.runner.metrics import MetricsWriter, peak_memory, reduce_over_rank
 from gnnscale.runner.validate import check_data
 
 
-def _partition_fn(graph, cfg) -> Any:
+def _partition_fn(graph, cfg, topo: Topology) -> Any:
+    """``partition(num_parts)``: rank 0 computes (or loads) the book, then the others load it."""
+    books: dict[int, Any] = {}
+
     def partition(num_parts: int):
         from gnnscale.partition import get_partition
 
-        root = Path(cfg.data_root) / "partitions"
-        return get_partition(graph, cfg.partitioner, num_parts, cache_root=root)
+        if num_parts not in books:
+            root = Path(cfg.data_root) / "partitions"
+            quiet = (lambda *_: None) if topo.rank else print
+            if topo.rank == 0:
+                books[num_parts] = get_partition(graph, cfg.partitioner, num_parts,
+                                                 cache_root=root, log=quiet)
+            if dist.is_initialized():
+                dist.barrier()
+            if topo.rank != 0:
+                books[num_parts] = get_partition(graph, cfg.partitioner, num_parts,
+                                                 cache_root=root, log=quiet)
+        return books[num_parts]
 
     return partition
 
@@ -43,7 +56,7 @@ def build_context(topo: Topology, cfg) -> RunContext:
     return RunContext(
         topo=topo, graph=graph, model=model, sampler=registry.build(cfg.sampler),
         cache_policy=registry.build(cfg.cache), deps=registry.build(cfg.deps),
-        partition=_partition_fn(graph, cfg), seed=cfg.seed, batch_size=cfg.batch_size,
+        partition=_partition_fn(graph, cfg, topo), seed=cfg.seed, batch_size=cfg.batch_size,
         lr=cfg.lr, weight_decay=cfg.weight_decay,
     )
 
