@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from gnnscale.sampling.gather import gather_rows
+from gnnscale.sampling.gather import empty_huge, gather_rows
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bfloat16,
@@ -40,6 +40,16 @@ def test_gather_into_preallocated_out():
         gather_rows(table, ids, out=torch.empty(3000, 15))
     with pytest.raises(RuntimeError, match="out must be a contiguous CPU tensor"):
         gather_rows(table, ids, out=torch.empty(3000, 16, dtype=torch.float64))
+
+
+def test_huge_page_table_gathers_the_same():
+    table = torch.randn(40_000, 100)  # 16 MB: large enough for the huge-page hint
+    huge = empty_huge(40_000, 100)
+    huge.copy_(table)
+    ids = torch.randint(0, 40_000, (10_000,), generator=torch.Generator().manual_seed(3))
+    assert huge.shape == (40_000, 100) and huge.dtype == torch.float32
+    assert torch.equal(gather_rows(huge, ids), table[ids])
+    assert gather_rows(empty_huge(5, dtype=torch.int64).fill_(7), [4]).tolist() == [7]
 
 
 def test_out_of_range_and_bad_ids_are_clear_errors():

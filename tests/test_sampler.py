@@ -59,6 +59,8 @@ def test_block_structure_edges_exist_fanouts_respected():
     assert len(batch.blocks) == 3
     assert batch.blocks[0].size[0] == batch.n_id.numel()
     assert batch.blocks[-1].size[1] == 20
+    for block in batch.blocks:
+        assert torch.equal(block.src_ids, batch.n_id[: block.size[0]])
     for lower, upper in zip(batch.blocks[:-1], batch.blocks[1:]):
         assert lower.size[1] == upper.size[0]  # a layer's destinations feed the next layer
     for block, fanout, pairs in zip(batch.blocks, reversed(fanouts), _global_edges(batch)):

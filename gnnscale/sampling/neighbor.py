@@ -1,0 +1,69 @@
+"""Multi-hop neighbor sampling (uniform or edge-weighted, with or without replacement)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from gnnscale._native import ops
+from gnnscale.data.graph import GraphStore
+from gnnscale.registry import register
+from gnnscale.sampling.base import Block, MiniBatch, Sampler
+
+
+class NeighborSampler(Sampler):
+    """Draws ``fanouts[l]`` in-neighbors per vertex per hop, target hop first (as PyG's
+    ``num_neighbors``); ``-1`` takes every in-neighbor.
+
+    Every hop samples for all vertices sampled so far, so each block's destinations are the
+    first ``n_dst`` of its sources. ``replace`` draws with replacement; ``weighted`` draws in
+    proportion to ``graph.edge_weight`` (zero-weight edges are never drawn, except by a fanout
+    of -1, which takes every edge). The sample is a function of ``seed``, the seeds and the
+    graph only, whatever the number of threads: each vertex's draw in hop ``h`` is keyed by
+    ``(seed, h, vertex id)``.
+    """
+
+    def __init__(self, fanouts: list[int], replace: bool = False, weighted: bool = False):
+        fanouts = [int(f) for f in fanouts]
+        if not fanouts:
+            raise ValueError("fanouts is empty: give one fanout per layer, e.g. [15, 10, 5]")
+        if any(f < -1 for f in fanouts):
+            raise ValueError(f"fanouts must be -1 (all neighbors) or >= 0, got {fanouts}")
+        self.fanouts, self.replace, self.weighted = fanouts, bool(replace), bool(weighted)
+        self.num_layers = len(fanouts)
+
+    def sample(self, graph: GraphStore, seeds: torch.Tensor, seed: int = 0) -> MiniBatch:
+        weights = None
+        if self.weighted:
+            if graph.edge_weight is None:
+                raise ValueError(f"sampler.weighted=true but graph {graph.name!r} has no "
+                                 "edge_weight; set sampler.weighted=false or add weights")
+            weights = graph.edge_weight
+            if weights.dtype != torch.float32:
+                weights = weights.float()
+        seeds = torch.as_tensor(seeds).reshape(-1)
+        if seeds.is_floating_point() or seeds.dtype == torch.bool:
+            raise TypeError(f"seeds must hold integer vertex ids, got {seeds.dtype}")
+        n_id, counts, edges = ops().sample_neighbors(
+            graph.indptr, graph.indices, weights, seeds.long(), self.fanouts, self.replace,
+            int(seed) & 0x7FFFFFFFFFFFFFFF)
+        counts = counts.tolist()
+        blocks = [Block(edges[h], (counts[h + 1], counts[h]), n_id[: counts[h + 1]])
+                  for h in reversed(range(len(edges)))]
+        return MiniBatch(n_id=n_id, blocks=blocks, num_targets=counts[0])
+
+    def __repr__(self) -> str:
+        return (f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, "
+                f"weighted={self.weighted})")
+
+
+@register("sampler", "neighbor")
+@dataclass
+class NeighborSamplerConfig:
+    """``sampler=neighbor``: per-layer fanouts, target layer first; -1 = all neighbors."""
+
+    _target_: str = "gnnscale.sampling.neighbor.NeighborSampler"
+    fanouts: list[int] = field(default_factory=lambda: [15, 10, 5])
+    replace: bool = False
+    weighted: bool = False
