@@ -10,6 +10,7 @@ predicts, and ``oracle`` replays stream ``TRAIN`` exactly, micro-batch by micro-
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 
@@ -17,7 +18,8 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.sampling.base import Sampler
 from gnnscale.sampling.schedule import PRESAMPLE, TRAIN, epoch_samples
 
-__all__ = ["PRESAMPLE", "TRAIN", "CachePolicy", "visit_counts", "training_set", "auto_rows"]
+__all__ = ["PRESAMPLE", "TRAIN", "CacheConfig", "CachePolicy", "visit_counts", "training_set",
+           "auto_rows"]
 
 PLACEMENTS = ("replicated", "partitioned")
 
@@ -43,6 +45,18 @@ def training_set(graph: GraphStore, train_idx: torch.Tensor | None, policy: str)
         raise ValueError(f"cache={policy} samples from the training set, but no train_idx was "
                          "given and the graph has none")
     return idx.long().cpu()
+
+
+@dataclass
+class CacheConfig:
+    """Budget and placement fields every cache option shares (see :class:`CachePolicy`)."""
+
+    _target_: str = ""
+    ratio: float = 0.0
+    bytes: int | None = None
+    placement: str = "replicated"
+    auto: bool = False
+    reserve: float = 0.05
 
 
 class CachePolicy:

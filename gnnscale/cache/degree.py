@@ -6,19 +6,14 @@ from dataclasses import dataclass
 
 import torch
 
-from gnnscale.cache.base import CachePolicy
+from gnnscale.cache.base import CacheConfig, CachePolicy
 from gnnscale.registry import register
 
 
 @register("cache", "degree")
 @dataclass
-class DegreeCacheConfig:
+class DegreeCacheConfig(CacheConfig):
     _target_: str = "gnnscale.cache.degree.DegreePolicy"
-    ratio: float = 0.0
-    bytes: int | None = None
-    placement: str = "replicated"
-    auto: bool = False
-    reserve: float = 0.05
 
 
 class DegreePolicy(CachePolicy):

@@ -13,19 +13,14 @@ from dataclasses import dataclass
 
 import torch
 
-from gnnscale.cache.base import TRAIN, CachePolicy, training_set, visit_counts
+from gnnscale.cache.base import TRAIN, CacheConfig, CachePolicy, training_set, visit_counts
 from gnnscale.registry import register
 
 
 @register("cache", "oracle")
 @dataclass
-class OracleCacheConfig:
+class OracleCacheConfig(CacheConfig):
     _target_: str = "gnnscale.cache.oracle.OraclePolicy"
-    ratio: float = 0.0
-    bytes: int | None = None
-    placement: str = "replicated"
-    auto: bool = False
-    reserve: float = 0.05
     epochs: int = 1
     first_epoch: int = 0
 

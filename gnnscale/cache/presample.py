@@ -12,19 +12,14 @@ from dataclasses import dataclass
 
 import torch
 
-from gnnscale.cache.base import PRESAMPLE, CachePolicy, training_set, visit_counts
+from gnnscale.cache.base import PRESAMPLE, CacheConfig, CachePolicy, training_set, visit_counts
 from gnnscale.registry import register
 
 
 @register("cache", "presample")
 @dataclass
-class PresampleCacheConfig:
+class PresampleCacheConfig(CacheConfig):
     _target_: str = "gnnscale.cache.presample.PresamplePolicy"
-    ratio: float = 0.0
-    bytes: int | None = None
-    placement: str = "replicated"
-    auto: bool = False
-    reserve: float = 0.05
     epochs: int = 1
 
 

@@ -6,20 +6,15 @@ from dataclasses import dataclass
 
 import torch
 
-from gnnscale.cache.base import CachePolicy
+from gnnscale.cache.base import CacheConfig, CachePolicy
 from gnnscale.registry import register
 from gnnscale.sampling.schedule import mix_seed
 
 
 @register("cache", "random")
 @dataclass
-class RandomCacheConfig:
+class RandomCacheConfig(CacheConfig):
     _target_: str = "gnnscale.cache.random.RandomPolicy"
-    ratio: float = 0.0
-    bytes: int | None = None
-    placement: str = "replicated"
-    auto: bool = False
-    reserve: float = 0.05
     seed: int | None = None
 
 
