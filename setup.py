@@ -13,7 +13,7 @@ from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, C
 here = os.path.dirname(os.path.abspath(__file__))
 sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")))
 cuda_sources = sorted(glob.glob(os.path.join("csrc", "cuda", "*.cu")))
-flags = {"cxx": ["-O3", "-fopenmp", "-std=c++17"]}
+flags = {"cxx": ["-O3", "-fopenmp"]}  # torch adds the C++ standard it needs (C++20)
 with_cuda = torch.cuda.is_available() and CUDA_HOME is not None and cuda_sources
 if with_cuda and os.environ.get("GNNSCALE_NO_CUDA") != "1":
     ext = CUDAExtension(

@@ -85,7 +85,8 @@ def sampler(rep: dict, out: Path) -> None:
     labels = ["gnnscale", "PyG NeighborLoader"]
     axes[0].bar(labels, [r.get("gnnscale_edges_per_s") or 0, r.get("pyg_edges_per_s") or 0])
     axes[0].set_title("sampled edges / s")
-    gb = [("native gather", r.get("gather_gb_per_s")), ("index_select", r.get("index_select_gb_per_s")),
+    gb = [("native gather", r.get("gather_gb_per_s")),
+          ("index_select", r.get("index_select_gb_per_s")),
           ("contiguous copy", r.get("copy_gb_per_s"))]
     axes[1].bar([k for k, _ in gb], [v or 0 for _, v in gb])
     axes[1].set_title("feature rows, GB/s written")

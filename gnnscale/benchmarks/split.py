@@ -1,0 +1,189 @@
+"""Benchmark suite ``split``: split parallelism (GSplit) vs data parallelism, 4 ranks.
+
+Workload: the products-like synthetic graph, METIS into 4 parts, 3 layers, batch sizes and
+cache ratios below. Volumes (deterministic, computed in-process over a fixed number of steps
+of the shared schedule, not whole epochs):
+
+- ``redundancy_pct``: edges ``data`` computes (4 micro-batches of b/4) over those ``split``
+  computes (one mini-batch of b, each sampled edge once), minus 100% (GSplit Table 2);
+- ``local_edge_ratio`` and ``edge_skew`` of the split (GSplit Table 5);
+- host-to-rank bytes: ``split`` (partitioned degree cache) vs ``data`` with its better
+  placement (replicated or partitioned degree cache).
+
+Times (4 spawned gloo ranks on this machine): median step time of ``data``, ``split``
+(depcomm) and ``split`` + ``hybrid`` after a warm-up step, at the largest cache ratio; an
+epoch has the same number of steps for both strategies, so step ratios are epoch ratios.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from types import SimpleNamespace
+
+import torch
+
+from gnnscale.benchmarks import ratio
+from gnnscale.cache.store import owner_map, select_cached
+from gnnscale.data.synthetic import generate
+from gnnscale.distributed import spawn
+from gnnscale.executor.splitter import split_sample
+from gnnscale.sampling.neighbor import NeighborSampler
+from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
+
+WORLD = 4
+
+
+def settings(quick: bool) -> dict:
+    if quick:
+        return {"scale": 0.01, "fanouts": [10, 10, 10], "batch_sizes": [256, 1024],
+                "ratios": [0.0, 0.25], "hidden": 64, "volume_steps": 3, "timed_steps": 2,
+                "seed": 0}
+    return {"scale": 0.05, "fanouts": [20, 20, 20], "batch_sizes": [1024, 4096],
+            "ratios": [0.0, 0.25], "hidden": 128, "volume_steps": 4, "timed_steps": 3,
+            "seed": 0}
+
+
+def _partition(graph, seed: int) -> torch.Tensor:
+    from gnnscale.partition import get_partition
+    from gnnscale.partition.metis import MetisPartitioner
+
+    return get_partition(graph, MetisPartitioner(seed=seed), WORLD, log=None).part.int()
+
+
+def _caches(graph, part: torch.Tensor, r: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Degree caches of ``r * N`` rows per rank: (replicated hot set, partitioned owner map)."""
+    n = graph.num_nodes
+    cap = int(r * n)
+    heat = graph.out_degree().double()
+    hot = torch.zeros(n, dtype=torch.bool)
+    hot[select_cached(heat, cap)] = True
+    sets = [select_cached(heat, cap, placement="partitioned", part=part.long(), rank=q)
+            for q in range(WORLD)]
+    return hot, owner_map(sets, n)
+
+
+def volumes(graph, part: torch.Tensor, cfg: dict, b: int, r: float) -> dict:
+    """Edges, locality, skew and host bytes over ``volume_steps`` steps of epoch 0."""
+    sampler = NeighborSampler(cfg["fanouts"])
+    hot, owner = _caches(graph, part, r)
+    own_in = torch.where(owner >= 0, owner, part).int()
+    row = graph.num_features * graph.x.element_size()
+    batches = epoch_batches(graph.train_idx, b, cfg["seed"], 0, min_size=WORLD)
+    e_split = e_data = host_split = host_rep = host_part = 0
+    local = total = 0
+    per_rank = [0] * WORLD
+    t_split = []
+    for step, batch in enumerate(batches[:cfg["volume_steps"]]):
+        mb = sampler.sample(graph, batch, sample_seed(cfg["seed"], 0, step, 0))
+        t0 = time.perf_counter()
+        plans = [split_sample(mb, own_in, part, WORLD, q) for q in range(WORLD)]
+        t_split.append((time.perf_counter() - t0) / WORLD)
+        e_split += mb.num_edges
+        local += plans[0].local_edges
+        total += plans[0].total_edges
+        per_rank = [a + c for a, c in zip(per_rank, plans[0].edges_per_rank)]
+        host_split += int((owner[mb.input_nodes] < 0).sum())
+        for q in range(WORLD):
+            m = sampler.sample(graph, micro_batch(batch, WORLD, q),
+                               sample_seed(cfg["seed"], 0, step, q))
+            e_data += m.num_edges
+            host_rep += int((~hot[m.input_nodes]).sum())
+            host_part += int((owner[m.input_nodes] < 0).sum())
+    mean = sum(per_rank) / WORLD
+    return {
+        "edges_split": e_split, "edges_data": e_data,
+        "redundancy_pct": 100.0 * (e_data - e_split) / max(e_split, 1),
+        "local_edge_ratio": local / max(total, 1), "edge_skew": max(per_rank) / mean,
+        "bytes_host_split": host_split * row,
+        "bytes_host_data_best": min(host_rep, host_part) * row,
+        "data_best_placement": "replicated" if host_rep <= host_part else "partitioned",
+        "split_op_ms_per_rank": 1e3 * statistics.median(t_split),
+    }
+
+
+def _timed_rank(topo, graph, part, cfg: dict, variants: list[tuple]) -> dict:
+    """Median step time of each (strategy, deps, batch size, cache ratio) variant."""
+    from gnnscale.cache.degree import DegreePolicy
+    from gnnscale.deps.depcache import DepCache
+    from gnnscale.deps.depcomm import DepComm
+    from gnnscale.deps.hybrid import Hybrid
+    from gnnscale.executor.base import RunContext
+    from gnnscale.executor.data import DataParallel
+    from gnnscale.executor.split import SplitParallel
+    from gnnscale.models.sage import SAGE
+
+    book = SimpleNamespace(num_parts=WORLD, part=part)
+    out = {}
+    for name, deps, b, r, placement in variants:
+        torch.manual_seed(0)
+        model = SAGE(graph.num_features, graph.num_classes, hidden=cfg["hidden"],
+                     num_layers=len(cfg["fanouts"]), dropout=0.0)
+        dm = {"depcache": DepCache, "depcomm": DepComm, "hybrid": Hybrid}[deps]()
+        ctx = RunContext(topo=topo, graph=graph, model=model,
+                         sampler=NeighborSampler(cfg["fanouts"]),
+                         cache_policy=DegreePolicy(ratio=r, placement=placement), deps=dm,
+                         partition=lambda k: book, seed=cfg["seed"], batch_size=b, lr=0.003)
+        strat = (DataParallel(ctx, prefetch=0) if name == "data"
+                 else SplitParallel(ctx, prefetch=0))
+        strat.setup()
+        batches = epoch_batches(graph.train_idx, b, cfg["seed"], 0, min_size=WORLD)
+        times, extra = [], {}
+        for step in range(cfg["timed_steps"] + 1):
+            t0 = time.perf_counter()
+            if name == "data":
+                mb = strat.sample((0, step, strat.micro_batch(batches[step % len(batches)])))
+                x = strat.store.gather(mb.input_nodes)
+                strat.train_step(mb, x, graph.y[mb.targets])
+            else:
+                mb, plan, _ = strat.prepare((0, step, batches[step % len(batches)]))
+                strat.train_step(mb, plan, strat.load(mb, plan))
+                extra = {"replicated_rows": plan.replicated}
+            times.append(time.perf_counter() - t0)
+        out[f"{name}/{deps}/b{b}/r{r}"] = {"step_s": statistics.median(times[1:]), **extra}
+        strat.close()
+    return out
+
+
+def run(quick: bool) -> dict:
+    cfg = settings(quick)
+    graph = generate("products_sim", scale=cfg["scale"], seed=cfg["seed"])
+    part = _partition(graph, cfg["seed"])
+    results: dict = {"redundancy_pct": {}, "local_edge_ratio": {}, "edge_skew": {},
+                     "volumes": {}, "step_time_s": {}}
+    ratios: dict = {"bytes_data_over_split": {}, "epoch_data_over_split": {},
+                    "depcomm_over_hybrid": {}}
+    for b in cfg["batch_sizes"]:
+        for r in cfg["ratios"]:
+            v = volumes(graph, part, cfg, b, r)
+            key = f"b{b}/r{r}"
+            results["volumes"][key] = v
+            ratios["bytes_data_over_split"][key] = ratio(v["bytes_host_data_best"],
+                                                         v["bytes_host_split"])
+        results["redundancy_pct"][f"b{b}"] = v["redundancy_pct"]
+        results["local_edge_ratio"][f"b{b}"] = v["local_edge_ratio"]
+        results["edge_skew"][f"b{b}"] = v["edge_skew"]
+    r = max(cfg["ratios"])
+    variants = []
+    for b in cfg["batch_sizes"]:
+        variants += [("data", "depcache", b, r, "replicated"),
+                     ("split", "depcomm", b, r, "partitioned"),
+                     ("split", "hybrid", b, r, "partitioned")]
+    t0 = time.perf_counter()
+    timed = spawn(_timed_rank, WORLD, graph, part, cfg, variants, timeout_s=1200.0)
+    wall = time.perf_counter() - t0
+    for key in timed[0]:
+        results["step_time_s"][key] = max(t[key]["step_s"] for t in timed)
+        if "replicated_rows" in timed[0][key]:
+            results["step_time_s"][key + "/replicated_rows"] = sum(
+                t[key]["replicated_rows"] for t in timed)
+    for b in cfg["batch_sizes"]:
+        st = results["step_time_s"]
+        ratios["epoch_data_over_split"][f"b{b}/r{r}"] = ratio(
+            st[f"data/depcache/b{b}/r{r}"], st[f"split/depcomm/b{b}/r{r}"])
+        ratios["depcomm_over_hybrid"][f"b{b}/r{r}"] = ratio(
+            st[f"split/depcomm/b{b}/r{r}"], st[f"split/hybrid/b{b}/r{r}"])
+    cfg["timed_wall_s"] = wall
+    cfg["graph"] = {"nodes": graph.num_nodes, "edges": graph.num_edges,
+                    "train": int(graph.train_idx.numel())}
+    return {"config": cfg, "results": results, "ratios": ratios}

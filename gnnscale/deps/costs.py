@@ -1,0 +1,67 @@
+"""Probe the per-dimension costs of NeutronStar's model on this machine.
+
+``t_vertex``: seconds per multiply-add of a dense vertex update (rows x in x out);
+``t_edge``: seconds per edge per feature of a gather-scatter aggregation;
+``t_comm``: seconds per float shuffled between ranks (all_to_all; 0 on one rank).
+Ranks agree by taking the maximum of each figure.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class Costs:
+    t_vertex: float
+    t_edge: float
+    t_comm: float
+
+
+def _best(fn, repeats: int = 5) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def probe_costs(dim: int = 128, rows: int = 4096, edges: int = 32768, group=None) -> Costs:
+    """Time a dense update, an aggregation and an all_to_all; collective when distributed."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, dim, generator=g)
+    w = torch.randn(dim, dim, generator=g)
+    src = torch.randint(0, rows, (edges,), generator=g)
+    dst = torch.randint(0, rows, (edges,), generator=g)
+    t_vertex = _best(lambda: x @ w) / (rows * dim * dim)
+    t_edge = _best(lambda: torch.zeros_like(x).index_add_(0, dst, x[src])) / (edges * dim)
+    t_comm = 0.0
+    if dist.is_initialized() and dist.get_world_size(group) > 1:
+        world = dist.get_world_size(group)
+        send = torch.randn(world * rows // 4, dim, generator=g)
+        recv = torch.empty_like(send)
+        t_comm = _best(lambda: dist.all_to_all_single(recv, send, group=group)) / send.numel()
+        agreed = torch.tensor([t_vertex, t_edge, t_comm], dtype=torch.float64)
+        dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=group)
+        t_vertex, t_edge, t_comm = agreed.tolist()
+    return Costs(t_vertex, t_edge, t_comm)
+
+
+def layer_costs(costs: Costs, dims: list[int], comm_weight: float = 1.0) -> torch.Tensor:
+    """3 x (L + 1) figures for layers 0..L (``dims[i]`` = width of layer i's rows).
+
+    Row ``i`` of each third: shuffling one layer-i row (forward and backward), one edge of
+    conv ``i`` (forward and backward, about 3 passes over the row), one vertex of conv ``i``.
+    """
+    L = len(dims) - 1
+    comm = [comm_weight * 2 * d * costs.t_comm for d in dims]
+    edge = [3 * d * costs.t_edge for d in dims]
+    vertex = [3 * dims[i] * dims[i + 1] * costs.t_vertex if i < L else 0.0
+              for i in range(L + 1)]
+    return torch.tensor(comm + edge + vertex, dtype=torch.float64)

@@ -1,0 +1,27 @@
+"""DepComm: communicate every remote dependency (its owner computes it and sends it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gnnscale.deps.base import DependencyManager
+from gnnscale.registry import register
+
+
+@register("deps", "depcomm")
+@dataclass
+class DepCommConfig:
+    _target_: str = "gnnscale.deps.depcomm.DepComm"
+
+
+class DepComm(DependencyManager):
+    replicates_all = False
+
+    def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor) -> torch.Tensor:
+        return torch.zeros_like(torch.as_tensor(recompute_cost), dtype=torch.bool)
+
+    def replication_budget(self, row_bytes: int) -> int:
+        """Rows a rank may replicate: none."""
+        return 0

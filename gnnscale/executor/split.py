@@ -1,0 +1,293 @@
+"""Split parallelism (GSplit): every rank trains its split of ONE shared mini-batch sample.
+
+Per step the leader samples the global mini-batch (ahead of training, in the prefetch thread)
+and broadcasts it on a dedicated process group; every rank splits it online (native op) by
+owner: layer-0 vertices by where their feature is cached, the others by the partition book.
+A rank loads only the layer-0 rows it owns (its cache, or the host when no rank caches them),
+then per layer shuffles hidden rows to the ranks whose destinations need them
+(:mod:`gnnscale.deps.shuffle`) and runs the unmodified conv layer on its local block. The loss
+of a rank's own targets is divided by the mini-batch size and parameter gradients are
+sum-all-reduced, so a step equals one process training on the whole mini-batch.
+
+``deps=hybrid`` lets a rank recompute a remote hidden row instead of receiving it when the
+probed cost model says so; ``preaggregate`` makes senders average their edges into each remote
+destination (exact for SAGE with mean/sum aggregation).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from gnnscale.cache.store import build_feature_store
+from gnnscale.deps.shuffle import ShuffleStats, shuffle
+from gnnscale.executor.base import RunContext, Strategy
+from gnnscale.executor.prefetch import Prefetcher
+from gnnscale.executor.splitter import SplitPlan, split_sample
+from gnnscale.registry import register
+from gnnscale.sampling.base import Block, MiniBatch
+from gnnscale.sampling.schedule import epoch_batches, sample_seed
+
+PREAGG_AGGRS = ("mean", "sum", "add")
+
+
+@register("strategy", "split")
+@dataclass
+class SplitParallelConfig:
+    _target_: str = "gnnscale.executor.split.SplitParallel"
+    prefetch: int = 2  # mini-batches sampled and split ahead; 0 = inline
+    preaggregate: bool = False  # senders average edges into remote destinations (SAGE)
+
+
+def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None) -> MiniBatch:
+    """Rank 0's sample on every rank: a header of sizes, then ids and edges in one tensor."""
+    if dist.get_rank() == 0:
+        head = [mb.n_id.numel(), mb.num_targets]
+        for b in mb.blocks:
+            head += [b.num_edges, b.num_src, b.num_dst]
+        header = torch.tensor(head, dtype=torch.int64)
+        body = torch.cat([mb.n_id.long()] + [b.edge_index.long().reshape(-1) for b in mb.blocks])
+    else:
+        header = torch.empty(2 + 3 * num_layers, dtype=torch.int64)
+    dist.broadcast(header, 0, group=group)
+    if dist.get_rank() != 0:
+        h = header.tolist()
+        body = torch.empty(h[0] + 2 * sum(h[2::3]), dtype=torch.int64)
+    dist.broadcast(body, 0, group=group)
+    if dist.get_rank() == 0:
+        return mb
+    h = header.tolist()
+    n_id, pos, blocks = body[:h[0]], h[0], []
+    for i in range(num_layers):
+        e, ns, nd = h[2 + 3 * i: 5 + 3 * i]
+        blocks.append(Block(body[pos:pos + 2 * e].view(2, e), (ns, nd), n_id[:ns]))
+        pos += 2 * e
+    return MiniBatch(n_id, blocks, h[1])
+
+
+class SplitParallel(Strategy):
+    def __init__(self, ctx: RunContext, prefetch: int = 2, preaggregate: bool = False) -> None:
+        super().__init__(ctx)
+        if prefetch < 0:
+            raise ValueError(f"strategy.prefetch must be >= 0, got {prefetch}")
+        if getattr(ctx.deps, "replicates_all", False):
+            raise ValueError("strategy=split communicates dependencies: use deps=depcomm or "
+                             "deps=hybrid (deps=depcache is for strategy=data)")
+        if not hasattr(ctx.deps, "replication_budget"):
+            raise ValueError(f"strategy=split does not know deps {type(ctx.deps).__name__}: "
+                             "use deps=depcomm or deps=hybrid")
+        if preaggregate:
+            aggr = getattr(ctx.model, "aggr", None)
+            if type(ctx.model).__name__ != "SAGE" or aggr not in PREAGG_AGGRS:
+                raise ValueError("strategy.preaggregate=true is exact only for mean/sum "
+                                 f"aggregation (model=sage, aggr in {PREAGG_AGGRS}); got "
+                                 f"{type(ctx.model).__name__} with aggr={aggr!r}: set "
+                                 "strategy.preaggregate=false")
+        self.prefetch, self.preagg = prefetch, preaggregate
+        self.gcn_block = getattr(ctx.model, "gcn_norm", None) == "block"
+
+    # -- setup -------------------------------------------------------------------------------
+    def setup(self) -> None:
+        ctx, topo = self.ctx, self.ctx.topo
+        world, n = topo.world_size, ctx.graph.num_nodes
+        self._module = ctx.model.to(topo.device)
+        self._optimizer = torch.optim.Adam(self._module.parameters(), lr=ctx.lr,
+                                           weight_decay=ctx.weight_decay)
+        self.group = dist.new_group(backend="gloo") if world > 1 else None
+        self.own_part = self._partition_owner(world, n)
+        part = self.own_part if ctx.cache_policy.placement == "partitioned" else None
+        self.store = build_feature_store(
+            ctx.graph, ctx.cache_policy, topo=topo, device=topo.device,
+            train_idx=ctx.graph.train_idx, sampler=ctx.sampler, batch_size=ctx.batch_size,
+            part=part, seed=ctx.seed,
+        )
+        # layer-0 owner: the rank caching the feature, else the partition owner
+        self.own_in = self.own_part.clone()
+        if self.store.owner is not None:
+            cached = self.store.owner.cpu()
+            self.own_in = torch.where(cached >= 0, cached, self.own_part).int()
+        # a rank loads only rows it caches or no rank caches: never a peer's (no exchange)
+        self.store.exchange = None
+        self.store.owner = None
+        self.labels = ctx.graph.y
+        self.stats = ShuffleStats()
+        self.allreduce_seconds, self.allreduce_bytes = 0.0, 0
+        dims = self._dims()
+        row_bytes = 4 * max(dims[1:] or [1])
+        self.budget = ctx.deps.replication_budget(row_bytes) if world > 1 else 0
+        self.costs = None
+        if self.budget > 0:
+            ctx.deps.probe(group=None)
+            self.costs = ctx.deps.layer_costs(dims)
+
+    def _dims(self) -> list[int]:
+        """Row widths of layers 0..L: the inputs, then each conv's output."""
+        dims = [self.ctx.graph.num_features]
+        for conv in self._module.convs:
+            out = getattr(conv, "out_channels", None)
+            if out is None:
+                out = dims[-1]
+            elif getattr(conv, "concat", False):
+                out *= conv.heads
+            dims.append(int(out))
+        return dims
+
+    def _partition_owner(self, world: int, n: int) -> torch.Tensor:
+        if world == 1:
+            return torch.zeros(n, dtype=torch.int32)
+        book = self.ctx.partition(world)
+        parts = int(getattr(book, "num_parts", -1))
+        if parts != world:
+            raise ValueError(f"strategy=split needs a partition book with one part per rank: "
+                             f"got {parts} parts for {world} ranks; partition into "
+                             f"world_size={world} parts")
+        part = torch.as_tensor(book.part)
+        if part.shape != (n,) or int(part.min()) < 0 or int(part.max()) >= world:
+            raise ValueError(f"the partition book's part map must assign each of the {n} "
+                             f"vertices a part in [0, {world})")
+        return part.int()
+
+    @property
+    def module(self) -> torch.nn.Module:
+        return self._module
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self._optimizer
+
+    # -- one step ----------------------------------------------------------------------------
+    def sample(self, job: tuple[int, int, torch.Tensor]) -> MiniBatch:
+        """The shared sample of one step (collective: rank 0 samples, the others receive)."""
+        epoch, step, targets = job
+        ctx = self.ctx
+        mb = None
+        if ctx.topo.rank == 0:
+            mb = ctx.sampler.sample(ctx.graph, targets, sample_seed(ctx.seed, epoch, step, 0))
+        if ctx.topo.world_size == 1:
+            return mb
+        return broadcast_sample(mb, ctx.sampler.num_layers, self.group)
+
+    def split(self, mb: MiniBatch) -> SplitPlan:
+        topo = self.ctx.topo
+        return split_sample(mb, self.own_in, self.own_part, topo.world_size, topo.rank,
+                            preagg=self.preagg, costs=self.costs, budget=self.budget,
+                            gcn_block_norm=self.gcn_block)
+
+    def prepare(self, job: tuple[int, int, torch.Tensor]) -> tuple[MiniBatch, SplitPlan, float]:
+        """Sample (or receive) and split one step; returns the split's seconds too."""
+        mb = self.sample(job)
+        t0 = time.perf_counter()
+        plan = self.split(mb)
+        return mb, plan, time.perf_counter() - t0
+
+    def load(self, mb: MiniBatch, plan: SplitPlan) -> torch.Tensor:
+        """This rank's layer-0 rows: its cached ones and the ones no rank caches."""
+        return self.store.gather(mb.n_id[plan.loaded])
+
+    def forward(self, x: torch.Tensor, plan: SplitPlan) -> torch.Tensor:
+        """Shuffle + local conv per layer; returns the rows of this rank's targets."""
+        dev = x.device
+        world = self.ctx.topo.world_size
+        h = x
+        for i, lp in enumerate(plan.layers):
+            src = h
+            if lp.slot_count.numel():
+                agg = h.new_zeros(lp.slot_count.numel(), h.shape[1]).index_add(
+                    0, lp.agg_slot.to(dev), h[lp.agg_row.to(dev)])
+                src = torch.cat([h, agg / lp.slot_count.to(dev, h.dtype)[:, None]])
+            if world > 1:
+                recv = shuffle(src, lp.send_idx, lp.send_counts, lp.recv_counts,
+                               stats=self.stats)
+                src = torch.cat([h, recv])
+            xi = src[lp.gather.to(dev)]
+            if lp.scale is not None:
+                xi = xi * lp.scale.to(dev)[:, None]
+            h = self._module.layer(i, xi, lp.block.to(dev))
+        return h
+
+    def train_step(self, mb: MiniBatch, plan: SplitPlan, x: torch.Tensor) -> float:
+        """Forward, backward, summed gradient all-reduce and optimizer step; returns the loss
+        of the whole mini-batch (the same on every rank)."""
+        self._module.train()
+        self._optimizer.zero_grad(set_to_none=True)
+        out = self.forward(x, plan)
+        y = self.labels[mb.n_id[plan.targets]].to(out.device)
+        loss = F.cross_entropy(out, y, reduction="sum") / mb.num_targets
+        loss.backward()
+        total = self.allreduce_grads(loss.detach())
+        self._optimizer.step()
+        return total
+
+    def allreduce_grads(self, loss: torch.Tensor) -> float:
+        """Sum every parameter gradient (and the loss) over ranks in one flat buffer."""
+        params = list(self._module.parameters())
+        if self.ctx.topo.world_size == 1:
+            return float(loss)
+        flat = torch.cat([p.grad.reshape(-1) if p.grad is not None else
+                          torch.zeros(p.numel(), device=loss.device) for p in params]
+                         + [loss.reshape(1)])
+        t0 = time.perf_counter()
+        dist.all_reduce(flat)
+        self.allreduce_seconds += time.perf_counter() - t0
+        self.allreduce_bytes += flat.numel() * flat.element_size()
+        pos = 0
+        for p in params:
+            g = flat[pos:pos + p.numel()].view_as(p)
+            if p.grad is None:
+                p.grad = g.clone()
+            else:
+                p.grad.copy_(g)
+            pos += p.numel()
+        return float(flat[-1])
+
+    # -- epoch -------------------------------------------------------------------------------
+    def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
+        ctx, world = self.ctx, self.ctx.topo.world_size
+        batches = epoch_batches(ctx.graph.train_idx, ctx.batch_size, ctx.seed, epoch,
+                                min_size=world)
+        jobs = [(epoch, s, b) for s, b in enumerate(batches)]
+        m = dict.fromkeys(("sample_time", "split_time", "load_time", "compute_time",
+                           "train_loss", "edges_computed", "nodes_loaded", "steps",
+                           "replicated_rows"), 0.0)
+        ratio, per_rank = 0.0, [0] * world
+        self.stats.reset()
+        self.allreduce_seconds, self.allreduce_bytes = 0.0, 0
+        self.store.reset_epoch()
+        t_epoch = time.perf_counter()
+        for (mb, plan, t_split), t_prep in Prefetcher(self.prepare, jobs, self.prefetch):
+            m["sample_time"] += t_prep - t_split
+            m["split_time"] += t_split
+            t0 = time.perf_counter()
+            x = self.load(mb, plan)
+            t1 = time.perf_counter()
+            m["train_loss"] += self.train_step(mb, plan, x)
+            m["load_time"] += t1 - t0
+            m["compute_time"] += time.perf_counter() - t1
+            m["edges_computed"] += plan.edges_per_rank[ctx.topo.rank]
+            m["nodes_loaded"] += plan.loaded.numel()
+            m["replicated_rows"] += plan.replicated
+            ratio += plan.local_edges / max(plan.total_edges, 1)
+            per_rank = [a + b for a, b in zip(per_rank, plan.edges_per_rank)]
+            m["steps"] += 1
+            if progress is not None:
+                progress.update(1)
+        m["epoch_time"] = time.perf_counter() - t_epoch
+        steps = max(m["steps"], 1)
+        m["train_loss"] /= steps
+        m["local_edge_ratio"] = ratio / steps
+        mean = sum(per_rank) / world
+        m["edge_skew"] = max(per_rank) / mean if mean else 1.0
+        m["comm_time"] = self.stats.seconds + self.allreduce_seconds
+        m["bytes_shuffled"] = float(self.stats.bytes_sent)
+        m["bytes_allreduce"] = float(self.allreduce_bytes)
+        m.update(self.store.epoch_stats())
+        return m
+
+    def num_steps(self, epoch: int) -> int:
+        return len(epoch_batches(self.ctx.graph.train_idx, self.ctx.batch_size, self.ctx.seed,
+                                 epoch, min_size=self.ctx.topo.world_size))

@@ -1,0 +1,107 @@
+"""Online split of one shared mini-batch (GSplit): the native ``split_sample`` op, wrapped.
+
+Every vertex of every layer of the sample gets one owner rank: layer 0 by ``own_in`` (the rank
+caching its feature, else its partition), the others by the partition book (``own_part``,
+looked up densely by global id). A rank's :class:`SplitPlan` lists the layer-0 rows it loads,
+and per layer its local block (destinations first, sources, then one virtual row per
+pre-aggregated (destination, sender)), where each local source row comes from (its own rows
+or the shuffle) and the shuffle's send/receive lists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gnnscale._native import ops
+from gnnscale.sampling.base import Block, MiniBatch
+
+_PER_LAYER = 8
+
+
+@dataclass
+class LayerPlan:
+    """One layer on one rank: ``x = cat(h, recv)[gather]``, then the conv on ``block``."""
+
+    block: Block
+    dst: torch.Tensor          # sample ids of the destinations this rank computes
+    gather: torch.Tensor       # each local source row -> row of cat(h, received rows)
+    send_idx: torch.Tensor     # rows of cat(h, aggregated slots) sent, peer by peer
+    send_counts: list[int]
+    recv_counts: list[int]
+    agg_row: torch.Tensor      # pre-aggregation: h rows summed ...
+    agg_slot: torch.Tensor     # ... into these slots ...
+    slot_count: torch.Tensor   # ... each the mean of this many edges
+    scale: torch.Tensor | None = None  # per-source-row factor (GCN block normalisation)
+
+
+@dataclass
+class SplitPlan:
+    """What one rank does with one shared sample."""
+
+    loaded: torch.Tensor       # sample ids of the layer-0 rows this rank loads
+    layers: list[LayerPlan]
+    edges_per_rank: list[int]  # edges each rank computes
+    local_edges: int           # sample edges whose source and destination have one owner
+    total_edges: int
+    replicated: int            # remote rows this rank recomputes (hybrid)
+
+    @property
+    def targets(self) -> torch.Tensor:
+        """Sample ids of the targets this rank computes the loss of."""
+        return self.layers[-1].dst
+
+
+def sample_counts(mb: MiniBatch) -> torch.Tensor:
+    """Vertices per layer in sampler order: targets first, input layer last."""
+    sizes = [mb.blocks[-1].num_dst] + [b.num_src for b in reversed(mb.blocks)]
+    return torch.tensor(sizes, dtype=torch.int64)
+
+
+def _gcn_block_scale(mb_block: Block, local: Block, src: torch.Tensor) -> torch.Tensor:
+    """Row factors that turn local block degrees into the whole sample's (exact for GCN).
+
+    GCN weighs edge (u, v) by deg_out(u)^-1/2 deg_in(v)^-1/2, counted in the block with self
+    loops; a destination has all its in-edges locally, a source only some of its out-edges.
+    GCNConv transforms rows linearly before weighting, so scaling source row u by
+    sqrt(local deg_out / sample deg_out) gives the sample's weights exactly.
+    """
+    n_src, n_dst = mb_block.size
+    full = torch.bincount(mb_block.edge_index[0], minlength=n_src).double()
+    full[:n_dst] += 1
+    ln_src, ln_dst = local.size
+    loc = torch.bincount(local.edge_index[0], minlength=ln_src).double()
+    loc[:ln_dst] += 1
+    return (loc / full[src]).clamp_min(0).sqrt().float()
+
+
+def split_sample(mb: MiniBatch, own_in: torch.Tensor, own_part: torch.Tensor, world: int,
+                 rank: int, *, preagg: bool = False, costs: torch.Tensor | None = None,
+                 budget: int = 0, gcn_block_norm: bool = False) -> SplitPlan:
+    """Split ``mb`` over ``world`` ranks; the plan of rank ``rank``.
+
+    ``own_in``/``own_part`` map global ids to ranks (layer 0 / other layers). ``costs`` holds
+    3 x (L + 1) per-layer figures (row communication, per-edge and per-vertex compute) for the
+    hybrid greedy; ``budget`` caps the rows a rank replicates (0 = communicate everything).
+    """
+    L = len(mb.blocks)
+    n0 = mb.blocks[0].num_src
+    ids = mb.n_id[:n0]
+    if costs is None:
+        costs = torch.zeros(3 * (L + 1), dtype=torch.float64)
+    out = ops().split_sample(sample_counts(mb), [b.edge_index for b in mb.blocks],
+                             own_in[ids].int(), own_part[ids].int(), world, rank, preagg,
+                             costs, int(budget))
+    stats = out[1].tolist()
+    layers = []
+    for i in range(L):
+        dst, src, ei, gather, send_idx, send_c, recv_c, agg = out[2 + _PER_LAYER * i:
+                                                                 2 + _PER_LAYER * (i + 1)]
+        n_slots = int((agg[2] > 0).sum())
+        block = Block(ei, (src.numel(), dst.numel()), mb.n_id[src])
+        scale = _gcn_block_scale(mb.blocks[i], block, src) if gcn_block_norm else None
+        layers.append(LayerPlan(block, dst, gather, send_idx, send_c.tolist(), recv_c.tolist(),
+                                agg[0], agg[1], agg[2][:n_slots], scale))
+    return SplitPlan(out[0], layers, stats[:world], stats[world], stats[world + 1],
+                     stats[world + 2])

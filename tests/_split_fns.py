@@ -1,0 +1,111 @@
+"""Rank functions for the split-parallel tests (module level, so spawn can import them)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from gnnscale.cache.none import NoCache
+from gnnscale.deps.depcomm import DepComm
+from gnnscale.deps.hybrid import Hybrid
+from gnnscale.executor.base import RunContext
+from gnnscale.executor.split import SplitParallel
+from gnnscale.models.gat import GAT
+from gnnscale.models.gcn import GCN
+from gnnscale.models.sage import SAGE
+from gnnscale.partition import PartitionBook
+from gnnscale.sampling.neighbor import NeighborSampler
+from gnnscale.sampling.schedule import epoch_batches, sample_seed
+from tests._data_fns import make_graph
+
+FANOUTS = [4, 3]
+BATCH = 48
+
+
+def make_model(name: str, graph):
+    torch.manual_seed(3)
+    kw = dict(hidden=16, num_layers=len(FANOUTS), dropout=0.0)
+    if name == "sage":
+        return SAGE(graph.num_features, graph.num_classes, **kw)
+    if name.startswith("gcn"):
+        model = GCN(graph.num_features, graph.num_classes, gcn_norm=name.split("_")[1], **kw)
+        model.bind_graph(graph)
+        return model
+    return GAT(graph.num_features, graph.num_classes, heads=2, **kw)
+
+
+def scattered_part(n: int, world: int) -> torch.Tensor:
+    """A deliberately poor partition (many remote edges) to stress the shuffle."""
+    return (torch.arange(n) * 7 + 3) % world
+
+
+def make_ctx(topo, model: str, deps: str, parts: int | None = None) -> RunContext:
+    graph = make_graph()
+
+    def partition(num_parts: int) -> PartitionBook:
+        k = parts or num_parts
+        return PartitionBook.from_edge_cut(graph, scattered_part(graph.num_nodes, k), k)
+
+    dm = DepComm() if deps == "depcomm" else Hybrid(comm_weight=1e6)
+    return RunContext(topo=topo, graph=graph, model=make_model(model, graph),
+                      sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=dm,
+                      partition=partition, seed=0, batch_size=BATCH, lr=0.01)
+
+
+def split_cases(topo, cases: list[tuple[str, str, bool, bool]]) -> list[dict]:
+    """Per case (model, deps, preaggregate, shifted layer-0 owners): one step's loss,
+    gradients and this rank's plan (vertices computed per layer, rows loaded)."""
+    results = []
+    for model, deps, preagg, shift in cases:
+        ctx = make_ctx(topo, model, deps)
+        strat = SplitParallel(ctx, prefetch=0, preaggregate=preagg)
+        strat.setup()
+        if shift:  # layer-0 owners differ from the partition (as when caches decide)
+            strat.own_in = (strat.own_part + 1) % topo.world_size
+        batch = epoch_batches(ctx.graph.train_idx, BATCH, 0, 0, min_size=topo.world_size)[0]
+        mb, plan, _ = strat.prepare((0, 0, batch))
+        x = strat.load(mb, plan)
+        loss = strat.train_step(mb, plan, x)
+        results.append({
+            "loss": loss, "grads": [p.grad.clone() for p in strat.module.parameters()],
+            "dst": [mb.n_id[lp.dst] for lp in plan.layers],
+            "loaded": mb.n_id[plan.loaded], "replicated": plan.replicated,
+            "edges": plan.edges_per_rank, "total_edges": plan.total_edges,
+            "shuffled": strat.stats.bytes_sent, "requested": strat.store.totals["requested"],
+        })
+        strat.close()
+    return results
+
+
+def reference(model: str) -> dict:
+    """One process training on the same mini-batch."""
+    graph = make_graph()
+    net = make_model(model, graph)
+    sampler = NeighborSampler(FANOUTS)
+    batch = epoch_batches(graph.train_idx, BATCH, 0, 0, min_size=1)[0]
+    mb = sampler.sample(graph, batch, sample_seed(0, 0, 0, 0))
+    out = net(graph.x[mb.input_nodes], mb.blocks)
+    loss = F.cross_entropy(out, graph.y[mb.targets])
+    loss.backward()
+    return {"loss": float(loss.detach()), "grads": [p.grad.clone() for p in net.parameters()],
+            "n_id": mb.n_id, "sizes": [b.num_dst for b in mb.blocks],
+            "inputs": mb.input_nodes, "edges": mb.num_edges}
+
+
+def fail_mid_shuffle(topo) -> None:
+    """Rank 1 dies after the first layer's shuffle; the others block in the second."""
+    ctx = make_ctx(topo, "sage", "depcomm")
+    strat = SplitParallel(ctx, prefetch=0)
+    strat.setup()
+    if topo.rank == 1:
+        layer = strat.module.layer
+
+        def dying(i, x, block):
+            if i == 1:
+                raise RuntimeError("rank 1 fails mid-shuffle on purpose")
+            return layer(i, x, block)
+
+        strat.module.layer = dying
+    batch = epoch_batches(ctx.graph.train_idx, BATCH, 0, 0, min_size=topo.world_size)[0]
+    mb, plan, _ = strat.prepare((0, 0, batch))
+    strat.train_step(mb, plan, strat.load(mb, plan))

@@ -1,0 +1,103 @@
+"""strategy=split: one shared sample split over gloo ranks equals one process on that sample."""
+
+import pytest
+import torch
+
+from gnnscale.distributed import RankFailed, spawn
+from gnnscale.runner.run import run
+from tests import _split_fns
+from tests._train import TINY, make_cfg
+
+# (model, deps, preaggregate, layer-0 owners shifted away from the partition)
+CASES = [
+    ("sage", "depcomm", False, False), ("gcn_graph", "depcomm", False, True),
+    ("gcn_block", "depcomm", False, False), ("gat", "depcomm", False, True),
+    ("sage", "depcomm", True, True), ("sage", "hybrid", False, False),
+    ("sage", "hybrid", True, True), ("gat", "hybrid", False, False),
+]
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_split_matches_single_process(world):
+    ranks = spawn(_split_fns.split_cases, world, CASES)
+    for k, (model, deps, _, _) in enumerate(CASES):
+        ref = _split_fns.reference(model)
+        for r in range(world):
+            got = ranks[r][k]
+            assert got["loss"] == pytest.approx(ref["loss"], rel=1e-5), (CASES[k], r)
+            for a, b in zip(got["grads"], ref["grads"]):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+        # every input row is loaded by exactly one rank
+        loaded = torch.cat([ranks[r][k]["loaded"] for r in range(world)])
+        assert torch.equal(torch.sort(loaded).values, torch.sort(ref["inputs"]).values)
+        assert sum(ranks[r][k]["requested"] for r in range(world)) == ref["inputs"].numel()
+        edges = ranks[0][k]["edges"]
+        assert ranks[0][k]["total_edges"] == ref["edges"]
+        if deps == "depcomm":
+            # each layer's vertices are computed by exactly one rank; each edge once
+            for i, n_dst in enumerate(ref["sizes"]):
+                got = torch.cat([ranks[r][k]["dst"][i] for r in range(world)])
+                assert torch.equal(torch.sort(got).values,
+                                   torch.sort(ref["n_id"][:n_dst]).values), (CASES[k], i)
+            assert sum(edges) == ref["edges"]
+            assert all(ranks[r][k]["replicated"] == 0 for r in range(world))
+        else:  # the cost model was told to favour replication: it must have replicated
+            assert sum(ranks[r][k]["replicated"] for r in range(world)) > 0
+            assert sum(edges) > ref["edges"]
+
+
+def test_partition_book_for_other_world_is_refused():
+    from gnnscale.executor.split import SplitParallel
+
+    ctx = _split_fns.make_ctx(None, "sage", "depcomm", parts=3)
+    with pytest.raises(ValueError, match="one part per rank"):
+        SplitParallel(ctx)._partition_owner(2, ctx.graph.num_nodes)
+
+
+def test_rank_failing_mid_shuffle_ends_the_run():
+    with pytest.raises(RankFailed, match="fails mid-shuffle"):
+        spawn(_split_fns.fail_mid_shuffle, 2, timeout_s=60.0, grace_s=2.0)
+
+
+def test_preaggregate_refused_where_not_exact(tmp_path):
+    from gnnscale.executor.split import SplitParallel
+
+    ctx = _split_fns.make_ctx(None, "gat", "depcomm")
+    with pytest.raises(ValueError, match="preaggregate"):
+        SplitParallel(ctx, preaggregate=True)
+
+
+def test_depcache_refused(tmp_path):
+    from gnnscale import registry
+    from gnnscale.executor.split import SplitParallel
+
+    assert type(registry.build(make_cfg(tmp_path, "strategy=split").deps)).__name__ == "DepComm"
+    cfg = make_cfg(tmp_path, *TINY, "strategy=split", "deps=depcache")
+    ctx = _split_fns.make_ctx(None, "sage", "depcomm")
+    ctx.deps = registry.build(cfg.deps)
+    with pytest.raises(ValueError, match="deps=depcomm or deps=hybrid"):
+        SplitParallel(ctx)
+
+
+def test_train_split_matches_data_accuracy_band(tmp_path):
+    common = (*TINY, "epochs=3", "dist.world_size=2", "checkpoint=false")
+    data = run(make_cfg(tmp_path, *common, run="data"))
+    split = run(make_cfg(tmp_path, *common, "strategy=split", "cache=degree", "cache.ratio=0.2",
+                         "cache.placement=partitioned", run="split"))
+    hist = split["history"][-1]
+    for key in ("split_time", "local_edge_ratio", "edge_skew", "bytes_shuffled",
+                "edges_computed", "nodes_loaded", "bytes_host_to_rank", "cache_hit_rate"):
+        assert key in hist, key
+    assert 0.5 < hist["local_edge_ratio"] <= 1.0 and hist["edge_skew"] >= 1.0
+    assert hist["cache_hit_rate"] > 0 and hist["bytes_shuffled"] > 0
+    assert split["history"][-1]["train_loss"] < split["history"][0]["train_loss"]
+    a, b = data["summary"]["final_test_acc"], split["summary"]["final_test_acc"]
+    assert abs(a - b) < 0.08, (a, b)
+
+
+def test_split_gcn_on_cora(tmp_path, shared_datasets):
+    raw = str(shared_datasets("planetoid") / "Cora" / "raw")
+    cfg = make_cfg(tmp_path, "experiment=cora_gcn", f"dataset.raw_dir={raw}", "strategy=split",
+                   "dist.world_size=2", "checkpoint=false")
+    res = run(cfg)
+    assert res["summary"]["final_test_acc"] >= 0.78, res["summary"]
