@@ -83,3 +83,14 @@ def test_batch_smaller_than_world(tmp_path):
     cfg = make_cfg(tmp_path, *TINY, "batch_size=1", "dist.world_size=2")
     with pytest.raises(ConfigError, match="smaller than dist.world_size"):
         check_config(cfg)
+
+
+def test_cache_auto_needs_cuda(tmp_path):
+    """cache.auto sizes the cache from free GPU memory: on CPU it says what to set instead."""
+    from gnnscale.executor.data import DataParallel
+
+    cfg = make_cfg(tmp_path, *TINY, "cache=degree", "cache.auto=true")
+    ctx = build_context(CPU, cfg)
+    strat = DataParallel(ctx)
+    with pytest.raises(ValueError, match="cache.ratio or cache.bytes"):
+        strat.setup()

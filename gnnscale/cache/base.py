@@ -127,13 +127,13 @@ def auto_rows(row_bytes: int, *, device: torch.device | None, peak_bytes: int | 
     ``free_bytes`` defaults to the CUDA device's free memory now; ``peak_bytes`` is the peak
     memory of one measured training step (``torch.cuda.max_memory_allocated`` after it).
     """
-    if peak_bytes is None:
-        raise ValueError("cache.auto needs peak_bytes: the measured peak memory of one "
-                         "training step (run one step, read torch.cuda.max_memory_allocated)")
     if free_bytes is None:
         if device is None or torch.device(device).type != "cuda":
             raise ValueError("cache.auto sizes the cache from free GPU memory: it needs a CUDA "
                              "device (on CPU set cache.ratio or cache.bytes)")
         free_bytes = torch.cuda.mem_get_info(torch.device(device))[0]
+    if peak_bytes is None:
+        raise ValueError("cache.auto needs peak_bytes: the measured peak memory of one "
+                         "training step (run one step, read torch.cuda.max_memory_allocated)")
     budget = int(free_bytes * (1.0 - reserve)) - int(peak_bytes)
     return max(0, budget // row_bytes)

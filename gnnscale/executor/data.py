@@ -1,7 +1,8 @@
 """Data parallelism (DGL/PyG, PaGraph, Quiver): DepCache semantics.
 
 Each step cuts the global mini-batch into one micro-batch per rank; a rank samples its own
-k-hop blocks (ahead of compute, in a background thread), gathers their input features through
+k-hop blocks (ahead of compute, in a background thread, or in ``strategy.sample_workers``
+sampler processes of its own), gathers their input features through
 the feature store, and runs forward/backward under DistributedDataParallel; gradients are
 all-reduced (averaged), so a step equals one process averaging the micro-batch losses.
 """
@@ -9,6 +10,8 @@ all-reduced (averaged), so a step equals one process averaging the micro-batch l
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +26,7 @@ from gnnscale.executor.prefetch import Prefetcher
 from gnnscale.registry import register
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
+from gnnscale.sampling.workers import SamplerPool
 
 
 @register("strategy", "data")
@@ -30,6 +34,7 @@ from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
 class DataParallelConfig:
     _target_: str = "gnnscale.executor.data.DataParallel"
     prefetch: int = 2  # mini-batches sampled ahead; 0 samples inline
+    sample_workers: int = 0  # sampler processes per rank; 0 = the prefetch thread
 
 
 class _CommTimer:
@@ -61,10 +66,14 @@ _timed_allreduce.__annotations__ = {"state": object, "bucket": dist.GradBucket,
 
 
 class DataParallel(Strategy):
-    def __init__(self, ctx: RunContext, prefetch: int = 2) -> None:
+    def __init__(self, ctx: RunContext, prefetch: int = 2, sample_workers: int = 0) -> None:
         super().__init__(ctx)
         if prefetch < 0:
             raise ValueError(f"strategy.prefetch must be >= 0, got {prefetch}")
+        if sample_workers < 0:
+            raise ValueError(f"strategy.sample_workers must be >= 0, got {sample_workers}")
+        self.sample_workers = sample_workers
+        self.pool: SamplerPool | None = None
         if not getattr(ctx.deps, "replicates_all", False):
             raise ValueError("strategy=data replicates every dependency: use deps=depcache")
         self.prefetch = prefetch
@@ -87,9 +96,40 @@ class DataParallel(Strategy):
         self.store = build_feature_store(
             ctx.graph, ctx.cache_policy, topo=topo, device=topo.device,
             train_idx=ctx.graph.train_idx, sampler=ctx.sampler, batch_size=ctx.batch_size,
-            part=part, seed=ctx.seed,
+            part=part, seed=ctx.seed, peak_bytes=self.step_peak_bytes(),
         )
         self.labels = ctx.graph.y
+        if self.sample_workers > 0:
+            self.pool = SamplerPool(ctx.sampler, ctx.graph, self.sample_workers,
+                                    depth=self.prefetch + self.sample_workers)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
+    def step_peak_bytes(self) -> int | None:
+        """For ``cache.auto`` on CUDA: peak device memory of one measured training step.
+
+        Runs forward and backward of the first micro-batch (features straight from the host)
+        without an optimizer step, then clears the gradients (PaGraph/GNNLab's method).
+        """
+        ctx, dev = self.ctx, self.ctx.topo.device
+        if not getattr(ctx.cache_policy, "auto", False) or dev.type != "cuda":
+            return None  # no measurement needed (or cache.auto refuses a non-CUDA device)
+        first = epoch_batches(ctx.graph.train_idx, ctx.batch_size, ctx.seed, 0,
+                              min_size=ctx.topo.world_size)[0]
+        mb = self.sample((0, 0, self.micro_batch(first)))
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        x = ctx.graph.x[mb.input_nodes].to(dev)
+        out = self._module(x, [b.to(dev) for b in mb.blocks])
+        F.cross_entropy(out, ctx.graph.y[mb.targets].to(dev)).backward()
+        peak = int(torch.cuda.max_memory_allocated(dev))
+        self._module.zero_grad(set_to_none=True)
+        del x, out
+        torch.cuda.empty_cache()
+        return peak
 
     @property
     def module(self) -> torch.nn.Module:
@@ -107,6 +147,14 @@ class DataParallel(Strategy):
         epoch, step, targets = job
         seed = sample_seed(self.ctx.seed, epoch, step, self.ctx.topo.rank)
         return self.ctx.sampler.sample(self.ctx.graph, targets, seed)
+
+    def samples(self, jobs: list[tuple[int, int, torch.Tensor]]) -> Iterable:
+        """``(MiniBatch, sampling seconds)`` of ``jobs`` in order: from the sampler processes
+        when there are any, else from the prefetch thread (the same draws either way)."""
+        if self.pool is None:
+            return Prefetcher(self.sample, jobs, self.prefetch)
+        rank = self.ctx.topo.rank
+        return self.pool.map([(t, sample_seed(self.ctx.seed, e, s, rank)) for e, s, t in jobs])
 
     def train_step(self, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor) -> float:
         """Forward, backward (gradients all-reduced by DDP) and optimizer step; returns the loss."""
@@ -128,20 +176,21 @@ class DataParallel(Strategy):
         self.comm.seconds, self.comm.bytes = 0.0, 0
         self.store.reset_epoch()
         t_epoch = time.perf_counter()
-        for mb, t_sample in Prefetcher(self.sample, jobs, self.prefetch):
-            m["sample_time"] += t_sample
-            t0 = time.perf_counter()
-            x = self.store.gather(mb.input_nodes)
-            y = self.labels[mb.targets].to(topo.device, non_blocking=True)
-            t1 = time.perf_counter()
-            m["train_loss"] += self.train_step(mb, x, y)
-            m["load_time"] += t1 - t0
-            m["compute_time"] += time.perf_counter() - t1
-            m["edges_computed"] += mb.num_edges
-            m["nodes_loaded"] += mb.input_nodes.numel()
-            m["steps"] += 1
-            if progress is not None:
-                progress.update(1)
+        with closing(iter(self.samples(jobs))) as feed:
+            for mb, t_sample in feed:
+                m["sample_time"] += t_sample
+                t0 = time.perf_counter()
+                x = self.store.gather(mb.input_nodes)
+                y = self.labels[mb.targets].to(topo.device, non_blocking=True)
+                t1 = time.perf_counter()
+                m["train_loss"] += self.train_step(mb, x, y)
+                m["load_time"] += t1 - t0
+                m["compute_time"] += time.perf_counter() - t1
+                m["edges_computed"] += mb.num_edges
+                m["nodes_loaded"] += mb.input_nodes.numel()
+                m["steps"] += 1
+                if progress is not None:
+                    progress.update(1)
         m["epoch_time"] = time.perf_counter() - t_epoch
         m["train_loss"] /= max(m["steps"], 1)
         m["comm_time"] = self.comm.seconds
