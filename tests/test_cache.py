@@ -139,8 +139,10 @@ def test_clear_errors():
                             part=torch.arange(g.num_nodes) % 3)
     with pytest.raises(ValueError, match="placement must be one of"):
         DegreePolicy(placement="sharded")
-    with pytest.raises(ValueError, match="peak_bytes"):
+    with pytest.raises(ValueError, match="needs a CUDA"):
         DegreePolicy(auto=True).capacity(10, 4)
+    with pytest.raises(ValueError, match="peak_bytes"):
+        auto_rows(4, device=None, peak_bytes=None, free_bytes=1000)
     with pytest.raises(ValueError, match="needs the configured sampler"):
         build_feature_store(g, _presample()(ratio=0.1))
     store = build_feature_store(g, DegreePolicy(ratio=0.1))
