@@ -115,6 +115,7 @@ def load(path: str | os.PathLike, mmap: bool = True, verify: bool = False) -> Gr
         num_classes=meta["num_classes"], name=meta["name"], meta=meta.get("meta", {}), **fields
     )
     graph.meta["checksum"] = meta["checksum"]
+    graph.meta["processed_dir"] = str(path.resolve())  # sampler workers map the same files
     if verify and checksum(graph) != meta["checksum"]:
         raise ValueError(f"checksum mismatch for {path}: the files changed, reprocess them")
     return graph

@@ -141,9 +141,11 @@ def spawn(
     results = ctx.Queue()
     port = free_port()
     threads = threads_per_rank or max(1, (os.cpu_count() or 1) // world_size)
+    # not daemonic: a rank may start processes of its own (sampler workers); the ``finally``
+    # below terminates every rank however the run ends
     procs = [
         ctx.Process(target=_worker, args=(r, world_size, fn, args, port, backend, device,
-                                          timeout_s, results, threads), daemon=True)
+                                          timeout_s, results, threads), daemon=False)
         for r in range(world_size)
     ]
     for p in procs:

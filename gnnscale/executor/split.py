@@ -1,8 +1,9 @@
 """Split parallelism (GSplit): every rank trains its split of ONE shared mini-batch sample.
 
-Per step the leader samples the global mini-batch (ahead of training, in the prefetch thread)
-and broadcasts it on a dedicated process group; every rank splits it online (native op) by
-owner: layer-0 vertices by where their feature is cached, the others by the partition book.
+Per step the leader samples the global mini-batch (ahead of training, in the prefetch thread,
+or in ``strategy.sample_workers`` sampler processes) and broadcasts it on a dedicated process
+group; every rank splits it online (native op) by owner: layer-0 vertices by where their
+feature is cached, the others by the partition book.
 A rank loads only the layer-0 rows it owns (its cache, or the host when no rank caches them),
 then per layer shuffles hidden rows to the ranks whose destinations need them
 (:mod:`gnnscale.deps.shuffle`) and runs the unmodified conv layer on its local block. The loss
@@ -17,6 +18,7 @@ destination (exact for SAGE with mean/sum aggregation).
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +34,7 @@ from gnnscale.executor.splitter import SplitPlan, split_sample
 from gnnscale.registry import register
 from gnnscale.sampling.base import Block, MiniBatch
 from gnnscale.sampling.schedule import epoch_batches, sample_seed
+from gnnscale.sampling.workers import SamplerPool
 
 PREAGG_AGGRS = ("mean", "sum", "add")
 
@@ -42,6 +45,7 @@ class SplitParallelConfig:
     _target_: str = "gnnscale.executor.split.SplitParallel"
     prefetch: int = 2  # mini-batches sampled and split ahead; 0 = inline
     preaggregate: bool = False  # senders average edges into remote destinations (SAGE)
+    sample_workers: int = 0  # leader's sampler processes; 0 = it samples in the prefetch thread
 
 
 def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None) -> MiniBatch:
@@ -71,10 +75,16 @@ def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None) -> MiniB
 
 
 class SplitParallel(Strategy):
-    def __init__(self, ctx: RunContext, prefetch: int = 2, preaggregate: bool = False) -> None:
+    def __init__(self, ctx: RunContext, prefetch: int = 2, preaggregate: bool = False,
+                 sample_workers: int = 0) -> None:
         super().__init__(ctx)
         if prefetch < 0:
             raise ValueError(f"strategy.prefetch must be >= 0, got {prefetch}")
+        if sample_workers < 0:
+            raise ValueError(f"strategy.sample_workers must be >= 0, got {sample_workers}")
+        self.sample_workers = sample_workers
+        self.pool: SamplerPool | None = None
+        self._pool_feed: Any = None
         if getattr(ctx.deps, "replicates_all", False):
             raise ValueError("strategy=split communicates dependencies: use deps=depcomm or "
                              "deps=hybrid (deps=depcache is for strategy=data)")
@@ -124,6 +134,14 @@ class SplitParallel(Strategy):
         if self.budget > 0:
             ctx.deps.probe(group=None)
             self.costs = ctx.deps.layer_costs(dims)
+        if self.sample_workers > 0 and topo.rank == 0:
+            self.pool = SamplerPool(ctx.sampler, ctx.graph, self.sample_workers,
+                                    depth=self.prefetch + self.sample_workers)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
 
     def _dims(self) -> list[int]:
         """Row widths of layers 0..L: the inputs, then each conv's output."""
@@ -166,7 +184,9 @@ class SplitParallel(Strategy):
         epoch, step, targets = job
         ctx = self.ctx
         mb = None
-        if ctx.topo.rank == 0:
+        if ctx.topo.rank == 0 and self._pool_feed is not None:
+            mb, _ = next(self._pool_feed)  # the pool yields the epoch's jobs in step order
+        elif ctx.topo.rank == 0:
             mb = ctx.sampler.sample(ctx.graph, targets, sample_seed(ctx.seed, epoch, step, 0))
         if ctx.topo.world_size == 1:
             return mb
@@ -253,33 +273,25 @@ class SplitParallel(Strategy):
         jobs = [(epoch, s, b) for s, b in enumerate(batches)]
         m = dict.fromkeys(("sample_time", "split_time", "load_time", "compute_time",
                            "train_loss", "edges_computed", "nodes_loaded", "steps",
-                           "replicated_rows"), 0.0)
-        ratio, per_rank = 0.0, [0] * world
+                           "replicated_rows", "edge_ratio_sum"), 0.0)
+        per_rank = [0] * world
         self.stats.reset()
         self.allreduce_seconds, self.allreduce_bytes = 0.0, 0
         self.store.reset_epoch()
+        if self.pool is not None:
+            self._pool_feed = self.pool.map(
+                [(b, sample_seed(ctx.seed, epoch, s, 0)) for _, s, b in jobs])
         t_epoch = time.perf_counter()
-        for (mb, plan, t_split), t_prep in Prefetcher(self.prepare, jobs, self.prefetch):
-            m["sample_time"] += t_prep - t_split
-            m["split_time"] += t_split
-            t0 = time.perf_counter()
-            x = self.load(mb, plan)
-            t1 = time.perf_counter()
-            m["train_loss"] += self.train_step(mb, plan, x)
-            m["load_time"] += t1 - t0
-            m["compute_time"] += time.perf_counter() - t1
-            m["edges_computed"] += plan.edges_per_rank[ctx.topo.rank]
-            m["nodes_loaded"] += plan.loaded.numel()
-            m["replicated_rows"] += plan.replicated
-            ratio += plan.local_edges / max(plan.total_edges, 1)
-            per_rank = [a + b for a, b in zip(per_rank, plan.edges_per_rank)]
-            m["steps"] += 1
-            if progress is not None:
-                progress.update(1)
+        try:
+            self._run_steps(jobs, m, per_rank, progress)
+        finally:
+            if self._pool_feed is not None:  # after the prefetch thread is done with it
+                self._pool_feed.close()
+                self._pool_feed = None
         m["epoch_time"] = time.perf_counter() - t_epoch
         steps = max(m["steps"], 1)
         m["train_loss"] /= steps
-        m["local_edge_ratio"] = ratio / steps
+        m["local_edge_ratio"] = m.pop("edge_ratio_sum") / steps
         mean = sum(per_rank) / world
         m["edge_skew"] = max(per_rank) / mean if mean else 1.0
         m["comm_time"] = self.stats.seconds + self.allreduce_seconds
@@ -287,6 +299,30 @@ class SplitParallel(Strategy):
         m["bytes_allreduce"] = float(self.allreduce_bytes)
         m.update(self.store.epoch_stats())
         return m
+
+    def _run_steps(self, jobs: list, m: dict[str, float], per_rank: list[int],
+                   progress: Any) -> None:
+        """Train ``jobs`` in order, adding to the metrics ``m`` and the per-rank edges."""
+        ctx = self.ctx
+        with closing(iter(Prefetcher(self.prepare, jobs, self.prefetch))) as feed:
+            for (mb, plan, t_split), t_prep in feed:
+                m["sample_time"] += t_prep - t_split
+                m["split_time"] += t_split
+                t0 = time.perf_counter()
+                x = self.load(mb, plan)
+                t1 = time.perf_counter()
+                m["train_loss"] += self.train_step(mb, plan, x)
+                m["load_time"] += t1 - t0
+                m["compute_time"] += time.perf_counter() - t1
+                m["edges_computed"] += plan.edges_per_rank[ctx.topo.rank]
+                m["nodes_loaded"] += plan.loaded.numel()
+                m["replicated_rows"] += plan.replicated
+                m["edge_ratio_sum"] += plan.local_edges / max(plan.total_edges, 1)
+                for r, e in enumerate(plan.edges_per_rank):
+                    per_rank[r] += e
+                m["steps"] += 1
+                if progress is not None:
+                    progress.update(1)
 
     def num_steps(self, epoch: int) -> int:
         return len(epoch_batches(self.ctx.graph.train_idx, self.ctx.batch_size, self.ctx.seed,

@@ -1,0 +1,226 @@
+"""Sampler worker processes: whole mini-batches sampled into shared memory, ahead of training.
+
+A :class:`SamplerPool` starts ``workers`` processes (``spawn`` context) once; each opens the
+graph itself and samples the jobs given to it. A job is ``(targets, sample seed)`` from the
+shared schedule (:mod:`gnnscale.sampling.schedule`), so a pool draws exactly what the inline
+sampler draws. Job ``i`` of a :meth:`SamplerPool.map` goes to worker ``i % workers``; results
+come back through a torch multiprocessing queue (tensors travel as shared memory, not copies)
+and are yielded in job order (a reorder buffer), at most ``depth`` jobs ahead of the consumer.
+
+How a worker gets the graph:
+
+- loaded by :func:`gnnscale.data.processed.load` (``graph.meta["processed_dir"]`` is set): the
+  worker memory-maps the same files (shared page cache, nothing copied); the checksum must match;
+- built in memory: the arrays sampling reads (``indptr``, ``indices``, ``edge_weight``) are
+  moved into shared memory once, when the pool starts (``share_memory_()``), and the workers
+  map them. Other arrays (features, labels) never reach the workers.
+
+Errors in a worker are raised in the consumer as :class:`SamplerWorkerError` carrying the
+worker's traceback; a worker that dies is reported within ``poll_s`` seconds. Breaking out of
+a :meth:`~SamplerPool.map` cancels its remaining jobs (the pool stays usable); :meth:`close`
+(or leaving a ``with`` block) stops the workers, and a worker whose parent is gone exits on its
+own within ``poll_s`` seconds, so a killed rank leaves no orphans.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+import traceback
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+
+from gnnscale.data import processed
+from gnnscale.data.graph import GraphStore
+from gnnscale.sampling.base import MiniBatch, Sampler
+
+Job = tuple[torch.Tensor, int]  # (target vertex ids, sample seed)
+_IDLE = -1  # generation value while no map is running: workers skip every queued job
+
+
+class SamplerWorkerError(RuntimeError):
+    """A sampler worker raised (the message carries its traceback) or died."""
+
+
+def _graph_source(graph: GraphStore) -> tuple[str, Any]:
+    """What a worker needs to open ``graph``: its processed folder, or shared-memory arrays."""
+    folder = graph.meta.get("processed_dir")
+    if folder and processed.is_processed(folder):
+        return "dir", (str(folder), graph.meta.get("checksum"))
+    arrays = {}
+    for name in ("indptr", "indices", "edge_weight"):
+        t = getattr(graph, name)
+        if t is not None and not t.is_shared():
+            t = t.share_memory_() if t.is_contiguous() else t.contiguous().share_memory_()
+            setattr(graph, name, t)
+        arrays[name] = t
+    return "shm", (arrays, graph.num_classes, graph.name)
+
+
+def _open_graph(kind: str, spec: Any) -> GraphStore:
+    if kind == "dir":
+        folder, digest = spec
+        graph = processed.load(folder, mmap=True)
+        if digest and graph.meta.get("checksum") != digest:
+            raise SamplerWorkerError(f"the processed graph at {folder} changed since the training "
+                                     "process loaded it: restart the run")
+        return graph
+    arrays, num_classes, name = spec
+    return GraphStore(num_classes=num_classes, name=name, **arrays)
+
+
+def _worker_main(wid: int, sampler: Sampler, kind: str, spec: Any, jobs: Any, results: Any,
+                 current: Any, parent: int, poll_s: float, threads: int) -> None:
+    """Worker loop: sample jobs of the current generation until told to stop or orphaned."""
+    torch.set_num_threads(threads)
+    results.cancel_join_thread()  # never block exit on results nobody will read
+    try:
+        graph = _open_graph(kind, spec)
+    except BaseException:  # noqa: BLE001 - handed to the consumer
+        results.put((None, -1, wid, False, traceback.format_exc()))
+        return
+    while os.getppid() == parent:
+        try:
+            msg = jobs.get(timeout=poll_s)
+        except queue.Empty:
+            continue
+        if msg is None:
+            return
+        gen, index, targets, seed = msg
+        if gen != current.value:
+            continue  # a cancelled map's job
+        try:
+            t0 = time.perf_counter()
+            mb = sampler.sample(graph, targets, seed)
+            results.put((gen, index, wid, True, (mb, time.perf_counter() - t0)))
+        except BaseException:  # noqa: BLE001 - handed to the consumer
+            results.put((gen, index, wid, False, traceback.format_exc()))
+
+
+def _shutdown(procs: list, job_queues: list, grace_s: float) -> None:
+    """Ask every worker to stop, then terminate (and kill) the ones still running."""
+    for q in job_queues:
+        try:
+            q.put(None)
+        except (OSError, ValueError):
+            pass
+    procs = [p for p in procs if p.pid is not None]  # started ones
+    end = time.monotonic() + grace_s
+    for p in procs:
+        p.join(timeout=max(0.0, end - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+            p.join(timeout=2)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=2)
+    for q in job_queues:
+        q.cancel_join_thread()
+        q.close()
+
+
+class SamplerPool:
+    """``workers`` sampler processes for ``graph``; :meth:`map` yields ``(MiniBatch, seconds)``.
+
+    ``depth`` bounds the jobs handed out but not yet consumed (in flight or ready); ``seconds``
+    is the time the worker spent sampling that mini-batch. One :meth:`map` at a time.
+    """
+
+    def __init__(self, sampler: Sampler, graph: GraphStore, workers: int, depth: int = 2,
+                 threads_per_worker: int = 1, poll_s: float = 0.5, grace_s: float = 5.0) -> None:
+        if workers < 1:
+            raise ValueError(f"a SamplerPool needs workers >= 1, got {workers} (use the thread "
+                             "Prefetcher for 0)")
+        if depth < 1:
+            raise ValueError(f"SamplerPool depth must be >= 1, got {depth}")
+        ctx = mp.get_context("spawn")
+        self.workers, self.depth, self.poll_s = workers, depth, poll_s
+        kind, spec = _graph_source(graph)
+        self.source = kind
+        self._current = ctx.Value("q", _IDLE, lock=False)
+        self._gen = 0
+        self._busy = False
+        self._results = ctx.Queue()
+        self._jobs = [ctx.Queue() for _ in range(workers)]
+        self._procs = [
+            ctx.Process(target=_worker_main, name=f"gnnscale-sampler-{w}", daemon=True,
+                        args=(w, sampler, kind, spec, self._jobs[w], self._results,
+                              self._current, os.getpid(), poll_s, threads_per_worker))
+            for w in range(workers)
+        ]
+        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._jobs, grace_s)
+        for p in self._procs:
+            p.start()
+
+    @property
+    def pids(self) -> list[int | None]:
+        return [p.pid for p in self._procs]
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def close(self) -> None:
+        """Stop the workers (idempotent)."""
+        self._current.value = _IDLE
+        self._finalizer()
+
+    def __enter__(self) -> SamplerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _next_result(self) -> tuple:
+        """The next result message; raises when a worker died or the pool was closed."""
+        while True:
+            if self.closed:
+                raise SamplerWorkerError("the SamplerPool was closed")
+            try:
+                return self._results.get(timeout=self.poll_s)
+            except queue.Empty:
+                for w, p in enumerate(self._procs):
+                    if not p.is_alive():
+                        raise SamplerWorkerError(
+                            f"sampler worker {w} (pid {p.pid}) died with exit code {p.exitcode}"
+                        ) from None
+
+    def map(self, jobs: Sequence[Job]) -> Iterator[tuple[MiniBatch, float]]:
+        """Sample ``jobs`` on the workers; yields ``(MiniBatch, seconds)`` in job order."""
+        if self.closed:
+            raise SamplerWorkerError("the SamplerPool was closed")
+        return self._ordered(list(jobs))
+
+    def _ordered(self, jobs: list[Job]) -> Iterator[tuple[MiniBatch, float]]:
+        if self._busy:
+            raise RuntimeError("SamplerPool.map is already running: finish or close it first")
+        self._gen += 1
+        gen = self._gen
+        self._current.value = gen
+        self._busy = True
+        ready: dict[int, tuple[MiniBatch, float]] = {}
+        sent = 0
+        try:
+            for i in range(len(jobs)):
+                while sent < min(len(jobs), i + self.depth):
+                    targets, seed = jobs[sent]
+                    self._jobs[sent % self.workers].put((gen, sent, targets, int(seed)))
+                    sent += 1
+                while i not in ready:
+                    g, index, wid, ok, payload = self._next_result()
+                    if not ok and g in (None, gen):
+                        what = "opening the graph" if g is None else f"job {index}"
+                        raise SamplerWorkerError(
+                            f"sampler worker {wid} failed on {what}:\n{payload}")
+                    if g == gen:
+                        ready[index] = payload
+                yield ready.pop(i)
+        finally:
+            self._current.value = _IDLE  # workers drop the rest of this map's jobs
+            self._busy = False

@@ -1,0 +1,128 @@
+"""Sampler worker processes: same draws as the inline sampler, in order; errors, early exit,
+dead workers and dead parents; 2-rank training with sample_workers equals the thread path."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from gnnscale.data import processed
+from gnnscale.distributed import RankFailed
+from gnnscale.runner.run import run
+from gnnscale.sampling.neighbor import NeighborSampler
+from gnnscale.sampling.schedule import epoch_samples
+from gnnscale.sampling.workers import SamplerPool, SamplerWorkerError
+from tests._train import TINY, make_cfg
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory, tiny_graph):
+    """The tiny graph saved and loaded back (memory-mapped, knows its processed folder)."""
+    folder = tmp_path_factory.mktemp("g") / "processed"
+    processed.save(tiny_graph, folder)
+    return processed.load(folder)
+
+
+def _jobs(graph, n: int, world: int = 1, rank: int = 0) -> list[tuple[torch.Tensor, int]]:
+    jobs = [(t, s) for _, _, t, s in epoch_samples(graph.train_idx, 64, 7, 0, world_size=world,
+                                                    ranks=[rank])]
+    return jobs[:n]
+
+
+def _same(a, b) -> bool:
+    return (torch.equal(a.n_id, b.n_id) and a.num_targets == b.num_targets
+            and all(x.size == y.size and torch.equal(x.edge_index, y.edge_index)
+                    for x, y in zip(a.blocks, b.blocks, strict=True)))
+
+
+def _gone(pids, within: float) -> bool:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if not any(Path(f"/proc/{p}").exists() and "Z" not in _state(p) for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][:1]
+    except (OSError, IndexError):
+        return "Z"
+
+
+def test_pool_equals_inline_in_order_and_survives_an_early_break(graph, tiny_graph):
+    sampler = NeighborSampler([5, 5])
+    jobs = _jobs(graph, 9)
+    ref = [sampler.sample(graph, t, s) for t, s in jobs]
+    with SamplerPool(sampler, graph, 2, depth=3) as pool:
+        assert pool.source == "dir"
+        out = list(pool.map(jobs))
+        assert len(out) == len(jobs) and all(_same(mb, r) for (mb, _), r in zip(out, ref))
+        assert all(sec >= 0 for _, sec in out)
+        for i, _ in enumerate(pool.map(jobs)):  # break early: the rest is cancelled ...
+            if i == 1:
+                break
+        again = [mb for mb, _ in pool.map(jobs[3:])]  # ... and never leaks into the next map
+        assert all(_same(mb, r) for mb, r in zip(again, ref[3:], strict=True))
+        pids = pool.pids
+    assert _gone(pids, 10), "workers still running after close"
+    # an in-memory graph has no processed folder: its topology goes through shared memory
+    with SamplerPool(sampler, tiny_graph, 1, depth=2) as pool:
+        assert pool.source == "shm"
+        assert all(_same(mb, r) for (mb, _), r in zip(pool.map(jobs[:3]), ref))
+
+
+def test_worker_error_carries_its_traceback_and_dead_worker_is_reported(graph):
+    with SamplerPool(NeighborSampler([3], weighted=True), graph, 1) as pool:
+        with pytest.raises(SamplerWorkerError, match=r"(?s)worker 0 failed on job 0.*"
+                                                     r"Traceback.*no edge_weight"):
+            list(pool.map(_jobs(graph, 2)))
+    with SamplerPool(NeighborSampler([3]), graph, 1, poll_s=0.2) as pool:
+        next(iter(pool.map(_jobs(graph, 1))))
+        os.kill(pool.pids[0], signal.SIGKILL)
+        start = time.monotonic()
+        with pytest.raises(SamplerWorkerError, match="died with exit code -9"):
+            list(pool.map(_jobs(graph, 3)))
+        assert time.monotonic() - start < 5
+    with pytest.raises(ValueError, match="workers >= 1"):
+        SamplerPool(NeighborSampler([3]), graph, 0)
+
+
+def test_workers_exit_when_their_parent_dies(graph, tmp_path):
+    pid_file = tmp_path / "pids"
+    proc = subprocess.run([sys.executable, "-m", "tests._sampler_fns",
+                           graph.meta["processed_dir"], str(pid_file)], cwd=ROOT, timeout=60,
+                          capture_output=True, text=True)
+    assert proc.returncode == 3, proc.stderr
+    pids = [int(p) for p in pid_file.read_text().split()]
+    assert len(pids) == 2 and _gone(pids, 10), "orphaned sampler workers kept running"
+
+
+@pytest.mark.parametrize("strategy", ["split", "data"])
+def test_two_ranks_with_sampler_workers_train_like_the_thread(tmp_path, strategy):
+    losses = []
+    for workers in (0, 1):
+        cfg = make_cfg(tmp_path, *TINY, f"strategy={strategy}", "dist.world_size=2",
+                       "epochs=1", f"strategy.sample_workers={workers}", run=f"w{workers}")
+        losses.append([h["train_loss"] for h in run(cfg)["history"]])
+    assert len(losses[0]) == 1 and losses[0] == losses[1]
+
+
+def test_a_sampler_worker_error_ends_a_split_run(tmp_path):
+    """The leader's pool really samples (its error reaches the launcher) and nothing hangs."""
+    cfg = make_cfg(tmp_path, *TINY, "strategy=split", "dist.world_size=2", "epochs=1",
+                   "strategy.sample_workers=1", "sampler.weighted=true")
+    start = time.monotonic()
+    with pytest.raises(RankFailed, match="(?s)rank 0 failed.*sampler worker 0 failed"):
+        run(cfg)
+    assert time.monotonic() - start < 60
