@@ -41,6 +41,20 @@ class Topology:
         return self.rank == 0
 
 
+def stop_processes(procs: list, grace_s: float = 0.0) -> None:
+    """Give ``procs`` ``grace_s`` seconds to exit, then terminate, then kill what remains."""
+    end = time.monotonic() + grace_s
+    for p in procs:
+        p.join(timeout=max(0.0, end - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+            p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=2)
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that is free right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -171,16 +185,7 @@ def spawn(
             else:
                 failure = f"rank {rank} failed:\n{payload}"
     finally:
-        if failure is not None:
-            end = time.monotonic() + grace_s
-            for p in procs:
-                p.join(timeout=max(0.0, end - time.monotonic()))
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-            p.join(timeout=5)
-            if p.is_alive():
-                p.kill()
+        stop_processes(procs, grace_s if failure is not None else 0.0)
     if failure is not None:
         raise RankFailed(failure)
     return [outs[r] for r in range(world_size)]

@@ -58,3 +58,33 @@ class Strategy(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release threads and buffers."""
+
+
+class SamplingStrategy(Strategy):
+    """A strategy whose samples come ahead of training: a prefetch thread, or worker processes.
+
+    ``prefetch`` is how many mini-batches are sampled ahead (0: inline); ``sample_workers`` > 0
+    samples in that many processes (:class:`~gnnscale.sampling.workers.SamplerPool`).
+    """
+
+    def __init__(self, ctx: RunContext, prefetch: int = 2, sample_workers: int = 0) -> None:
+        super().__init__(ctx)
+        if prefetch < 0:
+            raise ValueError(f"strategy.prefetch must be >= 0, got {prefetch}")
+        if sample_workers < 0:
+            raise ValueError(f"strategy.sample_workers must be >= 0, got {sample_workers}")
+        self.prefetch, self.sample_workers = prefetch, sample_workers
+        self.pool = None
+
+    def start_sampler_pool(self) -> None:
+        """Start the worker processes (when ``sample_workers`` > 0)."""
+        if self.sample_workers > 0:
+            from gnnscale.sampling.workers import SamplerPool
+
+            self.pool = SamplerPool(self.ctx.sampler, self.ctx.graph, self.sample_workers,
+                                    depth=self.prefetch + self.sample_workers)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None

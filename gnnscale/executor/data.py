@@ -21,12 +21,11 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gnnscale.cache.store import build_feature_store
-from gnnscale.executor.base import RunContext, Strategy
+from gnnscale.executor.base import RunContext, SamplingStrategy
 from gnnscale.executor.prefetch import Prefetcher
 from gnnscale.registry import register
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
-from gnnscale.sampling.workers import SamplerPool
 
 
 @register("strategy", "data")
@@ -65,18 +64,11 @@ _timed_allreduce.__annotations__ = {"state": object, "bucket": dist.GradBucket,
                                     "return": torch.futures.Future[torch.Tensor]}
 
 
-class DataParallel(Strategy):
+class DataParallel(SamplingStrategy):
     def __init__(self, ctx: RunContext, prefetch: int = 2, sample_workers: int = 0) -> None:
-        super().__init__(ctx)
-        if prefetch < 0:
-            raise ValueError(f"strategy.prefetch must be >= 0, got {prefetch}")
-        if sample_workers < 0:
-            raise ValueError(f"strategy.sample_workers must be >= 0, got {sample_workers}")
-        self.sample_workers = sample_workers
-        self.pool: SamplerPool | None = None
+        super().__init__(ctx, prefetch, sample_workers)
         if not getattr(ctx.deps, "replicates_all", False):
             raise ValueError("strategy=data replicates every dependency: use deps=depcache")
-        self.prefetch = prefetch
 
     def setup(self) -> None:
         ctx, topo = self.ctx, self.ctx.topo
@@ -99,14 +91,7 @@ class DataParallel(Strategy):
             part=part, seed=ctx.seed, peak_bytes=self.step_peak_bytes(),
         )
         self.labels = ctx.graph.y
-        if self.sample_workers > 0:
-            self.pool = SamplerPool(ctx.sampler, ctx.graph, self.sample_workers,
-                                    depth=self.prefetch + self.sample_workers)
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
-            self.pool = None
+        self.start_sampler_pool()
 
     def step_peak_bytes(self) -> int | None:
         """For ``cache.auto`` on CUDA: peak device memory of one measured training step.

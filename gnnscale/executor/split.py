@@ -28,13 +28,12 @@ import torch.nn.functional as F
 
 from gnnscale.cache.store import build_feature_store
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
-from gnnscale.executor.base import RunContext, Strategy
+from gnnscale.executor.base import RunContext, SamplingStrategy
 from gnnscale.executor.prefetch import Prefetcher
 from gnnscale.executor.splitter import SplitPlan, split_sample
 from gnnscale.registry import register
 from gnnscale.sampling.base import Block, MiniBatch
 from gnnscale.sampling.schedule import epoch_batches, sample_seed
-from gnnscale.sampling.workers import SamplerPool
 
 PREAGG_AGGRS = ("mean", "sum", "add")
 
@@ -74,16 +73,10 @@ def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None) -> MiniB
     return MiniBatch(n_id, blocks, h[1])
 
 
-class SplitParallel(Strategy):
+class SplitParallel(SamplingStrategy):
     def __init__(self, ctx: RunContext, prefetch: int = 2, preaggregate: bool = False,
                  sample_workers: int = 0) -> None:
-        super().__init__(ctx)
-        if prefetch < 0:
-            raise ValueError(f"strategy.prefetch must be >= 0, got {prefetch}")
-        if sample_workers < 0:
-            raise ValueError(f"strategy.sample_workers must be >= 0, got {sample_workers}")
-        self.sample_workers = sample_workers
-        self.pool: SamplerPool | None = None
+        super().__init__(ctx, prefetch, sample_workers)
         self._pool_feed: Any = None
         if getattr(ctx.deps, "replicates_all", False):
             raise ValueError("strategy=split communicates dependencies: use deps=depcomm or "
@@ -98,7 +91,7 @@ class SplitParallel(Strategy):
                                  f"aggregation (model=sage, aggr in {PREAGG_AGGRS}); got "
                                  f"{type(ctx.model).__name__} with aggr={aggr!r}: set "
                                  "strategy.preaggregate=false")
-        self.prefetch, self.preagg = prefetch, preaggregate
+        self.preagg = preaggregate
         self.gcn_block = getattr(ctx.model, "gcn_norm", None) == "block"
 
     # -- setup -------------------------------------------------------------------------------
@@ -134,14 +127,8 @@ class SplitParallel(Strategy):
         if self.budget > 0:
             ctx.deps.probe(group=None)
             self.costs = ctx.deps.layer_costs(dims)
-        if self.sample_workers > 0 and topo.rank == 0:
-            self.pool = SamplerPool(ctx.sampler, ctx.graph, self.sample_workers,
-                                    depth=self.prefetch + self.sample_workers)
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
-            self.pool = None
+        if topo.rank == 0:  # the leader samples for everyone
+            self.start_sampler_pool()
 
     def _dims(self) -> list[int]:
         """Row widths of layers 0..L: the inputs, then each conv's output."""

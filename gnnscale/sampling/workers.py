@@ -37,6 +37,7 @@ import torch.multiprocessing as mp
 
 from gnnscale.data import processed
 from gnnscale.data.graph import GraphStore
+from gnnscale.distributed.launch import stop_processes
 from gnnscale.sampling.base import MiniBatch, Sampler
 
 Job = tuple[torch.Tensor, int]  # (target vertex ids, sample seed)
@@ -109,17 +110,7 @@ def _shutdown(procs: list, job_queues: list, grace_s: float) -> None:
             q.put(None)
         except (OSError, ValueError):
             pass
-    procs = [p for p in procs if p.pid is not None]  # started ones
-    end = time.monotonic() + grace_s
-    for p in procs:
-        p.join(timeout=max(0.0, end - time.monotonic()))
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-            p.join(timeout=2)
-        if p.is_alive():
-            p.kill()
-            p.join(timeout=2)
+    stop_processes([p for p in procs if p.pid is not None], grace_s)  # the started ones
     for q in job_queues:
         q.cancel_join_thread()
         q.close()
