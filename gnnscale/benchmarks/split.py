@@ -11,7 +11,9 @@ of the shared schedule, not whole epochs):
   placement (replicated or partitioned degree cache).
 
 Times (4 spawned gloo ranks on this machine): median step time of ``data``, ``split``
-(depcomm) and ``split`` + ``hybrid`` after a warm-up step, at the largest cache ratio; an
+(depcomm), ``split`` + ``hybrid`` (the cost model decides) and ``split`` + ``hybrid_forced``
+(replicates whatever the memory cap allows: what replication costs here) after a warm-up
+step, at the largest cache ratio; an
 epoch has the same number of steps for both strategies, so step ratios are epoch ratios.
 """
 
@@ -119,7 +121,9 @@ def _timed_rank(topo, graph, part, cfg: dict, variants: list[tuple]) -> dict:
         torch.manual_seed(0)
         model = SAGE(graph.num_features, graph.num_classes, hidden=cfg["hidden"],
                      num_layers=len(cfg["fanouts"]), dropout=0.0)
-        dm = {"depcache": DepCache, "depcomm": DepComm, "hybrid": Hybrid}[deps]()
+        dm = {"depcache": DepCache, "depcomm": DepComm, "hybrid": Hybrid,
+              # every remote dependency the memory cap allows is replicated: what it costs
+              "hybrid_forced": lambda: Hybrid(comm_weight=1e6)}[deps]()
         ctx = RunContext(topo=topo, graph=graph, model=model,
                          sampler=NeighborSampler(cfg["fanouts"]),
                          cache_policy=DegreePolicy(ratio=r, placement=placement), deps=dm,
@@ -152,7 +156,7 @@ def run(quick: bool) -> dict:
     results: dict = {"redundancy_pct": {}, "local_edge_ratio": {}, "edge_skew": {},
                      "volumes": {}, "step_time_s": {}}
     ratios: dict = {"bytes_data_over_split": {}, "epoch_data_over_split": {},
-                    "depcomm_over_hybrid": {}}
+                    "depcomm_over_hybrid": {}, "depcomm_over_hybrid_forced": {}}
     for b in cfg["batch_sizes"]:
         for r in cfg["ratios"]:
             v = volumes(graph, part, cfg, b, r)
@@ -168,7 +172,8 @@ def run(quick: bool) -> dict:
     for b in cfg["batch_sizes"]:
         variants += [("data", "depcache", b, r, "replicated"),
                      ("split", "depcomm", b, r, "partitioned"),
-                     ("split", "hybrid", b, r, "partitioned")]
+                     ("split", "hybrid", b, r, "partitioned"),
+                     ("split", "hybrid_forced", b, r, "partitioned")]
     t0 = time.perf_counter()
     timed = spawn(_timed_rank, WORLD, graph, part, cfg, variants, timeout_s=1200.0)
     wall = time.perf_counter() - t0
@@ -183,6 +188,8 @@ def run(quick: bool) -> dict:
             st[f"data/depcache/b{b}/r{r}"], st[f"split/depcomm/b{b}/r{r}"])
         ratios["depcomm_over_hybrid"][f"b{b}/r{r}"] = ratio(
             st[f"split/depcomm/b{b}/r{r}"], st[f"split/hybrid/b{b}/r{r}"])
+        ratios["depcomm_over_hybrid_forced"][f"b{b}/r{r}"] = ratio(
+            st[f"split/depcomm/b{b}/r{r}"], st[f"split/hybrid_forced/b{b}/r{r}"])
     cfg["timed_wall_s"] = wall
     cfg["graph"] = {"nodes": graph.num_nodes, "edges": graph.num_edges,
                     "train": int(graph.train_idx.numel())}
