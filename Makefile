@@ -45,9 +45,14 @@ bench: install
 bench-quick: install
 	$(PY) scripts/bench.py all --quick --out bench-results
 
-# Optional: torch-sparse compiled from source (about 17 minutes on 2 cores).
+# Optional: torch-scatter + torch-sparse compiled from source (tens of minutes on 2 cores);
+# they enable the PyG baselines of the sampler and epoch benchmark suites.
 sparse: install
-	$(PIP) install --no-build-isolation torch-sparse
+	$(PIP) install --no-build-isolation torch-scatter torch-sparse
+
+# The docs' figures from the benchmark JSON in docs/results.
+docs: install
+	$(PY) scripts/plots.py docs/results docs/img
 
 clean:
 	rm -rf build gnnscale/_C*.so $(EXT_STAMP)
