@@ -96,12 +96,45 @@ def sampler(rep: dict, out: Path) -> None:
     fig.savefig(out / "sampler.png", dpi=110)
 
 
+def split(rep: dict, out: Path) -> None:
+    r = rep["results"]
+    batches = [k for k in r["redundancy_pct"]]
+    vols = r["volumes"]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    xs = range(len(batches))
+    key0 = [next(k for k in vols if k.startswith(b + "/")) for b in batches]
+    axes[0].bar([x - 0.2 for x in xs], [vols[k]["edges_data"] / 1e6 for k in key0], 0.4,
+                label="data (4 micro-batches)")
+    axes[0].bar([x + 0.2 for x in xs], [vols[k]["edges_split"] / 1e6 for k in key0], 0.4,
+                label="split (1 mini-batch)")
+    axes[0].set(title="edges computed (M, 4 steps)", xticks=list(xs), xticklabels=batches)
+    keys = sorted(vols)
+    axes[1].bar([x - 0.2 for x in range(len(keys))],
+                [vols[k]["bytes_host_data_best"] / 1e6 for k in keys], 0.4, label="data (best)")
+    axes[1].bar([x + 0.2 for x in range(len(keys))],
+                [vols[k]["bytes_host_split"] / 1e6 for k in keys], 0.4, label="split")
+    axes[1].set(title="host -> rank MB (4 steps)", xticks=list(range(len(keys))),
+                xticklabels=keys)
+    st = {k: v for k, v in r["step_time_s"].items() if not k.endswith("replicated_rows")}
+    variants = sorted({k.split("/b")[0] for k in st})
+    for i, v in enumerate(variants):
+        axes[2].bar([x + 0.8 * i / len(variants) - 0.3 for x in xs],
+                    [st.get(f"{v}/{k.split('/')[0]}/r{max(rep['config']['ratios'])}", 0)
+                     for k in key0], 0.8 / len(variants), label=v)
+    axes[2].set(title="step time (s), 25% cache", xticks=list(xs), xticklabels=batches)
+    for ax in axes:
+        ax.legend(fontsize=7)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "split.png", dpi=110)
+
+
 def main(argv: list[str]) -> int:
     results = Path(argv[0]) if argv else ROOT / "docs" / "results"
     out = Path(argv[1]) if len(argv) > 1 else ROOT / "docs" / "img"
     out.mkdir(parents=True, exist_ok=True)
     for suite, draw in (("cache", cache), ("partition", partition), ("epoch", epoch),
-                        ("sampler", sampler)):
+                        ("sampler", sampler), ("split", split)):
         rep = _load(results, suite)
         if rep is None:
             print(f"skip {suite}: no {results / (suite + '.json')}")
