@@ -47,14 +47,14 @@ class Strategy(ABC):
         """One pass over the training set; returns this rank's metrics (see runner.metrics)."""
 
     @property
-    @abstractmethod
     def module(self) -> torch.nn.Module:
-        """The bare model (unwrapped), for evaluation and checkpoints."""
+        """The bare model (unwrapped), for evaluation and checkpoints (set by ``setup``)."""
+        return self._module
 
     @property
-    @abstractmethod
     def optimizer(self) -> torch.optim.Optimizer:
-        """The optimizer, for checkpoints."""
+        """The optimizer, for checkpoints (set by ``setup``)."""
+        return self._optimizer
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release threads and buffers."""

@@ -116,14 +116,6 @@ class DataParallel(SamplingStrategy):
         torch.cuda.empty_cache()
         return peak
 
-    @property
-    def module(self) -> torch.nn.Module:
-        return self._module
-
-    @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        return self._optimizer
-
     def micro_batch(self, batch: torch.Tensor) -> torch.Tensor:
         """This rank's share of a global mini-batch."""
         return micro_batch(batch, self.ctx.topo.world_size, self.ctx.topo.rank)

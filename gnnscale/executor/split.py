@@ -157,14 +157,6 @@ class SplitParallel(SamplingStrategy):
                              f"vertices a part in [0, {world})")
         return part.int()
 
-    @property
-    def module(self) -> torch.nn.Module:
-        return self._module
-
-    @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        return self._optimizer
-
     # -- one step ----------------------------------------------------------------------------
     def sample(self, job: tuple[int, int, torch.Tensor]) -> MiniBatch:
         """The shared sample of one step (collective: rank 0 samples, the others receive)."""
