@@ -19,7 +19,7 @@ MEAN_KEYS = {"sample_time", "split_time", "load_time", "compute_time", "comm_tim
              "train_loss", "local_edge_ratio"}
 COLUMNS = ("epoch", "train_loss", "val_acc", "test_acc", "epoch_time", "sample_time",
            "load_time", "compute_time", "comm_time", "cache_hit_rate", "bytes_host_to_rank",
-           "bytes_rank_to_rank")
+           "bytes_rank_to_rank", "local_edge_ratio", "edge_skew", "bytes_shuffled")
 
 
 def peak_memory(device: torch.device) -> int:
