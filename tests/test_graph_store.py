@@ -187,3 +187,24 @@ def test_dataset_processes_once_then_memory_maps(tiny_graph, tmp_path):
     assert (tmp_path / "counting" / "processed" / "meta.json").is_file()
     assert_same_graph(first, tiny_graph)
     assert _store_fns.mapped_file(second.x.data_ptr()) is not None
+
+
+def test_publish_folder_replaces_and_cleans(tmp_path):
+    from gnnscale.data.processed import publish_folder
+
+    def staged(text: str, marker: bool = True):
+        d = tmp_path / f"stage-{text}"
+        d.mkdir()
+        (d / "data.txt").write_text(text)
+        if marker:
+            (d / "done").write_text("")
+        return d
+
+    dest = tmp_path / "out"
+    dest.mkdir()
+    (dest / "data.txt").write_text("half-written")  # an interrupted save: no marker
+    publish_folder(staged("a"), dest, "done")
+    assert (dest / "data.txt").read_text() == "a"
+    publish_folder(staged("b"), dest, "done")  # a complete copy is replaced
+    assert (dest / "data.txt").read_text() == "b"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temp folders left

@@ -44,6 +44,27 @@ def is_processed(path: str | os.PathLike) -> bool:
     return (Path(path) / "meta.json").is_file()
 
 
+def publish_folder(tmp: Path, path: Path, marker: str) -> None:
+    """Move the finished folder ``tmp`` to ``path`` atomically (``marker`` = its last file).
+
+    A leftover of an interrupted save (no ``marker``) is removed; a complete copy is replaced.
+    When another process publishes the same folder at the same moment, the first complete copy
+    wins and ``tmp`` is discarded: safe for concurrent savers (e.g. torchrun ranks).
+    """
+    if path.exists() and not (path / marker).is_file():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists():  # move the complete copy aside first: rename cannot replace a folder
+        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
+        os.replace(path, old / "g")
+        shutil.rmtree(old, ignore_errors=True)
+    try:
+        os.rename(tmp, path)
+    except OSError:
+        if not (path / marker).is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def save(graph: GraphStore, path: str | os.PathLike) -> str:
     """Write ``graph`` atomically to the folder ``path``; returns the checksum.
 
@@ -74,19 +95,7 @@ def save(graph: GraphStore, path: str | os.PathLike) -> str:
             "meta": graph.meta,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        if path.exists() and not is_processed(path):
-            shutil.rmtree(path, ignore_errors=True)  # a leftover of an interrupted save
-        elif path.exists():  # replacing a complete copy: move it aside first
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
-            os.replace(path, old / "g")
-            shutil.rmtree(old, ignore_errors=True)
-        try:
-            os.rename(tmp, path)
-        except OSError:
-            # Another process (e.g. a second torchrun rank) finished the same graph first.
-            if not is_processed(path):
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
+        publish_folder(tmp, path, "meta.json")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

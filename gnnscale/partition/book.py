@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.data.processed import publish_folder
 from gnnscale.partition._graph import edge_dst, edge_src
 
 KINDS = ("edge_cut", "vertex_cut")
@@ -121,7 +122,7 @@ class PartitionBook:
 
     # ---- persistence ----------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
-        """Write the book atomically to the folder ``path``."""
+        """Write the book atomically to the folder ``path`` (concurrent savers are safe)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
@@ -135,9 +136,7 @@ class PartitionBook:
             info = {"format": BOOK_FORMAT, "num_parts": self.num_parts, "kind": self.kind,
                     "quality": self.quality, "meta": self.meta}
             (tmp / "book.json").write_text(json.dumps(info, indent=1, default=str))
-            if path.exists():
-                shutil.rmtree(path)
-            os.replace(tmp, path)
+            publish_folder(tmp, path, "book.json")
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
