@@ -37,13 +37,13 @@ test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 lint: install
-	$(PY) -m ruff check gnnscale tests scripts train.py setup.py
+	$(PY) -m ruff check gnnscale benchmarks tests scripts train.py setup.py
 
 bench: install
-	$(PY) scripts/bench.py all --out bench-results
+	$(PY) -m benchmarks all --out bench-results
 
 bench-quick: install
-	$(PY) scripts/bench.py all --quick --out bench-results
+	$(PY) -m benchmarks all --quick --out bench-results
 
 # Optional: torch-scatter + torch-sparse compiled from source (tens of minutes on 2 cores);
 # they enable the PyG baselines of the sampler and epoch benchmark suites.

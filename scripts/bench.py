@@ -1,61 +1,17 @@
 #!/usr/bin/env python
-"""Run benchmark suites: ``python scripts/bench.py SUITE|all [--quick] [--out PATH]``.
+"""``python scripts/bench.py SUITE|all [--quick] [--out PATH]``: runs ``python -m benchmarks``.
 
-Writes ``{"suite", "config", "results", "ratios", "env"}`` as JSON (to PATH, or to
-PATH/<suite>.json when PATH is a folder or several suites run) and prints a table.
+The suites live in the top-level ``benchmarks/`` folder, outside the installed package; this
+script runs them with the repository root as the module search root.
 """
 
-from __future__ import annotations
-
-import argparse
-import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from gnnscale import benchmarks  # noqa: E402
-
-
-def flatten(d: dict, prefix: str = "") -> list[tuple[str, object]]:
-    rows = []
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            rows += flatten(v, key + ".")
-        else:
-            rows.append((key, v))
-    return rows
-
-
-def show(report: dict) -> None:
-    print(f"\n== {report['suite']} ==")
-    for section in ("results", "ratios"):
-        for key, value in flatten(report[section]):
-            text = f"{value:.4g}" if isinstance(value, float) else str(value)
-            print(f"  {section}.{key:<52} {text}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("suite", help=f"one of: all, {', '.join(benchmarks.suites())}")
-    p.add_argument("--quick", action="store_true", help="small workload, within two minutes")
-    p.add_argument("--out", default=None, help="JSON file, or folder for several suites")
-    args = p.parse_args(argv)
-    names = benchmarks.suites() if args.suite == "all" else [args.suite]
-    for name in names:
-        body = benchmarks.load(name).run(quick=args.quick)
-        report = {"suite": name, "quick": args.quick, **body, "env": benchmarks.env()}
-        show(report)
-        if args.out:
-            out = Path(args.out)
-            if len(names) > 1 or out.suffix != ".json":
-                out = out / f"{name}{'-quick' if args.quick else ''}.json"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(report, indent=2))
-            print(f"  -> {out}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
+    sys.exit(subprocess.call([sys.executable, "-m", "benchmarks", *sys.argv[1:]], env=env))

@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from gnnscale.benchmarks import ratio
+from benchmarks import ratio
 from gnnscale.cache.degree import DegreePolicy
 from gnnscale.cache.exchange import LocalExchange
 from gnnscale.cache.oracle import OraclePolicy

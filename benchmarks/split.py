@@ -25,7 +25,7 @@ from types import SimpleNamespace
 
 import torch
 
-from gnnscale.benchmarks import ratio
+from benchmarks import ratio
 from gnnscale.cache.store import owner_map, select_cached
 from gnnscale.data.synthetic import generate
 from gnnscale.distributed import spawn

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from gnnscale.benchmarks import ratio
+from benchmarks import ratio
 
 WORLD = 2
 FANOUTS = [15, 10, 5]

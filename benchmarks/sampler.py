@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gnnscale.benchmarks import median_time, ratio
+from benchmarks import median_time, ratio
 from gnnscale.data.graph import GraphStore
 from gnnscale.sampling.gather import empty_huge, gather_rows
 from gnnscale.sampling.neighbor import NeighborSampler

@@ -16,7 +16,7 @@ import resource
 import statistics
 import time
 
-from gnnscale.benchmarks import ratio
+from benchmarks import ratio
 from gnnscale.data import synthetic
 from gnnscale.partition.cvc import CvcPartitioner
 from gnnscale.partition.fennel import FennelPartitioner
