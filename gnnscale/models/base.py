@@ -61,6 +61,12 @@ class GNN(nn.Module):
             for _ in range(num_layers - 1)
         )
 
+    @property
+    def preaggregatable(self) -> bool:
+        """True when a sender may average its edges into a remote destination and ship one
+        row, exactly (a mean/sum aggregation of the raw source rows, as SAGE's)."""
+        return False
+
     def bind_graph(self, graph) -> None:
         """Take graph-level constants a layer needs (e.g. degrees); most models need none."""
 

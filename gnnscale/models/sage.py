@@ -22,5 +22,9 @@ class SAGE(GNN):
         self.aggr = aggr
         super().__init__(in_channels, out_channels, **kw)
 
+    @property
+    def preaggregatable(self) -> bool:
+        return self.aggr in ("mean", "sum", "add")
+
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> SAGEConv:
         return SAGEConv(in_dim, out_dim, aggr=self.aggr)
