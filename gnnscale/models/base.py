@@ -3,6 +3,11 @@
 A model never knows which strategy runs it: it gets input features and per-layer
 :class:`~gnnscale.sampling.base.Block` objects (destinations first among the sources) and runs
 ``conv((x_src, x_dst), edge_index, size)`` per layer.
+
+Dropout is torch's unless a strategy sets :attr:`GNN.dropout_key` to ``(seed, epoch)``: then
+hidden-layer masks are keyed by (seed, epoch, layer, global vertex id) (see
+:mod:`gnnscale.models.dropout`), so every rank that computes a vertex's row drops the same
+channels, and a partitioned forward equals the single-process one with dropout on.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gnnscale.models.dropout import keyed_dropout, stream_key
 from gnnscale.sampling.base import Block
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -60,6 +66,12 @@ class GNN(nn.Module):
             nn.LayerNorm(hidden) if norm == "layer" else nn.Identity()
             for _ in range(num_layers - 1)
         )
+        #: ``(seed, epoch)`` for keyed dropout, or None for torch's dropout (set by strategies).
+        self.dropout_key: tuple[int, int] | None = None
+
+    def set_dropout_key(self, seed: int | None, epoch: int = 0) -> None:
+        """Key hidden-layer dropout by ``(seed, epoch)``; ``seed=None`` restores torch's."""
+        self.dropout_key = None if seed is None else (int(seed), int(epoch))
 
     def bind_graph(self, graph) -> None:
         """Take graph-level constants a layer needs (e.g. degrees); most models need none."""
@@ -72,13 +84,27 @@ class GNN(nn.Module):
         """Run conv ``layer`` on a block: ``x`` holds its sources, destinations first."""
         return self.convs[layer]((x, x[: block.num_dst]), block.edge_index, size=block.size)
 
-    def layer(self, i: int, x: torch.Tensor, block: Block) -> torch.Tensor:
-        """Conv ``i`` plus, for hidden layers, norm, activation and dropout."""
-        h = self.conv(i, x, block)
-        if i < self.num_layers - 1:
-            h = self.act(self.norms[i](h))
-            h = F.dropout(h, p=self.dropout, training=self.training)
-        return h
+    def layer(self, i: int, x: torch.Tensor, block: Block,
+              ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Conv ``i`` plus, for hidden layers, norm, activation and dropout. ``ids`` are the
+        global ids of the output rows (default ``block.src_ids[:num_dst]``); keyed dropout
+        needs them."""
+        if ids is None and block.src_ids is not None:
+            ids = block.src_ids[: block.num_dst]
+        return self.post(i, self.conv(i, x, block), ids)
+
+    def post(self, i: int, h: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
+        """What follows conv ``i``: for hidden layers norm, activation and dropout (keyed by
+        ``ids``, the rows' global vertex ids, when :attr:`dropout_key` is set)."""
+        if i == self.num_layers - 1:
+            return h
+        h = self.act(self.norms[i](h))
+        if self.dropout_key is None or not self.training or self.dropout == 0.0:
+            return F.dropout(h, p=self.dropout, training=self.training)
+        if ids is None:
+            raise ValueError("keyed dropout (model.dropout_key set) needs the global vertex ids "
+                             "of the output rows: pass ids= or blocks that carry src_ids")
+        return keyed_dropout(h, self.dropout, stream_key(*self.dropout_key, i), ids)
 
     def forward(self, x: torch.Tensor, blocks: list[Block]) -> torch.Tensor:
         if len(blocks) != self.num_layers:

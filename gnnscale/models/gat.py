@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch_geometric.nn import GATConv
 
 from gnnscale.models.base import GNN, ModelConfig
 from gnnscale.registry import register
+from gnnscale.sampling.base import Block
 
 
 @register("model", "gat")
@@ -37,3 +39,10 @@ class GAT(GNN):
                            dropout=self.attn_dropout)
         return GATConv(in_dim, out_dim // self.heads, heads=self.heads, concat=True,
                        dropout=self.attn_dropout)
+
+    def conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
+        if self.training and self.attn_dropout > 0 and self.dropout_key is not None:
+            raise ValueError("model.attn_dropout > 0 drops edges with torch's generator, which "
+                             "replicas cannot agree on: set model.attn_dropout=0 with a "
+                             "strategy that keys dropout (fullgraph)")
+        return super().conv(layer, x, block)
