@@ -191,3 +191,80 @@ def test_keyed_dropout_needs_ids_and_gat_refuses_attention_dropout():
     whole = Block(graph.edge_index(), (n, n), torch.arange(n))
     with pytest.raises(ValueError, match="attn_dropout"):
         gat(torch.randn(n, 4), [whole, whole])
+
+
+# ---- aggregate / update ---------------------------------------------------------------------
+SPLITTABLE = [(SAGE, {"aggr": "mean"}), (SAGE, {"aggr": "sum"}), (GCN, {"gcn_norm": "graph"}),
+              (GIN, {})]
+
+
+def _split_conv(model, layer, x, block, reorder, parts=None):
+    """Aggregate over ``parts`` disjoint edge subsets, sum the partials, then update."""
+    ids = block.src_ids[: block.num_dst]
+    xa = model.transform(layer, x) if reorder else x
+    agg = 0
+    for sel in parts or [torch.arange(block.num_edges)]:
+        agg = agg + model.aggregate(layer, xa, Block(block.edge_index[:, sel], block.size,
+                                                     block.src_ids))
+    z = xa[: block.num_dst] if reorder else None
+    return model.update(layer, agg, x[: block.num_dst], ids, z)
+
+
+@pytest.mark.parametrize("cls,kw", SPLITTABLE)
+@pytest.mark.parametrize("reorder", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_aggregate_plus_update_equals_the_conv(cls, kw, reorder, seed):
+    graph = _graph(n=40, e=160, seed=seed)
+    n = graph.num_nodes
+    torch.manual_seed(seed)
+    model = cls(7, 3, hidden=5, num_layers=2, dropout=0.0, **kw)
+    model.bind_graph(graph)
+    x = torch.randn(n, 7)
+    whole = Block(graph.edge_index(), (n, n), torch.arange(n))
+    parts = torch.randint(0, 3, (whole.num_edges,), generator=torch.Generator().manual_seed(seed))
+    split = [torch.nonzero(parts == q).flatten() for q in range(3)]
+    for layer, dim in ((0, 7), (1, 5)):
+        xl = x if layer == 0 else torch.randn(n, dim)
+        expected = model.conv(layer, xl, whole)
+        torch.testing.assert_close(_split_conv(model, layer, xl, whole, reorder), expected)
+        torch.testing.assert_close(_split_conv(model, layer, xl, whole, reorder, split), expected)
+
+
+@pytest.mark.parametrize("cls,kw", SPLITTABLE)
+def test_split_gradients_equal_the_conv(cls, kw):
+    graph = _graph(n=25, e=90, seed=4)
+    n = graph.num_nodes
+    torch.manual_seed(4)
+    model = cls(6, 4, hidden=8, num_layers=1, dropout=0.0, **kw)
+    model.bind_graph(graph)
+    x = torch.randn(n, 6)
+    whole = Block(graph.edge_index(), (n, n), torch.arange(n))
+    grads = []
+    for run in (lambda: model.conv(0, x, whole), lambda: _split_conv(model, 0, x, whole, True)):
+        model.zero_grad()
+        run().square().sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+
+
+def test_reorder_update_setting():
+    auto = SAGE(16, 4, hidden=32, num_layers=3, dropout=0.0)
+    assert [auto.reorders(i) for i in range(3)] == [False, False, True]
+    shrink_first = GCN(64, 4, hidden=8, num_layers=2, dropout=0.0, gcn_norm="graph")
+    assert [shrink_first.reorders(i) for i in range(2)] == [True, True]
+    assert not GIN(64, 4, hidden=8, num_layers=2, reorder_update=False).reorders(0)
+    assert GIN(4, 4, hidden=8, num_layers=2, reorder_update="true").reorders(0)
+    with pytest.raises(ValueError, match="reorder_update"):
+        SAGE(4, 2, reorder_update="sometimes")
+
+
+def test_models_that_cannot_be_split_say_why():
+    gat = GAT(4, 2, hidden=8, heads=2, num_layers=2)
+    assert not gat.splittable and not gat.reorders(0)
+    with pytest.raises(ValueError, match="edge-cut partitioner"):
+        gat.check_splittable()
+    with pytest.raises(ValueError, match="aggr"):
+        SAGE(4, 2, aggr="max").check_splittable()
+    with pytest.raises(ValueError, match="gcn_norm=graph"):
+        GCN(4, 2, gcn_norm="block").check_splittable()
