@@ -73,3 +73,11 @@ def test_failed_write_removes_temp_file_and_keeps_old_checkpoint(tmp_path):
     assert "File too large" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [checkpoint.FILENAME]
     torch.testing.assert_close(checkpoint.load(path)["w"], torch.ones(2))
+
+
+def test_typed_config_choices_are_stored_as_plain_values(tmp_path):
+    from gnnscale.distributed import Backend
+
+    path = tmp_path / checkpoint.FILENAME
+    checkpoint.save(path, {"config": {"dist": {"backend": Backend.gloo}}})
+    assert checkpoint.load(path)["config"] == {"dist": {"backend": "gloo"}}

@@ -12,6 +12,7 @@ import io
 import os
 import pickle
 import random
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,18 @@ def all_rng_states() -> list[dict[str, Any]]:
     return out
 
 
+def plain(obj: Any) -> Any:
+    """``obj`` with Enum members (typed config choices) replaced by their values, so that
+    ``weights_only`` loading accepts it; tensors and other leaves are returned as they are."""
+    if isinstance(obj, Enum):
+        return obj.value
+    if isinstance(obj, dict):
+        return {plain(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(plain(v) for v in obj)
+    return obj
+
+
 def save(path: str | Path, state: dict[str, Any]) -> None:
     """Write ``state`` to ``path`` atomically: readers see the old or the new file, never half.
 
@@ -74,7 +87,7 @@ def save(path: str | Path, state: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         buf = io.BytesIO()
-        torch.save(state, buf)  # serialise first: the write below reports its own errno
+        torch.save(plain(state), buf)  # serialise first: the write below reports its own errno
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as f:
             f.write(buf.getbuffer())
