@@ -15,6 +15,7 @@ before the sum (exact: it is linear and bias-free; PyG's GCNConv itself runs tha
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import torch
 from torch import nn
@@ -25,14 +26,21 @@ from gnnscale.models.base import GNN, ModelConfig
 from gnnscale.registry import register
 from gnnscale.sampling.base import Block
 
-NORMS = ("block", "graph")
+class GCNNorm(str, Enum):
+    """Degrees of the edge weights: the sampled block's, or the whole graph's."""
+
+    block = "block"
+    graph = "graph"
+
+
+NORMS = tuple(n.value for n in GCNNorm)
 
 
 @register("model", "gcn")
 @dataclass
 class GCNConfig(ModelConfig):
     _target_: str = "gnnscale.models.gcn.GCN"
-    gcn_norm: str = "block"
+    gcn_norm: GCNNorm = GCNNorm.block
 
 
 def _with_self_loops(block: Block) -> torch.Tensor:
