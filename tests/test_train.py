@@ -17,6 +17,8 @@ from gnnscale.runner import checkpoint
 from gnnscale.runner.run import run
 from tests._train import TINY, make_cfg
 
+pytestmark = pytest.mark.slow  # multi-rank / subprocess tests: the slow tier
+
 ROOT = Path(__file__).resolve().parents[1]
 METRICS = ("epoch_time", "sample_time", "load_time", "compute_time", "comm_time",
            "bytes_host_to_rank", "bytes_rank_to_rank", "cache_hit_rate", "edges_computed",

@@ -56,12 +56,12 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def all_rng_states() -> list[dict[str, Any]]:
-    """Every rank's RNG states, in rank order (collective)."""
-    if not dist.is_initialized() or dist.get_world_size() == 1:
+def all_rng_states(group: dist.ProcessGroup | None = None) -> list[dict[str, Any]]:
+    """The RNG states of every rank of ``group``, in group-rank order (collective)."""
+    if not dist.is_initialized() or dist.get_world_size(group) == 1:
         return [rng_state()]
-    out: list = [None] * dist.get_world_size()
-    dist.all_gather_object(out, rng_state())
+    out: list = [None] * dist.get_world_size(group)
+    dist.all_gather_object(out, rng_state(), group=group)
     return out
 
 
