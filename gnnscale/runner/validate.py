@@ -57,6 +57,7 @@ def check_data(cfg: DictConfig, graph: GraphStore) -> None:
     """Checks that need the loaded dataset: the strategy's own (see ``Strategy.check``), then
     every component built once from its config, so a bad value fails here, not in a rank."""
     from gnnscale import registry
+    from gnnscale.distributed.launch import private_temp_dir
 
     strategy_class(cfg).check(cfg, graph)
     for group in ("sampler", "cache", "deps", "optim"):
@@ -66,6 +67,8 @@ def check_data(cfg: DictConfig, graph: GraphStore) -> None:
             except (ValueError, TypeError) as err:
                 raise ConfigError(f"{group}: {err}") from err
     try:
-        registry.build(cfg.model, in_channels=graph.num_features, out_channels=graph.num_classes)
+        with private_temp_dir():  # PyG writes its generated modules to the temp folder
+            registry.build(cfg.model, in_channels=graph.num_features,
+                           out_channels=graph.num_classes)
     except (ValueError, TypeError, RuntimeError) as err:
         raise ConfigError(f"model: {err}") from err
