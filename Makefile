@@ -9,7 +9,7 @@ NATIVE      := $(wildcard csrc/*.cpp csrc/*.h csrc/cuda/*.cu)
 EXT_STAMP   := $(VENV)/.native-built
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: install native train test lint bench bench-quick docs clean sparse
+.PHONY: install native train test test-fast lint bench bench-quick docs clean sparse
 
 install: $(STAMP) $(EXT_STAMP)
 
@@ -35,6 +35,9 @@ train: install
 
 test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check gnnscale benchmarks tests scripts train.py setup.py

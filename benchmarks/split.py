@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import statistics
 import time
-from types import SimpleNamespace
 
 import torch
 
@@ -30,6 +29,7 @@ from gnnscale.cache.store import owner_map, select_cached
 from gnnscale.data.synthetic import generate
 from gnnscale.distributed import spawn
 from gnnscale.executor.splitter import split_sample
+from gnnscale.partition.book import PartitionBook
 from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
 
@@ -106,43 +106,36 @@ def volumes(graph, part: torch.Tensor, cfg: dict, b: int, r: float) -> dict:
 
 def _timed_rank(topo, graph, part, cfg: dict, variants: list[tuple]) -> dict:
     """Median step time of each (strategy, deps, batch size, cache ratio) variant."""
-    from gnnscale.cache.degree import DegreePolicy
-    from gnnscale.deps.depcache import DepCache
-    from gnnscale.deps.depcomm import DepComm
-    from gnnscale.deps.hybrid import Hybrid
+    from gnnscale import registry
     from gnnscale.executor.base import RunContext
-    from gnnscale.executor.data import DataParallel
-    from gnnscale.executor.split import SplitParallel
-    from gnnscale.models.sage import SAGE
+    from gnnscale.partition.provider import FixedPartition
 
-    book = SimpleNamespace(num_parts=WORLD, part=part)
+    book = PartitionBook.from_edge_cut(graph, part, WORLD)
     out = {}
     for name, deps, b, r, placement in variants:
         torch.manual_seed(0)
-        model = SAGE(graph.num_features, graph.num_classes, hidden=cfg["hidden"],
-                     num_layers=len(cfg["fanouts"]), dropout=0.0)
-        dm = {"depcache": DepCache, "depcomm": DepComm, "hybrid": Hybrid,
-              # every remote dependency the memory cap allows is replicated: what it costs
-              "hybrid_forced": lambda: Hybrid(comm_weight=1e6)}[deps]()
+        model = registry.build(registry.option(
+            "model", "sage", hidden=cfg["hidden"], num_layers=len(cfg["fanouts"]), dropout=0.0),
+            in_channels=graph.num_features, out_channels=graph.num_classes)
+        # hybrid_forced: every remote dependency the memory cap allows is replicated
+        dm = registry.build(registry.option("deps", "hybrid", comm_weight=1e6)
+                            if deps == "hybrid_forced" else registry.option("deps", deps))
         ctx = RunContext(topo=topo, graph=graph, model=model,
                          sampler=NeighborSampler(cfg["fanouts"]),
-                         cache_policy=DegreePolicy(ratio=r, placement=placement), deps=dm,
-                         partition=lambda k: book, seed=cfg["seed"], batch_size=b, lr=0.003)
-        strat = (DataParallel(ctx, prefetch=0) if name == "data"
-                 else SplitParallel(ctx, prefetch=0))
+                         cache_policy=registry.build(registry.option(
+                             "cache", "degree", ratio=r, placement=placement)),
+                         deps=dm, partition=FixedPartition(book), seed=cfg["seed"],
+                         optim=registry.build(registry.option("optim", "adam")))
+        strat = registry.build(registry.option("strategy", name, batch_size=b, prefetch=0),
+                               ctx=ctx)
         strat.setup()
-        batches = epoch_batches(graph.train_idx, b, cfg["seed"], 0, min_size=WORLD)
+        batches = strat.epoch_batches(0)
         times, extra = [], {}
         for step in range(cfg["timed_steps"] + 1):
             t0 = time.perf_counter()
-            if name == "data":
-                mb = strat.sample((0, step, strat.micro_batch(batches[step % len(batches)])))
-                x = strat.store.gather(mb.input_nodes)
-                strat.train_step(mb, x, graph.y[mb.targets])
-            else:
-                mb, plan, _ = strat.prepare((0, step, batches[step % len(batches)]))
-                strat.train_step(mb, plan, strat.load(mb, plan))
-                extra = {"replicated_rows": plan.replicated}
+            strat.step(0, step, batches[step % len(batches)])
+            if name == "split":
+                extra = {"replicated_rows": strat.last_plan.replicated}
             times.append(time.perf_counter() - t0)
         out[f"{name}/{deps}/b{b}/r{r}"] = {"step_s": statistics.median(times[1:]), **extra}
         strat.close()

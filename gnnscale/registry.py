@@ -28,6 +28,7 @@ GROUPS = {
     "cache": "gnnscale.cache",
     "deps": "gnnscale.deps",
     "strategy": "gnnscale.executor",
+    "optim": "gnnscale.optim",
     "dist": "gnnscale.distributed",
     "logger": "gnnscale.runner.loggers",
 }
@@ -61,13 +62,26 @@ def load_all() -> None:
     _loaded = True
 
 
+def option(group: str, name: str, **overrides: Any) -> Any:
+    """The typed default config of option ``name`` of ``group`` (its schema), with
+    ``overrides``: what ``group=name group.key=value`` composes, without Hydra's search path."""
+    load_all()
+    try:
+        node = ConfigStore.instance().load(f"schema/{group}/{name}.yaml").node
+    except Exception as err:  # noqa: BLE001 - Hydra raises several kinds
+        raise ValueError(f"no option {name!r} in config group {group!r}") from err
+    return OmegaConf.merge(node, overrides)
+
+
 def build(cfg: Any, **runtime: Any) -> Any:
     """Instantiate the component ``cfg._target_`` from its own sub-config plus runtime objects.
 
-    Config values arrive as plain Python values (lists, dicts); runtime objects are passed
+    Config values arrive as plain Python values (lists, dicts; closed choices typed as enums
+    in a schema arrive as their names); runtime objects are passed
     through untouched (Hydra's ``instantiate`` would convert dataclasses into configs).
     """
-    kwargs = OmegaConf.to_container(cfg, resolve=True) if not isinstance(cfg, dict) else dict(cfg)
+    kwargs = (OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+              if not isinstance(cfg, dict) else dict(cfg))
     target = kwargs.pop("_target_", None)
     if not target:
         raise ValueError(f"config node has no _target_: {kwargs}")

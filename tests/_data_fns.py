@@ -11,6 +11,7 @@ from gnnscale.deps.depcache import DepCache
 from gnnscale.executor.base import RunContext
 from gnnscale.executor.data import DataParallel
 from gnnscale.models.sage import SAGE
+from gnnscale.optim.adam import Adam
 from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.schedule import epoch_batches, sample_seed
 
@@ -41,8 +42,8 @@ def data_parallel_steps(topo) -> dict:
     graph = make_graph()
     ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
                      sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
-                     partition=None, seed=0, batch_size=BATCH, lr=0.01)
-    strat = DataParallel(ctx, prefetch=0)
+                     partition=None, seed=0, optim=Adam(lr=0.01))
+    strat = DataParallel(ctx, batch_size=BATCH, prefetch=0)
     strat.setup()
     batches = epoch_batches(graph.train_idx, BATCH, 0, 0, min_size=topo.world_size)
     grads, losses = [], []

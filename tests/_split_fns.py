@@ -13,7 +13,9 @@ from gnnscale.executor.split import SplitParallel
 from gnnscale.models.gat import GAT
 from gnnscale.models.gcn import GCN
 from gnnscale.models.sage import SAGE
+from gnnscale.optim.adam import Adam
 from gnnscale.partition import PartitionBook
+from gnnscale.partition.provider import FixedPartition
 from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.schedule import epoch_batches, sample_seed
 from tests._data_fns import make_graph
@@ -42,14 +44,12 @@ def scattered_part(n: int, world: int) -> torch.Tensor:
 def make_ctx(topo, model: str, deps: str, parts: int | None = None) -> RunContext:
     graph = make_graph()
 
-    def partition(num_parts: int) -> PartitionBook:
-        k = parts or num_parts
-        return PartitionBook.from_edge_cut(graph, scattered_part(graph.num_nodes, k), k)
-
+    k = parts or topo.world_size
+    book = PartitionBook.from_edge_cut(graph, scattered_part(graph.num_nodes, k), k)
     dm = DepComm() if deps == "depcomm" else Hybrid(comm_weight=1e6)
     return RunContext(topo=topo, graph=graph, model=make_model(model, graph),
                       sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=dm,
-                      partition=partition, seed=0, batch_size=BATCH, lr=0.01)
+                      partition=FixedPartition(book), seed=0, optim=Adam(lr=0.01))
 
 
 def split_cases(topo, cases: list[tuple[str, str, bool, bool]]) -> list[dict]:
@@ -58,7 +58,7 @@ def split_cases(topo, cases: list[tuple[str, str, bool, bool]]) -> list[dict]:
     results = []
     for model, deps, preagg, shift in cases:
         ctx = make_ctx(topo, model, deps)
-        strat = SplitParallel(ctx, prefetch=0, preaggregate=preagg)
+        strat = SplitParallel(ctx, batch_size=BATCH, prefetch=0, preaggregate=preagg)
         strat.setup()
         if shift:  # layer-0 owners differ from the partition (as when caches decide)
             strat.own_in = (strat.own_part + 1) % topo.world_size
@@ -95,7 +95,7 @@ def reference(model: str) -> dict:
 def fail_mid_shuffle(topo) -> None:
     """Rank 1 dies after the first layer's shuffle; the others block in the second."""
     ctx = make_ctx(topo, "sage", "depcomm")
-    strat = SplitParallel(ctx, prefetch=0)
+    strat = SplitParallel(ctx, batch_size=BATCH, prefetch=0)
     strat.setup()
     if topo.rank == 1:
         layer = strat.module.layer

@@ -25,4 +25,4 @@ def make_cfg(tmp_path: Path, *overrides: str, run: str = "run") -> DictConfig:
 
 
 TINY = ("dataset=synthetic", "dataset.preset=tiny", "model.hidden=32", "model.num_layers=2",
-        "sampler.fanouts=[5,5]", "batch_size=128", "eval_batch_size=512", "logger=none")
+        "sampler.fanouts=[5,5]", "strategy.batch_size=128", "eval_batch_size=512", "logger=none")

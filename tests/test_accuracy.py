@@ -1,7 +1,11 @@
 """Real-data accuracy through the full runner (skipped when ../shared/datasets is absent)."""
 
+import pytest
+
 from gnnscale.runner.run import run
 from tests._train import make_cfg
+
+pytestmark = pytest.mark.slow  # multi-rank / subprocess tests: the slow tier
 
 
 def _cora(shared_datasets) -> str:
@@ -18,7 +22,8 @@ def test_gcn_full_graph_semantics_on_cora(tmp_path, shared_datasets):
 def test_minibatch_sage_on_cora(tmp_path, shared_datasets):
     cfg = make_cfg(tmp_path, "dataset=cora", f"dataset.raw_dir={_cora(shared_datasets)}",
                    "model=sage", "model.hidden=64", "model.num_layers=2", "model.dropout=0.5",
-                   "sampler.fanouts=[10,10]", "batch_size=32", "epochs=30", "lr=0.01",
-                   "weight_decay=0.0005", "dist.world_size=2", "checkpoint=false")
+                   "sampler.fanouts=[10,10]", "strategy.batch_size=32", "epochs=30",
+                   "optim.lr=0.01", "optim.weight_decay=0.0005", "dist.world_size=2",
+                   "checkpoint=false")
     res = run(cfg)
     assert res["summary"]["test_acc_at_best_val"] >= 0.78, res["summary"]

@@ -178,6 +178,7 @@ def test_simulated_ranks_partitioned_exchange():
         assert st["bytes_host_to_rank"] == int((own < 0).sum()) * store.row_bytes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world", [2, 4])
 def test_rank_to_rank_fetch_on_gloo(world):
     outs = spawn(_cache_fns.partitioned_gather, world, 0.1, 3, timeout_s=90)
@@ -199,6 +200,7 @@ def test_rank_to_rank_fetch_on_gloo(world):
     assert all(o["summed"] == summed for o in outs)
 
 
+@pytest.mark.slow
 def test_replicated_on_gloo_has_no_rank_to_rank_traffic():
     outs = spawn(_cache_fns.replicated_gather, 2, 0.2, timeout_s=90)
     assert outs[0]["cached"] == outs[1]["cached"] and len(outs[0]["cached"]) == 60

@@ -69,20 +69,22 @@ def test_wrong_type_fails_at_composition(tmp_path):
 def test_fanouts_must_match_layers(tmp_path):
     cfg = make_cfg(tmp_path, *TINY, "sampler.fanouts=[5,5,5]")
     with pytest.raises(ConfigError, match="one fanout per layer"):
-        check_config(cfg)
+        check_data(cfg, registry.build(cfg.dataset).load())
 
 
 def test_world_larger_than_training_set(tmp_path):
     cfg = make_cfg(tmp_path, *TINY)
     graph = registry.build(cfg.dataset).load()
+    cfg.dist.world_size = graph.train_idx.numel() + 1
+    cfg.strategy.batch_size = cfg.dist.world_size
     with pytest.raises(ConfigError, match="at most"):
-        check_data(cfg, graph, graph.train_idx.numel() + 1)
+        check_data(cfg, graph)
 
 
 def test_batch_smaller_than_world(tmp_path):
-    cfg = make_cfg(tmp_path, *TINY, "batch_size=1", "dist.world_size=2")
+    cfg = make_cfg(tmp_path, *TINY, "strategy.batch_size=1", "dist.world_size=2")
     with pytest.raises(ConfigError, match="smaller than dist.world_size"):
-        check_config(cfg)
+        check_data(cfg, registry.build(cfg.dataset).load())
 
 
 def test_cache_auto_needs_cuda(tmp_path):
@@ -94,3 +96,26 @@ def test_cache_auto_needs_cuda(tmp_path):
     strat = DataParallel(ctx)
     with pytest.raises(ValueError, match="cache.ratio or cache.bytes"):
         strat.setup()
+
+
+@pytest.mark.parametrize("override", ["cache.placement=sideways", "optim=adagrad",
+                                      "optim.lr=fast"])
+def test_closed_choices_fail_at_composition(tmp_path, override):
+    with pytest.raises((ConfigCompositionException, ValidationError)):
+        make_cfg(tmp_path, *TINY, override)
+
+
+def test_component_values_checked_before_spawning(tmp_path):
+    cfg = make_cfg(tmp_path, *TINY, "optim.lr=-1")
+    with pytest.raises(ConfigError, match="optim: optim.lr must be > 0"):
+        check_data(cfg, registry.build(cfg.dataset).load())
+
+
+@pytest.mark.slow
+def test_sample_frequency_weights_from_train_py(tmp_path):
+    """metis with vertex_weights=sample_frequency: split measures the frequencies and runs."""
+    from gnnscale.runner.run import run
+
+    res = run(make_cfg(tmp_path, *TINY, "strategy=split", "dist.world_size=2", "epochs=1",
+                       "partitioner.vertex_weights=sample_frequency", "checkpoint=false"))
+    assert res["history"][-1]["local_edge_ratio"] > 0.5

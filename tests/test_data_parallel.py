@@ -6,6 +6,8 @@ import torch
 from gnnscale.distributed import spawn
 from tests import _data_fns
 
+pytestmark = pytest.mark.slow  # multi-rank / subprocess tests: the slow tier
+
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_data_parallel_matches_single_process(world):

@@ -101,3 +101,170 @@ def test_gcn_graph_norm_batch_equals_whole_graph():
     mb = NeighborSampler([-1, -1]).sample(graph, targets, 0)
     torch.testing.assert_close(model(x[mb.n_id], mb.blocks), expected[targets],
                                rtol=1e-5, atol=1e-5)
+
+
+# ---- keyed dropout --------------------------------------------------------------------------
+def _keyed_mask(seed, epoch, layer, ids, dim=16, p=0.5):
+    from gnnscale.models.dropout import keyed_dropout, stream_key
+
+    return keyed_dropout(torch.ones(ids.numel(), dim), p, stream_key(seed, epoch, layer), ids)
+
+
+def test_mix64_matches_the_python_reference():
+    from gnnscale.models.dropout import mix64, mix64_py
+
+    xs = [0, 1, 7, 2**40 + 3, 2**63 - 1, -1, -(2**63)]
+    got = [v & (2**64 - 1) for v in mix64(torch.tensor(xs)).tolist()]
+    assert got == [mix64_py(x & (2**64 - 1)) for x in xs]
+
+
+def test_keyed_mask_depends_on_vertex_not_row_position():
+    ids = torch.tensor([5, 900, 3, 41, 12345678])
+    mask = _keyed_mask(1, 2, 0, ids)
+    perm = torch.tensor([3, 0, 4, 1, 2])
+    assert torch.equal(_keyed_mask(1, 2, 0, ids[perm]), mask[perm])
+    assert torch.equal(_keyed_mask(1, 2, 0, ids[:2]), mask[:2])
+    assert set(mask.unique().tolist()) <= {0.0, 2.0}
+
+
+def test_keyed_mask_changes_with_epoch_layer_and_seed():
+    ids = torch.arange(200)
+    base = _keyed_mask(0, 0, 0, ids)
+    for other in (_keyed_mask(0, 1, 0, ids), _keyed_mask(0, 0, 1, ids), _keyed_mask(1, 0, 0, ids)):
+        assert (other != base).float().mean() > 0.3
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
+def test_keyed_keep_rate_and_scale(p):
+    out = _keyed_mask(3, 4, 1, torch.arange(4000), dim=64, p=p)
+    keep = (out > 0).float().mean().item()
+    assert abs(keep - (1 - p)) < 0.01
+    assert torch.allclose(out[out > 0], torch.tensor(1 / (1 - p)))
+
+
+@pytest.mark.slow
+def test_keyed_mask_is_the_same_in_another_process():
+    import subprocess
+    import sys
+
+    code = ("import torch; from tests.test_models import _keyed_mask; "
+            "print(_keyed_mask(7, 3, 1, torch.arange(0, 3000, 7)).flatten().tolist())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    there = torch.tensor(eval(out.stdout))
+    assert torch.equal(there, _keyed_mask(7, 3, 1, torch.arange(0, 3000, 7)).flatten())
+
+
+@pytest.mark.parametrize("cls", [SAGE, GCN, GIN])
+def test_keyed_dropout_in_the_model_agrees_on_a_sub_block(cls):
+    """The rows of a sub-block (full in-neighbourhoods) equal the whole graph's, dropout on."""
+    from gnnscale.sampling.neighbor import NeighborSampler
+
+    graph = _graph(seed=3)
+    n = graph.num_nodes
+    torch.manual_seed(0)
+    model = cls(6, 3, hidden=8, num_layers=2, dropout=0.5,
+                **({"gcn_norm": "graph"} if cls is GCN else {}))
+    model.bind_graph(graph)
+    model.train()
+    model.set_dropout_key(11, 2)
+    x = torch.randn(n, 6)
+    whole = Block(graph.edge_index(), (n, n), torch.arange(n))
+    expected = model(x, [whole, whole])
+    targets = torch.tensor([1, 4, 17])
+    mb = NeighborSampler([-1, -1]).sample(graph, targets, 0)
+    torch.testing.assert_close(model(x[mb.n_id], mb.blocks), expected[targets])
+    model.set_dropout_key(11, 3)
+    assert not torch.allclose(model(x, [whole, whole]), expected)
+    model.set_dropout_key(None)
+    assert model.dropout_key is None
+
+
+def test_keyed_dropout_needs_ids_and_gat_refuses_attention_dropout():
+    graph = _graph()
+    n = graph.num_nodes
+    model = SAGE(4, 2, hidden=8, num_layers=2, dropout=0.5)
+    model.set_dropout_key(0, 0)
+    with pytest.raises(ValueError, match="global vertex ids"):
+        model(torch.randn(n, 4), [_whole_graph_block(graph)] * 2)
+    gat = GAT(4, 2, hidden=8, heads=2, num_layers=2, attn_dropout=0.2)
+    gat.set_dropout_key(0, 0)
+    whole = Block(graph.edge_index(), (n, n), torch.arange(n))
+    with pytest.raises(ValueError, match="attn_dropout"):
+        gat(torch.randn(n, 4), [whole, whole])
+
+
+# ---- aggregate / update ---------------------------------------------------------------------
+SPLITTABLE = [(SAGE, {"aggr": "mean"}), (SAGE, {"aggr": "sum"}), (GCN, {"gcn_norm": "graph"}),
+              (GIN, {})]
+
+
+def _split_conv(model, layer, x, block, reorder, parts=None):
+    """Aggregate over ``parts`` disjoint edge subsets, sum the partials, then update."""
+    ids = block.src_ids[: block.num_dst]
+    xa = model.transform(layer, x) if reorder else x
+    agg = 0
+    for sel in parts or [torch.arange(block.num_edges)]:
+        agg = agg + model.aggregate(layer, xa, Block(block.edge_index[:, sel], block.size,
+                                                     block.src_ids))
+    z = xa[: block.num_dst] if reorder else None
+    return model.update(layer, agg, x[: block.num_dst], ids, z)
+
+
+@pytest.mark.parametrize("cls,kw", SPLITTABLE)
+@pytest.mark.parametrize("reorder", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_aggregate_plus_update_equals_the_conv(cls, kw, reorder, seed):
+    graph = _graph(n=40, e=160, seed=seed)
+    n = graph.num_nodes
+    torch.manual_seed(seed)
+    model = cls(7, 3, hidden=5, num_layers=2, dropout=0.0, **kw)
+    model.bind_graph(graph)
+    x = torch.randn(n, 7)
+    whole = Block(graph.edge_index(), (n, n), torch.arange(n))
+    parts = torch.randint(0, 3, (whole.num_edges,), generator=torch.Generator().manual_seed(seed))
+    split = [torch.nonzero(parts == q).flatten() for q in range(3)]
+    for layer, dim in ((0, 7), (1, 5)):
+        xl = x if layer == 0 else torch.randn(n, dim)
+        expected = model.conv(layer, xl, whole)
+        torch.testing.assert_close(_split_conv(model, layer, xl, whole, reorder), expected)
+        torch.testing.assert_close(_split_conv(model, layer, xl, whole, reorder, split), expected)
+
+
+@pytest.mark.parametrize("cls,kw", SPLITTABLE)
+def test_split_gradients_equal_the_conv(cls, kw):
+    graph = _graph(n=25, e=90, seed=4)
+    n = graph.num_nodes
+    torch.manual_seed(4)
+    model = cls(6, 4, hidden=8, num_layers=1, dropout=0.0, **kw)
+    model.bind_graph(graph)
+    x = torch.randn(n, 6)
+    whole = Block(graph.edge_index(), (n, n), torch.arange(n))
+    grads = []
+    for run in (lambda: model.conv(0, x, whole), lambda: _split_conv(model, 0, x, whole, True)):
+        model.zero_grad()
+        run().square().sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+
+
+def test_reorder_update_setting():
+    auto = SAGE(16, 4, hidden=32, num_layers=3, dropout=0.0)
+    assert [auto.reorders(i) for i in range(3)] == [False, False, True]
+    shrink_first = GCN(64, 4, hidden=8, num_layers=2, dropout=0.0, gcn_norm="graph")
+    assert [shrink_first.reorders(i) for i in range(2)] == [True, True]
+    assert not GIN(64, 4, hidden=8, num_layers=2, reorder_update=False).reorders(0)
+    assert GIN(4, 4, hidden=8, num_layers=2, reorder_update="true").reorders(0)
+    with pytest.raises(ValueError, match="reorder_update"):
+        SAGE(4, 2, reorder_update="sometimes")
+
+
+def test_models_that_cannot_be_split_say_why():
+    gat = GAT(4, 2, hidden=8, heads=2, num_layers=2)
+    assert not gat.splittable and not gat.reorders(0)
+    with pytest.raises(ValueError, match="edge-cut partitioner"):
+        gat.check_splittable()
+    with pytest.raises(ValueError, match="aggr"):
+        SAGE(4, 2, aggr="max").check_splittable()
+    with pytest.raises(ValueError, match="gcn_norm=graph"):
+        GCN(4, 2, gcn_norm="block").check_splittable()

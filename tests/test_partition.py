@@ -200,6 +200,25 @@ def test_vertex_cut_policies(community):
     assert torch.equal(hvc.edge_part[~cut], hvc.part[dst[~cut]])
 
 
+@pytest.mark.parametrize("cls", [OecPartitioner, IecPartitioner, CvcPartitioner, HvcPartitioner])
+def test_vertex_cut_masters_from_an_edge_cut(community, cls):
+    """masters=metis takes METIS's parts as masters: far fewer replicas on a shuffled graph."""
+    metis = MetisPartitioner().partition(community, 4)
+    blocked = cls().partition(community, 4)
+    from_metis = cls(masters="metis").partition(community, 4)
+    assert torch.equal(from_metis.part, metis.part)
+    q, qb = from_metis.quality, blocked.quality
+    assert q["masters"] == "metis" and qb["masters"] == "blocked"
+    assert q["masters_replication_factor"] == pytest.approx(metis.quality["replication_factor"])
+    assert q["replication_factor"] < 0.7 * qb["replication_factor"]
+    assert "masters (metis) as an edge-cut" in from_metis.report()
+    assert from_metis.meta["partitioner"]["masters"] == "metis"
+    rnd = cls(masters="random", seed=3).partition(community, 4)
+    assert torch.equal(rnd.part, RandomPartitioner(seed=3).partition(community, 4).part)
+    with pytest.raises(ValueError, match="partitioner.masters must be one of"):
+        cls(masters="oec")
+
+
 @pytest.mark.parametrize("num_parts", [8, 16])
 def test_cvc_partners_and_replication_vs_oec(num_parts):
     from gnnscale.data import synthetic

@@ -21,6 +21,8 @@ from gnnscale.sampling.schedule import epoch_samples
 from gnnscale.sampling.workers import SamplerPool, SamplerWorkerError
 from tests._train import TINY, make_cfg
 
+pytestmark = pytest.mark.slow  # multi-rank / subprocess tests: the slow tier
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -4,9 +4,13 @@ import pytest
 import torch
 
 from gnnscale.distributed import RankFailed, spawn
+from gnnscale.distributed.launch import Topology
+from gnnscale.partition.oec import OecPartitioner
 from gnnscale.runner.run import run
 from tests import _split_fns
 from tests._train import TINY, make_cfg
+
+pytestmark = pytest.mark.slow  # multi-rank / subprocess tests: the slow tier
 
 # (model, deps, preaggregate, layer-0 owners shifted away from the partition)
 CASES = [
@@ -15,6 +19,9 @@ CASES = [
     ("sage", "depcomm", True, True), ("sage", "hybrid", False, False),
     ("sage", "hybrid", True, True), ("gat", "hybrid", False, False),
 ]
+
+
+CPU2 = Topology(0, 2, 0, 2, torch.device("cpu"))  # rank 0 of 2, no process group needed
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -49,9 +56,20 @@ def test_split_matches_single_process(world):
 def test_partition_book_for_other_world_is_refused():
     from gnnscale.executor.split import SplitParallel
 
-    ctx = _split_fns.make_ctx(None, "sage", "depcomm", parts=3)
-    with pytest.raises(ValueError, match="one part per rank"):
-        SplitParallel(ctx)._partition_owner(2, ctx.graph.num_nodes)
+    ctx = _split_fns.make_ctx(CPU2, "sage", "depcomm", parts=3)
+    with pytest.raises(ValueError, match="one per rank"):
+        SplitParallel(ctx).partition_book()
+
+
+def test_vertex_cut_book_is_refused():
+    """split reads a vertex -> part map: a vertex-cut book is refused, naming the edge-cuts."""
+    from gnnscale.executor.split import SplitParallel
+    from gnnscale.partition.provider import FixedPartition
+
+    ctx = _split_fns.make_ctx(CPU2, "sage", "depcomm")
+    ctx.partition = FixedPartition(OecPartitioner().partition(ctx.graph, 2), "oec")
+    with pytest.raises(ValueError, match="needs an edge-cut: use partitioner=metis"):
+        SplitParallel(ctx).partition_book()
 
 
 def test_rank_failing_mid_shuffle_ends_the_run():
@@ -62,7 +80,7 @@ def test_rank_failing_mid_shuffle_ends_the_run():
 def test_preaggregate_refused_where_not_exact(tmp_path):
     from gnnscale.executor.split import SplitParallel
 
-    ctx = _split_fns.make_ctx(None, "gat", "depcomm")
+    ctx = _split_fns.make_ctx(CPU2, "gat", "depcomm")
     with pytest.raises(ValueError, match="preaggregate"):
         SplitParallel(ctx, preaggregate=True)
 
@@ -73,7 +91,7 @@ def test_depcache_refused(tmp_path):
 
     assert type(registry.build(make_cfg(tmp_path, "strategy=split").deps)).__name__ == "DepComm"
     cfg = make_cfg(tmp_path, *TINY, "strategy=split", "deps=depcache")
-    ctx = _split_fns.make_ctx(None, "sage", "depcomm")
+    ctx = _split_fns.make_ctx(CPU2, "sage", "depcomm")
     ctx.deps = registry.build(cfg.deps)
     with pytest.raises(ValueError, match="deps=depcomm or deps=hybrid"):
         SplitParallel(ctx)

@@ -6,8 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gnnscale.distributed import free_port
 from tests._train import TINY
+
+pytestmark = pytest.mark.slow  # multi-rank / subprocess tests: the slow tier
 
 ROOT = Path(__file__).resolve().parents[1]
 

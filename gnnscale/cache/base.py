@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import Enum
 
 import torch
 
@@ -21,7 +22,14 @@ from gnnscale.sampling.schedule import PRESAMPLE, TRAIN, epoch_samples
 __all__ = ["PRESAMPLE", "TRAIN", "CacheConfig", "CachePolicy", "visit_counts", "training_set",
            "auto_rows"]
 
-PLACEMENTS = ("replicated", "partitioned")
+class Placement(str, Enum):
+    """Where cached rows live: the same hottest set on every rank, or disjoint per-rank sets."""
+
+    replicated = "replicated"
+    partitioned = "partitioned"
+
+
+PLACEMENTS = tuple(p.value for p in Placement)
 
 
 def visit_counts(graph: GraphStore, *, train_idx: torch.Tensor, sampler: Sampler,
@@ -54,7 +62,7 @@ class CacheConfig:
     _target_: str = ""
     ratio: float = 0.0
     bytes: int | None = None
-    placement: str = "replicated"
+    placement: Placement = Placement.replicated
     auto: bool = False
     reserve: float = 0.05
 
@@ -85,7 +93,7 @@ class CachePolicy:
             raise ValueError(f"cache.reserve must lie in [0, 1), got {reserve}")
         self.ratio = float(ratio)
         self.bytes = bytes
-        self.placement = placement
+        self.placement = Placement(placement).value
         self.auto = auto
         self.reserve = reserve
 

@@ -28,6 +28,7 @@ import torch.distributed as dist
 from gnnscale.cache.base import CachePolicy
 from gnnscale.cache.exchange import DistExchange, Exchange
 from gnnscale.data.graph import GraphStore
+from gnnscale.distributed.collectives import all_gather_rows
 from gnnscale.sampling.base import Sampler
 
 COUNTERS = ("requested", "hits", "local_hits", "remote_hits", "misses",
@@ -58,7 +59,7 @@ class FeatureStore:
     def __init__(self, features: torch.Tensor, cached_ids: torch.Tensor, *,
                  device: torch.device | str = "cpu", topo: Any = None,
                  owner: torch.Tensor | None = None, exchange: Exchange | None = None,
-                 record_visits: bool = False) -> None:
+                 record_visits: bool = False, fetch_remote: bool = True) -> None:
         if features.dim() != 2:
             raise ValueError(f"features must be a [N, F] table, got shape "
                              f"{tuple(features.shape)}")
@@ -94,7 +95,8 @@ class FeatureStore:
                                  f"{self.world_size}")
             if self.world_size > 1:
                 self.owner = owner.to(torch.int32).to(self.device)
-                self.exchange = exchange if exchange is not None else DistExchange()
+                if fetch_remote:
+                    self.exchange = exchange if exchange is not None else DistExchange()
         self.visits = (torch.zeros(n, dtype=torch.int64, device=self.device)
                        if record_visits else None)
         self.last: dict[str, int] = dict.fromkeys(COUNTERS, 0)
@@ -258,21 +260,6 @@ def owner_map(cached_by_rank: list[torch.Tensor], num_nodes: int) -> torch.Tenso
     return owner
 
 
-def _gather_sets(mine: torch.Tensor, world: int) -> list[torch.Tensor]:
-    """Every rank's cached ids (collective; gloo and nccl)."""
-    dev = torch.device("cuda", torch.cuda.current_device()) \
-        if dist.get_backend() == "nccl" else torch.device("cpu")
-    size = torch.tensor([mine.numel()], device=dev)
-    sizes = [torch.zeros_like(size) for _ in range(world)]
-    dist.all_gather(sizes, size)
-    longest = max(int(s) for s in sizes)
-    padded = torch.full((longest,), -1, dtype=torch.long, device=dev)
-    padded[:mine.numel()] = mine.to(dev)
-    sets = [torch.empty_like(padded) for _ in range(world)]
-    dist.all_gather(sets, padded)
-    return [s[:int(n)].cpu() for s, n in zip(sets, sizes)]
-
-
 def partition_map(part: Any, num_nodes: int, world: int) -> torch.Tensor:
     """``part`` as a LongTensor ``[N]`` (a tensor or a partition book with ``.part``)."""
     if part is None:
@@ -295,14 +282,16 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
                         train_idx: torch.Tensor | None = None, sampler: Sampler | None = None,
                         batch_size: int = 1024, part: Any = None, seed: int = 0,
                         features: torch.Tensor | None = None, peak_bytes: int | None = None,
-                        visits: torch.Tensor | None = None,
-                        record_visits: bool = False) -> FeatureStore:
+                        visits: torch.Tensor | None = None, record_visits: bool = False,
+                        fetch_remote: bool = True) -> FeatureStore:
     """Size the cache, rank vertices by ``policy`` and fill this rank's store.
 
     Replicated: every rank caches the same global hottest ``capacity`` vertices (PaGraph).
     Partitioned: rank ``r`` caches the hottest ``capacity`` vertices with ``part[v] == r``
     (Quiver/GSplit); the owner map is exchanged, so this call is collective when
     ``world_size > 1``. ``peak_bytes`` feeds ``cache.auto``; ``visits`` feeds ``oracle``.
+    ``fetch_remote=False`` keeps the owner map (``store.owner``) but serves a miss from the
+    host, never from the peer caching it (``split`` routes work to the owner instead).
     """
     x = graph.x if features is None else features
     if x is None:
@@ -327,6 +316,6 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
         if not dist.is_initialized():
             raise RuntimeError("partitioned placement over several ranks needs torch.distributed "
                                "(or build the stores yourself with a LocalExchange)")
-        owner = owner_map(_gather_sets(mine, world), n)
+        owner = owner_map(all_gather_rows(mine, fill=-1), n)
     return FeatureStore(x, mine, device=device, topo=topo, owner=owner,
-                        record_visits=record_visits)
+                        record_visits=record_visits, fetch_remote=fetch_remote)

@@ -1,7 +1,11 @@
 """Start ranks: under torchrun use its environment, otherwise spawn local processes.
 
-A rank that raises sends its traceback to the parent, which stops the other ranks within a
-grace period and raises :class:`RankFailed` naming the rank; nothing hangs.
+When a rank fails, the launcher names the rank that failed first -- its exit code or signal
+and its traceback -- before what the others reported as a consequence (a peer's "connection
+reset"), stops the remaining ranks within a grace period and raises :class:`RankFailed`.
+Ranks die with the launcher (see :mod:`gnnscale.distributed.guard`); SIGTERM to the launcher
+stops them cleanly and exits non-zero. Ranks write temp files (PyG's generated modules) into
+a folder that is removed at the end.
 """
 
 from __future__ import annotations
@@ -9,36 +13,33 @@ from __future__ import annotations
 import os
 import pickle
 import queue
-import socket
+import shutil
+import signal
+import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from gnnscale.distributed.guard import Terminated, guard_rank, launcher_signals
+from gnnscale.distributed.topology import (  # noqa: F401 - re-exported
+    Topology,
+    free_port,
+    init_process_group,
+    topology_from_env,
+    under_torchrun,
+)
+
+SETTLE_S = 1.0  # after a first failure, how long to collect the other ranks' reports
+
 
 class RankFailed(RuntimeError):
-    """A rank raised or died; the message carries its traceback."""
-
-
-@dataclass
-class Topology:
-    """Where this process sits: global rank, world, its host-local rank and device."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-    local_world_size: int
-    device: torch.device
-
-    @property
-    def is_leader(self) -> bool:
-        return self.rank == 0
+    """A rank raised or died; the message names it and carries its traceback."""
 
 
 def stop_processes(procs: list, grace_s: float = 0.0) -> None:
@@ -55,70 +56,18 @@ def stop_processes(procs: list, grace_s: float = 0.0) -> None:
             p.join(timeout=2)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def use_temp_dir(path: str) -> None:
+    """Send this process's temp files (``tempfile``, ``$TMPDIR``) to ``path``."""
+    os.environ["TMPDIR"] = path
+    tempfile.tempdir = path
 
 
-def under_torchrun() -> bool:
-    """True when torchrun (or another elastic launcher) set up this process."""
-    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
-
-
-def pick_device(device: str, local_rank: int) -> torch.device:
-    """``auto`` means this rank's GPU when CUDA is there, else the CPU."""
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise RuntimeError("dist.device=cuda but CUDA is not available; use dist.device=cpu")
-        torch.cuda.set_device(local_rank % torch.cuda.device_count())
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
-    return torch.device("cpu")
-
-
-def init_process_group(
-    rank: int,
-    world_size: int,
-    *,
-    backend: str = "auto",
-    device: str = "auto",
-    addr: str = "127.0.0.1",
-    port: int | None = None,
-    timeout_s: float = 300.0,
-    local_rank: int | None = None,
-    local_world_size: int | None = None,
-) -> Topology:
-    """Join the process group (gloo on CPU, nccl on CUDA when ``backend=auto``)."""
-    local_rank = rank if local_rank is None else local_rank
-    dev = pick_device(device, local_rank)
-    if backend == "auto":
-        backend = "nccl" if dev.type == "cuda" else "gloo"
-    if not dist.is_initialized():
-        init = f"tcp://{addr}:{port}" if port else "env://"
-        dist.init_process_group(
-            backend, init_method=init, rank=rank, world_size=world_size,
-            timeout=timedelta(seconds=timeout_s),
-        )
-    return Topology(rank, world_size, local_rank,
-                    local_world_size or world_size, dev)
-
-
-def topology_from_env(backend: str = "auto", device: str = "auto",
-                      timeout_s: float = 300.0) -> Topology:
-    """Join the process group described by torchrun's environment variables."""
-    return init_process_group(
-        int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), backend=backend, device=device,
-        timeout_s=timeout_s, local_rank=int(os.environ.get("LOCAL_RANK", 0)),
-        local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", 1)),
-    )
-
-
-def _worker(rank, world_size, fn, args, port, backend, device, timeout_s, results, threads):
-    torch.set_num_threads(threads)
+def _worker(rank, world_size, fn, args, port, backend, device, timeout_s, results, threads,
+            parent_pid, tmp_dir):
     try:
+        guard_rank(parent_pid)
+        use_temp_dir(tmp_dir)
+        torch.set_num_threads(threads)
         topo = init_process_group(rank, world_size, backend=backend, device=device, port=port,
                                   timeout_s=timeout_s)
         out = fn(topo, *args)
@@ -134,6 +83,63 @@ def _worker(rank, world_size, fn, args, port, backend, device, timeout_s, result
                 pass
 
 
+def describe_exit(code: int | None) -> str:
+    """``killed by signal SIGKILL`` / ``exit code 1`` for a process exit code."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class _Failures:
+    """What went wrong, in the order the launcher saw it."""
+
+    def __init__(self, procs: list) -> None:
+        self.procs = procs
+        self.reports: dict[int, str] = {}  # rank -> traceback, arrival order
+        self.silent: list[int] = []  # ranks seen dead before any report of theirs
+        self.since: float | None = None
+
+    def scan(self, done: dict) -> None:
+        for r, p in enumerate(self.procs):
+            if (p.exitcode not in (None, 0) and r not in self.silent and r not in self.reports
+                    and r not in done):
+                self.silent.append(r)
+                self.since = self.since or time.monotonic()
+
+    def report(self, rank: int, tb: str, done: dict) -> None:
+        self.scan(done)  # a rank already dead without a report died before this failure
+        self.reports[rank] = tb
+        self.since = self.since or time.monotonic()
+
+    def settled(self, done: dict) -> bool:
+        if self.since is None:
+            return False
+        pending = [r for r, p in enumerate(self.procs)
+                   if r not in done and r not in self.reports and p.exitcode is None]
+        return not pending or time.monotonic() - self.since > SETTLE_S
+
+    def message(self) -> str:
+        silent = [r for r in self.silent if r not in self.reports]
+        first = silent[0] if silent else next(iter(self.reports))
+        code = self.procs[first].exitcode
+        lines = [f"rank {first} failed first ({describe_exit(code)})"]
+        lines.append(self.reports.get(first, "(no traceback: the process ended without one, "
+                                              "e.g. killed or out of memory)").rstrip())
+        others = [r for r in [*self.reports, *silent] if r != first]
+        if others:
+            lines.append("then, as a consequence:")
+        for r in others:
+            tb = self.reports.get(r, "").strip().splitlines()
+            last = tb[-1] if tb else describe_exit(self.procs[r].exitcode)
+            lines.append(f"  rank {r}: {last}")
+        return "\n".join(lines)
+
+
 def spawn(
     fn: Callable[..., Any],
     world_size: int,
@@ -146,8 +152,8 @@ def spawn(
 ) -> list[Any]:
     """Run ``fn(topology, *args)`` on ``world_size`` local ranks; return results in rank order.
 
-    ``fn`` must be importable (module level). Raises :class:`RankFailed` with the first failing
-    rank's traceback; the other ranks are terminated after ``grace_s`` seconds.
+    ``fn`` must be importable (module level). Raises :class:`RankFailed` naming the rank that
+    failed first; the other ranks are terminated after ``grace_s`` seconds.
     """
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
@@ -155,37 +161,37 @@ def spawn(
     results = ctx.Queue()
     port = free_port()
     threads = threads_per_rank or max(1, (os.cpu_count() or 1) // world_size)
-    # not daemonic: a rank may start processes of its own (sampler workers); the ``finally``
-    # below terminates every rank however the run ends
+    tmp_dir = tempfile.mkdtemp(prefix="gnnscale-ranks-")
+    # not daemonic: a rank may start processes of its own (sampler workers); ranks end with
+    # the launcher (guard_rank) and the ``finally`` below terminates them however spawn ends
     procs = [
         ctx.Process(target=_worker, args=(r, world_size, fn, args, port, backend, device,
-                                          timeout_s, results, threads), daemon=False)
+                                          timeout_s, results, threads, os.getpid(), tmp_dir),
+                    daemon=False, name=f"gnnscale-rank-{r}")
         for r in range(world_size)
     ]
-    for p in procs:
-        p.start()
     outs: dict[int, Any] = {}
-    failure: str | None = None
-    deadline = None
+    failures = _Failures(procs)
     try:
-        while len(outs) < world_size and failure is None:
-            try:
-                rank, ok, payload = results.get(timeout=0.2)
-            except queue.Empty:
-                dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)
-                        and r not in outs]
-                if dead and deadline is None:
-                    deadline = time.monotonic() + grace_s  # let its traceback arrive
-                if deadline is not None and time.monotonic() > deadline:
-                    failure = (f"rank {dead[0]} exited with code {procs[dead[0]].exitcode} "
-                               "without a traceback")
-                continue
-            if ok:
-                outs[rank] = pickle.loads(payload)
-            else:
-                failure = f"rank {rank} failed:\n{payload}"
+        with launcher_signals():
+            for p in procs:
+                p.start()
+            while len(outs) < world_size and not failures.settled(outs):
+                try:
+                    rank, ok, payload = results.get(timeout=0.2)
+                except queue.Empty:
+                    failures.scan(outs)
+                    continue
+                if ok:
+                    outs[rank] = pickle.loads(payload)
+                else:
+                    failures.report(rank, payload, outs)
+    except Terminated as err:
+        print(f"gnnscale: launcher {err}; stopping the ranks", file=sys.stderr, flush=True)
+        raise
     finally:
-        stop_processes(procs, grace_s if failure is not None else 0.0)
-    if failure is not None:
-        raise RankFailed(failure)
+        stop_processes(procs, grace_s if failures.since is not None else 0.0)
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    if failures.since is not None:
+        raise RankFailed(failures.message())
     return [outs[r] for r in range(world_size)]

@@ -1,16 +1,39 @@
-"""Strategy base: who computes what, in which order. One class per strategy, same few methods."""
+"""Strategy base: who computes what, in which order. One class per strategy, same few methods.
+
+The runner (:mod:`gnnscale.runner.worker`) knows only this contract:
+
+- :meth:`Strategy.check` (class method, in the launching process before any rank starts):
+  refuse a config this strategy cannot run, with the key to change;
+- :meth:`setup`, then per epoch :meth:`train_epoch` (returns this rank's metrics) and, when an
+  evaluation is due, :meth:`evaluate`; :meth:`num_steps` sizes the progress bar (None: none);
+- :attr:`group` is the process group of the ranks that report: the runner reduces metrics,
+  gathers RNG states, evaluates and barriers on it, and only on the ranks where
+  :attr:`reports` is True (a rank that only samples reports nothing); the group's rank 0 leads
+  (writes metrics, checkpoints and results).
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.distributed as dist
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.distributed.launch import Topology
+from gnnscale.runner.validate import ConfigError
 from gnnscale.sampling.base import Sampler
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from gnnscale.cache.base import CachePolicy
+    from gnnscale.deps.base import DependencyManager
+    from gnnscale.models.base import GNN
+    from gnnscale.optim.base import OptimizerFactory
+    from gnnscale.partition.provider import PartitionProvider
 
 
 @dataclass
@@ -19,25 +42,37 @@ class RunContext:
 
     topo: Topology
     graph: GraphStore
-    model: torch.nn.Module
-    sampler: Sampler
-    cache_policy: Any
-    deps: Any
-    # callable(num_parts) -> PartitionBook, built lazily: not every strategy needs one
-    partition: Any
+    model: GNN
+    sampler: Sampler | None
+    cache_policy: CachePolicy
+    deps: DependencyManager
+    partition: PartitionProvider
+    optim: OptimizerFactory
     seed: int
-    batch_size: int
-    lr: float
-    weight_decay: float = 0.0
-    extra: dict = field(default_factory=dict)
 
 
 class Strategy(ABC):
     """Trains one epoch at a time; metrics come back as a dict of per-rank figures."""
 
+    #: Whether this strategy draws mini-batches with ``sampler`` (its fanouts are checked).
+    samples: bool = True
+
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
+        self.group: dist.ProcessGroup | None = None  # None: the world
+        self.reports = True
 
+    # -- checks before any rank starts --------------------------------------------------------
+    @classmethod
+    def check(cls, cfg: DictConfig, graph: GraphStore) -> None:
+        """Raise :class:`ConfigError` for a config (or dataset) this strategy cannot run."""
+        if cfg.dataset is not None and (graph.x is None or graph.y is None
+                                        or graph.train_idx is None):
+            raise ConfigError(f"dataset {graph.name} lacks features, labels or a training split")
+        if cls.samples:
+            check_fanouts(cfg)
+
+    # -- what the runner calls ----------------------------------------------------------------
     @abstractmethod
     def setup(self) -> None:
         """Build what the epochs need (wrapped model, optimizer, feature store, ...)."""
@@ -45,6 +80,19 @@ class Strategy(ABC):
     @abstractmethod
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
         """One pass over the training set; returns this rank's metrics (see runner.metrics)."""
+
+    def num_steps(self, epoch: int) -> int | None:
+        """Steps of ``epoch`` (for the progress bar); None when the strategy does not step."""
+        return None
+
+    def evaluate(self, batch_size: int, splits: tuple[str, ...] = ("val", "test")
+                 ) -> dict[str, float]:
+        """``<split>_acc`` per split, the same on every reporting rank (collective on
+        :attr:`group`). Default: layer-wise full-neighbourhood inference."""
+        from gnnscale.runner.evaluate import evaluate
+
+        return evaluate(self.module, self.ctx.graph, self.ctx.topo.device, batch_size, splits,
+                        group=self.group)
 
     @property
     def module(self) -> torch.nn.Module:
@@ -60,21 +108,83 @@ class Strategy(ABC):
         """Release threads and buffers."""
 
 
+def check_fanouts(cfg: DictConfig) -> None:
+    """The sampler must draw one hop per model layer, with valid fanouts."""
+    fanouts = cfg.sampler.get("fanouts")
+    layers = cfg.model.num_layers
+    if fanouts is not None and len(fanouts) != layers:
+        raise ConfigError(
+            f"sampler.fanouts has {len(fanouts)} entries ({list(fanouts)}) but "
+            f"model.num_layers={layers}: give one fanout per layer, e.g. "
+            f"sampler.fanouts=[{','.join(['10'] * layers)}]"
+        )
+    sampled = cfg.sampler.get("num_layers")
+    if fanouts is None and sampled is not None and sampled != layers:
+        raise ConfigError(f"sampler.num_layers={sampled} but model.num_layers={layers}: "
+                          "they must be equal")
+    if fanouts is not None and any(f == 0 or f < -1 for f in fanouts):
+        raise ConfigError(f"sampler.fanouts entries must be positive or -1 (all), got "
+                          f"{list(fanouts)}")
+
+
 class SamplingStrategy(Strategy):
-    """A strategy whose samples come ahead of training: a prefetch thread, or worker processes.
+    """A strategy that trains on global mini-batches of ``batch_size`` training vertices,
+    sampled ahead of training: a prefetch thread, or worker processes.
 
     ``prefetch`` is how many mini-batches are sampled ahead (0: inline); ``sample_workers`` > 0
     samples in that many processes (:class:`~gnnscale.sampling.workers.SamplerPool`).
     """
 
-    def __init__(self, ctx: RunContext, prefetch: int = 2, sample_workers: int = 0) -> None:
+    def __init__(self, ctx: RunContext, batch_size: int = 1024, prefetch: int = 2,
+                 sample_workers: int = 0) -> None:
         super().__init__(ctx)
+        if batch_size < 1:
+            raise ConfigError(f"strategy.batch_size must be >= 1, got {batch_size}")
         if prefetch < 0:
-            raise ValueError(f"strategy.prefetch must be >= 0, got {prefetch}")
+            raise ConfigError(f"strategy.prefetch must be >= 0, got {prefetch}")
         if sample_workers < 0:
-            raise ValueError(f"strategy.sample_workers must be >= 0, got {sample_workers}")
-        self.prefetch, self.sample_workers = prefetch, sample_workers
+            raise ConfigError(f"strategy.sample_workers must be >= 0, got {sample_workers}")
+        if ctx.sampler is None:
+            raise ConfigError(f"strategy={type(self).__name__} samples mini-batches: give a "
+                              "sampler (e.g. sampler=neighbor)")
+        self.batch_size, self.prefetch, self.sample_workers = batch_size, prefetch, sample_workers
         self.pool = None
+
+    @classmethod
+    def check(cls, cfg: DictConfig, graph: GraphStore) -> None:
+        super().check(cfg, graph)
+        world, batch = cfg.dist.world_size, cfg.strategy.batch_size
+        if batch < world:
+            raise ConfigError(f"strategy.batch_size={batch} is smaller than dist.world_size="
+                              f"{world}: every rank needs at least one target per step")
+        n_train = graph.train_idx.numel()
+        if n_train < world:
+            raise ConfigError(f"the training set of {graph.name} has {n_train} vertices but "
+                              f"dist.world_size={world}: every rank needs a training vertex; "
+                              f"use at most {n_train} ranks")
+
+    def epoch_batches(self, epoch: int) -> list[torch.Tensor]:
+        """The global mini-batches of ``epoch`` (the shared, seeded schedule)."""
+        from gnnscale.sampling.schedule import epoch_batches
+
+        return epoch_batches(self.ctx.graph.train_idx, self.batch_size, self.ctx.seed, epoch,
+                             min_size=self.ctx.topo.world_size)
+
+    def num_steps(self, epoch: int) -> int:
+        return len(self.epoch_batches(epoch))
+
+    def partition_book(self, kind: str = "edge_cut"):
+        """This run's partition book with one part per rank, of ``kind``; sampling-frequency
+        vertex weights (GSplit) are measured here when the partitioner asks for them."""
+        ctx = self.ctx
+        weights = None
+        if ctx.partition.wants_sample_frequency:
+            from gnnscale.cache.base import PRESAMPLE, visit_counts
+
+            weights = visit_counts(ctx.graph, train_idx=ctx.graph.train_idx, sampler=ctx.sampler,
+                                   batch_size=self.batch_size, seed=ctx.seed, epochs=[0],
+                                   stream=PRESAMPLE, world_size=ctx.topo.world_size)
+        return ctx.partition.get(ctx.topo.world_size, kind=kind, vertex_weights=weights)
 
     def start_sampler_pool(self) -> None:
         """Start the worker processes (when ``sample_workers`` > 0)."""

@@ -24,14 +24,16 @@ from gnnscale.cache.store import build_feature_store
 from gnnscale.executor.base import RunContext, SamplingStrategy
 from gnnscale.executor.prefetch import Prefetcher
 from gnnscale.registry import register
+from gnnscale.runner.validate import ConfigError
 from gnnscale.sampling.base import MiniBatch
-from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
+from gnnscale.sampling.schedule import micro_batch, sample_seed
 
 
 @register("strategy", "data")
 @dataclass
 class DataParallelConfig:
     _target_: str = "gnnscale.executor.data.DataParallel"
+    batch_size: int = 1024  # global mini-batch (all ranks together)
     prefetch: int = 2  # mini-batches sampled ahead; 0 samples inline
     sample_workers: int = 0  # sampler processes per rank; 0 = the prefetch thread
 
@@ -65,10 +67,11 @@ _timed_allreduce.__annotations__ = {"state": object, "bucket": dist.GradBucket,
 
 
 class DataParallel(SamplingStrategy):
-    def __init__(self, ctx: RunContext, prefetch: int = 2, sample_workers: int = 0) -> None:
-        super().__init__(ctx, prefetch, sample_workers)
-        if not getattr(ctx.deps, "replicates_all", False):
-            raise ValueError("strategy=data replicates every dependency: use deps=depcache")
+    def __init__(self, ctx: RunContext, batch_size: int = 1024, prefetch: int = 2,
+                 sample_workers: int = 0) -> None:
+        super().__init__(ctx, batch_size, prefetch, sample_workers)
+        if not ctx.deps.replicates_all:
+            raise ConfigError("strategy=data replicates every dependency: use deps=depcache")
 
     def setup(self) -> None:
         ctx, topo = self.ctx, self.ctx.topo
@@ -80,14 +83,13 @@ class DataParallel(SamplingStrategy):
                         else None)
             model.register_comm_hook(self.comm, _timed_allreduce)
         self.model = model
-        self._optimizer = torch.optim.Adam(self._module.parameters(), lr=ctx.lr,
-                                           weight_decay=ctx.weight_decay)
+        self._optimizer = ctx.optim(self._module.parameters())
         part = None
-        if getattr(ctx.cache_policy, "placement", "replicated") == "partitioned":
-            part = ctx.partition(topo.world_size).part
+        if ctx.cache_policy.placement == "partitioned":
+            part = self.partition_book("edge_cut").part
         self.store = build_feature_store(
             ctx.graph, ctx.cache_policy, topo=topo, device=topo.device,
-            train_idx=ctx.graph.train_idx, sampler=ctx.sampler, batch_size=ctx.batch_size,
+            train_idx=ctx.graph.train_idx, sampler=ctx.sampler, batch_size=self.batch_size,
             part=part, seed=ctx.seed, peak_bytes=self.step_peak_bytes(),
         )
         self.labels = ctx.graph.y
@@ -102,8 +104,7 @@ class DataParallel(SamplingStrategy):
         ctx, dev = self.ctx, self.ctx.topo.device
         if not getattr(ctx.cache_policy, "auto", False) or dev.type != "cuda":
             return None  # no measurement needed (or cache.auto refuses a non-CUDA device)
-        first = epoch_batches(ctx.graph.train_idx, ctx.batch_size, ctx.seed, 0,
-                              min_size=ctx.topo.world_size)[0]
+        first = self.epoch_batches(0)[0]
         mb = self.sample((0, 0, self.micro_batch(first)))
         torch.cuda.synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
@@ -133,6 +134,13 @@ class DataParallel(SamplingStrategy):
         rank = self.ctx.topo.rank
         return self.pool.map([(t, sample_seed(self.ctx.seed, e, s, rank)) for e, s, t in jobs])
 
+    def step(self, epoch: int, index: int, batch: torch.Tensor) -> float:
+        """One whole step inline (sample this rank's micro-batch of the global ``batch``,
+        gather, train); returns the loss. Collective (gradient all-reduce)."""
+        mb = self.sample((epoch, index, self.micro_batch(batch)))
+        x = self.store.gather(mb.input_nodes)
+        return self.train_step(mb, x, self.labels[mb.targets].to(x.device))
+
     def train_step(self, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor) -> float:
         """Forward, backward (gradients all-reduced by DDP) and optimizer step; returns the loss."""
         self.model.train()
@@ -144,10 +152,8 @@ class DataParallel(SamplingStrategy):
         return float(loss.detach())
 
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
-        ctx, topo = self.ctx, self.ctx.topo
-        batches = epoch_batches(ctx.graph.train_idx, ctx.batch_size, ctx.seed, epoch,
-                                min_size=topo.world_size)
-        jobs = [(epoch, s, self.micro_batch(b)) for s, b in enumerate(batches)]
+        topo = self.ctx.topo
+        jobs = [(epoch, s, self.micro_batch(b)) for s, b in enumerate(self.epoch_batches(epoch))]
         m = dict.fromkeys(("sample_time", "load_time", "compute_time", "train_loss",
                            "edges_computed", "nodes_loaded", "steps"), 0.0)
         self.comm.seconds, self.comm.bytes = 0.0, 0
@@ -174,7 +180,3 @@ class DataParallel(SamplingStrategy):
         m["bytes_allreduce"] = float(self.comm.bytes)
         m.update(self.store.epoch_stats())
         return m
-
-    def num_steps(self, epoch: int) -> int:
-        return len(epoch_batches(self.ctx.graph.train_idx, self.ctx.batch_size, self.ctx.seed,
-                                 epoch, min_size=self.ctx.topo.world_size))

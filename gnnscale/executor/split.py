@@ -32,16 +32,16 @@ from gnnscale.executor.base import RunContext, SamplingStrategy
 from gnnscale.executor.prefetch import Prefetcher
 from gnnscale.executor.splitter import SplitPlan, split_sample
 from gnnscale.registry import register
+from gnnscale.runner.validate import ConfigError
 from gnnscale.sampling.base import Block, MiniBatch
-from gnnscale.sampling.schedule import epoch_batches, sample_seed
-
-PREAGG_AGGRS = ("mean", "sum", "add")
+from gnnscale.sampling.schedule import sample_seed
 
 
 @register("strategy", "split")
 @dataclass
 class SplitParallelConfig:
     _target_: str = "gnnscale.executor.split.SplitParallel"
+    batch_size: int = 1024  # global mini-batch, split over the ranks by owner
     prefetch: int = 2  # mini-batches sampled and split ahead; 0 = inline
     preaggregate: bool = False  # senders average edges into remote destinations (SAGE)
     sample_workers: int = 0  # leader's sampler processes; 0 = it samples in the prefetch thread
@@ -74,23 +74,22 @@ def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None) -> MiniB
 
 
 class SplitParallel(SamplingStrategy):
-    def __init__(self, ctx: RunContext, prefetch: int = 2, preaggregate: bool = False,
-                 sample_workers: int = 0) -> None:
-        super().__init__(ctx, prefetch, sample_workers)
+    def __init__(self, ctx: RunContext, batch_size: int = 1024, prefetch: int = 2,
+                 preaggregate: bool = False, sample_workers: int = 0) -> None:
+        super().__init__(ctx, batch_size, prefetch, sample_workers)
         self._pool_feed: Any = None
-        if getattr(ctx.deps, "replicates_all", False):
-            raise ValueError("strategy=split communicates dependencies: use deps=depcomm or "
+        if ctx.deps.replicates_all:
+            raise ConfigError("strategy=split communicates dependencies: use deps=depcomm or "
                              "deps=hybrid (deps=depcache is for strategy=data)")
         if not hasattr(ctx.deps, "replication_budget"):
-            raise ValueError(f"strategy=split does not know deps {type(ctx.deps).__name__}: "
+            raise ConfigError(f"strategy=split does not know deps {type(ctx.deps).__name__}: "
                              "use deps=depcomm or deps=hybrid")
-        if preaggregate:
-            aggr = getattr(ctx.model, "aggr", None)
-            if type(ctx.model).__name__ != "SAGE" or aggr not in PREAGG_AGGRS:
-                raise ValueError("strategy.preaggregate=true is exact only for mean/sum "
-                                 f"aggregation (model=sage, aggr in {PREAGG_AGGRS}); got "
-                                 f"{type(ctx.model).__name__} with aggr={aggr!r}: set "
-                                 "strategy.preaggregate=false")
+        if preaggregate and not ctx.model.preaggregatable:
+            raise ConfigError("strategy.preaggregate=true is exact only for a mean/sum "
+                              "aggregation of the raw source rows (model=sage with aggr=mean|sum);"
+                              f" {type(ctx.model).__name__} "
+                              f"(aggr={getattr(ctx.model, 'aggr', None)!r}) is not: set "
+                              "strategy.preaggregate=false")
         self.preagg = preaggregate
         self.gcn_block = getattr(ctx.model, "gcn_norm", None) == "block"
 
@@ -99,24 +98,23 @@ class SplitParallel(SamplingStrategy):
         ctx, topo = self.ctx, self.ctx.topo
         world, n = topo.world_size, ctx.graph.num_nodes
         self._module = ctx.model.to(topo.device)
-        self._optimizer = torch.optim.Adam(self._module.parameters(), lr=ctx.lr,
-                                           weight_decay=ctx.weight_decay)
-        self.group = dist.new_group(backend="gloo") if world > 1 else None
-        self.own_part = self._partition_owner(world, n)
+        self._optimizer = ctx.optim(self._module.parameters())
+        # samples are broadcast on a gloo group of their own (on the host, under nccl too)
+        self.sample_group = dist.new_group(backend="gloo") if world > 1 else None
+        self.own_part = (self.partition_book("edge_cut").part.int() if world > 1
+                         else torch.zeros(n, dtype=torch.int32))
         part = self.own_part if ctx.cache_policy.placement == "partitioned" else None
+        # a rank loads only rows it caches or no rank caches: never a peer's (fetch_remote)
         self.store = build_feature_store(
             ctx.graph, ctx.cache_policy, topo=topo, device=topo.device,
-            train_idx=ctx.graph.train_idx, sampler=ctx.sampler, batch_size=ctx.batch_size,
-            part=part, seed=ctx.seed,
+            train_idx=ctx.graph.train_idx, sampler=ctx.sampler, batch_size=self.batch_size,
+            part=part, seed=ctx.seed, fetch_remote=False,
         )
         # layer-0 owner: the rank caching the feature, else the partition owner
         self.own_in = self.own_part.clone()
         if self.store.owner is not None:
             cached = self.store.owner.cpu()
             self.own_in = torch.where(cached >= 0, cached, self.own_part).int()
-        # a rank loads only rows it caches or no rank caches: never a peer's (no exchange)
-        self.store.exchange = None
-        self.store.owner = None
         self.labels = ctx.graph.y
         self.stats = ShuffleStats()
         self.allreduce_seconds, self.allreduce_bytes = 0.0, 0
@@ -142,21 +140,6 @@ class SplitParallel(SamplingStrategy):
             dims.append(int(out))
         return dims
 
-    def _partition_owner(self, world: int, n: int) -> torch.Tensor:
-        if world == 1:
-            return torch.zeros(n, dtype=torch.int32)
-        book = self.ctx.partition(world)
-        parts = int(getattr(book, "num_parts", -1))
-        if parts != world:
-            raise ValueError(f"strategy=split needs a partition book with one part per rank: "
-                             f"got {parts} parts for {world} ranks; partition into "
-                             f"world_size={world} parts")
-        part = torch.as_tensor(book.part)
-        if part.shape != (n,) or int(part.min()) < 0 or int(part.max()) >= world:
-            raise ValueError(f"the partition book's part map must assign each of the {n} "
-                             f"vertices a part in [0, {world})")
-        return part.int()
-
     # -- one step ----------------------------------------------------------------------------
     def sample(self, job: tuple[int, int, torch.Tensor]) -> MiniBatch:
         """The shared sample of one step (collective: rank 0 samples, the others receive)."""
@@ -169,7 +152,7 @@ class SplitParallel(SamplingStrategy):
             mb = ctx.sampler.sample(ctx.graph, targets, sample_seed(ctx.seed, epoch, step, 0))
         if ctx.topo.world_size == 1:
             return mb
-        return broadcast_sample(mb, ctx.sampler.num_layers, self.group)
+        return broadcast_sample(mb, ctx.sampler.num_layers, self.sample_group)
 
     def split(self, mb: MiniBatch) -> SplitPlan:
         topo = self.ctx.topo
@@ -209,6 +192,13 @@ class SplitParallel(SamplingStrategy):
             h = self._module.layer(i, xi, lp.block.to(dev))
         return h
 
+    def step(self, epoch: int, index: int, batch: torch.Tensor) -> float:
+        """One whole step inline (sample or receive, split, load, train); returns the loss of
+        the whole mini-batch. Collective."""
+        mb, plan, _ = self.prepare((epoch, index, batch))
+        self.last_plan = plan
+        return self.train_step(mb, plan, self.load(mb, plan))
+
     def train_step(self, mb: MiniBatch, plan: SplitPlan, x: torch.Tensor) -> float:
         """Forward, backward, summed gradient all-reduce and optimizer step; returns the loss
         of the whole mini-batch (the same on every rank)."""
@@ -247,9 +237,7 @@ class SplitParallel(SamplingStrategy):
     # -- epoch -------------------------------------------------------------------------------
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
         ctx, world = self.ctx, self.ctx.topo.world_size
-        batches = epoch_batches(ctx.graph.train_idx, ctx.batch_size, ctx.seed, epoch,
-                                min_size=world)
-        jobs = [(epoch, s, b) for s, b in enumerate(batches)]
+        jobs = [(epoch, s, b) for s, b in enumerate(self.epoch_batches(epoch))]
         m = dict.fromkeys(("sample_time", "split_time", "load_time", "compute_time",
                            "train_loss", "edges_computed", "nodes_loaded", "steps",
                            "replicated_rows", "edge_ratio_sum"), 0.0)
@@ -302,7 +290,3 @@ class SplitParallel(SamplingStrategy):
                 m["steps"] += 1
                 if progress is not None:
                     progress.update(1)
-
-    def num_steps(self, epoch: int) -> int:
-        return len(epoch_batches(self.ctx.graph.train_idx, self.ctx.batch_size, self.ctx.seed,
-                                 epoch, min_size=self.ctx.topo.world_size))

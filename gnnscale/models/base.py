@@ -3,6 +3,17 @@
 A model never knows which strategy runs it: it gets input features and per-layer
 :class:`~gnnscale.sampling.base.Block` objects (destinations first among the sources) and runs
 ``conv((x_src, x_dst), edge_index, size)`` per layer.
+
+Dropout is torch's unless a strategy sets :attr:`GNN.dropout_key` to ``(seed, epoch)``: then
+hidden-layer masks are keyed by (seed, epoch, layer, global vertex id) (see
+:mod:`gnnscale.models.dropout`), so every rank that computes a vertex's row drops the same
+channels, and a partitioned forward equals the single-process one with dropout on.
+
+Splittable models (:attr:`GNN.splittable`: SAGE with mean/sum, GCN with graph normalisation,
+GIN) also expose a conv as :meth:`GNN.aggregate` (a sum over the block's edges that adds up
+exactly across any split of the edges, normalised by the bound graph's degrees) and
+:meth:`GNN.update` (the vertex-wise rest), for vertex-cut reduces, chunked aggregation and
+update-before-aggregate (:meth:`GNN.reorders`, DeepGalois section 4.2).
 """
 
 from __future__ import annotations
@@ -15,12 +26,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gnnscale.models.dropout import keyed_dropout, stream_key
 from gnnscale.sampling.base import Block
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": F.relu, "elu": F.elu, "gelu": F.gelu, "leaky_relu": F.leaky_relu, "tanh": torch.tanh,
 }
 NORMS = ("none", "batch", "layer")
+REORDER = ("auto", "true", "false")
 
 
 @dataclass
@@ -33,15 +46,24 @@ class ModelConfig:
     dropout: float = 0.5
     activation: str = "relu"
     norm: str = "none"
+    reorder_update: str = "auto"
 
 
 class GNN(nn.Module):
     """``num_layers`` conv layers; hidden layers get norm, activation and dropout."""
 
+    #: Whether the convs split into :meth:`aggregate` and :meth:`update` (GAT: no).
+    splittable: bool = True
+
     def __init__(self, in_channels: int, out_channels: int, hidden: int = 256,
                  num_layers: int = 3, dropout: float = 0.5, activation: str = "relu",
-                 norm: str = "none") -> None:
+                 norm: str = "none", reorder_update: str | bool = "auto") -> None:
         super().__init__()
+        reorder_update = str(reorder_update).lower()
+        if reorder_update not in REORDER:
+            raise ValueError(f"model.reorder_update must be one of {REORDER}, "
+                             f"got {reorder_update!r}")
+        self.reorder_update = reorder_update
         if num_layers < 1:
             raise ValueError(f"model.num_layers must be >= 1, got {num_layers}")
         if activation not in ACTIVATIONS:
@@ -60,6 +82,18 @@ class GNN(nn.Module):
             nn.LayerNorm(hidden) if norm == "layer" else nn.Identity()
             for _ in range(num_layers - 1)
         )
+        #: ``(seed, epoch)`` for keyed dropout, or None for torch's dropout (set by strategies).
+        self.dropout_key: tuple[int, int] | None = None
+
+    def set_dropout_key(self, seed: int | None, epoch: int = 0) -> None:
+        """Key hidden-layer dropout by ``(seed, epoch)``; ``seed=None`` restores torch's."""
+        self.dropout_key = None if seed is None else (int(seed), int(epoch))
+
+    @property
+    def preaggregatable(self) -> bool:
+        """True when a sender may average its edges into a remote destination and ship one
+        row, exactly (a mean/sum aggregation of the raw source rows, as SAGE's)."""
+        return False
 
     def bind_graph(self, graph) -> None:
         """Take graph-level constants a layer needs (e.g. degrees); most models need none."""
@@ -72,13 +106,91 @@ class GNN(nn.Module):
         """Run conv ``layer`` on a block: ``x`` holds its sources, destinations first."""
         return self.convs[layer]((x, x[: block.num_dst]), block.edge_index, size=block.size)
 
-    def layer(self, i: int, x: torch.Tensor, block: Block) -> torch.Tensor:
-        """Conv ``i`` plus, for hidden layers, norm, activation and dropout."""
-        h = self.conv(i, x, block)
-        if i < self.num_layers - 1:
-            h = self.act(self.norms[i](h))
-            h = F.dropout(h, p=self.dropout, training=self.training)
-        return h
+    def layer(self, i: int, x: torch.Tensor, block: Block,
+              ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Conv ``i`` plus, for hidden layers, norm, activation and dropout. ``ids`` are the
+        global ids of the output rows (default ``block.src_ids[:num_dst]``); keyed dropout
+        needs them."""
+        if ids is None and block.src_ids is not None:
+            ids = block.src_ids[: block.num_dst]
+        return self.post(i, self.conv(i, x, block), ids)
+
+    def post(self, i: int, h: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
+        """What follows conv ``i``: for hidden layers norm, activation and dropout (keyed by
+        ``ids``, the rows' global vertex ids, when :attr:`dropout_key` is set)."""
+        if i == self.num_layers - 1:
+            return h
+        h = self.act(self.norms[i](h))
+        if self.dropout_key is None or not self.training or self.dropout == 0.0:
+            return F.dropout(h, p=self.dropout, training=self.training)
+        if ids is None:
+            raise ValueError("keyed dropout (model.dropout_key set) needs the global vertex ids "
+                             "of the output rows: pass ids= or blocks that carry src_ids")
+        return keyed_dropout(h, self.dropout, stream_key(*self.dropout_key, i), ids)
+
+    # ---- aggregate / update (splittable models) -----------------------------------------------
+    def why_not_splittable(self) -> str | None:
+        """None when the convs split into aggregate and update, else the reason."""
+        return None if self.splittable else (
+            f"{type(self).__name__} cannot be split into aggregate and update")
+
+    def check_splittable(self) -> None:
+        """Raise a ValueError saying why the model cannot be split (if it cannot)."""
+        why = self.why_not_splittable()
+        if why is not None:
+            raise ValueError(why)
+
+    def edge_weight(self, layer: int, block: Block) -> torch.Tensor | None:
+        """Per-edge weight of the aggregation sum (None: all ones)."""
+        return None
+
+    @staticmethod
+    def dst_ids(block: Block) -> torch.Tensor:
+        """Global ids of a block's destinations (it must carry ``src_ids``)."""
+        if block.src_ids is None:
+            raise ValueError("aggregating with graph-level degrees needs blocks that carry "
+                             "src_ids (global vertex ids)")
+        return block.src_ids[: block.num_dst]
+
+    def pre_linear(self, layer: int) -> nn.Module:
+        """The linear map (a module with ``weight``, ``out x in``) that may move before the
+        aggregation (update-before-aggregate)."""
+        raise NotImplementedError(f"{type(self).__name__} has no linear to move")
+
+    def reorders(self, layer: int) -> bool:
+        """Whether layer ``layer`` transforms before aggregating (``model.reorder_update``:
+        ``auto`` does when the linear shrinks the dimension)."""
+        if self.reorder_update == "false" or not self.splittable:
+            return False
+        out_dim, in_dim = self.pre_linear(layer).weight.shape
+        return self.reorder_update == "true" or out_dim < in_dim
+
+    def transform(self, layer: int, x: torch.Tensor) -> torch.Tensor:
+        """``x`` through :meth:`pre_linear` without its bias: what a reordered layer sends."""
+        return F.linear(x, self.pre_linear(layer).weight)
+
+    def aggregate(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
+        """``sum over block edges (u, v) of w_uv * x[u]`` per destination (``num_dst`` rows).
+
+        ``x`` holds the block's sources (raw, or :meth:`transform`-ed for a reordered layer).
+        The weights use graph-level degrees, so aggregates over disjoint edge sets add up to
+        the aggregate over their union."""
+        self.check_splittable()
+        src, dst = block.edge_index
+        msg = x.index_select(0, src)
+        w = self.edge_weight(layer, block)
+        if w is not None:
+            msg = msg * w.to(msg.dtype).unsqueeze(1)
+        return x.new_zeros((block.num_dst, x.shape[1])).index_add_(0, dst, msg)
+
+    def update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
+               dst_ids: torch.Tensor | None = None,
+               z_dst: torch.Tensor | None = None) -> torch.Tensor:
+        """Conv ``layer``'s output from the summed aggregate of its destinations and their own
+        input rows ``x_dst``; ``z_dst`` (= ``transform(x_dst)``) when the layer was reordered
+        (``agg`` then sums transformed rows)."""
+        self.check_splittable()
+        raise NotImplementedError(f"{type(self).__name__}.update")
 
     def forward(self, x: torch.Tensor, blocks: list[Block]) -> torch.Tensor:
         if len(blocks) != self.num_layers:

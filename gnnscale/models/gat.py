@@ -1,17 +1,20 @@
 """GAT (Velickovic et al.), multi-head, from PyG's GATConv.
 
 Hidden layers concatenate ``heads`` heads of ``hidden // heads`` channels; the output layer
-averages ``out_heads`` heads.
+averages ``out_heads`` heads. GAT cannot be split into aggregate and update (the softmax
+normalises over all of a destination's in-edges), so vertex-cuts refuse it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch_geometric.nn import GATConv
 
 from gnnscale.models.base import GNN, ModelConfig
 from gnnscale.registry import register
+from gnnscale.sampling.base import Block
 
 
 @register("model", "gat")
@@ -24,6 +27,10 @@ class GATConfig(ModelConfig):
 
 
 class GAT(GNN):
+    #: Attention weighs each edge by a softmax over all of the destination's in-edges, so a
+    #: partial aggregate over some of them is not a summand of the whole: edge-cuts only.
+    splittable = False
+
     def __init__(self, in_channels: int, out_channels: int, heads: int = 4, out_heads: int = 1,
                  attn_dropout: float = 0.0, hidden: int = 256, **kw) -> None:
         if heads < 1 or hidden % heads:
@@ -31,9 +38,21 @@ class GAT(GNN):
         self.heads, self.out_heads, self.attn_dropout = heads, out_heads, attn_dropout
         super().__init__(in_channels, out_channels, hidden=hidden, **kw)
 
+    def why_not_splittable(self) -> str:
+        return ("GAT cannot be split into aggregate and update (its attention softmax spans all "
+                "of a vertex's in-edges), so it cannot run on a vertex-cut: use an edge-cut "
+                "partitioner (metis, random, range, ldg, fennel)")
+
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> GATConv:
         if layer == self.num_layers - 1:
             return GATConv(in_dim, out_dim, heads=self.out_heads, concat=False,
                            dropout=self.attn_dropout)
         return GATConv(in_dim, out_dim // self.heads, heads=self.heads, concat=True,
                        dropout=self.attn_dropout)
+
+    def conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
+        if self.training and self.attn_dropout > 0 and self.dropout_key is not None:
+            raise ValueError("model.attn_dropout > 0 drops edges with torch's generator, which "
+                             "replicas cannot agree on: set model.attn_dropout=0 with a "
+                             "strategy that keys dropout (fullgraph)")
+        return super().conv(layer, x, block)

@@ -5,13 +5,20 @@ Every destination gets a self loop. ``norm=block`` weighs edge ``(u, v)`` by
 ``GraphConv(norm="both")``: the right choice for sampled neighbourhoods). ``norm=graph`` uses
 the graph's own degrees, ``1 / sqrt((deg(u) + 1) (deg(v) + 1))``: with every neighbour
 (fanout -1) this is exactly ``D^-1/2 (A + I) D^-1/2`` whatever the batch, i.e. full-graph GCN.
+
+Split (``gcn_norm=graph`` only: block degrees do not add up across parts): ``aggregate`` sums
+``x[u] / sqrt((deg(u) + 1) (deg(v) + 1))`` over the edges (no self loops); ``update`` adds the
+self loop ``x_v / (deg(v) + 1)`` and applies ``lin`` and the bias. Reordered, ``lin`` moves
+before the sum (exact: it is linear and bias-free; PyG's GCNConv itself runs that way).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import torch
+from torch import nn
 from torch_geometric.nn import GCNConv
 
 from gnnscale.data.graph import GraphStore
@@ -19,14 +26,21 @@ from gnnscale.models.base import GNN, ModelConfig
 from gnnscale.registry import register
 from gnnscale.sampling.base import Block
 
-NORMS = ("block", "graph")
+class GCNNorm(str, Enum):
+    """Degrees of the edge weights: the sampled block's, or the whole graph's."""
+
+    block = "block"
+    graph = "graph"
+
+
+NORMS = tuple(n.value for n in GCNNorm)
 
 
 @register("model", "gcn")
 @dataclass
 class GCNConfig(ModelConfig):
     _target_: str = "gnnscale.models.gcn.GCN"
-    gcn_norm: str = "block"
+    gcn_norm: GCNNorm = GCNNorm.block
 
 
 def _with_self_loops(block: Block) -> torch.Tensor:
@@ -72,3 +86,35 @@ class GCN(GNN):
     def conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
         ei, w = self.graph_norm(block) if self.gcn_norm == "graph" else block_gcn_norm(block)
         return self.convs[layer](x, ei, w)[: block.num_dst]
+
+    @property
+    def splittable(self) -> bool:  # type: ignore[override]
+        return self.gcn_norm == "graph"
+
+    def why_not_splittable(self) -> str | None:
+        if self.splittable:
+            return None
+        return ("GCN with model.gcn_norm=block weighs edges by degrees inside each block, which "
+                "do not add up across parts: use model.gcn_norm=graph to split it")
+
+    def edge_weight(self, layer: int, block: Block) -> torch.Tensor:
+        if self.deg_inv_sqrt is None or block.src_ids is None:
+            raise ValueError("GCN.aggregate needs the graph's degrees (bind_graph) and blocks "
+                             "that carry src_ids")
+        s = self.deg_inv_sqrt[block.src_ids.to(self.deg_inv_sqrt.device)]
+        src, dst = block.edge_index
+        return s[src] * s[dst]
+
+    def pre_linear(self, layer: int) -> nn.Module:
+        return self.convs[layer].lin
+
+    def update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
+               dst_ids: torch.Tensor | None = None,
+               z_dst: torch.Tensor | None = None) -> torch.Tensor:
+        self.check_splittable()
+        if dst_ids is None or self.deg_inv_sqrt is None:
+            raise ValueError("GCN.update needs the destinations' global ids and bind_graph")
+        loop = self.deg_inv_sqrt[dst_ids.to(self.deg_inv_sqrt.device)].pow(2).unsqueeze(1)
+        conv = self.convs[layer]
+        out = conv.lin(agg + loop * x_dst) if z_dst is None else agg + loop * z_dst
+        return out if conv.bias is None else out + conv.bias

@@ -1,9 +1,16 @@
-"""GIN (Xu et al.) from PyG's GINConv with a two-layer MLP."""
+"""GIN (Xu et al.) from PyG's GINConv with a two-layer MLP.
+
+Split: ``aggregate`` sums ``x[u]`` over the edges; ``update`` is ``nn((1 + eps) x_v + agg)``.
+Reordered, the MLP's first Linear (weight only) moves before the sum, exact since
+``W((1 + eps) x_v + sum x_u) = (1 + eps) W x_v + sum W x_u``; its bias and the rest of the MLP
+stay in ``update``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch import nn
 from torch_geometric.nn import GINConv
 
@@ -26,3 +33,16 @@ class GIN(GNN):
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> GINConv:
         mlp = nn.Sequential(nn.Linear(in_dim, out_dim), nn.ReLU(), nn.Linear(out_dim, out_dim))
         return GINConv(mlp, train_eps=self.train_eps)
+
+    def pre_linear(self, layer: int) -> nn.Module:
+        return self.convs[layer].nn[0]
+
+    def update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
+               dst_ids: torch.Tensor | None = None,
+               z_dst: torch.Tensor | None = None) -> torch.Tensor:
+        conv = self.convs[layer]
+        if z_dst is None:
+            return conv.nn((1 + conv.eps) * x_dst + agg)
+        first = conv.nn[0]
+        h = (1 + conv.eps) * z_dst + agg
+        return conv.nn[1:](h if first.bias is None else h + first.bias)

@@ -1,13 +1,25 @@
-"""GraphSAGE (Hamilton et al.) from PyG's SAGEConv."""
+"""GraphSAGE (Hamilton et al.) from PyG's SAGEConv.
+
+Split (``aggr`` mean or sum): ``aggregate`` sums ``x[u] / deg(v)`` (mean, with ``v``'s in-degree
+in the bound graph) or ``x[u]`` (sum) over the edges; ``update`` is
+``lin_l(agg) + lin_r(x_v)``. Reordered, ``lin_l``'s weight moves before the sum (exact: the
+mean and the sum are linear) and its bias stays in ``update``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+from torch import nn
 from torch_geometric.nn import SAGEConv
 
+from gnnscale.data.graph import GraphStore
 from gnnscale.models.base import GNN, ModelConfig
 from gnnscale.registry import register
+from gnnscale.sampling.base import Block
+
+SPLIT_AGGRS = ("mean", "sum")
 
 
 @register("model", "sage")
@@ -21,6 +33,45 @@ class SAGE(GNN):
     def __init__(self, in_channels: int, out_channels: int, aggr: str = "mean", **kw) -> None:
         self.aggr = aggr
         super().__init__(in_channels, out_channels, **kw)
+        self.register_buffer("in_deg", None, persistent=False)
+
+    @property
+    def splittable(self) -> bool:  # type: ignore[override]
+        return self.aggr in SPLIT_AGGRS
+
+    def why_not_splittable(self) -> str | None:
+        if self.splittable:
+            return None
+        return (f"SAGE with model.aggr={self.aggr!r} cannot be split into aggregate and update "
+                f"(sum-reducible partials): use model.aggr in {SPLIT_AGGRS}")
+
+    def bind_graph(self, graph: GraphStore) -> None:
+        self.in_deg = graph.in_degree().float().to(next(self.parameters()).device)
+
+    @property
+    def preaggregatable(self) -> bool:
+        return self.aggr in ("mean", "sum", "add")
 
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> SAGEConv:
         return SAGEConv(in_dim, out_dim, aggr=self.aggr)
+
+    def edge_weight(self, layer: int, block: Block) -> torch.Tensor | None:
+        if self.aggr == "sum":
+            return None
+        dst = block.edge_index[1]
+        if self.in_deg is not None:
+            deg = self.in_deg[self.dst_ids(block).to(self.in_deg.device)]
+        else:  # the block holds every in-edge of its destinations
+            deg = torch.bincount(dst, minlength=block.num_dst).float()
+        return deg.clamp(min=1.0).reciprocal()[dst]
+
+    def pre_linear(self, layer: int) -> nn.Module:
+        return self.convs[layer].lin_l
+
+    def update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
+               dst_ids: torch.Tensor | None = None,
+               z_dst: torch.Tensor | None = None) -> torch.Tensor:
+        self.check_splittable()
+        conv = self.convs[layer]
+        out = conv.lin_l(agg) if z_dst is None else agg + conv.lin_l.bias
+        return out + conv.lin_r(x_dst)

@@ -1,10 +1,11 @@
 """``cvc``: 2D Cartesian vertex-cut (Boman et al. 2013; CuSP/DeepGalois).
 
 The ``p`` parts form an ``r x c`` grid (part ``i * c + j`` at row ``i``, column ``j``); masters
-are contiguous id blocks. Edge ``(u, v)`` goes to the row of ``u``'s master and the column of
-``v``'s master: ``(master(u) // c) * c + master(v) % c``. A vertex is then copied only within
-its master's row (as a source) and column (as a destination), so every part talks to at most
-``(r - 1) + (c - 1)`` others: ``2 (sqrt(p) - 1)`` on a square grid.
+come from ``masters`` (contiguous id blocks by default, or an edge-cut). Edge ``(u, v)`` goes to
+the row of ``u``'s master and the column of ``v``'s master: ``(master(u) // c) * c + master(v) %
+c``. A vertex is then copied only within its master's row (as a source) and column (as a
+destination), so every part talks to at most ``(r - 1) + (c - 1)`` others: ``2 (sqrt(p) - 1)``
+on a square grid.
 
 ``rows = None`` picks the most square factorisation of ``p``; ``require_square`` refuses
 part counts that are not perfect squares.
@@ -18,8 +19,8 @@ from dataclasses import dataclass
 import torch
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.partition._graph import blocked_masters, edge_src
-from gnnscale.partition.base import Partitioner
+from gnnscale.partition._graph import edge_src
+from gnnscale.partition._vertex_cut import VertexCutPartitioner
 from gnnscale.registry import register
 
 
@@ -28,6 +29,7 @@ from gnnscale.registry import register
 class CvcConfig:
     _target_: str = "gnnscale.partition.cvc.CvcPartitioner"
     seed: int = 0
+    masters: str = "blocked"
     rows: int | None = None
     require_square: bool = False
 
@@ -56,18 +58,17 @@ def grid_shape(num_parts: int, rows: int | None = None, require_square: bool = F
     return rows, num_parts // rows
 
 
-class CvcPartitioner(Partitioner):
+class CvcPartitioner(VertexCutPartitioner):
     """Edges on the 2D block grid of the adjacency matrix."""
 
-    kind = "vertex_cut"
-
-    def __init__(self, seed: int = 0, rows: int | None = None, require_square: bool = False):
-        super().__init__(seed)
+    def __init__(self, seed: int = 0, masters: str = "blocked", rows: int | None = None,
+                 require_square: bool = False):
+        super().__init__(seed, masters)
         self.rows, self.require_square = rows, require_square
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None):
         _, c = grid_shape(num_parts, self.rows, self.require_square)
-        master = blocked_masters(graph, num_parts)
+        master = self.master_parts(graph, num_parts, vertex_weight)
         row_of_src = torch.div(master[edge_src(graph)], c, rounding_mode="floor")
         col_of_dst = torch.repeat_interleave(master % c, graph.in_degree())
         return master, row_of_src * c + col_of_dst

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import torch
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.partition._graph import blocked_masters, edge_src
-from gnnscale.partition.base import Partitioner
+from gnnscale.partition._graph import edge_src
+from gnnscale.partition._vertex_cut import VertexCutPartitioner
 from gnnscale.registry import register
 
 
@@ -20,22 +20,21 @@ from gnnscale.registry import register
 class HvcConfig:
     _target_: str = "gnnscale.partition.hvc.HvcPartitioner"
     seed: int = 0
+    masters: str = "blocked"
     threshold: int = 100
 
 
-class HvcPartitioner(Partitioner):
+class HvcPartitioner(VertexCutPartitioner):
     """IEC for low-degree destinations, OEC for high-degree ones."""
 
-    kind = "vertex_cut"
-
-    def __init__(self, seed: int = 0, threshold: int = 100) -> None:
-        super().__init__(seed)
+    def __init__(self, seed: int = 0, masters: str = "blocked", threshold: int = 100) -> None:
+        super().__init__(seed, masters)
         if threshold < 0:
             raise ValueError(f"hvc.threshold is an in-degree (>= 0), got {threshold}")
         self.threshold = int(threshold)
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None):
-        master = blocked_masters(graph, num_parts)
+        master = self.master_parts(graph, num_parts, vertex_weight)
         indeg = graph.in_degree()
         by_dst = torch.repeat_interleave(master, indeg)
         high = torch.repeat_interleave(indeg > self.threshold, indeg)

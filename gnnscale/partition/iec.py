@@ -1,7 +1,8 @@
 """``iec``: incoming edge-cut (CuSP/DeepGalois): edge ``(u, v)`` goes to ``v``'s master part.
 
-Masters are contiguous id blocks balancing vertices and edges. A part holds all the in-edges of
-its masters (the pull layout of an edge-cut); mirrors are the remote sources.
+Masters come from ``masters`` (contiguous id blocks by default, or an edge-cut).
+A part holds all the in-edges of its masters (the pull layout of an edge-cut); mirrors are the
+remote sources.
 """
 
 from __future__ import annotations
@@ -11,8 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.partition._graph import blocked_masters
-from gnnscale.partition.base import Partitioner
+from gnnscale.partition._vertex_cut import VertexCutPartitioner
 from gnnscale.registry import register
 
 
@@ -21,13 +21,12 @@ from gnnscale.registry import register
 class IecConfig:
     _target_: str = "gnnscale.partition.iec.IecPartitioner"
     seed: int = 0
+    masters: str = "blocked"
 
 
-class IecPartitioner(Partitioner):
+class IecPartitioner(VertexCutPartitioner):
     """Every edge with its destination's master."""
 
-    kind = "vertex_cut"
-
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None):
-        master = blocked_masters(graph, num_parts)
+        master = self.master_parts(graph, num_parts, vertex_weight)
         return master, torch.repeat_interleave(master, graph.in_degree())

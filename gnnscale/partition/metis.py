@@ -12,6 +12,7 @@ constraints as targets, ``rebalance`` then moves boundary vertices until every c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 import pymetis
@@ -23,8 +24,20 @@ from gnnscale.partition._rebalance import rebalance
 from gnnscale.partition.base import Partitioner
 from gnnscale.registry import register
 
-VERTEX_WEIGHTS = ("none", "sample_frequency")
-METHODS = ("kway", "recursive")
+class VertexWeights(str, Enum):
+    """What METIS balances besides edges and training vertices."""
+
+    none = "none"
+    sample_frequency = "sample_frequency"
+
+
+class Method(str, Enum):
+    kway = "kway"
+    recursive = "recursive"
+
+
+VERTEX_WEIGHTS = tuple(v.value for v in VertexWeights)
+METHODS = tuple(m.value for m in Method)
 
 
 @register("partitioner", "metis")
@@ -36,9 +49,9 @@ class MetisConfig:
     balance_train: bool = True
     balance_edges: bool = True
     imbalance: float = 1.05
-    vertex_weights: str = "none"
+    vertex_weights: VertexWeights = VertexWeights.none
     rebalance: bool = True
-    method: str = "kway"
+    method: Method = Method.kway
 
 
 class MetisPartitioner(Partitioner):
@@ -51,24 +64,23 @@ class MetisPartitioner(Partitioner):
     ) -> None:
         super().__init__(seed)
         if not imbalance >= 1.0:
-            raise ValueError(f"metis.imbalance is a max/mean ratio >= 1 (e.g. 1.05), "
+            raise ValueError(f"partitioner.imbalance is a max/mean ratio >= 1 (e.g. 1.05), "
                              f"got {imbalance}")
         if vertex_weights not in VERTEX_WEIGHTS:
-            raise ValueError(f"metis.vertex_weights must be one of {VERTEX_WEIGHTS}, "
+            raise ValueError(f"partitioner.vertex_weights must be one of {VERTEX_WEIGHTS}, "
                              f"got {vertex_weights!r}")
         self.balance_vertices, self.balance_train = balance_vertices, balance_train
         self.balance_edges, self.imbalance = balance_edges, float(imbalance)
         if method not in METHODS:
-            raise ValueError(f"metis.method must be one of {METHODS}, got {method!r}")
+            raise ValueError(f"partitioner.method must be one of {METHODS}, got {method!r}")
         self.vertex_weights, self.rebalance, self.method = vertex_weights, rebalance, method
-        self.balanced: bool | None = None
 
     def constraints(self, graph: GraphStore, vertex_weight: torch.Tensor | None) -> np.ndarray:
         """``[N, C]`` int64 METIS vertex weights (C >= 1; all-zero columns dropped)."""
         n, cols = graph.num_nodes, []
         if self.vertex_weights == "sample_frequency":
             if vertex_weight is None:
-                raise ValueError("metis.vertex_weights=sample_frequency needs the per-vertex "
+                raise ValueError("partitioner.vertex_weights=sample_frequency needs the per-vertex "
                                  "sampling frequency: partition(graph, p, vertex_weight=freq)")
             f = torch.as_tensor(vertex_weight).double().clamp(min=0).numpy()
             mean = f.mean() if f.mean() > 0 else 1.0
@@ -92,6 +104,6 @@ class MetisPartitioner(Partitioner):
         )
         part = np.asarray(res.vertex_part, dtype=np.int64)
         if self.rebalance and num_parts > 1:
-            part, self.balanced = rebalance(
+            part, _ = rebalance(
                 part, weights.astype(np.float64), xadj, adjncy, num_parts, self.imbalance)
         return torch.from_numpy(part)

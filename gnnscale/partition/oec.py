@@ -1,6 +1,7 @@
 """``oec``: outgoing edge-cut (CuSP/DeepGalois): edge ``(u, v)`` goes to ``u``'s master part.
 
-Masters are contiguous id blocks balancing vertices and edges. A part then holds all the
+Masters come from ``masters`` (contiguous id blocks by default, or an edge-cut).
+A part then holds all the
 out-edges of its masters; a vertex has mirrors wherever one of its in-neighbours is mastered.
 """
 
@@ -9,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.partition._graph import blocked_masters, edge_src
-from gnnscale.partition.base import Partitioner
+from gnnscale.partition._graph import edge_src
+from gnnscale.partition._vertex_cut import VertexCutPartitioner
 from gnnscale.registry import register
 
 
@@ -19,13 +20,12 @@ from gnnscale.registry import register
 class OecConfig:
     _target_: str = "gnnscale.partition.oec.OecPartitioner"
     seed: int = 0
+    masters: str = "blocked"
 
 
-class OecPartitioner(Partitioner):
+class OecPartitioner(VertexCutPartitioner):
     """Every edge with its source's master."""
 
-    kind = "vertex_cut"
-
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None):
-        master = blocked_masters(graph, num_parts)
+        master = self.master_parts(graph, num_parts, vertex_weight)
         return master, master[edge_src(graph)]

@@ -95,6 +95,10 @@ def format_table(q: dict) -> str:
         head += f", partitioner {q['partitioner']}"
     lines = [head]
     lines += [f"  {k:<20} {_fmt(q.get(k))}" for k in SUMMARY_KEYS]
+    if "masters" in q:  # a vertex-cut: its masters read as an edge-cut
+        lines.append(f"  masters ({q['masters']}) as an edge-cut: replication_factor "
+                     f"{_fmt(q.get('masters_replication_factor'))}, local_edge_ratio "
+                     f"{_fmt(q.get('masters_local_edge_ratio'))}")
     per = q.get("per_part") or {}
     cols = [c for c in ("vertices", "edges", "train", "mirrors", "partners") if per.get(c)]
     if cols:

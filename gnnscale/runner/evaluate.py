@@ -1,8 +1,9 @@
 """Layer-wise full-neighborhood inference over all nodes (as PyG and DGL examples do).
 
 Layer ``l`` is computed for every vertex from layer ``l-1`` of all its in-neighbors, so the
-accuracy does not depend on sampling. Ranks split the vertices of each layer and all-gather
-the hidden features; the last layer is computed only for the evaluated vertices.
+accuracy does not depend on sampling. The ranks of a group split the vertices of each layer
+and all-gather the hidden features; the last layer is computed only for the evaluated vertices.
+This is :meth:`Strategy.evaluate`'s default; a strategy may evaluate its own way.
 """
 
 from __future__ import annotations
@@ -11,35 +12,22 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.distributed.launch import Topology
+from gnnscale.distributed.collectives import all_gather_rows, group_rank, group_size
 from gnnscale.models.base import GNN
 from gnnscale.sampling.neighbor import NeighborSampler
 
 
-def _all_gather_rows(part: torch.Tensor, world: int) -> torch.Tensor:
-    """Concatenate every rank's rows in rank order (row counts may differ by one)."""
-    if world == 1:
-        return part
-    n = torch.tensor([part.shape[0]], device=part.device)
-    sizes = [torch.zeros_like(n) for _ in range(world)]
-    dist.all_gather(sizes, n)
-    most = int(max(s.item() for s in sizes))
-    pad = part.new_zeros((most, *part.shape[1:]))
-    pad[: part.shape[0]] = part
-    bufs = [torch.empty_like(pad) for _ in range(world)]
-    dist.all_gather(bufs, pad)
-    return torch.cat([b[: int(s.item())] for b, s in zip(bufs, sizes)])
-
-
 @torch.no_grad()
-def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, topo: Topology,
-                     batch_size: int = 4096) -> torch.Tensor:
-    """Logits of this rank's share of ``nodes`` (``torch.tensor_split(nodes, world)[rank]``)."""
+def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device: torch.device,
+                     batch_size: int = 4096, group: dist.ProcessGroup | None = None
+                     ) -> torch.Tensor:
+    """Logits of this rank's share of ``nodes`` (``torch.tensor_split(nodes, world)[rank]``,
+    ranks and world of ``group``)."""
     was_training = model.training
     model.eval()
     one_hop = NeighborSampler(fanouts=[-1])
     h = graph.x
-    world, rank = topo.world_size, topo.rank
+    world, rank = group_size(group), group_rank(group)
     for layer in range(model.num_layers):
         last = layer == model.num_layers - 1
         targets = nodes if last else torch.arange(graph.num_nodes)
@@ -47,29 +35,39 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, topo: T
         outs = []
         for chunk in torch.split(mine, batch_size):
             mb = one_hop.sample(graph, chunk, 0)
-            x = h[mb.n_id].to(topo.device, non_blocking=True)
-            outs.append(model.layer(layer, x, mb.blocks[0].to(topo.device)))
+            x = h[mb.n_id].to(device, non_blocking=True)
+            outs.append(model.layer(layer, x, mb.blocks[0].to(device)))
         out = torch.cat(outs) if outs else h.new_zeros((0, 0))
-        h = out if last else _all_gather_rows(out, world).cpu()
+        h = out if last else torch.cat(all_gather_rows(out, group)).cpu()
     model.train(was_training)
     return h
 
 
-def evaluate(model: GNN, graph: GraphStore, topo: Topology, batch_size: int = 4096,
-             splits: tuple[str, ...] = ("val", "test")) -> dict[str, float]:
-    """``<split>_acc`` for each split, identical on every rank (collective)."""
+def evaluate(model: GNN, graph: GraphStore, device: torch.device, batch_size: int = 4096,
+             splits: tuple[str, ...] = ("val", "test"), group: dist.ProcessGroup | None = None
+             ) -> dict[str, float]:
+    """``<split>_acc`` for each split, identical on every rank of ``group`` (collective)."""
     idx = [getattr(graph, f"{s}_idx") for s in splits]
     present = [(s, i) for s, i in zip(splits, idx) if i is not None and i.numel()]
     if not present:
         return {}
     nodes = torch.cat([i for _, i in present])
-    logits = layerwise_logits(model, graph, nodes, topo, batch_size)
-    mine = torch.tensor_split(torch.arange(nodes.numel()), topo.world_size)[topo.rank]
+    logits = layerwise_logits(model, graph, nodes, device, batch_size, group)
+    mine = torch.tensor_split(torch.arange(nodes.numel()), group_size(group))[group_rank(group)]
     correct = (logits.argmax(-1).cpu() == graph.y[nodes[mine]]).float()
-    which = torch.repeat_interleave(torch.arange(len(present)),
-                                    torch.tensor([i.numel() for _, i in present]))[mine]
-    counts = torch.zeros(len(present), dtype=torch.float64).index_add_(0, which,
-                                                                       correct.double())
-    if topo.world_size > 1:
-        dist.all_reduce(counts)
-    return {f"{s}_acc": float(counts[k]) / i.numel() for k, (s, i) in enumerate(present)}
+    return accuracy_counts(correct, mine, [i.numel() for _, i in present],
+                           [s for s, _ in present], group)
+
+
+def accuracy_counts(correct: torch.Tensor, positions: torch.Tensor, split_sizes: list[int],
+                    names: list[str], group: dist.ProcessGroup | None = None
+                    ) -> dict[str, float]:
+    """``<name>_acc`` from this rank's 0/1 ``correct`` at ``positions`` of the concatenated
+    splits, summed over the ranks of ``group``."""
+    which = torch.repeat_interleave(torch.arange(len(split_sizes)),
+                                    torch.tensor(split_sizes))[positions]
+    counts = torch.zeros(len(split_sizes), dtype=torch.float64).index_add_(
+        0, which, correct.double().cpu())
+    if group_size(group) > 1:
+        dist.all_reduce(counts, group=group)
+    return {f"{s}_acc": float(counts[k]) / n for k, (s, n) in enumerate(zip(names, split_sizes))}

@@ -1,4 +1,4 @@
-"""Per-epoch metrics: names (as in DESIGN.md), reduction over ranks, JSON lines, summary table.
+"""Per-epoch metrics: names, reduction over the reporting ranks, JSON lines, summary table.
 
 Counts and bytes are summed over ranks; times (``*_time``) are per-rank means, except
 ``epoch_time`` which is the slowest rank's wall time; ``peak_memory`` is the largest rank's;
@@ -29,13 +29,14 @@ def peak_memory(device: torch.device) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def reduce_over_ranks(local: dict[str, float]) -> dict[str, float]:
-    """Combine every rank's metrics (collective when a process group is up)."""
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+def reduce_over_ranks(local: dict[str, float], group: dist.ProcessGroup | None = None
+                      ) -> dict[str, float]:
+    """Combine the metrics of every rank of ``group`` (collective when a process group is up)."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
         per_rank = [local]
     else:
-        per_rank = [None] * dist.get_world_size()
-        dist.all_gather_object(per_rank, local)
+        per_rank = [None] * dist.get_world_size(group)
+        dist.all_gather_object(per_rank, local, group=group)
     out: dict[str, float] = {}
     for key in local:
         values = [float(r[key]) for r in per_rank]

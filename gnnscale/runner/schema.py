@@ -18,14 +18,12 @@ class RootConfig:
     cache: Any = MISSING
     deps: Any = MISSING
     strategy: Any = MISSING
+    optim: Any = MISSING
     dist: Any = MISSING
     logger: Any = MISSING
     experiment: Any = None
     seed: int = 0
     epochs: int = 3
-    batch_size: int = 1024  # global mini-batch (all ranks together)
-    lr: float = 0.003
-    weight_decay: float = 0.0
     eval_every: int = 1  # 0: evaluate only after the last epoch
     eval_batch_size: int = 4096
     resume: bool = False

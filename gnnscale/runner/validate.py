@@ -1,4 +1,5 @@
-"""Checks on a composed config and its dataset that turn bad values into clear errors."""
+"""Checks on a composed config (and its dataset) that turn bad values into clear errors,
+in the launching process, before any rank starts."""
 
 from __future__ import annotations
 
@@ -18,36 +19,30 @@ def check_config(cfg: DictConfig) -> None:
     if cfg.eval_every < 0:
         raise ConfigError(f"eval_every must be >= 0 (0 = only after the last epoch), "
                           f"got {cfg.eval_every}")
-    if cfg.lr <= 0:
-        raise ConfigError(f"lr must be > 0, got {cfg.lr}")
-    fanouts = cfg.sampler.get("fanouts")
-    layers = cfg.model.num_layers
-    if fanouts is not None and len(fanouts) != layers:
-        raise ConfigError(
-            f"sampler.fanouts has {len(fanouts)} entries ({list(fanouts)}) but "
-            f"model.num_layers={layers}: give one fanout per layer, e.g. "
-            f"sampler.fanouts=[{','.join(['10'] * layers)}]"
-        )
-    sampled = cfg.sampler.get("num_layers")
-    if fanouts is None and sampled is not None and sampled != layers:
-        raise ConfigError(f"sampler.num_layers={sampled} but model.num_layers={layers}: "
-                          "they must be equal")
-    if fanouts is not None and any(f == 0 or f < -1 for f in fanouts):
-        raise ConfigError(f"sampler.fanouts entries must be positive or -1 (all), got "
-                          f"{list(fanouts)}")
-    world = cfg.dist.world_size
-    if cfg.batch_size < world:
-        raise ConfigError(f"batch_size={cfg.batch_size} is smaller than dist.world_size="
-                          f"{world}: every rank needs at least one target per step")
+    if cfg.eval_batch_size < 1:
+        raise ConfigError(f"eval_batch_size must be >= 1, got {cfg.eval_batch_size}")
 
 
-def check_data(cfg: DictConfig, graph: GraphStore, world_size: int) -> None:
-    """Checks that need the loaded dataset."""
-    if graph.x is None or graph.y is None or graph.train_idx is None:
-        raise ConfigError(f"dataset {graph.name} lacks features, labels or a training split")
-    n_train = graph.train_idx.numel()
-    if n_train < world_size:
-        raise ConfigError(
-            f"the training set of {graph.name} has {n_train} vertices but dist.world_size="
-            f"{world_size}: use at most {n_train} ranks"
-        )
+def strategy_class(cfg: DictConfig) -> type:
+    """The strategy class ``cfg.strategy._target_`` names."""
+    from hydra.utils import get_object
+
+    return get_object(cfg.strategy._target_)
+
+
+def check_data(cfg: DictConfig, graph: GraphStore) -> None:
+    """Checks that need the loaded dataset: the strategy's own (see ``Strategy.check``), then
+    every component built once from its config, so a bad value fails here, not in a rank."""
+    from gnnscale import registry
+
+    strategy_class(cfg).check(cfg, graph)
+    for group in ("sampler", "cache", "deps", "optim"):
+        if cfg.get(group) is not None:
+            try:
+                registry.build(cfg[group])
+            except (ValueError, TypeError) as err:
+                raise ConfigError(f"{group}: {err}") from err
+    try:
+        registry.build(cfg.model, in_channels=graph.num_features, out_channels=graph.num_classes)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"model: {err}") from err

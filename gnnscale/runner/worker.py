@@ -6,68 +6,51 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
 from omegaconf import OmegaConf
 
 from gnnscale import registry
+from gnnscale.distributed.collectives import group_rank
 from gnnscale.distributed.launch import Topology
 from gnnscale.executor.base import RunContext
+from gnnscale.partition.provider import CachedPartitions
 from gnnscale.runner import checkpoint
-from gnnscale.runner.evaluate import evaluate
 from gnnscale.runner.metrics import MetricsWriter, peak_memory, reduce_over_ranks, summary_table
-from gnnscale.runner.validate import check_data
-
-
-def _partition_fn(graph, cfg, topo: Topology) -> Any:
-    """``partition(num_parts)``: rank 0 computes (or loads) the book, then the others load it."""
-    books: dict[int, Any] = {}
-
-    def partition(num_parts: int):
-        from gnnscale.partition import get_partition
-
-        if num_parts not in books:
-            root = Path(cfg.data_root) / "partitions"
-            quiet = (lambda *_: None) if topo.rank else print
-            if topo.rank == 0:
-                books[num_parts] = get_partition(graph, cfg.partitioner, num_parts,
-                                                 cache_root=root, log=quiet)
-            if dist.is_initialized():
-                dist.barrier()
-            if topo.rank != 0:
-                books[num_parts] = get_partition(graph, cfg.partitioner, num_parts,
-                                                 cache_root=root, log=quiet)
-        return books[num_parts]
-
-    return partition
 
 
 def build_context(topo: Topology, cfg) -> RunContext:
     """Every component from its own sub-config plus the runtime objects it needs."""
     registry.load_all()
     graph = registry.build(cfg.dataset).load()
-    check_data(cfg, graph, topo.world_size)
     torch.manual_seed(cfg.seed)  # identical initial parameters on every rank
     model = registry.build(cfg.model, in_channels=graph.num_features,
                            out_channels=graph.num_classes)
     model.bind_graph(graph)
+    partitions = CachedPartitions(graph, cfg.partitioner, Path(cfg.data_root) / "partitions")
     return RunContext(
-        topo=topo, graph=graph, model=model, sampler=registry.build(cfg.sampler),
+        topo=topo, graph=graph, model=model,
+        sampler=registry.build(cfg.sampler) if cfg.get("sampler") is not None else None,
         cache_policy=registry.build(cfg.cache), deps=registry.build(cfg.deps),
-        partition=_partition_fn(graph, cfg, topo), seed=cfg.seed, batch_size=cfg.batch_size,
-        lr=cfg.lr, weight_decay=cfg.weight_decay,
+        partition=partitions, optim=registry.build(cfg.optim), seed=cfg.seed,
     )
 
 
 def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
-    """Train on this rank; rank 0 returns the results, the others None."""
+    """Train on this rank; rank 0 returns the results, the others None.
+
+    The runner's collectives (metrics, RNG states, evaluation, checkpoint barrier) run on the
+    strategy's ``group`` and only on the ranks that report; rank 0 must report and leads.
+    """
     cfg = OmegaConf.create(cfg_dict)
-    leader = topo.rank == 0
     ctx = build_context(topo, cfg)
     strategy = registry.build(cfg.strategy, ctx=ctx)
     strategy.setup()
+    group, reports = strategy.group, strategy.reports
+    leader = topo.rank == 0
+    if leader and not reports:
+        raise RuntimeError(f"{type(strategy).__name__}: rank 0 must report (it leads the run)")
     ckpt_path = Path(run_dir) / checkpoint.FILENAME
     history: list[dict] = []
     start = 0
@@ -75,7 +58,8 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
         state = checkpoint.load(ckpt_path)
         strategy.module.load_state_dict(state["model"])
         strategy.optimizer.load_state_dict(state["optimizer"])
-        checkpoint.set_rng_state(state["rng"][topo.rank])
+        if reports:
+            checkpoint.set_rng_state(state["rng"][group_rank(group)])
         history, start = state["history"], state["epoch"] + 1
         if leader:
             print(f"resumed from {ckpt_path} after epoch {state['epoch']}", flush=True)
@@ -90,12 +74,14 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
             local = strategy.train_epoch(epoch, bar)
             if bar is not None:
                 bar.close()
+            if not reports:
+                continue
             local["peak_memory"] = peak_memory(topo.device)
-            record = {"epoch": epoch, **reduce_over_ranks(local)}
+            record = {"epoch": epoch, **reduce_over_ranks(local, group)}
             last = epoch == cfg.epochs - 1
             if last or (cfg.eval_every and (epoch + 1) % cfg.eval_every == 0):
                 t0 = time.perf_counter()
-                record.update(evaluate(strategy.module, ctx.graph, topo, cfg.eval_batch_size))
+                record.update(strategy.evaluate(cfg.eval_batch_size))
                 record["eval_time"] = time.perf_counter() - t0
             history.append(record)
             if leader:
@@ -117,16 +103,16 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
 
 
 def _progress(cfg, leader: bool, epoch: int, strategy):
-    if not (leader and cfg.progress) or not hasattr(strategy, "num_steps"):
+    steps = strategy.num_steps(epoch) if leader and cfg.progress else None
+    if steps is None:
         return None
     from tqdm import tqdm
 
-    return tqdm(total=strategy.num_steps(epoch), desc=f"epoch {epoch}", leave=False,
-                dynamic_ncols=True)
+    return tqdm(total=steps, desc=f"epoch {epoch}", leave=False, dynamic_ncols=True)
 
 
 def _save_checkpoint(path: Path, strategy, epoch: int, history: list, cfg, leader: bool):
-    rngs = checkpoint.all_rng_states()
+    rngs = checkpoint.all_rng_states(strategy.group)
     if leader:
         checkpoint.save(path, {
             "model": strategy.module.state_dict(), "optimizer": strategy.optimizer.state_dict(),
@@ -134,7 +120,7 @@ def _save_checkpoint(path: Path, strategy, epoch: int, history: list, cfg, leade
             "config": OmegaConf.to_container(cfg),
         })
     if dist.is_initialized():
-        dist.barrier()
+        dist.barrier(group=strategy.group)
 
 
 def _epoch_line(r: dict) -> str:

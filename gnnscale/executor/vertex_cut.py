@@ -1,0 +1,208 @@
+"""Full-graph forward on a vertex-cut: master/mirror synchronisation (DeepGalois/Gluon).
+
+Every edge lives on one rank (``book.edge_part``); every vertex has one master rank
+(``book.part``). Per layer, a rank
+
+1. holds the layer's input rows of the sources of its edges: its masters' rows, plus the
+   *broadcast* of its mirrors' rows from their masters (layer 0 reads the input features of
+   every local vertex directly, as DeepGalois loads them);
+2. aggregates over its edges (``model.aggregate``: a sum whose partials add up exactly);
+3. *reduces* the partial aggregates of destinations it does not master to their masters;
+4. updates its masters (``model.update`` then ``model.post``: norm, activation, keyed dropout).
+
+The sync sets follow from where the edges live: IEC (edges with their destination's master)
+only broadcasts, OEC (with the source's master) only reduces, CVC and HVC do both (CVC within
+the grid row and column). Both directions are the autograd :class:`~gnnscale.deps.shuffle
+.Shuffle`: a broadcast's backward sums the mirrors' gradients into the master (a reduce), and a
+reduce's backward sends the master's gradient back to every partial (a broadcast).
+
+With ``model.reorders(layer)`` (``reorder_update``), a layer transforms before aggregating and
+broadcasts the transformed rows (DeepGalois 4.2: fewer bytes when the layer shrinks).
+
+Local vertex order on rank ``r``: its masters (ascending), then the mirrors it reads as sources
+(in broadcast-receive order: by master rank, then id), then the mirrors it only aggregates into
+(ascending). The local block has these as both sources and destinations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from gnnscale.data.graph import GraphStore
+from gnnscale.deps.shuffle import ShuffleStats, shuffle
+from gnnscale.distributed.launch import Topology
+from gnnscale.executor.fullgraph_plan import FullGraphPlan
+from gnnscale.models.base import GNN
+from gnnscale.partition._graph import edge_dst, edge_src
+from gnnscale.partition.book import PartitionBook
+from gnnscale.sampling.base import Block
+
+
+@dataclass
+class SyncPlan:
+    """One direction of master/mirror traffic for this rank, as a shuffle."""
+
+    send_idx: torch.Tensor  # rows of the sent tensor, grouped by peer
+    send_counts: list[int]
+    recv_counts: list[int]
+    recv_ids: torch.Tensor  # global ids of the received rows, in order
+    active: bool  # some rank sends something (identical on every rank)
+
+
+def _mirror_keys(holder: torch.Tensor, end: torch.Tensor, master: torch.Tensor,
+                 n: int) -> torch.Tensor:
+    """Sorted unique ``holder * n + vertex`` over edges whose end is mastered elsewhere."""
+    away = holder != master[end]
+    return torch.unique(holder[away] * n + end[away])
+
+
+def _sync(keys: torch.Tensor, master: torch.Tensor, n: int, world: int, rank: int,
+          toward_master: bool) -> SyncPlan:
+    """The shuffle of one direction. ``keys`` = (holder, vertex) pairs sorted by holder then id.
+
+    Broadcast (``toward_master=False``): masters send, holders receive; reduce: holders send,
+    masters receive. Sent rows are named by global id (callers map them to local rows).
+    """
+    holder, vid = keys // n, keys % n
+    owner = master[vid]
+    mine_as_holder = holder == rank
+    mine_as_owner = owner == rank
+    # pairs this rank holds, by owner rank then id
+    held = vid[mine_as_holder]
+    held = held[torch.argsort(owner[mine_as_holder] * n + held)]
+    held_counts = torch.bincount(master[held], minlength=world).tolist()
+    # pairs this rank masters, by holder rank then id (keys' order)
+    owned = vid[mine_as_owner]
+    owned_counts = torch.bincount(holder[mine_as_owner], minlength=world).tolist()
+    active = bool(keys.numel())
+    if toward_master:
+        return SyncPlan(held, held_counts, owned_counts, owned, active)
+    return SyncPlan(owned, owned_counts, held_counts, held, active)
+
+
+class VertexCutPlan(FullGraphPlan):
+    """This rank's share of a full-graph forward on a vertex-cut partition book.
+
+    ``VertexCutPlan(graph, book, model, topo, group=None, stats=None)``: ``graph`` the whole
+    graph (features read for local vertices only), ``book`` a vertex-cut
+    :class:`~gnnscale.partition.book.PartitionBook` with ``topo.world_size`` parts, ``model``
+    a splittable :class:`~gnnscale.models.base.GNN` (its graph degrees are bound here),
+    ``topo`` this rank's topology (rank, world, device), ``group`` the process group of the
+    shuffles, ``stats`` an optional :class:`ShuffleStats` to count into (a fresh one if None;
+    do not reset it between a forward and its backward). Set-up needs no communication: every
+    rank derives all sync sets from the book.
+    """
+
+    def __init__(self, graph: GraphStore, book: PartitionBook, model: GNN, topo: Topology,
+                 group=None, stats: ShuffleStats | None = None) -> None:
+        check_vertex_cut(graph, book, model, topo.world_size)
+        model.bind_graph(graph)
+        n, world, rank = graph.num_nodes, topo.world_size, topo.rank
+        self.group, self.device, self.num_layers = group, topo.device, model.num_layers
+        self.shuffle_stats = stats if stats is not None else ShuffleStats()
+        master, ep = book.part, book.edge_part.long()
+        src, dst = edge_src(graph), edge_dst(graph)
+        self.masters = torch.nonzero(master == rank).flatten()
+        self.bcast = _sync(_mirror_keys(ep, src, master, n), master, n, world, rank, False)
+        self.reduce = _sync(_mirror_keys(ep, dst, master, n), master, n, world, rank, True)
+        # local vertex order: masters, broadcast-received mirrors, aggregate-only mirrors
+        local = torch.zeros(n, dtype=torch.bool)
+        local[self.masters] = True
+        local[self.bcast.recv_ids] = True
+        only_dst = self.reduce.send_idx[~local[self.reduce.send_idx]]
+        self.local_ids = torch.cat([self.masters, self.bcast.recv_ids, torch.sort(only_dst)[0]])
+        pos = torch.full((n,), -1, dtype=torch.int64)
+        pos[self.local_ids] = torch.arange(self.local_ids.numel())
+        mpos = torch.full((n,), -1, dtype=torch.int64)
+        mpos[self.masters] = torch.arange(self.masters.numel())
+        # broadcast sends master rows; reduce sends local aggregate rows, received into masters
+        self.bcast.send_idx = mpos[self.bcast.send_idx]
+        self.reduce.send_idx = pos[self.reduce.send_idx]
+        self.reduce_into = mpos[self.reduce.recv_ids].to(self.device)
+        mine = torch.nonzero(ep == rank).flatten()
+        ei = torch.stack([pos[src[mine]], pos[dst[mine]]])
+        nl = self.local_ids.numel()
+        self.block = Block(ei, (nl, nl), self.local_ids).to(self.device)
+        self.num_read = self.masters.numel() + self.bcast.recv_ids.numel()
+        self.x = graph.x[self.local_ids[: self.num_read]].to(self.device)
+        self.masters_dev = self.masters.to(self.device)
+        self._fwd_bytes = 0
+        self._mark = self.shuffle_stats.bytes_sent
+
+    # ---- one epoch ---------------------------------------------------------------------------
+    def _broadcast(self, rows: torch.Tensor) -> torch.Tensor:
+        """Master rows -> ``cat(master rows, mirror rows)`` in local order."""
+        b = self.bcast
+        if not b.active:
+            return rows
+        recv = shuffle(rows, b.send_idx, b.send_counts, b.recv_counts, self.group,
+                       self.shuffle_stats)
+        return torch.cat([rows, recv])
+
+    def _reduce(self, agg: torch.Tensor) -> torch.Tensor:
+        """Local partial aggregates -> the masters' full aggregates."""
+        r = self.reduce
+        own = agg[: self.masters.numel()]
+        if not r.active:
+            return own
+        recv = shuffle(agg, r.send_idx, r.send_counts, r.recv_counts, self.group,
+                       self.shuffle_stats)
+        return own.index_add(0, self.reduce_into, recv)
+
+    def forward(self, model: GNN) -> torch.Tensor:
+        before = self.shuffle_stats.bytes_sent
+        nm, nl = self.masters.numel(), self.local_ids.numel()
+        h = self.x[:nm]
+        for i in range(model.num_layers):
+            reorder = model.reorders(i)
+            if i == 0:  # input features of every local source are read, not sent
+                y = model.transform(0, self.x) if reorder else self.x
+            else:
+                y = self._broadcast(model.transform(i, h) if reorder else h)
+            y = torch.cat([y, y.new_zeros((nl - y.shape[0], y.shape[1]))])
+            agg = self._reduce(model.aggregate(i, y, self.block))
+            out = model.update(i, agg, h, self.masters_dev, y[:nm] if reorder else None)
+            h = model.post(i, out, self.masters_dev)
+        self._fwd_bytes += self.shuffle_stats.bytes_sent - before
+        return h
+
+    def stats(self) -> dict[str, float]:
+        s = self.shuffle_stats
+        total = s.bytes_sent - self._mark
+        out = {
+            "bytes_forward": float(self._fwd_bytes),
+            "bytes_backward": float(total - self._fwd_bytes),
+            "comm_seconds": s.seconds,
+            "edges_computed": float(self.block.num_edges * self.num_layers),
+            "vertex_updates": float(self.masters.numel() * self.num_layers),
+            "replicated_rows": float(self.local_ids.numel() - self.masters.numel()),
+            "broadcast_rows": float(self.bcast.recv_ids.numel()),
+            "reduce_rows": float(self.reduce.send_idx.numel()),
+            "cached_feature_bytes": float(
+                (self.num_read - self.masters.numel()) * self.x.shape[1] * self.x.element_size()),
+        }
+        self._fwd_bytes, self._mark = 0, s.bytes_sent
+        return out
+
+
+def check_vertex_cut(graph: GraphStore, book: PartitionBook, model: GNN, world: int) -> None:
+    """Clear errors, before training, for what a vertex-cut plan cannot run."""
+    if book.kind != "vertex_cut" or book.edge_part is None:
+        raise ValueError(f"VertexCutPlan needs a vertex-cut partition book (partitioner oec, "
+                         f"iec, cvc or hvc), got kind={book.kind!r}")
+    if book.num_parts != world:
+        raise ValueError(f"the partition book has {book.num_parts} parts but the run has "
+                         f"{world} ranks: repartition with num_parts={world}")
+    if book.num_nodes != graph.num_nodes or book.edge_part.numel() != graph.num_edges:
+        raise ValueError(f"the partition book covers {book.num_nodes} vertices and "
+                         f"{book.edge_part.numel()} edges, the graph has {graph.num_nodes} and "
+                         f"{graph.num_edges}: it belongs to another graph, repartition")
+    if graph.x is None:
+        raise ValueError("a vertex-cut full-graph run needs input features (graph.x)")
+    model.check_splittable()
+    if any(isinstance(m, nn.BatchNorm1d) for m in model.norms):
+        raise ValueError("model.norm=batch normalises by statistics over each rank's masters, "
+                         "not the whole graph: use model.norm=layer or none on a vertex-cut")

@@ -1,0 +1,1 @@
+"""Optimizers (config group ``optim``): one option per file, built by the runner."""

@@ -1,0 +1,33 @@
+"""Adam (Kingma & Ba), weight decay added to the gradient (L2, as PyG's examples use it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+
+from gnnscale.optim.base import OptimConfig, OptimizerFactory
+from gnnscale.registry import register
+
+
+@register("optim", "adam")
+@dataclass
+class AdamConfig(OptimConfig):
+    _target_: str = "gnnscale.optim.adam.Adam"
+    beta1: float = 0.9
+    beta2: float = 0.999
+
+
+class Adam(OptimizerFactory):
+    def __init__(self, lr: float = 0.003, weight_decay: float = 0.0, beta1: float = 0.9,
+                 beta2: float = 0.999) -> None:
+        super().__init__(lr, weight_decay)
+        for key, b in (("beta1", beta1), ("beta2", beta2)):
+            if not 0.0 <= b < 1.0:
+                raise ValueError(f"optim.{key} must be in [0, 1), got {b}")
+        self.betas = (beta1, beta2)
+
+    def __call__(self, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay,
+                                betas=self.betas)

@@ -1,0 +1,24 @@
+"""AdamW (Loshchilov & Hutter): weight decay applied to the weights, apart from the gradient."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+
+from gnnscale.optim.adam import Adam, AdamConfig
+from gnnscale.registry import register
+
+
+@register("optim", "adamw")
+@dataclass
+class AdamWConfig(AdamConfig):
+    _target_: str = "gnnscale.optim.adamw.AdamW"
+    weight_decay: float = 0.01
+
+
+class AdamW(Adam):
+    def __call__(self, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay,
+                                 betas=self.betas)

@@ -1,0 +1,37 @@
+"""Module-level rank functions for the hardening tests (spawn needs importable targets)."""
+
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import torch.distributed as dist
+
+
+def killed_after_barrier(topo):
+    """Rank 1 is SIGKILLed after the first barrier; rank 0 then fails in the next one."""
+    dist.barrier()
+    if topo.rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.5)
+    dist.barrier()
+    return topo.rank
+
+
+def train_forever(topo, pid_dir):
+    """Record this rank's pid, then synchronise forever (what an endless run looks like)."""
+    Path(pid_dir, f"rank{topo.rank}.pid").write_text(str(os.getpid()))
+    while True:
+        dist.barrier()
+        time.sleep(0.05)
+
+
+def pyg_temp_files(topo):
+    """Build a PyG conv (it writes a generated module to the temp folder); return that folder
+    and what it holds."""
+    from torch_geometric.nn import SAGEConv
+
+    SAGEConv(4, 4)
+    folder = tempfile.gettempdir()
+    return folder, sorted(os.listdir(folder))
