@@ -23,6 +23,7 @@ from gnnscale.models.sage import SAGE
 from gnnscale.sampling.base import Block
 
 EPOCHS = 3
+DROPOUT_SEED = 9
 LAYERS = 3
 MODELS = ("sage", "gcn", "gin", "gat")
 REPLICATE = {"t_vertex": 0.0, "t_edge": 0.0, "t_comm": 1.0}  # recomputing is free
@@ -41,7 +42,8 @@ def make_graph(n: int = 120, e: int = 260, f: int = 6, c: int = 3) -> GraphStore
     )
 
 
-def make_model(name: str, graph: GraphStore, dropout: float = 0.0):
+def make_model(name: str, graph: GraphStore, dropout: float = 0.5):
+    """Dropout on: masks keyed by (seed, epoch, layer, vertex) agree between replicas."""
     torch.manual_seed(5)
     kw = dict(hidden=8, num_layers=LAYERS, dropout=dropout)
     if name == "sage":
@@ -77,7 +79,8 @@ def _train(graph: GraphStore, model, forward, masters: torch.Tensor, world: int)
     is_train[graph.train_idx] = True
     mine = is_train[masters]
     first = None
-    for _ in range(EPOCHS):
+    for epoch in range(EPOCHS):
+        model.set_dropout_key(DROPOUT_SEED, epoch)
         opt.zero_grad()
         out = forward()
         loss = F.cross_entropy(out[mine], graph.y[masters[mine]], reduction="sum") \
@@ -120,3 +123,41 @@ def edge_cut_cases(topo, part: torch.Tensor, cases: list[tuple[str, str, dict]])
         res["masters"] = plan.masters.clone()
         results.append(res)
     return results
+
+
+def _strategy(topo, book):
+    from gnnscale.cache.none import NoCache
+    from gnnscale.deps.depcomm import DepComm
+    from gnnscale.distributed.topology import Topology
+    from gnnscale.executor.base import RunContext
+    from gnnscale.executor.fullgraph import FullGraph
+    from gnnscale.optim.adam import Adam
+    from gnnscale.partition.provider import FixedPartition
+
+    graph = make_graph()
+    if topo is None:
+        topo = Topology(rank=0, world_size=1, local_rank=0, local_world_size=1,
+                        device=torch.device("cpu"))
+    ctx = RunContext(topo=topo, graph=graph, model=make_model("gcn", graph), sampler=None,
+                     cache_policy=NoCache(), deps=DepComm(),
+                     partition=FixedPartition(book) if book is not None else None,
+                     optim=Adam(lr=0.01), seed=DROPOUT_SEED)
+    strat = FullGraph(ctx)
+    strat.setup()
+    return strat
+
+
+def setup_with_book(topo, parts: int) -> None:
+    """Set up the strategy with a book of ``parts`` parts (refused unless it is the world)."""
+    from gnnscale.partition import PartitionBook
+
+    graph = make_graph()
+    book = PartitionBook.from_edge_cut(graph, torch.arange(graph.num_nodes) % parts, parts)
+    _strategy(topo, book)
+
+
+def strategy_epochs(topo, world: int) -> dict:
+    """EPOCHS epochs of strategy=fullgraph; the first loss and the final parameters."""
+    strat = _strategy(topo, None)
+    losses = [strat.train_epoch(e)["train_loss"] for e in range(EPOCHS)]
+    return {"loss": losses[0], "params": [p.detach().clone() for p in strat.module.parameters()]}

@@ -9,7 +9,8 @@ plan is reproducible. ``split`` runs the greedy per sample inside its native spl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -20,6 +21,15 @@ from gnnscale.registry import register
 COST_KEYS = ("t_vertex", "t_edge", "t_comm")
 
 
+@dataclass
+class CostsConfig:
+    """Per-dimension seconds of NeutronStar's model; all null = probe them on this machine."""
+
+    t_vertex: float | None = None  # one multiply-add of a dense vertex update
+    t_edge: float | None = None  # one edge, one feature, of an aggregation
+    t_comm: float | None = None  # one float sent to another rank
+
+
 @register("deps", "hybrid")
 @dataclass
 class HybridConfig:
@@ -27,15 +37,15 @@ class HybridConfig:
     memory_cap_mb: float = 256.0  # replicated features + rows + edges per rank, at most
     comm_weight: float = 1.0  # scales the communication cost (>1 favours replication)
     mu: float = 1.0  # Eq. 3's factor on the recomputation cost, in (0, 1]
-    # fixed per-dimension costs {t_vertex, t_edge, t_comm} (seconds); null = probe them
-    costs: dict[str, float] | None = None
+    # fixed per-dimension costs (deps.costs={t_vertex:..,t_edge:..,t_comm:..}): reproducible
+    costs: CostsConfig = field(default_factory=CostsConfig)
 
 
 class Hybrid(DependencyManager):
     replicates_all = False
 
     def __init__(self, memory_cap_mb: float = 256.0, comm_weight: float = 1.0, mu: float = 1.0,
-                 costs: dict[str, float] | None = None) -> None:
+                 costs: Any = None) -> None:
         if memory_cap_mb < 0:
             raise ValueError(f"deps.memory_cap_mb must be >= 0, got {memory_cap_mb}")
         if comm_weight <= 0:
@@ -44,12 +54,12 @@ class Hybrid(DependencyManager):
             raise ValueError(f"deps.mu must be in (0, 1], got {mu}")
         self.memory_cap_mb, self.comm_weight, self.mu = memory_cap_mb, comm_weight, mu
         self.costs: Costs | None = None
-        if costs is not None:
-            costs = dict(costs)
-            if sorted(costs) != sorted(COST_KEYS) or any(float(v) < 0 for v in costs.values()):
-                raise ValueError(f"deps.costs must give {COST_KEYS} as non-negative seconds, "
-                                 f"got {costs}")
-            self.costs = Costs(*(float(costs[k]) for k in COST_KEYS))
+        given = {k: v for k, v in dict(costs or {}).items() if v is not None}
+        if given:
+            if sorted(given) != sorted(COST_KEYS) or any(float(v) < 0 for v in given.values()):
+                raise ValueError(f"deps.costs must give all of {COST_KEYS} as non-negative "
+                                 f"seconds (or none, to probe them), got {given}")
+            self.costs = Costs(*(float(given[k]) for k in COST_KEYS))
 
     def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor,
              mem_bytes: torch.Tensor | None = None, budget: int | None = None) -> torch.Tensor:
