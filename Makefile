@@ -5,7 +5,7 @@ PY          := $(VENV)/bin/python
 PIP         := $(PY) -m pip
 TORCH_SPEC  ?= torch==2.13.0
 STAMP       := $(VENV)/.installed
-NATIVE      := $(wildcard csrc/*.cpp csrc/*.h csrc/cuda/*.cu)
+NATIVE      := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.cu')
 EXT_STAMP   := $(VENV)/.native-built
 export OMP_NUM_THREADS ?= 2
 

@@ -35,3 +35,16 @@ def pyg_temp_files(topo):
     SAGEConv(4, 4)
     folder = tempfile.gettempdir()
     return folder, sorted(os.listdir(folder))
+
+
+def save_repeatedly(graph_path, folder, seconds):
+    """Publish the same processed graph to ``folder`` again and again (a concurrent writer)."""
+    from gnnscale.data import processed
+
+    graph = processed.load(graph_path, mmap=False)
+    end = time.monotonic() + seconds
+    saves = 0
+    while time.monotonic() < end:
+        processed.save(graph, folder)
+        saves += 1
+    return saves

@@ -117,7 +117,8 @@ def test_round_trip_is_equal_and_checksum_stable(tiny_graph, tmp_path):
     assert processed.checksum(loaded) == digest
     meta = json.loads((tmp_path / "a" / "meta.json").read_text())
     assert meta["num_nodes"] == tiny_graph.num_nodes
-    assert meta["arrays"]["x"] == {"shape": list(tiny_graph.x.shape), "dtype": "<f4"}
+    assert meta["arrays"]["x"]["shape"] == list(tiny_graph.x.shape)
+    assert meta["arrays"]["x"]["dtype"] == "<f4" and len(meta["arrays"]["x"]["sha256"]) == 32
     eager = processed.load(tmp_path / "a", mmap=False)
     assert_same_graph(eager, tiny_graph)
 
@@ -189,7 +190,7 @@ def test_dataset_processes_once_then_memory_maps(tiny_graph, tmp_path):
     assert _store_fns.mapped_file(second.x.data_ptr()) is not None
 
 
-def test_publish_folder_replaces_and_cleans(tmp_path):
+def test_publish_folder_first_complete_copy_wins_and_cleans(tmp_path):
     from gnnscale.data.processed import publish_folder
 
     def staged(text: str, marker: bool = True):
@@ -205,6 +206,9 @@ def test_publish_folder_replaces_and_cleans(tmp_path):
     (dest / "data.txt").write_text("half-written")  # an interrupted save: no marker
     publish_folder(staged("a"), dest, "done")
     assert (dest / "data.txt").read_text() == "a"
-    publish_folder(staged("b"), dest, "done")  # a complete copy is replaced
-    assert (dest / "data.txt").read_text() == "b"
+    assert not publish_folder(staged("b"), dest, "done")  # a complete copy is kept
+    assert (dest / "data.txt").read_text() == "a"
+    assert publish_folder(staged("c"), dest, "done", replace=True)  # unless asked to replace
+    assert (dest / "data.txt").read_text() == "c"
+    assert oct(dest.stat().st_mode & 0o777) != oct(0o700)  # not mkdtemp's private mode
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temp folders left

@@ -9,8 +9,8 @@ from scipy.stats import chisquare
 from torch_geometric.nn import SAGEConv
 
 from gnnscale import registry
-from gnnscale._native import ops
 from gnnscale.data.graph import GraphStore
+from gnnscale.ops.sampling import sample_neighbors
 from gnnscale.sampling.full import FullNeighborSampler, FullNeighborSamplerConfig
 from gnnscale.sampling.neighbor import NeighborSampler, NeighborSamplerConfig
 
@@ -210,7 +210,7 @@ def test_schemas_build_samplers():
 
 def test_bad_inputs_give_clear_errors():
     graph = _graph(n=50, e=200)
-    op = ops().sample_neighbors
+    op = sample_neighbors
     with pytest.raises(RuntimeError, match="seeds hold ids in"):
         op(graph.indptr, graph.indices, None, torch.tensor([50]), [2], False, 0)
     with pytest.raises(RuntimeError, match="seeds hold ids in"):

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from gnnscale import ops
 from gnnscale.cache.base import CachePolicy
 from gnnscale.cache.exchange import DistExchange, Exchange
 from gnnscale.data.graph import GraphStore
@@ -34,22 +35,12 @@ from gnnscale.sampling.base import Sampler
 COUNTERS = ("requested", "hits", "local_hits", "remote_hits", "misses",
             "bytes_host_to_rank", "bytes_rank_to_rank", "calls")
 _CHUNK_ROWS = 1 << 16
-_NATIVE: bool | None = None  # native gather_rows available (decided on first use)
 
 
 def _host_rows(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """``table[ids]`` on the host: the native multi-threaded gather when it is built."""
-    global _NATIVE
-    if _NATIVE is None:
-        try:
-            from gnnscale._native import ops
-            ops()
-            _NATIVE = True
-        except ImportError:
-            _NATIVE = False
-    if _NATIVE and table.device.type == "cpu":
-        from gnnscale.sampling.gather import gather_rows
-        return gather_rows(table, ids)
+    if table.device.type == "cpu" and ops.available():
+        return ops.gather_rows(table, ids)
     return torch.index_select(table, 0, ids)
 
 

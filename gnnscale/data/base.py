@@ -7,6 +7,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from gnnscale.data import processed
+from gnnscale.data.checks import check_task
 from gnnscale.data.graph import GraphStore
 
 
@@ -33,8 +34,19 @@ class Dataset(ABC):
     def processed_dir(self) -> Path:
         return self.root / self.key / "processed"
 
+    @property
+    def source(self) -> str:
+        """What error messages about this dataset's content name (a file, or the key)."""
+        return f"dataset {self.key}"
+
+    def check(self, graph: GraphStore) -> None:
+        """Checks on a freshly processed graph (see :mod:`gnnscale.data.checks`)."""
+        check_task(graph, self.source)
+
     def load(self, mmap: bool = True) -> GraphStore:
-        """The processed graph, processing it first if needed."""
+        """The processed graph, processing (and checking) it first if needed."""
         if not processed.is_processed(self.processed_dir):
-            processed.save(self.process(), self.processed_dir)
+            graph = self.process()
+            self.check(graph)
+            processed.save(graph, self.processed_dir)
         return processed.load(self.processed_dir, mmap=mmap)

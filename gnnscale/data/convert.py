@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -68,24 +69,49 @@ def stage_raw(src: Path, files: Sequence[str], dest: Path) -> Path:
 
 
 def index_split(
-    masks_or_idx: dict[str, torch.Tensor | np.ndarray | None], num_nodes: int
+    masks_or_idx: dict[str, torch.Tensor | np.ndarray | None], num_nodes: int,
+    kinds: dict[str, str] | None = None,
 ) -> dict[str, torch.Tensor | None]:
-    """Normalise ``{train,val,test}`` given as boolean masks or id lists to int64 id tensors."""
+    """Normalise ``{train,val,test}`` given as masks or id lists to int64 id tensors.
+
+    ``kinds[split]`` says what the user declared: ``mask`` (boolean, or integer 0/1 with one
+    entry per node: read as a mask with a warning), ``idx`` (integer ids) or, by default,
+    ``auto`` (boolean = mask, integers = ids).
+    """
     out: dict[str, torch.Tensor | None] = {}
     for split, value in masks_or_idx.items():
         if value is None:
             out[split] = None
             continue
         t = torch.as_tensor(np.asarray(value) if not torch.is_tensor(value) else value)
+        kind = (kinds or {}).get(split, "auto")
+        if kind == "mask" and t.dtype != torch.bool:
+            t = _int_mask(t, split, num_nodes)
+        if kind == "idx" and (t.dtype == torch.bool or t.is_floating_point()):
+            raise ValueError(f"{split}_idx must hold integer node ids, got {t.dtype}: give a "
+                             f"boolean mask as {split}_mask instead")
         if t.dtype == torch.bool:
             if t.numel() != num_nodes:
                 raise ValueError(f"{split} mask has {t.numel()} entries for {num_nodes} nodes")
-            t = t.nonzero().reshape(-1)
+            t = t.reshape(-1).nonzero().reshape(-1)
+        if t.is_floating_point():
+            raise ValueError(f"{split} ids must be integers, got {t.dtype}")
         t = t.reshape(-1).long()
         if t.numel() and (int(t.min()) < 0 or int(t.max()) >= num_nodes):
             raise ValueError(f"{split} ids must lie in [0, {num_nodes})")
         out[split] = t
     return out
+
+
+def _int_mask(t: torch.Tensor, split: str, num_nodes: int) -> torch.Tensor:
+    """A ``{split}_mask`` stored as numbers: accepted when it is 0/1 with one entry per node."""
+    if t.numel() != num_nodes:
+        raise ValueError(f"{split}_mask has {t.numel()} entries for {num_nodes} nodes")
+    if not bool(((t == 0) | (t == 1)).all()):
+        raise ValueError(f"{split}_mask must be boolean (or 0/1), got other values in {t.dtype}")
+    warnings.warn(f"{split}_mask is stored as {t.dtype} 0/1 values: read as a boolean mask "
+                  f"({int(t.sum())} vertices in {split})", stacklevel=3)
+    return t != 0
 
 
 def per_class_split(

@@ -16,6 +16,36 @@ import torch
 SELF_LOOP_MODES = ("keep", "remove", "add")
 
 
+def check_csc(indptr: torch.Tensor, indices: torch.Tensor, num_nodes: int) -> None:
+    """CSC invariants the native ops rely on: ``indptr`` starts at 0 and never decreases,
+    ``indices`` lie in ``[0, num_nodes)``. Raises ``ValueError`` saying which one fails."""
+    if int(indptr[0]) != 0:
+        raise ValueError(f"indptr[0] = {int(indptr[0])}, must be 0")
+    if num_nodes and bool((indptr[1:] < indptr[:-1]).any()):
+        at = int((indptr[1:] < indptr[:-1]).nonzero()[0])
+        raise ValueError(f"indptr decreases at vertex {at} ({int(indptr[at])} -> "
+                         f"{int(indptr[at + 1])}): it must be non-decreasing")
+    if indices.numel():
+        lo, hi = torch.aminmax(indices)
+        if int(lo) < 0 or int(hi) >= num_nodes:
+            raise ValueError(f"indices hold ids in [{int(lo)}, {int(hi)}] but there are "
+                             f"{num_nodes} nodes")
+
+
+def check_ids(ids: torch.Tensor | None, num_nodes: int, what: str) -> None:
+    """``ids`` (a split) must be an integer id list in ``[0, num_nodes)``."""
+    if ids is None:
+        return
+    if ids.is_floating_point() or ids.dtype == torch.bool or ids.dim() != 1:
+        raise ValueError(f"{what} must be a 1-D integer id list, got {ids.dtype} "
+                         f"{tuple(ids.shape)}")
+    if ids.numel():
+        lo, hi = torch.aminmax(ids)
+        if int(lo) < 0 or int(hi) >= num_nodes:
+            raise ValueError(f"{what} holds ids in [{int(lo)}, {int(hi)}] but there are "
+                             f"{num_nodes} nodes")
+
+
 @dataclass
 class GraphStore:
     """A graph in CSC form plus everything a node-classification run needs."""
@@ -44,6 +74,9 @@ class GraphStore:
                 f"indptr[-1] = {int(self.indptr[-1])} but there are {self.indices.numel()} indices"
             )
         n = self.num_nodes
+        check_csc(self.indptr, self.indices, n)
+        for split in ("train_idx", "val_idx", "test_idx"):
+            check_ids(getattr(self, split), n, split)
         if self.x is not None and self.x.shape[0] != n:
             raise ValueError(f"x has {self.x.shape[0]} rows for {n} nodes")
         if self.y is not None and self.y.shape[0] != n:
@@ -126,6 +159,10 @@ class GraphStore:
         ei = ei.long()
         if num_nodes is None:
             num_nodes = int(ei.max()) + 1 if ei.numel() else 0
+        for name in ("x", "y"):  # before allocating anything of num_nodes' size
+            rows = None if fields.get(name) is None else fields[name].shape[0]
+            if rows is not None and rows != num_nodes:
+                raise ValueError(f"{name} has {rows} rows for {num_nodes} nodes")
         if ei.numel():
             lo, hi = int(ei.min()), int(ei.max())
             if lo < 0 or hi >= num_nodes:

@@ -1,8 +1,14 @@
 """The processed on-disk format: one ``.npy`` per array plus ``meta.json``.
 
-``meta.json`` records every array's shape and dtype, the scalar fields and a content checksum
-(BLAKE2b over the arrays' bytes). ``load`` memory-maps the arrays copy-on-write: ranks on one
-host share the page cache, nothing is copied until (unless) someone writes.
+``meta.json`` records every array's shape, dtype and SHA-256 digest, the scalar fields and a
+checksum over all of them. ``load`` memory-maps the arrays copy-on-write: ranks on one host
+share the page cache, nothing is copied until (unless) someone writes.
+
+Every load is verified. The first load of a folder (and any load with ``verify=True``) hashes
+every array; a successful check leaves a stamp (``.verified.json``) with each file's size,
+inode and modification/change times, so later loads only compare those (microseconds: any
+write to a file changes its change time, which no user can set back). On a mismatch the error
+names the bad file and says that deleting the processed folder rebuilds it.
 """
 
 from __future__ import annotations
@@ -12,31 +18,63 @@ import json
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.data.publish import publish_folder
+
+__all__ = ["ProcessedDataError", "checksum", "is_processed", "load", "publish_folder", "save"]
 
 ARRAYS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx", "edge_weight")
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+STAMP = ".verified.json"
+_CHUNK = 1 << 24
+
+
+class ProcessedDataError(ValueError):
+    """A processed folder whose files are damaged or changed; the message names the file."""
+
+    def __init__(self, file: Path, folder: Path, problem: str) -> None:
+        super().__init__(f"{file}: {problem}. The processed data is not what was written: "
+                         f"delete {folder} and it is rebuilt from the raw data on the next run")
+
+
+def _digest(a: np.ndarray) -> str:
+    h = hashlib.sha256()  # SHA-256: hardware-accelerated on current CPUs, 2x BLAKE2b here
+    h.update(str((a.shape, a.dtype.str)).encode())
+    flat = a.reshape(-1).view(np.uint8)
+    for start in range(0, flat.size, _CHUNK):
+        h.update(memoryview(flat[start:start + _CHUNK]))
+    return h.hexdigest()[:32]
+
+
+def _array_digests(arrays: dict[str, np.ndarray]) -> dict[str, str]:
+    """SHA-256 of every array, hashed on parallel threads (hashlib releases the GIL)."""
+    names = list(arrays)
+    with ThreadPoolExecutor(max_workers=min(4, max(1, len(names)))) as pool:
+        return dict(zip(names, pool.map(lambda n: _digest(arrays[n]), names)))
+
+
+def _combine(digests: dict[str, str], num_classes: int) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for name in ARRAYS:
+        h.update(f"{name}:{digests.get(name, 'none')};".encode())
+    h.update(str(num_classes).encode())
+    return h.hexdigest()
+
+
+def _numpy_arrays(graph: GraphStore) -> dict[str, np.ndarray]:
+    return {name: np.ascontiguousarray(getattr(graph, name).numpy()) for name in ARRAYS
+            if getattr(graph, name) is not None}
 
 
 def checksum(graph: GraphStore) -> str:
-    """Content hash of a graph's arrays and scalar fields (hex, 32 chars)."""
-    h = hashlib.blake2b(digest_size=16)
-    for name in ARRAYS:
-        t = getattr(graph, name)
-        h.update(name.encode())
-        if t is None:
-            h.update(b"none")
-            continue
-        a = np.ascontiguousarray(t.numpy())
-        h.update(str((a.shape, a.dtype.str)).encode())
-        h.update(memoryview(a.reshape(-1).view(np.uint8)))
-    h.update(str(graph.num_classes).encode())
-    return h.hexdigest()
+    """Content hash of a graph's arrays and number of classes (hex, 32 chars)."""
+    return _combine(_array_digests(_numpy_arrays(graph)), graph.num_classes)
 
 
 def is_processed(path: str | os.PathLike) -> bool:
@@ -44,45 +82,47 @@ def is_processed(path: str | os.PathLike) -> bool:
     return (Path(path) / "meta.json").is_file()
 
 
-def publish_folder(tmp: Path, path: Path, marker: str) -> None:
-    """Move the finished folder ``tmp`` to ``path`` atomically (``marker`` = its last file).
+def _file_stats(path: Path, names: list[str]) -> dict[str, list[int]]:
+    out = {}
+    for name in names:
+        st = (path / name).stat()
+        out[name] = [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+    return out
 
-    A leftover of an interrupted save (no ``marker``) is removed; a complete copy is replaced.
-    When another process publishes the same folder at the same moment, the first complete copy
-    wins and ``tmp`` is discarded: safe for concurrent savers (e.g. torchrun ranks).
-    """
-    if path.exists() and not (path / marker).is_file():
-        shutil.rmtree(path, ignore_errors=True)
-    elif path.exists():  # move the complete copy aside first: rename cannot replace a folder
-        old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
-        os.replace(path, old / "g")
-        shutil.rmtree(old, ignore_errors=True)
+
+def _write_stamp(path: Path, names: list[str]) -> None:
+    """Record that ``names`` in ``path`` were verified as they are now (best effort: a
+    read-only folder is verified in full on every load instead)."""
+    tmp = path / f"{STAMP}.{os.getpid()}.tmp"
     try:
-        os.rename(tmp, path)
+        tmp.write_text(json.dumps(_file_stats(path, names)))
+        os.replace(tmp, path / STAMP)
     except OSError:
-        if not (path / marker).is_file():
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.unlink(missing_ok=True)
+
+
+def _stamp_matches(path: Path, names: list[str]) -> bool:
+    try:
+        return json.loads((path / STAMP).read_text()) == _file_stats(path, names)
+    except (OSError, ValueError):
+        return False
 
 
 def save(graph: GraphStore, path: str | os.PathLike) -> str:
     """Write ``graph`` atomically to the folder ``path``; returns the checksum.
 
-    Safe when several processes save the same graph at once: the first complete copy wins.
+    Safe when several processes save the same graph at once: the first complete copy wins and
+    readers never see a missing or partial folder.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        arrays = {}
-        for name in ARRAYS:
-            t = getattr(graph, name)
-            if t is None:
-                continue
-            a = np.ascontiguousarray(t.numpy())
+        arrays = _numpy_arrays(graph)
+        digests = _array_digests(arrays)
+        for name, a in arrays.items():
             np.save(tmp / f"{name}.npy", a)
-            arrays[name] = {"shape": list(a.shape), "dtype": a.dtype.str}
-        digest = checksum(graph)
+        digest = _combine(digests, graph.num_classes)
         meta = {
             "format": FORMAT_VERSION,
             "name": graph.name,
@@ -91,10 +131,12 @@ def save(graph: GraphStore, path: str | os.PathLike) -> str:
             "num_features": graph.num_features,
             "num_classes": graph.num_classes,
             "checksum": digest,
-            "arrays": arrays,
+            "arrays": {name: {"shape": list(a.shape), "dtype": a.dtype.str,
+                              "sha256": digests[name]} for name, a in arrays.items()},
             "meta": graph.meta,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        _write_stamp(tmp, ["meta.json", *(f"{n}.npy" for n in arrays)])
         publish_folder(tmp, path, "meta.json")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -102,29 +144,71 @@ def save(graph: GraphStore, path: str | os.PathLike) -> str:
     return digest
 
 
-def load(path: str | os.PathLike, mmap: bool = True, verify: bool = False) -> GraphStore:
-    """Read a processed graph; arrays memory-mapped copy-on-write unless ``mmap=False``."""
-    path = Path(path)
+def _read_meta(path: Path) -> dict:
     meta_file = path / "meta.json"
     if not meta_file.is_file():
         raise FileNotFoundError(f"no processed graph at {path} (missing meta.json)")
-    meta = json.loads(meta_file.read_text())
-    if meta.get("format") != FORMAT_VERSION:
-        raise ValueError(
-            f"{path} has processed format {meta.get('format')}, this gnnscale reads "
-            f"{FORMAT_VERSION}: delete the folder to reprocess"
-        )
-    fields = {}
+    try:
+        meta = json.loads(meta_file.read_text())
+        if meta.get("format") != FORMAT_VERSION:
+            raise ValueError(
+                f"{path} has processed format {meta.get('format')}, this gnnscale reads "
+                f"{FORMAT_VERSION}: delete the folder to reprocess"
+            )
+        unknown = set(meta["arrays"]) - set(ARRAYS)
+        if unknown or not isinstance(meta["num_classes"], int):
+            raise KeyError(f"unexpected arrays {sorted(unknown)}" if unknown else "num_classes")
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
+        raise ProcessedDataError(meta_file, path, f"not a valid meta.json ({err})") from err
+    return meta
+
+
+def _map_arrays(path: Path, meta: dict, mmap: bool) -> dict[str, np.ndarray]:
+    out = {}
     for name, info in meta["arrays"].items():
-        a = np.load(path / f"{name}.npy", mmap_mode="c" if mmap else None)
+        file = path / f"{name}.npy"
+        try:
+            a = np.load(file, mmap_mode="c" if mmap else None, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as err:
+            raise ProcessedDataError(file, path, f"cannot be read ({err})") from err
         if list(a.shape) != info["shape"] or a.dtype.str != info["dtype"]:
-            raise ValueError(f"{path / (name + '.npy')} does not match meta.json: reprocess it")
-        fields[name] = torch.from_numpy(a)
-    graph = GraphStore(
-        num_classes=meta["num_classes"], name=meta["name"], meta=meta.get("meta", {}), **fields
-    )
+            raise ProcessedDataError(file, path, f"shape {list(a.shape)} / dtype {a.dtype.str} "
+                                     f"do not match meta.json ({info['shape']} / "
+                                     f"{info['dtype']})")
+        out[name] = a
+    return out
+
+
+def _verify(path: Path, meta: dict, arrays: dict[str, np.ndarray]) -> None:
+    digests = _array_digests(arrays)
+    for name, got in digests.items():
+        if got != meta["arrays"][name].get("sha256"):
+            raise ProcessedDataError(path / f"{name}.npy", path, "checksum mismatch: its "
+                                     "content changed since it was written")
+    if _combine(digests, meta["num_classes"]) != meta["checksum"]:
+        raise ProcessedDataError(path / "meta.json", path, "checksum mismatch: its checksum "
+                                 "or number of classes was edited")
+
+
+def load(path: str | os.PathLike, mmap: bool = True, verify: bool | None = None) -> GraphStore:
+    """Read a processed graph; arrays memory-mapped copy-on-write unless ``mmap=False``.
+
+    ``verify=None`` hashes every array unless the folder's verification stamp still matches
+    its files; ``True`` always hashes; ``False`` only checks shapes and graph invariants.
+    """
+    path = Path(path)
+    meta = _read_meta(path)
+    arrays = _map_arrays(path, meta, mmap)
+    names = ["meta.json", *(f"{n}.npy" for n in arrays)]
+    if verify or (verify is None and not _stamp_matches(path, names)):
+        _verify(path, meta, arrays)
+        _write_stamp(path, names)
+    try:
+        graph = GraphStore(num_classes=meta["num_classes"], name=meta["name"],
+                           meta=meta.get("meta", {}),
+                           **{k: torch.from_numpy(a) for k, a in arrays.items()})
+    except (TypeError, ValueError) as err:
+        raise ProcessedDataError(path, path, str(err)) from err
     graph.meta["checksum"] = meta["checksum"]
     graph.meta["processed_dir"] = str(path.resolve())  # sampler workers map the same files
-    if verify and checksum(graph) != meta["checksum"]:
-        raise ValueError(f"checksum mismatch for {path}: the files changed, reprocess them")
     return graph

@@ -83,7 +83,7 @@ class DataParallel(SamplingStrategy):
                         else None)
             model.register_comm_hook(self.comm, _timed_allreduce)
         self.model = model
-        self._optimizer = ctx.optim(self._module.parameters())
+        self._optimizer = ctx.optim(self._module)
         part = None
         if ctx.cache_policy.placement == "partitioned":
             part = self.partition_book("edge_cut").part

@@ -98,7 +98,7 @@ class SplitParallel(SamplingStrategy):
         ctx, topo = self.ctx, self.ctx.topo
         world, n = topo.world_size, ctx.graph.num_nodes
         self._module = ctx.model.to(topo.device)
-        self._optimizer = ctx.optim(self._module.parameters())
+        self._optimizer = ctx.optim(self._module)
         # samples are broadcast on a gloo group of their own (on the host, under nccl too)
         self.sample_group = dist.new_group(backend="gloo") if world > 1 else None
         self.own_part = (self.partition_book("edge_cut").part.int() if world > 1

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gnnscale._native import ops
+from gnnscale.ops import split as native_split
 from gnnscale.sampling.base import Block, MiniBatch
 
 _PER_LAYER = 8
@@ -90,9 +90,9 @@ def split_sample(mb: MiniBatch, own_in: torch.Tensor, own_part: torch.Tensor, wo
     ids = mb.n_id[:n0]
     if costs is None:
         costs = torch.zeros(3 * (L + 1), dtype=torch.float64)
-    out = ops().split_sample(sample_counts(mb), [b.edge_index for b in mb.blocks],
-                             own_in[ids].int(), own_part[ids].int(), world, rank, preagg,
-                             costs, int(budget))
+    out = native_split.split_sample(sample_counts(mb), [b.edge_index for b in mb.blocks],
+                                    own_in[ids].int(), own_part[ids].int(), world, rank,
+                                    preagg, costs, int(budget))
     stats = out[1].tolist()
     layers = []
     for i in range(L):

@@ -155,11 +155,12 @@ class VertexCutPlan(FullGraphPlan):
     def forward(self, model: GNN) -> torch.Tensor:
         before = self.shuffle_stats.bytes_sent
         nm, nl = self.masters.numel(), self.local_ids.numel()
-        h = self.x[:nm]
+        x = model.inputs(self.x, self.local_ids[: self.num_read])
+        h = x[:nm]
         for i in range(model.num_layers):
             reorder = model.reorders(i)
             if i == 0:  # input features of every local source are read, not sent
-                y = model.transform(0, self.x) if reorder else self.x
+                y = model.transform(0, x) if reorder else x
             else:
                 y = self._broadcast(model.transform(i, h) if reorder else h)
             y = torch.cat([y, y.new_zeros((nl - y.shape[0], y.shape[1]))])

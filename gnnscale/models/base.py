@@ -44,6 +44,7 @@ class ModelConfig:
     hidden: int = 256
     num_layers: int = 3
     dropout: float = 0.5
+    input_dropout: float = 0.0  # dropout on the input features (Kipf & Welling: 0.5)
     activation: str = "relu"
     norm: str = "none"
     reorder_update: str = "auto"
@@ -57,7 +58,8 @@ class GNN(nn.Module):
 
     def __init__(self, in_channels: int, out_channels: int, hidden: int = 256,
                  num_layers: int = 3, dropout: float = 0.5, activation: str = "relu",
-                 norm: str = "none", reorder_update: str | bool = "auto") -> None:
+                 norm: str = "none", reorder_update: str | bool = "auto",
+                 input_dropout: float = 0.0) -> None:
         super().__init__()
         reorder_update = str(reorder_update).lower()
         if reorder_update not in REORDER:
@@ -72,7 +74,10 @@ class GNN(nn.Module):
             raise ValueError(f"model.norm must be one of {NORMS}, got {norm!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"model.dropout must be in [0, 1), got {dropout}")
+        if not 0.0 <= input_dropout < 1.0:
+            raise ValueError(f"model.input_dropout must be in [0, 1), got {input_dropout}")
         self.num_layers, self.dropout, self.act = num_layers, dropout, ACTIVATIONS[activation]
+        self.input_dropout = input_dropout
         dims = [in_channels] + [hidden] * (num_layers - 1) + [out_channels]
         self.convs = nn.ModuleList(
             self.make_conv(i, dims[i], dims[i + 1]) for i in range(num_layers)
@@ -113,7 +118,21 @@ class GNN(nn.Module):
         needs them."""
         if ids is None and block.src_ids is not None:
             ids = block.src_ids[: block.num_dst]
+        if i == 0:
+            x = self.inputs(x, block.src_ids)
         return self.post(i, self.conv(i, x, block), ids)
+
+    def inputs(self, x: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Input features as layer 0 reads them: ``input_dropout`` applied (keyed by ``ids``,
+        the rows' global vertex ids, when :attr:`dropout_key` is set)."""
+        if not self.training or self.input_dropout == 0.0:
+            return x
+        if self.dropout_key is None:
+            return F.dropout(x, p=self.input_dropout, training=True)
+        if ids is None:
+            raise ValueError("keyed input dropout (model.dropout_key set) needs the global "
+                             "vertex ids of the input rows: blocks that carry src_ids")
+        return keyed_dropout(x, self.input_dropout, stream_key(*self.dropout_key, -1), ids)
 
     def post(self, i: int, h: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
         """What follows conv ``i``: for hidden layers norm, activation and dropout (keyed by

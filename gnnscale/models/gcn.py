@@ -26,6 +26,7 @@ from gnnscale.models.base import GNN, ModelConfig
 from gnnscale.registry import register
 from gnnscale.sampling.base import Block
 
+
 class GCNNorm(str, Enum):
     """Degrees of the edge weights: the sampled block's, or the whole graph's."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -20,14 +19,14 @@ class AdamConfig(OptimConfig):
 
 
 class Adam(OptimizerFactory):
-    def __init__(self, lr: float = 0.003, weight_decay: float = 0.0, beta1: float = 0.9,
+    def __init__(self, lr: float = 0.003, weight_decay: float = 0.0,
+                 weight_decay_layers: list[int] | None = None, beta1: float = 0.9,
                  beta2: float = 0.999) -> None:
-        super().__init__(lr, weight_decay)
+        super().__init__(lr, weight_decay, weight_decay_layers)
         for key, b in (("beta1", beta1), ("beta2", beta2)):
             if not 0.0 <= b < 1.0:
                 raise ValueError(f"optim.{key} must be in [0, 1), got {b}")
         self.betas = (beta1, beta2)
 
-    def __call__(self, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
-        return torch.optim.Adam(params, lr=self.lr, weight_decay=self.weight_decay,
-                                betas=self.betas)
+    def build(self, groups: list[dict]) -> torch.optim.Optimizer:
+        return torch.optim.Adam(groups, lr=self.lr, betas=self.betas)

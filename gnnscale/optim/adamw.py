@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -19,6 +18,5 @@ class AdamWConfig(AdamConfig):
 
 
 class AdamW(Adam):
-    def __call__(self, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay,
-                                 betas=self.betas)
+    def build(self, groups: list[dict]) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(groups, lr=self.lr, betas=self.betas)

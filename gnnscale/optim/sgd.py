@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -21,15 +20,16 @@ class SGDConfig(OptimConfig):
 
 
 class SGD(OptimizerFactory):
-    def __init__(self, lr: float = 0.01, weight_decay: float = 0.0, momentum: float = 0.0,
+    def __init__(self, lr: float = 0.01, weight_decay: float = 0.0,
+                 weight_decay_layers: list[int] | None = None, momentum: float = 0.0,
                  nesterov: bool = False) -> None:
-        super().__init__(lr, weight_decay)
+        super().__init__(lr, weight_decay, weight_decay_layers)
         if momentum < 0:
             raise ValueError(f"optim.momentum must be >= 0, got {momentum}")
         if nesterov and momentum == 0:
             raise ValueError("optim.nesterov=true needs optim.momentum > 0")
         self.momentum, self.nesterov = momentum, nesterov
 
-    def __call__(self, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
-        return torch.optim.SGD(params, lr=self.lr, weight_decay=self.weight_decay,
-                               momentum=self.momentum, nesterov=self.nesterov)
+    def build(self, groups: list[dict]) -> torch.optim.Optimizer:
+        return torch.optim.SGD(groups, lr=self.lr, momentum=self.momentum,
+                               nesterov=self.nesterov)

@@ -24,6 +24,7 @@ from gnnscale.partition._rebalance import rebalance
 from gnnscale.partition.base import Partitioner
 from gnnscale.registry import register
 
+
 class VertexWeights(str, Enum):
     """What METIS balances besides edges and training vertices."""
 

@@ -54,9 +54,48 @@ def evaluate(model: GNN, graph: GraphStore, device: torch.device, batch_size: in
     nodes = torch.cat([i for _, i in present])
     logits = layerwise_logits(model, graph, nodes, device, batch_size, group)
     mine = torch.tensor_split(torch.arange(nodes.numel()), group_size(group))[group_rank(group)]
-    correct = (logits.argmax(-1).cpu() == graph.y[nodes[mine]]).float()
-    return accuracy_counts(correct, mine, [i.numel() for _, i in present],
-                           [s for s, _ in present], group)
+    return split_metrics(logits, graph.y[nodes[mine]], mine, [i.numel() for _, i in present],
+                         [s for s, _ in present], group)
+
+
+def split_metrics(logits: torch.Tensor, labels: torch.Tensor, positions: torch.Tensor,
+                  split_sizes: list[int], names: list[str],
+                  group: dist.ProcessGroup | None = None) -> dict[str, float]:
+    """``<name>_acc`` per split, plus ``<name>_rocauc`` for a binary task, from this rank's
+    ``logits`` of the rows at ``positions`` of the concatenated splits (collective)."""
+    out = accuracy_counts((logits.argmax(-1).cpu() == labels.cpu()).float(), positions,
+                          split_sizes, names, group)
+    if logits.shape[1] == 2:
+        out.update(rocauc_per_split(logits, labels, positions, split_sizes, names, group))
+    return out
+
+
+def rocauc_per_split(logits: torch.Tensor, labels: torch.Tensor, positions: torch.Tensor,
+                     split_sizes: list[int], names: list[str],
+                     group: dist.ProcessGroup | None = None) -> dict[str, float]:
+    """``<name>_rocauc`` of the positive-class probability, over every rank's rows."""
+    score = torch.softmax(logits.float(), -1)[:, 1].double().cpu()
+    rows = torch.stack([score, labels.cpu().double(), positions.double()], 1)
+    rows = torch.cat(all_gather_rows(rows, group))
+    which = torch.repeat_interleave(torch.arange(len(split_sizes)),
+                                    torch.tensor(split_sizes))[rows[:, 2].long()]
+    return {f"{s}_rocauc": roc_auc(rows[which == k, 0], rows[which == k, 1])
+            for k, s in enumerate(names)}
+
+
+def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
+    """Area under the ROC curve (Mann-Whitney U, ties counted half); NaN with one class."""
+    labels = labels.bool()
+    pos, n = int(labels.sum()), labels.numel()
+    if pos == 0 or pos == n:
+        return float("nan")
+    order = torch.argsort(scores.double(), stable=True)
+    s = scores.double()[order]
+    _, counts = torch.unique_consecutive(s, return_counts=True)
+    ends = torch.cumsum(counts, 0).double()
+    avg_rank = torch.repeat_interleave(ends - (counts.double() - 1) / 2, counts)
+    rank_sum = float(avg_rank[labels[order]].sum())
+    return (rank_sum - pos * (pos + 1) / 2) / (pos * (n - pos))
 
 
 def accuracy_counts(correct: torch.Tensor, positions: torch.Tensor, split_sizes: list[int],

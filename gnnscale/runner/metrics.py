@@ -17,8 +17,9 @@ import torch.distributed as dist
 MAX_KEYS = {"epoch_time", "peak_memory", "edge_skew"}
 MEAN_KEYS = {"sample_time", "split_time", "load_time", "compute_time", "comm_time",
              "train_loss", "local_edge_ratio"}
-COLUMNS = ("epoch", "train_loss", "val_acc", "test_acc", "epoch_time", "sample_time",
-           "load_time", "compute_time", "comm_time", "cache_hit_rate", "bytes_host_to_rank",
+COLUMNS = ("epoch", "train_loss", "val_acc", "test_acc", "val_rocauc", "test_rocauc",
+           "epoch_time", "sample_time", "load_time", "compute_time", "comm_time",
+           "cache_hit_rate", "bytes_host_to_rank",
            "bytes_rank_to_rank", "local_edge_ratio", "edge_skew", "bytes_shuffled")
 
 
@@ -50,6 +51,14 @@ def reduce_over_ranks(local: dict[str, float], group: dist.ProcessGroup | None =
         total = out["hits"] + out["misses"]
         out["cache_hit_rate"] = out["hits"] / total if total else 0.0
     return out
+
+
+def selection_metric(choice: str, history: list[dict]) -> str:
+    """The metric that picks the best epoch: ``acc``, ``rocauc``, or for ``auto`` ROC-AUC when
+    the evaluation reported it (binary tasks: accuracy says little on unbalanced classes)."""
+    if choice != "auto":
+        return choice
+    return "rocauc" if any("val_rocauc" in h for h in history) else "acc"
 
 
 class MetricsWriter:

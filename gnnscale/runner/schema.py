@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+
+class Metric(str, Enum):
+    """What selects the best epoch (and is reported first)."""
+
+    auto = "auto"  # rocauc for binary tasks, else acc
+    acc = "acc"
+    rocauc = "rocauc"
 
 
 @dataclass
@@ -26,6 +35,7 @@ class RootConfig:
     epochs: int = 3
     eval_every: int = 1  # 0: evaluate only after the last epoch
     eval_batch_size: int = 4096
+    metric: Metric = Metric.auto
     resume: bool = False
     checkpoint: bool = True
     data_root: str = "${oc.env:GNNSCALE_DATA,data}"

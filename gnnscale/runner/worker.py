@@ -17,7 +17,13 @@ from gnnscale.distributed.launch import Topology
 from gnnscale.executor.base import RunContext
 from gnnscale.partition.provider import CachedPartitions
 from gnnscale.runner import checkpoint
-from gnnscale.runner.metrics import MetricsWriter, peak_memory, reduce_over_ranks, summary_table
+from gnnscale.runner.metrics import (
+    MetricsWriter,
+    peak_memory,
+    reduce_over_ranks,
+    selection_metric,
+    summary_table,
+)
 
 
 def build_context(topo: Topology, cfg) -> RunContext:
@@ -124,23 +130,31 @@ def _save_checkpoint(path: Path, strategy, epoch: int, history: list, cfg, leade
 
 
 def _epoch_line(r: dict) -> str:
-    acc = "".join(f"  {k} {r[k]:.4f}" for k in ("val_acc", "test_acc") if k in r)
+    acc = "".join(f"  {k} {r[k]:.4f}" for k in ("val_acc", "test_acc", "val_rocauc",
+                                                 "test_rocauc") if k in r)
     return (f"epoch {r['epoch']:>3}  loss {r['train_loss']:.4f}{acc}  "
             f"time {r['epoch_time']:.2f}s (sample {r['sample_time']:.2f} load "
             f"{r['load_time']:.2f} compute {r['compute_time']:.2f} comm {r['comm_time']:.2f})")
 
 
 def _results(history: list[dict], cfg, topo: Topology) -> dict:
-    evaluated = [h for h in history if "val_acc" in h]
-    best = max(evaluated, key=lambda h: h["val_acc"]) if evaluated else {}
+    metric = selection_metric(cfg.get("metric", "auto"), history)
+    evaluated = [h for h in history if f"val_{metric}" in h]
+    best = max(evaluated, key=lambda h: h[f"val_{metric}"]) if evaluated else {}
+    last = evaluated[-1] if evaluated else {}
     times = sorted(h["epoch_time"] for h in history)
-    summary = {
-        "final_val_acc": evaluated[-1].get("val_acc") if evaluated else None,
-        "final_test_acc": evaluated[-1].get("test_acc") if evaluated else None,
-        "best_val_acc": best.get("val_acc"),
-        "test_acc_at_best_val": best.get("test_acc"),
+    summary = {"metric": metric}
+    for m in ("acc", "rocauc"):
+        if any(f"val_{m}" in h for h in evaluated):
+            summary.update({f"final_val_{m}": last.get(f"val_{m}"),
+                            f"final_test_{m}": last.get(f"test_{m}"),
+                            f"best_val_{m}": best.get(f"val_{m}"),
+                            f"test_{m}_at_best_val": best.get(f"test_{m}")})
+    summary.update({
+        "best_val": best.get(f"val_{metric}"), "test_at_best_val": best.get(f"test_{metric}"),
+        "best_epoch": best.get("epoch"),
         "median_epoch_time": times[len(times) // 2] if times else None,
         "world_size": topo.world_size,
-    }
+    })
     return {"summary": summary, "history": history,
             "config": OmegaConf.to_container(cfg)}

@@ -1,28 +1,12 @@
-"""Parallel row gather for feature tables: ``gather_rows(table, ids)[i] == table[ids[i]]``."""
+"""Feature-table helpers: the native row gather and tables on transparent huge pages."""
 
 from __future__ import annotations
 
 import torch
 
-from gnnscale._native import ops
+from gnnscale.ops.gather import advise_huge_pages, gather_rows
 
-
-def gather_rows(table: torch.Tensor, ids: torch.Tensor,
-                out: torch.Tensor | None = None) -> torch.Tensor:
-    """Rows ``ids`` (int64 or int32, any order, repeats allowed) of ``table`` (CPU, any dtype).
-
-    Multi-threaded with software prefetching; several times faster than ``index_select`` for
-    random rows. ``out`` (contiguous, shape ``(len(ids), *table.shape[1:])``, e.g. a pinned
-    buffer) receives the rows instead of a new tensor. Out-of-range ids raise a
-    ``RuntimeError`` that names the first bad position.
-    """
-    if not torch.is_tensor(ids):
-        ids = torch.as_tensor(ids, dtype=torch.int64)
-    if ids.dtype not in (torch.int64, torch.int32):
-        raise TypeError(f"ids must be int64 or int32, got {ids.dtype}")
-    if out is None:
-        return ops().gather_rows(table, ids.reshape(-1))
-    return ops().gather_rows_out(table, ids.reshape(-1), out)
+__all__ = ["empty_huge", "gather_rows"]
 
 
 def empty_huge(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -33,5 +17,5 @@ def empty_huge(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     gathers random rows faster (fewer TLB misses) than one on 4 KiB pages.
     """
     out = torch.empty(*shape, dtype=dtype)
-    ops().advise_huge_pages(out)
+    advise_huge_pages(out)
     return out

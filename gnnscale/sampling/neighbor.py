@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gnnscale._native import ops
 from gnnscale.data.graph import GraphStore
+from gnnscale.ops.sampling import sample_neighbors
 from gnnscale.registry import register
 from gnnscale.sampling.base import Block, MiniBatch, Sampler
 
@@ -45,7 +45,7 @@ class NeighborSampler(Sampler):
         seeds = torch.as_tensor(seeds).reshape(-1)
         if seeds.is_floating_point() or seeds.dtype == torch.bool:
             raise TypeError(f"seeds must hold integer vertex ids, got {seeds.dtype}")
-        n_id, counts, edges = ops().sample_neighbors(
+        n_id, counts, edges = sample_neighbors(
             graph.indptr, graph.indices, weights, seeds.long(), self.fanouts, self.replace,
             int(seed) & 0x7FFFFFFFFFFFFFFF)
         counts = counts.tolist()

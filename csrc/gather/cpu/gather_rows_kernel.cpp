@@ -1,18 +1,18 @@
-// gather_rows(table, ids): out[i] = table[ids[i]], parallel over rows, with software
+// gather_rows(table, ids), CPU kernel: out[i] = table[ids[i]], parallel over rows, with software
 // prefetching of the rows a few iterations ahead (random rows defeat the hardware prefetcher).
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
-#include <ATen/ATen.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 
-#ifdef __linux__
-#include <sys/mman.h>
-#endif
+#include "gather/cpu/huge_pages.h"
+#include "gather/gather_rows.h"
 
-namespace gnnscale {
+namespace gnnscale::gather {
 namespace {
 
 constexpr int64_t kAhead = 8;        // rows prefetched ahead of the copy
@@ -52,21 +52,6 @@ void gather_impl(const char* table, int64_t num_rows, int64_t row_bytes, const i
   }
 }
 
-void check_inputs(const at::Tensor& table, const at::Tensor& ids) {
-  TORCH_CHECK(table.device().is_cpu() && ids.device().is_cpu(),
-              "gather_rows: table and ids must be CPU tensors");
-  TORCH_CHECK(table.dim() >= 1, "gather_rows: table must have at least one dimension");
-  TORCH_CHECK(ids.dim() == 1, "gather_rows: ids must be 1-D, got shape ", ids.sizes());
-  TORCH_CHECK(ids.scalar_type() == at::kLong || ids.scalar_type() == at::kInt,
-              "gather_rows: ids must be int64 or int32, got ", ids.scalar_type());
-}
-
-std::vector<int64_t> out_shape(const at::Tensor& table, const at::Tensor& ids) {
-  std::vector<int64_t> shape(table.sizes().begin(), table.sizes().end());
-  shape[0] = ids.numel();
-  return shape;
-}
-
 // Fills `out` (contiguous, right shape and dtype) with table[ids].
 void gather_into(const at::Tensor& table_in, const at::Tensor& ids_in, at::Tensor& out) {
   const at::Tensor table = table_in.contiguous();
@@ -82,39 +67,16 @@ void gather_into(const at::Tensor& table_in, const at::Tensor& ids_in, at::Tenso
     gather_impl(src, num_rows, row_bytes, ids.data_ptr<int32_t>(), ids.numel(), dst);
 }
 
-// Asks for transparent huge pages (where the kernel leaves them to madvise) on the 2 MiB
-// aligned interior of a large tensor's memory; a hint only, true when the kernel took it. On
-// pages not yet touched it cuts first-touch page faults 512-fold, and a table on huge pages
-// makes random row reads miss the TLB far less often.
-bool advise_huge_pages(const at::Tensor& t) {
-#ifdef __linux__
-  constexpr uintptr_t kHuge = uintptr_t{1} << 21;
-  if (!t.device().is_cpu() || t.nbytes() < 4 * kHuge) return false;
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.data_ptr());
-  const uintptr_t lo = (begin + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t hi = (begin + t.nbytes()) & ~(kHuge - 1);
-  return hi > lo && madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) == 0;
-#else
-  return false;
-#endif
-}
-
 at::Tensor gather_rows(const at::Tensor& table, const at::Tensor& ids) {
-  check_inputs(table, ids);
-  at::Tensor out = at::empty(out_shape(table, ids), table.options());
+  check_gather_rows(table, ids);
+  at::Tensor out = at::empty(gather_shape(table, ids), table.options());
   advise_huge_pages(out);
   gather_into(table, ids, out);
   return out;
 }
 
 at::Tensor& gather_rows_out(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out) {
-  check_inputs(table, ids);
-  const std::vector<int64_t> shape = out_shape(table, ids);
-  TORCH_CHECK(out.device().is_cpu() && out.scalar_type() == table.scalar_type() &&
-                  out.sizes().vec() == shape && out.is_contiguous(),
-              "gather_rows: out must be a contiguous CPU tensor of dtype ", table.scalar_type(),
-              " and shape ", at::IntArrayRef(shape), ", got ", out.scalar_type(), " ",
-              out.sizes());
+  check_gather_out(table, ids, out);
   gather_into(table, ids, out);
   return out;
 }
@@ -124,7 +86,6 @@ at::Tensor& gather_rows_out(const at::Tensor& table, const at::Tensor& ids, at::
 TORCH_LIBRARY_IMPL(gnnscale, CPU, m) {
   m.impl("gather_rows", &gather_rows);
   m.impl("gather_rows_out", &gather_rows_out);
-  m.impl("advise_huge_pages", &advise_huge_pages);
 }
 
-}  // namespace gnnscale
+}  // namespace gnnscale::gather

@@ -1,0 +1,60 @@
+"""gnnscale.ops.split_sample on its own: a two-rank split worked out by hand, and its checks."""
+
+import pytest
+import torch
+
+from gnnscale.ops.split import split_sample
+
+# targets {0, 1}; inputs {0, 1, 2, 3}; block edges 2->0, 3->0, 1->0, 3->1; rank = id % 2
+COUNTS = torch.tensor([2, 4])
+EDGES = [torch.tensor([[2, 3, 1, 3], [0, 0, 0, 1]])]
+OWNER = torch.tensor([0, 1, 0, 1], dtype=torch.int32)
+NO_COSTS = torch.zeros(6, dtype=torch.float64)
+
+
+def _plan(rank: int, preagg: bool = False) -> list[list]:
+    out = split_sample(COUNTS, EDGES, OWNER, OWNER, 2, rank, preagg, NO_COSTS, 0)
+    assert len(out) == 2 + 8
+    return [t.tolist() for t in out]
+
+
+def test_rank0_receives_the_rows_it_lacks():
+    loaded, stats, dst, src, ei, gather, send, send_c, recv_c, agg = _plan(0)
+    assert loaded == [0, 2]
+    assert stats == [3, 1, 2, 4, 0]  # edges per rank, local edges, all edges, replicated
+    assert dst == [0] and src == [0, 1, 2, 3]
+    assert gather == [0, 2, 1, 3]    # own rows 0, 2 are h[0], h[1]; 1, 3 arrive after them
+    assert ei == [[2, 3, 1], [0, 0, 0]]
+    assert send == [] and send_c == [0, 0] and recv_c == [0, 2] and agg == [[], [], []]
+
+
+def test_rank1_sends_what_rank0_needs():
+    loaded, stats, dst, src, ei, gather, send, send_c, recv_c, agg = _plan(1)
+    assert loaded == [1, 3] and stats == [3, 1, 2, 4, 0]
+    assert dst == [1] and src == [1, 3] and gather == [0, 1] and ei == [[1], [0]]
+    assert send == [0, 1] and send_c == [2, 0] and recv_c == [0, 0]
+
+
+def test_preaggregation_sends_one_row_per_destination():
+    r0, r1 = _plan(0, preagg=True), _plan(1, preagg=True)
+    dst, src, ei, gather, send, send_c, recv_c, agg = r0[2:]
+    assert src == [0, 2, 0] and gather == [0, 1, 2]  # a virtual row for rank 1's partial sum
+    assert ei == [[1, 2, 2], [0, 0, 0]] and recv_c == [0, 1] and send == []
+    dst, src, ei, gather, send, send_c, recv_c, agg = r1[2:]
+    assert send == [2] and send_c == [1, 0]
+    assert agg == [[1, 0], [0, 0], [2, 0]]           # rows 3 and 1 summed into slot 0 (2 edges)
+
+
+def test_split_sample_checks_its_inputs():
+    with pytest.raises(RuntimeError, match="bad rank/world"):
+        split_sample(COUNTS, EDGES, OWNER, OWNER, 2, 2, False, NO_COSTS, 0)
+    with pytest.raises(RuntimeError, match="one entry per layer"):
+        split_sample(torch.tensor([2]), EDGES, OWNER, OWNER, 2, 0, False, NO_COSTS, 0)
+    with pytest.raises(RuntimeError, match="owner out of"):
+        split_sample(COUNTS, EDGES, OWNER * 3, OWNER, 2, 0, False, NO_COSTS, 0)
+    with pytest.raises(RuntimeError, match="owners too short"):
+        split_sample(COUNTS, EDGES, OWNER[:2], OWNER, 2, 0, False, NO_COSTS, 0)
+    with pytest.raises(RuntimeError, match="costs must hold"):
+        split_sample(COUNTS, EDGES, OWNER, OWNER, 2, 0, False, torch.zeros(5), 0)
+    with pytest.raises(RuntimeError, match="edges must be"):
+        split_sample(COUNTS, [EDGES[0][0]], OWNER, OWNER, 2, 0, False, NO_COSTS, 0)
