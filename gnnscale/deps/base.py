@@ -1,8 +1,19 @@
 """Dependency managers: for each remote input a rank needs, replicate it or communicate it.
 
 *Replicate* (DepCache) means the rank holds or loads the dependency's inputs and recomputes
-it; *communicate* (DepComm) means the owner computes it and sends it. Strategies ask
-:meth:`DependencyManager.plan` which of a set of remote dependencies to replicate.
+it; *communicate* (DepComm) means the owner computes it and sends it. Both strategies that
+have remote dependencies plan through this one interface:
+
+- :meth:`DependencyManager.prepare` (collective, once) fixes the per-dimension costs;
+- :meth:`DependencyManager.layer_costs` turns them into per-layer figures (row sent, edge and
+  vertex computed) for a model's row widths;
+- :meth:`DependencyManager.plan` is the greedy step: given candidates' recomputation cost,
+  communication cost and memory, which to replicate (cheapest recomputation first, while it is
+  cheaper than communicating and the budget holds).
+
+``split`` calls them per sample (top-down, inside its native split with
+:meth:`replication_budget` rows per step); ``fullgraph`` calls them once at set-up, layer by
+layer bottom-up (:mod:`gnnscale.deps.planner`).
 """
 
 from __future__ import annotations
@@ -11,16 +22,76 @@ from abc import ABC, abstractmethod
 
 import torch
 
+from gnnscale.deps.costs import Costs, layer_costs
+
 
 class DependencyManager(ABC):
     """Decides, per remote dependency, replicate (True) or communicate (False)."""
 
     #: True when every dependency is replicated (strategies that cannot communicate check it).
     replicates_all: bool = False
+    #: True when no dependency is ever replicated (every remote row is communicated).
+    replicates_none: bool = False
+    #: Factor on the recomputation cost (NeutronStar Eq. 3's mu, 0 < mu <= 1).
+    mu: float = 1.0
+    #: Scales the communication cost (> 1 favours replication).
+    comm_weight: float = 1.0
+
+    def prepare(self, group=None) -> Costs | None:
+        """Fix the per-dimension costs (probe or config); collective over ``group``."""
+        return None
+
+    def layer_costs(self, dims: list[int]) -> torch.Tensor:
+        """3 x (L + 1) figures for rows of widths ``dims`` (see :func:`costs.layer_costs`);
+        zeros when the manager has no cost model."""
+        costs = self.prepare_costs()
+        if costs is None:
+            return torch.zeros(3 * len(dims), dtype=torch.float64)
+        return layer_costs(costs, dims, self.comm_weight)
+
+    def prepare_costs(self) -> Costs | None:
+        """The costs fixed by :meth:`prepare` (None without a cost model)."""
+        return None
+
+    def budget_bytes(self) -> int | None:
+        """Bytes a rank may spend on replicated features, rows and edges (None: no cap)."""
+        return None
+
+    def replication_budget(self, row_bytes: int) -> int:
+        """Rows a rank may replicate per sampled step (``split``)."""
+        budget = self.budget_bytes()
+        if budget is None:
+            return 1 << 62
+        return int(budget // max(row_bytes, 1))
 
     @abstractmethod
-    def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor) -> torch.Tensor:
-        """Boolean mask over dependencies: True = replicate/recompute, False = communicate.
+    def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor,
+             mem_bytes: torch.Tensor | None = None, budget: int | None = None) -> torch.Tensor:
+        """Boolean mask over candidate dependencies: True = replicate, False = communicate.
 
-        ``recompute_cost`` and ``comm_cost`` are per-dependency cost estimates (seconds).
+        ``recompute_cost``/``comm_cost`` are per-candidate cost estimates (seconds);
+        ``mem_bytes`` what replicating each would add; ``budget`` the bytes still free.
         """
+
+
+def greedy(recompute_cost: torch.Tensor, comm_cost: torch.Tensor, mem_bytes: torch.Tensor | None,
+           budget: int | None, mu: float = 1.0) -> torch.Tensor:
+    """NeutronStar's greedy step (Algorithm 4, lines 8-15), vectorised.
+
+    Candidates are taken in ascending ``recompute_cost`` (ties by position); one is replicated
+    while ``mu * recompute_cost < comm_cost`` and the running memory stays within ``budget``.
+    """
+    t_r = torch.as_tensor(recompute_cost, dtype=torch.float64)
+    t_c = torch.as_tensor(comm_cost, dtype=torch.float64).expand_as(t_r)
+    take = mu * t_r < t_c
+    if budget is None or mem_bytes is None or not bool(take.any()):
+        return take
+    order = torch.argsort(t_r, stable=True)
+    order = order[take[order]]
+    mem = torch.as_tensor(mem_bytes, dtype=torch.float64)[order]
+    fits = torch.cumsum(mem, 0) <= budget
+    mask = torch.zeros_like(take)
+    # the first candidate that does not fit ends the pass (Algorithm 4, line 15)
+    stop = int(fits.logical_not().nonzero()[0]) if not bool(fits.all()) else fits.numel()
+    mask[order[:stop]] = True
+    return mask

@@ -19,5 +19,6 @@ class DepCacheConfig:
 class DepCache(DependencyManager):
     replicates_all = True
 
-    def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor) -> torch.Tensor:
+    def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor,
+             mem_bytes: torch.Tensor | None = None, budget: int | None = None) -> torch.Tensor:
         return torch.ones_like(torch.as_tensor(recompute_cost), dtype=torch.bool)

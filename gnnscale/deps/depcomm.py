@@ -17,11 +17,11 @@ class DepCommConfig:
 
 
 class DepComm(DependencyManager):
-    replicates_all = False
+    replicates_none = True
 
-    def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor) -> torch.Tensor:
+    def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor,
+             mem_bytes: torch.Tensor | None = None, budget: int | None = None) -> torch.Tensor:
         return torch.zeros_like(torch.as_tensor(recompute_cost), dtype=torch.bool)
 
-    def replication_budget(self, row_bytes: int) -> int:
-        """Rows a rank may replicate: none."""
+    def budget_bytes(self) -> int:
         return 0

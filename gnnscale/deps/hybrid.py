@@ -1,57 +1,83 @@
 """Hybrid dependencies (NeutronStar): replicate a remote dependency when recomputing it is
-cheaper than communicating it, by a cost model probed on this machine, under a memory cap.
+cheaper than communicating it, by the cost model of Equations 1-3, under a memory budget.
 
 The per-dimension costs (vertex update, edge, communicated float) are probed at start-up
-(:func:`gnnscale.deps.costs.probe_costs`) and agreed over ranks; the greedy of NeutronStar's
-Algorithm 4 (cheapest recomputation first, re-measured as inputs become present, stop at the
-cap) runs inside the split (``csrc/split.cpp``) for split training.
+(:func:`gnnscale.deps.costs.probe_costs`, agreed over ranks) or fixed by ``deps.costs`` so a
+plan is reproducible. ``split`` runs the greedy per sample inside its native split;
+``fullgraph`` runs Algorithm 4 once, bottom-up (:mod:`gnnscale.deps.planner`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
-from gnnscale.deps.base import DependencyManager
-from gnnscale.deps.costs import Costs, layer_costs, probe_costs
+from gnnscale.deps.base import DependencyManager, greedy
+from gnnscale.deps.costs import Costs, probe_costs
 from gnnscale.registry import register
+
+COST_KEYS = ("t_vertex", "t_edge", "t_comm")
+
+
+@dataclass
+class CostsConfig:
+    """Per-dimension seconds of NeutronStar's model; all null = probe them on this machine."""
+
+    t_vertex: float | None = None  # one multiply-add of a dense vertex update
+    t_edge: float | None = None  # one edge, one feature, of an aggregation
+    t_comm: float | None = None  # one float sent to another rank
 
 
 @register("deps", "hybrid")
 @dataclass
 class HybridConfig:
     _target_: str = "gnnscale.deps.hybrid.Hybrid"
-    memory_cap_mb: float = 256.0  # replicated hidden rows per rank, at most
-    comm_weight: float = 1.0  # scales the probed communication cost (>1 favours replication)
+    memory_cap_mb: float = 256.0  # replicated features + rows + edges per rank, at most
+    comm_weight: float = 1.0  # scales the communication cost (>1 favours replication)
+    mu: float = 1.0  # Eq. 3's factor on the recomputation cost, in (0, 1]
+    # fixed per-dimension costs (deps.costs={t_vertex:..,t_edge:..,t_comm:..}): reproducible
+    costs: CostsConfig = field(default_factory=CostsConfig)
 
 
 class Hybrid(DependencyManager):
     replicates_all = False
 
-    def __init__(self, memory_cap_mb: float = 256.0, comm_weight: float = 1.0) -> None:
+    def __init__(self, memory_cap_mb: float = 256.0, comm_weight: float = 1.0, mu: float = 1.0,
+                 costs: Any = None) -> None:
         if memory_cap_mb < 0:
             raise ValueError(f"deps.memory_cap_mb must be >= 0, got {memory_cap_mb}")
         if comm_weight <= 0:
             raise ValueError(f"deps.comm_weight must be > 0, got {comm_weight}")
-        self.memory_cap_mb, self.comm_weight = memory_cap_mb, comm_weight
+        if not 0 < mu <= 1:
+            raise ValueError(f"deps.mu must be in (0, 1], got {mu}")
+        self.memory_cap_mb, self.comm_weight, self.mu = memory_cap_mb, comm_weight, mu
         self.costs: Costs | None = None
+        given = {k: v for k, v in dict(costs or {}).items() if v is not None}
+        if given:
+            if sorted(given) != sorted(COST_KEYS) or any(float(v) < 0 for v in given.values()):
+                raise ValueError(f"deps.costs must give all of {COST_KEYS} as non-negative "
+                                 f"seconds (or none, to probe them), got {given}")
+            self.costs = Costs(*(float(given[k]) for k in COST_KEYS))
 
-    def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor) -> torch.Tensor:
-        return torch.as_tensor(recompute_cost) < self.comm_weight * torch.as_tensor(comm_cost)
+    def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor,
+             mem_bytes: torch.Tensor | None = None, budget: int | None = None) -> torch.Tensor:
+        # comm_cost comes from layer_costs, which already applies comm_weight
+        return greedy(recompute_cost, comm_cost, mem_bytes, budget, self.mu)
 
-    def probe(self, group=None) -> Costs:
-        """Measure (once) the per-dimension costs on this machine; collective."""
+    def prepare(self, group=None) -> Costs:
+        """Probe (once, collectively) the per-dimension costs unless ``deps.costs`` fixed them."""
         if self.costs is None:
             self.costs = probe_costs(group=group)
         return self.costs
 
-    def layer_costs(self, dims: list[int]) -> torch.Tensor:
-        """Per-layer costs for the split's greedy (see :func:`layer_costs`)."""
-        if self.costs is None:
-            raise RuntimeError("call probe() before layer_costs()")
-        return layer_costs(self.costs, dims, self.comm_weight)
+    probe = prepare  # the name split calls
 
-    def replication_budget(self, row_bytes: int) -> int:
-        """Rows a rank may replicate in one step under ``memory_cap_mb``."""
-        return int(self.memory_cap_mb * 2**20 // max(row_bytes, 1))
+    def prepare_costs(self) -> Costs:
+        if self.costs is None:
+            raise RuntimeError("call prepare() before layer_costs()")
+        return self.costs
+
+    def budget_bytes(self) -> int:
+        return int(self.memory_cap_mb * 2**20)

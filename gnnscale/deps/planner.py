@@ -1,0 +1,179 @@
+"""Full-graph dependency planning on an edge-cut: which rows each rank holds at each layer.
+
+Rank ``i`` owns the vertices of its part (its *masters*) and computes their rows at every
+layer. Conv ``l`` (layer ``l - 1`` rows in, layer ``l`` rows out) on a vertex reads the vertex
+itself and its in-neighbours; a needed layer-``k`` row is either *held* by the rank (a master,
+a cached feature row for ``k = 0``, or a replicated row it recomputes for ``k >= 1``) or
+*received* from its owner. The manager decides which:
+
+- DepCache (Algorithm 2): every needed row is held: the L-hop in-neighbourhood.
+- DepComm (Algorithm 3): only masters are held; every remote row is received.
+- Hybrid (Algorithm 4): layer by layer bottom-up, each remote dependency of the masters is
+  replicated (with the rows beneath it that are not already there: its subtree) when its
+  recomputation cost (Eq. 1, times mu) is below its communication cost (Eq. 2), cheapest
+  first, re-measured as the replicated set grows, while the bytes of replicated features, rows
+  and edges stay within the budget S (Eq. 3).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from gnnscale.data.graph import GraphStore
+from gnnscale.deps.base import DependencyManager
+
+EDGE_BYTES = 16  # one replicated edge: two int64 ids
+MAX_ROUNDS = 16  # lazy re-measurement rounds per layer
+
+
+@dataclass
+class EdgeCutLayout:
+    """One rank's rows per layer: ``rows[k]`` held (masters first), ``recv[k]`` received."""
+
+    masters: torch.Tensor          # sorted global ids
+    rows: list[torch.Tensor]       # k = 0..L: held rows (masters, then replicated, sorted)
+    recv: list[torch.Tensor]       # k = 0..L-1: received rows, by owner rank, then id
+    recv_counts: list[list[int]]   # k = 0..L-1: rows received from each rank
+    report: dict = field(default_factory=dict)
+
+
+def in_edges(graph: GraphStore, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """In-edges of ``ids``: (global source, position of the destination in ``ids``)."""
+    ids = ids.long()
+    start = graph.indptr[ids]
+    deg = graph.indptr[ids + 1] - start
+    pos = torch.repeat_interleave(torch.arange(ids.numel()), deg)
+    first = torch.cumsum(deg, 0) - deg
+    offset = torch.arange(pos.numel()) - first[pos]
+    return graph.indices[start[pos] + offset].long(), pos
+
+
+def _needed(graph: GraphStore, rows: torch.Tensor) -> torch.Tensor:
+    """Mask of the rows a conv on destinations ``rows`` reads: themselves and in-neighbours."""
+    need = torch.zeros(graph.num_nodes, dtype=torch.bool)
+    need[rows] = True
+    need[in_edges(graph, rows)[0]] = True
+    return need
+
+
+def _subtree(graph: GraphStore, cand: torch.Tensor, k: int, held: list[torch.Tensor],
+             avail: list[torch.Tensor], dims: list[int], lc: torch.Tensor):
+    """Per candidate layer-``k`` row: the cost (Eq. 1) and bytes of replicating it with the
+    rows beneath it that are not yet available, and those rows (layer, candidate, vertex)."""
+    n, L = graph.num_nodes, len(dims) - 1
+    edge_c, vert_c = lc[L + 1: 2 * L + 2], lc[2 * L + 2:]
+    deg = graph.in_degree()
+    cost = torch.zeros(cand.numel(), dtype=torch.float64)
+    mem = torch.zeros(cand.numel(), dtype=torch.float64)
+    ci, v = torch.arange(cand.numel()), cand
+    new_rows = []
+    for j in range(k, -1, -1):
+        ok = held[j] if j == k else avail[j]
+        new = ~ok[v]
+        ci, v = ci[new], v[new]
+        new_rows.append((j, ci, v))
+        row_mem = torch.full((v.numel(),), 4.0 * dims[j], dtype=torch.float64)
+        if j >= 1:
+            d = deg[v].double()
+            row_mem += EDGE_BYTES * d
+            cost.index_add_(0, ci, vert_c[j - 1] + d * edge_c[j - 1])
+            src, pos = in_edges(graph, v)
+            key = torch.unique(torch.cat([ci[pos] * n + src, ci * n + v]))  # + its own row
+            ci, v = key // n, key % n
+        mem.index_add_(0, ci if j == 0 else new_rows[-1][1], row_mem)
+    return cost, mem, new_rows
+
+
+def replicated_bytes(graph: GraphStore, rep: list[torch.Tensor], dims: list[int]) -> int:
+    """Bytes of replicated rows (features for layer 0) and their in-edges (layers >= 1)."""
+    deg = graph.in_degree()
+    total = 0
+    for k, mask in enumerate(rep):
+        total += int(mask.sum()) * 4 * dims[k]
+        if k >= 1:
+            total += int(deg[mask].sum()) * EDGE_BYTES
+    return total
+
+
+def hybrid_replicas(graph: GraphStore, is_master: torch.Tensor, deps: DependencyManager,
+                    dims: list[int], lc: torch.Tensor, budget: int | None) -> list[torch.Tensor]:
+    """Algorithm 4 bottom-up: per layer ``k = 0..L-1`` the mask of rows replicated."""
+    n, L = graph.num_nodes, len(dims) - 1
+    comm_c = lc[: L + 1]
+    src = in_edges(graph, is_master.nonzero().flatten())[0]
+    deps_ids = torch.unique(src[~is_master[src]])
+    rep = [torch.zeros(n, dtype=torch.bool) for _ in range(L)]
+    comm = [torch.zeros(n, dtype=torch.bool) for _ in range(L)]
+    for k in range(L):  # dependencies of conv k + 1: layer-k rows of the masters' in-nbrs
+        pending = torch.ones(deps_ids.numel(), dtype=torch.bool)
+        for _ in range(MAX_ROUNDS):
+            idx = pending.nonzero().flatten()
+            if idx.numel() == 0:
+                break
+            held = [is_master | r for r in rep]
+            avail = [h | c for h, c in zip(held, comm)]
+            cost, mem, new_rows = _subtree(graph, deps_ids[idx], k, held, avail, dims, lc)
+            left = None if budget is None else budget - replicated_bytes(graph, rep, dims)
+            take = deps.plan(cost, comm_c[k].expand(idx.numel()), mem, left)
+            if not bool(take.any()):
+                break
+            for j, ci, v in new_rows:
+                rep[j][v[take[ci]]] = True
+            pending[idx[take]] = False
+        comm[k][deps_ids[pending]] = True
+        comm[k] &= ~rep[k]
+    return rep
+
+
+def plan_edge_cut(graph: GraphStore, part: torch.Tensor, rank: int, world: int,
+                  deps: DependencyManager, dims: list[int], lc: torch.Tensor | None = None,
+                  budget: int | None = None) -> EdgeCutLayout:
+    """This rank's rows per layer under ``deps`` (``lc``: :meth:`layer_costs` of ``dims``;
+    ``budget``: bytes of replication allowed, by default the manager's)."""
+    t0 = time.perf_counter()
+    budget = deps.budget_bytes() if budget is None else budget
+    n, L = graph.num_nodes, len(dims) - 1
+    part = part.long()
+    is_master = part == rank
+    masters = is_master.nonzero().flatten()
+    if deps.replicates_all:
+        rep = None
+    elif deps.replicates_none or world == 1:
+        rep = [torch.zeros(n, dtype=torch.bool) for _ in range(L)]
+    else:
+        lc = lc if lc is not None else deps.layer_costs(dims)
+        rep = hybrid_replicas(graph, is_master, deps, dims, lc, budget)
+    rows, recv, counts = [None] * L + [masters], [None] * L, [None] * L
+    for k in range(L - 1, -1, -1):
+        need = _needed(graph, rows[k + 1])
+        held = need if rep is None else need & (is_master | rep[k])
+        extra = (held & ~is_master).nonzero().flatten()
+        rows[k] = torch.cat([masters, extra])
+        got = (need & ~held).nonzero().flatten()
+        order = torch.argsort(part[got], stable=True)
+        recv[k] = got[order]
+        counts[k] = torch.bincount(part[recv[k]], minlength=world).tolist()
+    layout = EdgeCutLayout(masters, rows, recv, counts)
+    layout.report = _report(graph, layout, dims, budget, time.perf_counter() - t0)
+    return layout
+
+
+def _report(graph: GraphStore, lay: EdgeCutLayout, dims: list[int], budget: int | None,
+            seconds: float) -> dict:
+    """Per layer: dependencies held vs received and their bytes; totals; planning time."""
+    nm, L = lay.masters.numel(), len(dims) - 1
+    deg = graph.in_degree()
+    layers = []
+    for k in range(L):
+        extra = lay.rows[k][nm:]
+        layers.append({
+            "layer": k, "replicated": int(extra.numel()), "communicated": int(lay.recv[k].numel()),
+            "replicated_bytes": int(extra.numel()) * 4 * dims[k]
+            + (int(deg[extra].sum()) * EDGE_BYTES if k >= 1 else 0),
+            "received_bytes": int(lay.recv[k].numel()) * 4 * dims[k],
+        })
+    return {"layers": layers, "plan_seconds": seconds, "budget_bytes": budget,
+            "replicated_bytes": sum(x["replicated_bytes"] for x in layers)}

@@ -1,0 +1,247 @@
+"""Full-graph training (NeutronStar, DeepGalois): every rank owns one part, every epoch is one
+forward and backward over the whole graph.
+
+Rank ``r`` computes the rows of its part's vertices (its masters). How the rows of other parts
+that its convs read get there is the plan's business (:class:`FullGraphPlan`): on an edge-cut,
+``deps=depcache`` recomputes them from an L-hop feature cache, ``deps=depcomm`` receives them
+from their owners each layer, ``deps=hybrid`` mixes both by NeutronStar's cost model
+(:class:`~gnnscale.executor.edge_cut.EdgeCutPlan`); on a vertex-cut, masters and mirrors
+synchronise (:class:`~gnnscale.executor.vertex_cut.VertexCutPlan`, ``deps=depcomm`` only).
+The loss is the summed cross-entropy of the rank's training vertices over the global
+training-set size and gradients are sum-all-reduced, so an epoch equals one process training
+on the whole graph (``dist.world_size=1``). Evaluation runs the same partitioned forward.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from gnnscale.executor.base import RunContext, Strategy
+from gnnscale.executor.edge_cut import EdgeCutPlan, row_widths
+from gnnscale.executor.fullgraph_plan import FullGraphPlan
+from gnnscale.registry import register
+from gnnscale.runner.validate import ConfigError
+
+EDGE_CUT_DEPS = ("depcache", "depcomm", "hybrid")
+
+
+@register("strategy", "fullgraph")
+@dataclass
+class FullGraphConfig:
+    _target_: str = "gnnscale.executor.fullgraph.FullGraph"
+    ring: bool = False  # peer-ordered point-to-point exchange instead of one all-to-all
+    overlap: bool = False  # convolve all-local destinations while remote rows are in flight
+
+
+def check_combination(kind: str, deps: Any, model: Any, feature_dim: int, partitioner: str
+                      ) -> None:
+    """Refuse, before training, what full-graph training cannot run (the key to change)."""
+    name = type(deps).__name__.lower()
+    if kind == "vertex_cut":
+        if not deps.replicates_none:
+            raise ConfigError(
+                f"strategy=fullgraph on a vertex-cut (partitioner={partitioner}) synchronises "
+                f"masters and mirrors: it runs with deps=depcomm only, got deps={name}. "
+                f"deps=depcache|hybrid run on edge-cuts (partitioner=metis|random|range|ldg|"
+                f"fennel)")
+        why = model.why_not_splittable()
+        if why is not None:
+            raise ConfigError(f"{why}: a vertex-cut (partitioner={partitioner}) needs a model "
+                              "split into aggregate and update (model=sage|gcn|gin); run "
+                              f"model={type(model).__name__.lower()} on an edge-cut "
+                              "(partitioner=metis|random|range|ldg|fennel)")
+    if getattr(model, "gcn_norm", "graph") != "graph":
+        raise ConfigError("strategy=fullgraph trains on the whole graph: GCN needs the graph's "
+                          "own degrees, set model.gcn_norm=graph")
+    budget = deps.budget_bytes()
+    if kind == "edge_cut" and not (deps.replicates_all or deps.replicates_none) \
+            and budget is not None and budget < 4 * feature_dim:
+        raise ConfigError(f"deps.memory_cap_mb gives a budget of {budget} bytes, less than one "
+                          f"replicated feature row ({4 * feature_dim} bytes): raise "
+                          "deps.memory_cap_mb, or use deps=depcomm to replicate nothing")
+
+
+class FullGraph(Strategy):
+    """One full-graph epoch per ``train_epoch``; see the module docstring."""
+
+    samples = False
+
+    def __init__(self, ctx: RunContext, ring: bool = False, overlap: bool = False) -> None:
+        super().__init__(ctx)
+        self.ring, self.overlap = ring, overlap
+        self.plan: FullGraphPlan | None = None
+        self.plan_report: dict = {}
+
+    @classmethod
+    def check(cls, cfg, graph) -> None:
+        super().check(cfg, graph)
+        from hydra.utils import get_object
+
+        from gnnscale import registry
+
+        kind = getattr(get_object(cfg.partitioner._target_), "kind", "edge_cut")
+        deps = registry.build(cfg.deps)
+        model = registry.build(cfg.model, in_channels=graph.num_features,
+                               out_channels=graph.num_classes)
+        name = cfg.partitioner._target_.rsplit(".", 1)[-1].replace("Partitioner", "").lower()
+        if cfg.dist.world_size > 1:
+            check_combination(kind, deps, model, graph.num_features, name)
+        elif getattr(model, "gcn_norm", "graph") != "graph":
+            check_combination("edge_cut", deps, model, graph.num_features, name)
+
+    # -- setup -------------------------------------------------------------------------------
+    def setup(self) -> None:
+        ctx, topo = self.ctx, self.ctx.topo
+        world, graph = topo.world_size, ctx.graph
+        self._module = ctx.model.to(topo.device)
+        self._module.bind_graph(graph)
+        self._optimizer = ctx.optim(self._module.parameters())
+        t0 = time.perf_counter()
+        book = ctx.partition.get(world) if world > 1 else None
+        kind = book.kind if book is not None else "edge_cut"
+        check_combination(kind, ctx.deps if world > 1 else _NoDeps(), self._module,
+                          graph.num_features, getattr(ctx.partition, "name", "?"))
+        if kind == "vertex_cut":
+            from gnnscale.executor.vertex_cut import VertexCutPlan
+
+            self.plan = VertexCutPlan(graph, book, self._module, topo, group=self.group)
+        else:
+            part = book.part if book is not None else torch.zeros(graph.num_nodes,
+                                                                   dtype=torch.int64)
+            self.plan = EdgeCutPlan(graph, part, topo.rank, world, ctx.deps,
+                                    row_widths(self._module, graph.num_features),
+                                    group=self.group, ring=self.ring, overlap=self.overlap,
+                                    device=topo.device)
+            self.plan_report = self.plan.layout.report
+        self.plan_time = time.perf_counter() - t0
+        masters = self.plan.masters
+        self.masters = masters
+        self.train_mask = graph.mask("train")[masters]
+        self.labels = graph.y[masters[self.train_mask]].to(topo.device)
+        self.n_train = int(graph.train_idx.numel())
+        self.edge_skew = self._edge_skew(self.plan.stats()["edges_computed"])
+        if topo.rank == 0 and self.plan_report:
+            print(format_report(self.plan_report, type(ctx.deps).__name__), flush=True)
+
+    def _edge_skew(self, edges: float) -> float:
+        """Max over ranks of the edges computed per epoch, over their mean."""
+        if self.ctx.topo.world_size == 1:
+            return 1.0
+        t = torch.tensor([edges, edges], dtype=torch.float64)
+        both = t.clone()
+        dist.all_reduce(t[:1], group=self.group)
+        dist.all_reduce(both[1:], op=dist.ReduceOp.MAX, group=self.group)
+        mean = float(t[0]) / self.ctx.topo.world_size
+        return float(both[1]) / mean if mean else 1.0
+
+    # -- epoch -------------------------------------------------------------------------------
+    def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
+        ctx, world = self.ctx, self.ctx.topo.world_size
+        model, plan = self._module, self.plan
+        plan.stats()  # drop what evaluation sent
+        comm0 = plan.shuffle_stats.seconds
+        t0 = time.perf_counter()
+        model.train()
+        model.set_dropout_key(ctx.seed, epoch)
+        self._optimizer.zero_grad(set_to_none=True)
+        out = plan.forward(model)
+        loss = F.cross_entropy(out[self.train_mask], self.labels, reduction="sum") / self.n_train
+        loss.backward()
+        t1 = time.perf_counter()
+        total, ar_bytes = self._allreduce(loss.detach())
+        t_ar = time.perf_counter() - t1
+        self._optimizer.step()
+        epoch_time = time.perf_counter() - t0
+        shuffled = plan.shuffle_stats.seconds - comm0
+        s = plan.stats()
+        g = ctx.graph
+        m = {
+            "epoch_time": epoch_time, "sample_time": 0.0, "load_time": 0.0,
+            "comm_time": shuffled + t_ar,
+            "compute_time": epoch_time - shuffled - t_ar,
+            "train_loss": total,
+            "bytes_forward": s["bytes_forward"], "bytes_backward": s["bytes_backward"],
+            "bytes_rank_to_rank": s["bytes_forward"] + s["bytes_backward"],
+            "bytes_allreduce": float(ar_bytes),
+            "edges_computed": s["edges_computed"], "vertex_updates": s["vertex_updates"],
+            # summed over ranks: edges computed over |E| x L (1 = no redundant edge)
+            "edge_redundancy": s["edges_computed"] / max(g.num_edges * model.num_layers, 1),
+            "replicated_rows": s["replicated_rows"],
+            "cached_feature_bytes": s["cached_feature_bytes"],
+            "edge_skew": self.edge_skew,
+            "plan_time": self.plan_time / world,  # summed over ranks: their mean
+        }
+        if progress is not None:
+            progress.update(1)
+        return m
+
+    def _allreduce(self, loss: torch.Tensor) -> tuple[float, int]:
+        """Sum every parameter gradient and the loss over ranks in one flat buffer."""
+        params = list(self._module.parameters())
+        if self.ctx.topo.world_size == 1:
+            return float(loss), 0
+        flat = torch.cat([p.grad.reshape(-1) if p.grad is not None else
+                          torch.zeros(p.numel(), device=loss.device) for p in params]
+                         + [loss.reshape(1)])
+        dist.all_reduce(flat, group=self.group)
+        pos = 0
+        for p in params:
+            g = flat[pos:pos + p.numel()].view_as(p)
+            if p.grad is None:
+                p.grad = g.clone()
+            else:
+                p.grad.copy_(g)
+            pos += p.numel()
+        return float(flat[-1]), flat.numel() * flat.element_size()
+
+    def num_steps(self, epoch: int) -> int:
+        return 1
+
+    @torch.no_grad()
+    def evaluate(self, batch_size: int, splits: tuple[str, ...] = ("val", "test")
+                 ) -> dict[str, float]:
+        """Accuracy from the same partitioned forward (collective)."""
+        g = self.ctx.graph
+        present = [s for s in splits if getattr(g, f"{s}_idx") is not None
+                   and getattr(g, f"{s}_idx").numel()]
+        if not present:
+            return {}
+        model = self._module
+        was = model.training
+        model.eval()
+        pred = self.plan.forward(model).argmax(-1).cpu()
+        model.train(was)
+        right = pred == g.y[self.masters]
+        correct = torch.tensor([float((right & g.mask(s)[self.masters]).sum()) for s in present],
+                               dtype=torch.float64)
+        if self.ctx.topo.world_size > 1:
+            dist.all_reduce(correct, group=self.group)
+        return {f"{s}_acc": float(c) / getattr(g, f"{s}_idx").numel()
+                for s, c in zip(present, correct)}
+
+
+class _NoDeps:
+    """Stands for the manager on one rank (nothing is remote): checks only the model."""
+
+    replicates_all, replicates_none = False, True
+
+    def budget_bytes(self) -> None:
+        return None
+
+
+def format_report(report: dict, deps: str) -> str:
+    """The plan per layer: dependencies replicated vs communicated, bytes, planning time."""
+    lines = [f"fullgraph plan (rank 0, {deps}): {report['plan_seconds']:.3f}s, "
+             f"replicated {report['replicated_bytes']} bytes"
+             + (f" of budget {report['budget_bytes']}" if report["budget_bytes"] else "")]
+    for x in report["layers"]:
+        lines.append(f"  layer {x['layer']}: replicated {x['replicated']} rows "
+                     f"({x['replicated_bytes']} B), communicated {x['communicated']} rows "
+                     f"({x['received_bytes']} B received)")
+    return "\n".join(lines)

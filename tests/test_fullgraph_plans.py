@@ -1,0 +1,96 @@
+"""Edge-cut full-graph plans on real gloo ranks against one process on the whole graph."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gnnscale.deps.base import greedy
+from gnnscale.deps.depcache import DepCache
+from gnnscale.deps.depcomm import DepComm
+from gnnscale.deps.hybrid import Hybrid
+from gnnscale.deps.planner import in_edges, plan_edge_cut
+from gnnscale.distributed import spawn
+from gnnscale.partition.metis import MetisPartitioner
+from gnnscale.partition.random import RandomPartitioner
+from tests import _fullgraph_fns as F
+
+FORCED = ("depcache", "depcomm", "hybrid_replicate", "hybrid_communicate", "hybrid_capped")
+CASES = [(m, d, {}) for m in F.MODELS for d in FORCED] + [
+    ("sage", "hybrid", {}),  # probed costs
+    ("sage", "hybrid_capped", {"ring": True}),
+    ("gat", "hybrid_capped", {"overlap": True}),
+    ("gcn", "depcomm", {"overlap": True, "ring": True}),
+]
+
+
+def _close(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return all(torch.allclose(x, y, atol=1e-5, rtol=1e-4) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world,partitioner", [(2, "metis"), (2, "random"), (4, "metis"),
+                                               (4, "random")])
+def test_edge_cut_plans_match_single_process(world, partitioner):
+    graph = F.make_graph()
+    parter = MetisPartitioner() if partitioner == "metis" else RandomPartitioner(seed=1)
+    part = parter.partition(graph, world).part
+    ranks = spawn(F.edge_cut_cases, world, part, CASES, timeout_s=240.0)
+    refs = {m: F.reference(m) for m in F.MODELS}
+    n, e, L = graph.num_nodes, graph.num_edges, F.LAYERS
+    for i, (model, deps, opts) in enumerate(CASES):
+        ref, res = refs[model], [r[i] for r in ranks]
+        for r in res:
+            assert r["loss"] == pytest.approx(ref["loss"], rel=1e-5), (model, deps, opts)
+            assert _close(r["grads"], ref["grads"]), (model, deps, opts, "grads")
+            assert _close(r["params"], ref["params"]), (model, deps, opts, "params")
+        stats = [r["stats"] for r in res]
+        if deps == "depcomm":  # every (vertex, layer) and every edge exactly once
+            assert sum(s["edges_computed"] for s in stats) == e * L
+            assert sum(s["vertex_updates"] for s in stats) == n * L
+            assert all(s["replicated_rows"] == 0 for s in stats)
+        if deps in ("depcache", "hybrid_replicate"):  # nothing sent but the all-reduce
+            assert all(s["bytes_forward"] == s["bytes_backward"] == 0 for s in stats)
+            assert sum(s["replicated_rows"] for s in stats) > 0
+        if deps == "hybrid_capped":  # a mix, within the 1.5 KiB budget
+            assert all(0 < s["replicated_bytes"] <= 1536 for s in stats)
+            assert sum(s["bytes_forward"] for s in stats) > 0
+
+
+def test_greedy_takes_cheapest_first_within_budget():
+    t_r = torch.tensor([3.0, 1.0, 2.0, 9.0])
+    assert greedy(t_r, torch.tensor(5.0), None, None).tolist() == [True, True, True, False]
+    mem = torch.tensor([10.0, 10.0, 10.0, 10.0])
+    assert greedy(t_r, torch.tensor(5.0), mem, 25).tolist() == [False, True, True, False]
+    assert greedy(t_r, torch.tensor(5.0), mem, 25, mu=0.5).tolist() == [False, True, True, False]
+    assert greedy(t_r, torch.tensor(1.0), mem, 100).tolist() == [False, False, False, False]
+
+
+def _hops(graph, ids: torch.Tensor, hops: int) -> set[int]:
+    seen = set(ids.tolist())
+    frontier = ids
+    for _ in range(hops):
+        src = in_edges(graph, frontier)[0]
+        frontier = torch.tensor(sorted(set(src.tolist()) - seen), dtype=torch.int64)
+        seen |= set(frontier.tolist())
+    return seen
+
+
+def test_planner_layouts():
+    graph = F.make_graph()
+    part = torch.arange(graph.num_nodes) % 3
+    dims = [6, 8, 8, 3]
+    masters = (part == 1).nonzero().flatten()
+    cache = plan_edge_cut(graph, part, 1, 3, DepCache(), dims)
+    for k in range(3):  # DepCache holds the (L - k)-hop in-neighbourhood, receives nothing
+        assert set(cache.rows[k].tolist()) == _hops(graph, masters, 3 - k)
+        assert cache.recv[k].numel() == 0
+    comm = plan_edge_cut(graph, part, 1, 3, DepComm(), dims)
+    for k in range(3):  # DepComm holds only masters and receives every remote in-neighbour
+        assert torch.equal(comm.rows[k], masters)
+        assert set(comm.recv[k].tolist()) == _hops(graph, masters, 1) - set(masters.tolist())
+        assert comm.recv_counts[k][1] == 0
+    costs = {"t_vertex": 0.0, "t_edge": 0.0, "t_comm": 1.0}
+    capped = plan_edge_cut(graph, part, 1, 3, Hybrid(costs=costs, memory_cap_mb=1 / 1024), dims)
+    assert 0 < capped.report["replicated_bytes"] <= 1024
+    assert capped.report["plan_seconds"] >= 0
