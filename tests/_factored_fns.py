@@ -67,3 +67,28 @@ def reference_epoch(trainers: int) -> dict:
         opt.step()
     return {"grads": grads, "losses": losses,
             "params": [p.detach().clone() for p in model.parameters()]}
+
+
+class _FailingSampler(NeighborSampler):
+    """A real neighbour sampler that dies on its second draw (a sampler crashing mid-epoch)."""
+
+    def __init__(self, fanouts: list[int]) -> None:
+        super().__init__(fanouts)
+        self.draws = 0
+
+    def sample(self, graph, seeds, seed=0):
+        self.draws += 1
+        if self.draws == 2:
+            raise RuntimeError("sampler died mid-epoch")
+        return super().sample(graph, seeds, seed)
+
+
+def sampler_dies(topo) -> None:
+    """Rank 1 samples and raises on its second job; rank 0 trains and waits for it."""
+    graph = make_graph()
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
+                     sampler=_FailingSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
+                     partition=None, seed=0, optim=Adam(lr=0.01))
+    strat = Factored(ctx, batch_size=BATCH, samplers="1", queue_depth=1)
+    strat.setup()
+    strat.train_epoch(0)

@@ -3,11 +3,12 @@
 import pytest
 import torch
 
-from gnnscale.distributed import spawn
+from gnnscale.distributed import RankFailed, spawn
 from gnnscale.distributed.launch import Topology
 from gnnscale.executor.factored import Factored
 from gnnscale.executor.factored_alloc import allocate, parse_samplers
 from gnnscale.executor.factored_queue import pack, unpack
+from gnnscale.runner.run import run
 from gnnscale.runner.validate import ConfigError
 from gnnscale.sampling.base import Block, MiniBatch
 from tests import _factored_fns
@@ -112,3 +113,24 @@ def test_queue_wire_format_round_trips():
         assert (got.src_ids is None) == (want.src_ids is None)
         if want.src_ids is not None:
             assert torch.equal(got.src_ids, want.src_ids)
+
+
+@pytest.mark.slow
+def test_dead_sampler_ends_the_run():
+    with pytest.raises(RankFailed, match="sampler died mid-epoch"):
+        spawn(_factored_fns.sampler_dies, 2, timeout_s=60.0, grace_s=2.0)
+
+
+@pytest.mark.slow
+def test_train_factored_auto_through_the_runner(tmp_path):
+    """train.py's path: auto allocation, metrics, evaluation and checkpoints on the trainers."""
+    out = run(make_cfg(tmp_path, *TINY, "strategy=factored", "dist.world_size=3", "epochs=2",
+                       "cache=degree", "cache.ratio=0.2"))
+    first, last = out["history"]
+    assert last["samplers"] + last["trainers"] == 3 and last["samplers"] >= 1
+    assert last["measured_k"] > 0
+    assert last["samples_produced"] == last["samples_consumed"] > 0
+    assert last["queue_bytes"] == last["bytes_queue_received"] > 0
+    assert last["sampler_busy_time"] > 0 and last["cache_hit_rate"] > 0
+    assert last["train_loss"] < first["train_loss"] and last["test_acc"] > 0.3
+    assert (tmp_path / "run" / "checkpoint.pt").exists()

@@ -172,7 +172,8 @@ class Factored(DataParallel):
         m["bytes_queue_received"] = float(self._received_bytes)
         m["trainer_idle_time"] = m["sample_time"]
         m["trainer_busy_time"] = m["load_time"] + m["compute_time"]
-        stats = dict.fromkeys(_SAMPLER_STATS, 0.0)
+        # every trainer reports the same keys (summed over the trainers): rank 0 the run's
+        stats = dict.fromkeys((*_SAMPLER_STATS, "samplers", "trainers", "measured_k"), 0.0)
         if self.train_topo.rank == 0:
             stats["samplers"], stats["trainers"] = self.alloc.samplers, self.alloc.trainers
             stats["measured_k"] = self.alloc.k
