@@ -48,6 +48,8 @@ def test_factored_matches_single_process_and_data(samplers, trainers):
     assert sum(r["metrics"]["samples_consumed"] for r in ranks[:trainers]) == len(every_job)
     received = sum(r["metrics"]["bytes_queue_received"] for r in ranks[:trainers])
     assert lead["queue_bytes"] == received > 0
+    for sampler in ranks[trainers:]:  # the queue bound (queue_depth=1) held
+        assert sampler["metrics"]["queue_peak_jobs"] == 1
     if trainers == 2:  # parameters equal strategy=data with as many ranks as trainers
         data = spawn(_factored_fns.train_one_epoch, trainers, "data")
         for got, want in zip(ranks[0]["params"], data[0]["params"]):

@@ -210,4 +210,5 @@ class Factored(DataParallel):
         stats = torch.tensor([len(self.job_log), sender.bytes, busy, elapsed - busy],
                              dtype=torch.float64)
         dist.send(stats, 0, group=self.queue_group, tag=STATS_TAG)
-        return {"epoch_time": elapsed, **dict(zip(_SAMPLER_STATS, stats.tolist()))}
+        return {"epoch_time": elapsed, "queue_peak_jobs": float(sender.peak_in_flight),
+                **dict(zip(_SAMPLER_STATS, stats.tolist()))}

@@ -84,6 +84,7 @@ class JobSender:
         self.in_flight: dict[int, deque] = {}
         self.bytes = 0
         self.wait_seconds = 0.0
+        self.peak_in_flight = 0  # most jobs ever in flight to one trainer (<= depth)
 
     def send(self, dst: int, header: torch.Tensor, body: torch.Tensor) -> None:
         pending = self.in_flight.setdefault(dst, deque())
@@ -92,6 +93,7 @@ class JobSender:
         works = [dist.isend(header, dst, group=self.group),
                  dist.isend(body, dst, group=self.group)]
         pending.append((works, header, body))  # the tensors live until the send completes
+        self.peak_in_flight = max(self.peak_in_flight, len(pending))
         self.bytes += (header.numel() + body.numel()) * 8
 
     def drain(self) -> None:
