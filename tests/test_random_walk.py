@@ -56,3 +56,14 @@ def test_sage_and_gcn_consume_random_walk_blocks(model_cls):
 def test_zero_walk_length_fails_clearly():
     with pytest.raises(ValueError, match="sampler.walk_length must be >= 1"):
         RandomWalkSampler(walk_length=0)
+
+
+def test_zero_walk_length_refused_before_ranks_start(tmp_path, tiny_graph):
+    from gnnscale.runner.validate import ConfigError, check_data
+    from tests._train import TINY, make_cfg
+
+    overrides = [o for o in TINY if not o.startswith("sampler.fanouts")]
+    cfg = make_cfg(tmp_path, *overrides, "strategy=factored", "sampler=random_walk",
+                   "sampler.num_layers=2", "sampler.walk_length=0")
+    with pytest.raises(ConfigError, match="sampler.walk_length must be >= 1"):
+        check_data(cfg, tiny_graph)
