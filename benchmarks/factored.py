@@ -4,10 +4,13 @@ Workload: products-like synthetic graph (``quick``: scale 0.01, else 0.1), Graph
 hidden 256, fanouts 15,10,5, global batch 1024, ``WORLD`` ranks, through the real runner.
 Rows: ``strategy=data`` on every rank, and ``strategy=factored`` with each fixed allocation
 (1 .. WORLD-1 samplers) and with ``samplers=auto`` (the allocation and measured K are
-reported). Epoch times are medians over the epochs after the first; queue bytes per epoch
-are what the samplers sent. Only the neighbour sampler is measured (``random_walk`` is not
-implemented yet: its ratio is null with the reason). On a CPU-only host the design's point,
-taking sampling off the GPUs that train, cannot show: every rank shares the same cores.
+reported), once with the neighbour sampler and once with ``sampler=random_walk`` (PinSAGE:
+4 walks of length 3, top 5). Epoch times are medians over the epochs after the first; queue
+bytes per epoch are what the samplers sent. Footprint similarity (FGNN Table 2): the share of
+the 10% most visited vertices of epoch 0 that are also among the 10% most visited of epoch 1,
+for 3-hop neighbour, random-walk and weighted neighbour sampling (random edge weights when the
+graph has none). On a CPU-only host the design's point, taking sampling off the GPUs that
+train, cannot show: every rank shares the same cores.
 """
 
 from __future__ import annotations
@@ -22,6 +25,10 @@ WORLD = 3
 FANOUTS = [15, 10, 5]
 
 
+SAMPLERS = {"neighbor": [f"sampler.fanouts={FANOUTS}"],
+            "random_walk": ["sampler=random_walk", "sampler.num_layers=3"]}
+
+
 def _run(tmp: Path, name: str, scale: float, epochs: int, extra: list[str]) -> list[dict]:
     from hydra import compose, initialize_config_dir
     from omegaconf import open_dict
@@ -34,7 +41,7 @@ def _run(tmp: Path, name: str, scale: float, epochs: int, extra: list[str]) -> l
     with initialize_config_dir(str(configs), version_base=None):
         cfg = compose("config", overrides=[
             "dataset=products_sim", f"dataset.scale={scale}", "model=sage", "model.hidden=256",
-            "model.num_layers=3", f"sampler.fanouts={FANOUTS}", "strategy.batch_size=1024",
+            "model.num_layers=3", "strategy.batch_size=1024",
             f"epochs={epochs}", "eval_every=0", "checkpoint=false", f"dist.world_size={WORLD}",
             "logger=none", *extra])
     with open_dict(cfg):
@@ -46,37 +53,76 @@ def _median(history: list[dict], key: str) -> float:
     return statistics.median(h[key] for h in history[1:])
 
 
+def footprint_similarity(graph, sampler, batch_size: int, seed: int = 0,
+                         top: float = 0.1) -> float:
+    """Share of epoch 0's ``top`` most visited vertices among epoch 1's (one rank's draws)."""
+    import torch
+
+    from gnnscale.sampling.schedule import epoch_samples
+
+    tops = []
+    for epoch in (0, 1):
+        visits = torch.zeros(graph.num_nodes, dtype=torch.long)
+        for _, _, targets, s in epoch_samples(graph.train_idx, batch_size, seed, epoch):
+            visits += torch.bincount(sampler.sample(graph, targets, s).n_id,
+                                     minlength=graph.num_nodes)
+        k = max(1, int(top * graph.num_nodes))
+        tops.append(torch.topk(visits, k).indices)
+    return torch.isin(tops[0], tops[1]).float().mean().item()
+
+
+def _footprints(scale: float, batch_size: int) -> dict:
+    import dataclasses
+
+    import torch
+
+    from gnnscale.data.synthetic import generate
+    from gnnscale.sampling.neighbor import NeighborSampler
+    from gnnscale.sampling.random_walk import RandomWalkSampler
+
+    graph = generate("products_sim", scale=scale, seed=0)
+    if graph.edge_weight is None:
+        gen = torch.Generator().manual_seed(0)
+        graph = dataclasses.replace(graph, edge_weight=torch.rand(graph.num_edges,
+                                                                  generator=gen) + 0.01)
+    samplers = {"neighbor": NeighborSampler(FANOUTS), "random_walk": RandomWalkSampler(3),
+                "weighted": NeighborSampler(FANOUTS, weighted=True)}
+    return {name: footprint_similarity(graph, s, batch_size) for name, s in samplers.items()}
+
+
+def _rows(tmp: Path, sampler: str, scale: float, epochs: int) -> dict:
+    rows: dict[str, dict] = {}
+    hist = _run(tmp, f"data_{sampler}", scale, epochs, SAMPLERS[sampler])
+    rows["data"] = {"epoch_s": _median(hist, "epoch_time")}
+    for samplers in [*(str(s) for s in range(1, WORLD)), "auto"]:
+        hist = _run(tmp, f"factored_{sampler}_{samplers}", scale, epochs,
+                    [*SAMPLERS[sampler], "strategy=factored", f"strategy.samplers={samplers}"])
+        last = hist[-1]
+        rows[f"factored_{samplers}"] = {
+            "epoch_s": _median(hist, "epoch_time"), "samplers": int(last["samplers"]),
+            "trainers": int(last["trainers"]), "measured_k": last["measured_k"],
+            "queue_bytes_per_epoch": last["queue_bytes"],
+            "sampler_busy_s": _median(hist, "sampler_busy_time"),
+            "sampler_idle_s": _median(hist, "sampler_idle_time"),
+            "trainer_idle_s": _median(hist, "trainer_idle_time"),
+        }
+    fixed = [rows[f"factored_{s}"]["epoch_s"] for s in range(1, WORLD)]
+    rows["auto_no_slower_than_worst_fixed"] = rows["factored_auto"]["epoch_s"] <= max(fixed)
+    return rows
+
+
 def run(quick: bool = False) -> dict:
     scale, epochs = (0.01, 3) if quick else (0.1, 3)
     config = {"dataset": f"products_sim x{scale}", "model": "sage", "layers": 3, "hidden": 256,
-              "fanouts": FANOUTS, "batch_size": 1024, "ranks": WORLD, "epochs": epochs,
-              "sampler": "neighbor"}
-    rows: dict[str, dict] = {}
+              "fanouts": FANOUTS, "random_walk": "4 walks x 3 steps, top 5",
+              "batch_size": 1024, "ranks": WORLD, "epochs": epochs}
     with tempfile.TemporaryDirectory() as d:
-        hist = _run(Path(d), "data", scale, epochs, [])
-        rows["data"] = {"epoch_s": _median(hist, "epoch_time")}
-        for samplers in [*(str(s) for s in range(1, WORLD)), "auto"]:
-            hist = _run(Path(d), f"factored_{samplers}", scale, epochs,
-                        ["strategy=factored", f"strategy.samplers={samplers}"])
-            last = hist[-1]
-            rows[f"factored_{samplers}"] = {
-                "epoch_s": _median(hist, "epoch_time"), "samplers": int(last["samplers"]),
-                "trainers": int(last["trainers"]), "measured_k": last["measured_k"],
-                "queue_bytes_per_epoch": last["queue_bytes"],
-                "sampler_busy_s": _median(hist, "sampler_busy_time"),
-                "sampler_idle_s": _median(hist, "sampler_idle_time"),
-                "trainer_idle_s": _median(hist, "trainer_idle_time"),
-            }
-    auto = rows["factored_auto"]
-    fixed = [rows[f"factored_{s}"]["epoch_s"] for s in range(1, WORLD)]
-    results = {
-        "rows": rows,
-        "allocation": {"samplers": auto["samplers"], "trainers": auto["trainers"],
-                       "measured_k": auto["measured_k"]},
-        "auto_no_slower_than_worst_fixed": auto["epoch_s"] <= max(fixed),
-        "random_walk_reason": "sampler=random_walk is not implemented yet",
-    }
+        rows = {name: _rows(Path(d), name, scale, epochs) for name in SAMPLERS}
+    allocation = {name: {k: r["factored_auto"][k] for k in ("samplers", "trainers", "measured_k")}
+                  for name, r in rows.items()}
+    results = {"rows": rows, "allocation": allocation,
+               "footprint_similarity": _footprints(scale, 1024)}
     return {"config": config, "results": results,
             "ratios": {"data_over_factored": {
-                "neighbor": ratio(rows["data"]["epoch_s"], auto["epoch_s"]),
-                "random_walk": None}}}
+                name: ratio(r["data"]["epoch_s"], r["factored_auto"]["epoch_s"])
+                for name, r in rows.items()}}}
