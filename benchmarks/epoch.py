@@ -71,12 +71,12 @@ def _gnnscale(tmp: Path, scale: float, epochs: int, batch: int, hidden: int) -> 
     from gnnscale.runner.run import run
 
     registry.load_all()
-    configs = Path(__file__).resolve().parents[2] / "configs"
+    configs = Path(__file__).resolve().parents[1] / "configs"
     with initialize_config_dir(str(configs), version_base=None):
         cfg = compose("config", overrides=[
             "dataset=products_sim", f"dataset.scale={scale}", "model=sage",
             f"model.hidden={hidden}", "model.num_layers=3", f"sampler.fanouts={FANOUTS}",
-            f"batch_size={batch}", f"epochs={epochs}", "eval_every=0", "checkpoint=false",
+            f"strategy.batch_size={batch}", f"epochs={epochs}", "eval_every=0", "checkpoint=false",
             f"dist.world_size={WORLD}", "logger=none"])
     with open_dict(cfg):
         cfg.run_dir, cfg.data_root, cfg.progress = str(tmp / "run"), str(tmp / "data"), False
