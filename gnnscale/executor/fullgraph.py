@@ -101,7 +101,7 @@ class FullGraph(Strategy):
         world, graph = topo.world_size, ctx.graph
         self._module = ctx.model.to(topo.device)
         self._module.bind_graph(graph)
-        self._optimizer = ctx.optim(self._module.parameters())
+        self._optimizer = ctx.optim(self._module)
         t0 = time.perf_counter()
         book = ctx.partition.get(world) if world > 1 else None
         kind = book.kind if book is not None else "edge_cut"
