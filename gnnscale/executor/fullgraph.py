@@ -174,6 +174,8 @@ class FullGraph(Strategy):
             "edge_redundancy": s["edges_computed"] / max(g.num_edges * model.num_layers, 1),
             "replicated_rows": s["replicated_rows"],
             "cached_feature_bytes": s["cached_feature_bytes"],
+            # edge-cut: bytes of replicated features, rows and edges (hybrid: within budget)
+            "replicated_bytes": s.get("replicated_bytes", 0.0),
             "edge_skew": self.edge_skew,
             "plan_time": self.plan_time / world,  # summed over ranks: their mean
         }
