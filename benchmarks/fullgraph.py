@@ -11,7 +11,9 @@ rank after a warm-up epoch; bytes sent forward and backward, edges and vertex up
 Ratios (speed-ups, > 1 = the first named is slower): ``hybrid_over_depcache.<row>`` =
 t(depcache) / t(hybrid), ``hybrid_over_depcomm.<row>``, ``best_over_hybrid.<row>`` =
 min(t(depcache), t(depcomm)) / t(hybrid) (>= 0.95: hybrid within 5% of the faster),
-``cvc_over_oec.<row>`` = t(oec) / t(cvc), ``plan_over_100_epochs`` = the largest hybrid plan
+``cvc_over_oec.<row>`` = t(oec) / t(cvc), ``ring_over_all_to_all.<row>`` and
+``overlap_over_plain.<row>`` = t(depcomm) / t(depcomm with the option) on the first products
+row, ``plan_over_100_epochs`` = the largest hybrid plan
 time over 100 of its epochs.
 """
 
@@ -30,6 +32,7 @@ WORLD = 4
 EDGE_CUTS = ("metis", "random", "range")
 VERTEX_CUTS = ("oec/blocked", "oec/metis", "cvc/blocked", "cvc/metis")
 EDGE_DEPS = ("depcache", "depcomm", "hybrid")
+OPTIONS = {"depcomm+ring": {"ring": True}, "depcomm+overlap": {"overlap": True}}
 
 
 def settings(quick: bool) -> dict:
@@ -100,9 +103,10 @@ def _rank(topo, graph, books: dict, variants: list[tuple], epochs: int) -> dict:
             plan = VertexCutPlan(graph, book, model, topo)
             extra = {}
         else:
-            dm = {"depcache": DepCache(), "depcomm": DepComm(), "hybrid": hybrid}[deps]
+            base = deps.split("+")[0]
+            dm = {"depcache": DepCache(), "depcomm": DepComm(), "hybrid": hybrid}[base]
             plan = EdgeCutPlan(graph, book.part, topo.rank, WORLD, dm,
-                               row_widths(model, graph.num_features))
+                               row_widths(model, graph.num_features), **OPTIONS.get(deps, {}))
             extra = {"footprint_bytes": _footprint(plan),
                      "replicated_bytes": plan.layout.report["replicated_bytes"],
                      "layers": plan.layout.report["layers"]}
@@ -147,7 +151,8 @@ def _combine(per_rank: list[dict], key, num_edges: int) -> dict:
 def run(quick: bool) -> dict:
     cfg = settings(quick)
     results: dict = {"rows": {}, "graphs": {}}
-    ratios: dict = {"best_over_hybrid": {}, "hybrid_over_depcache": {},
+    ratios: dict = {"ring_over_all_to_all": {}, "overlap_over_plain": {},
+                    "best_over_hybrid": {}, "hybrid_over_depcache": {},
                     "hybrid_over_depcomm": {}, "cvc_over_oec": {}, "plan_over_100_epochs": None}
     worst_plan = 0.0
     t_all = time.perf_counter()
@@ -160,11 +165,20 @@ def run(quick: bool) -> dict:
         books = {p: _book(graph, p, cfg["seed"]) for p in parts}
         variants = [(m, h, p, d) for m in cfg["models"] for h in cfg["hiddens"] for p in parts
                     for d in (EDGE_DEPS if books[p].kind == "edge_cut" else ("depcomm",))]
+        if gname == "products":  # NeutronStar's ring and overlap, each against plain depcomm
+            m, h, p = cfg["models"][0], cfg["hiddens"][-1], parts[0]
+            variants += [(m, h, p, d) for d in OPTIONS]
         per_rank = spawn(_rank, WORLD, graph, books, variants, cfg["epochs"], timeout_s=3000.0)
         for m, h, p, d in variants:
             row = f"{gname}/{m}/h{h}/{p}"
             results["rows"].setdefault(row, {})[d] = _combine(per_rank, (m, h, p, d),
                                                               graph.num_edges)
+        for m, h, p, d in variants:
+            if d in OPTIONS:
+                row = results["rows"][f"{gname}/{m}/h{h}/{p}"]
+                key = "ring_over_all_to_all" if "ring" in d else "overlap_over_plain"
+                ratios[key][f"{gname}/{m}/h{h}/{p}"] = ratio(row["depcomm"]["epoch_s"],
+                                                              row[d]["epoch_s"])
         for m in cfg["models"]:
             for h in cfg["hiddens"]:
                 for p in parts:

@@ -159,6 +159,8 @@ def main(argv: list[str]) -> int:
     for suite, draw in (("cache", cache), ("partition", partition), ("epoch", epoch),
                         ("sampler", sampler), ("split", split), ("fullgraph", fullgraph)):
         rep = _load(results, suite)
+        if rep is None and suite == "fullgraph":  # only the quick size measured so far
+            rep = _load(results, "fullgraph-quick")
         if rep is None:
             print(f"skip {suite}: no {results / (suite + '.json')}")
             continue
