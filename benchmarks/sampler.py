@@ -1,22 +1,33 @@
-"""Suite ``sampler``: neighbor-sampling throughput vs PyG, and feature-gather bandwidth vs copy.
+"""Suite ``sampler``: neighbor-sampling throughput (1 thread, all threads, all threads beside a
+busy core) vs PyG, and feature-gather bandwidth vs copy.
 
-Workload (default / ``--quick``): a products-like graph generated here (community structure,
-power-law degrees; ~245k nodes and ~12M directed edges / ~25k nodes and ~1.2M edges), 3 layers
-with fanouts 15,10,5, batches of 1024 random targets, ``torch.get_num_threads()`` threads.
-Sampling speed is sampled edges per second (the sum of every block's edges). The gather moves
-random 100-float rows (500k ids from a 2.4M-row table / 50k from 240k) and is compared, as bytes
-written per second, with a plain contiguous copy of the table and with ``torch.index_select``;
+Workload (default / ``--quick``): the package's synthetic generator
+(:mod:`gnnscale.data.synthetic`, preset ``products_sim`` scaled to ~245k / ~24.5k nodes with
+the statistics of ogbn-products: average degree 50.5, ~1000-node communities, power-law
+degrees; ~12.4M / ~1.24M directed edges), 3 layers with fanouts 15,10,5, batches of 1024 random
+targets. Sampling speed is sampled edges per second (the sum of every block's edges), measured
+side by side in one run with 1 thread, with all ``torch.get_num_threads()`` threads on idle
+cores, and with all threads while a spinning process the suite starts (and stops) keeps one
+core busy, as a trainer or a second rank does in real use. The gather moves random 100-float
+rows (500k ids from a 2.4M-row table / 50k from 240k) and is compared, as bytes written per
+second, with a plain contiguous copy of the table and with ``torch.index_select``;
 ``gather_huge_pages`` repeats the gather from a copy of the table on transparent huge pages
 (``empty_huge``), which spares most TLB misses of random row reads.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
 import torch
 
 from benchmarks import median_time, ratio
 from gnnscale.data.graph import GraphStore
+from gnnscale.data.synthetic import generate
 from gnnscale.sampling.gather import empty_huge, gather_rows
 from gnnscale.sampling.neighbor import NeighborSampler
 
@@ -24,42 +35,26 @@ FANOUTS = [15, 10, 5]
 BATCH = 1024
 # PyG NeighborLoader with torch-sparse on this 2-core machine class (issue 2), for reference only
 PYG_REFERENCE_EDGES_PER_S = 0.66e6
+# ogbn-products' shape at 1/10 (default) and 1/100 (--quick) of its size; one feature column
+# only, since the suite samples and never reads features
+PRODUCTS_LIKE = dict(preset="products_sim", num_features=1, degree_exponent=2.3, p_intra=0.9)
 
 
-def products_like(num_nodes: int, avg_degree: float, seed: int = 0) -> GraphStore:
-    """A symmetric graph with num_nodes * avg_degree directed edges (no repeats, no self-loops):
-    Chung-Lu with Pareto weights (exponent 2.3, capped at 60x the mean) and 90% of the edges
-    inside communities of ~1000 nodes, like ogbn-products."""
-    rng = np.random.default_rng(seed)
-    comm = rng.integers(0, max(1, num_nodes // 1000), num_nodes)
-    order = np.argsort(comm, kind="stable")
-    starts = np.searchsorted(comm[order], np.arange(comm.max() + 2))
-    w = rng.pareto(1.3, num_nodes) + 1.0
-    cum = np.cumsum(np.minimum(w, 60 * w.mean())[order])
+def products_like(scale: float) -> GraphStore:
+    """The synthetic products-like graph at ``scale`` (0.1: ~245k nodes, 12.4M edges)."""
+    return generate(scale=scale, seed=0, **PRODUCTS_LIKE)
 
-    def draw(count: int) -> np.ndarray:  # undirected keys lo * n + hi of `count` edges
-        a = order[np.minimum(np.searchsorted(cum, rng.random(count) * cum[-1]), num_nodes - 1)]
-        c = comm[a]
-        lo = np.where(starts[c] > 0, cum[starts[c] - 1], 0.0)
-        inside = rng.random(count) < 0.9
-        target = np.where(inside, lo + rng.random(count) * (cum[starts[c + 1] - 1] - lo),
-                          rng.random(count) * cum[-1])
-        b = order[np.minimum(np.searchsorted(cum, target), num_nodes - 1)]
-        keep = a != b
-        return np.minimum(a, b)[keep] * num_nodes + np.maximum(a, b)[keep]
 
-    def unique(x: np.ndarray) -> np.ndarray:  # np.unique is slow for int64 in numpy 2.4
-        x = np.sort(x)
-        return x[np.concatenate([[True], x[1:] != x[:-1]])]
-
-    m = int(num_nodes * avg_degree / 2)
-    keys = unique(draw(m))
-    while keys.size < m:  # repeats were dropped: draw more until there are enough
-        keys = unique(np.concatenate([keys, draw(int((m - keys.size) * 1.5) + 16)]))
-    keys = rng.choice(keys, m, replace=False)
-    edges = torch.from_numpy(np.stack([keys // num_nodes, keys % num_nodes]))
-    return GraphStore.from_edge_index(edges, num_nodes, symmetrize=True, dedupe=False,
-                                      name=f"products-like-{num_nodes}")
+@contextmanager
+def busy_core():
+    """A process spinning on one core for the duration of the block."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)  # let it start and settle on a core
+        yield spinner.pid
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def _batches(graph: GraphStore, count: int, seed: int = 0) -> list[torch.Tensor]:
@@ -67,12 +62,27 @@ def _batches(graph: GraphStore, count: int, seed: int = 0) -> list[torch.Tensor]
     return [perm[i * BATCH:(i + 1) * BATCH] for i in range(count)]
 
 
-def _gnnscale_edges_per_s(graph: GraphStore, batches: list[torch.Tensor], repeats: int):
-    sampler = NeighborSampler(FANOUTS)
-    edges = sum(sampler.sample(graph, b, seed=i).num_edges for i, b in enumerate(batches))
-    t = median_time(lambda: [sampler.sample(graph, b, seed=i) for i, b in enumerate(batches)],
-                    repeats, warmup=0)
-    return edges / t, edges / len(batches)
+def _sample_all(sampler: NeighborSampler, graph: GraphStore, batches: list[torch.Tensor]):
+    return [sampler.sample(graph, b, seed=i) for i, b in enumerate(batches)]
+
+
+def _edges_per_s(graph: GraphStore, batches: list[torch.Tensor], repeats: int,
+                 threads: int) -> dict:
+    """Sampled edges per second with 1 thread and with ``threads``, measured alternately (so
+    both see the same machine), then with ``threads`` beside a busy core."""
+    one, every = NeighborSampler(FANOUTS, threads=1), NeighborSampler(FANOUTS, threads=threads)
+    a, b = _sample_all(one, graph, batches), _sample_all(every, graph, batches)
+    assert all(torch.equal(x.n_id, y.n_id) for x, y in zip(a, b)), "thread-dependent samples"
+    edges = sum(mb.num_edges for mb in a)
+    t_one, t_all = [], []
+    for _ in range(repeats):
+        t_one.append(median_time(lambda: _sample_all(one, graph, batches), 1, warmup=0))
+        t_all.append(median_time(lambda: _sample_all(every, graph, batches), 1, warmup=0))
+    with busy_core():
+        t_busy = median_time(lambda: _sample_all(every, graph, batches), repeats, warmup=1)
+    return {"one_thread": edges / statistics.median(t_one),
+            "all_threads": edges / statistics.median(t_all),
+            "all_threads_busy_core": edges / t_busy}, edges / len(batches)
 
 
 def _pyg_edges_per_s(graph: GraphStore, batches: list[torch.Tensor], repeats: int):
@@ -121,25 +131,29 @@ def _gather(rows: int, ids: int, repeats: int) -> dict:
 
 
 def run(quick: bool) -> dict:
-    nodes, batches_n, repeats = (24_500, 8, 3) if quick else (245_000, 30, 5)
+    scale, batches_n, repeats = (0.01, 16, 7) if quick else (0.1, 30, 5)
     rows, ids = (240_000, 50_000) if quick else (2_400_000, 500_000)
-    graph = products_like(nodes, avg_degree=50.5, seed=0)
+    threads = torch.get_num_threads()
+    graph = products_like(scale)
     batches = _batches(graph, batches_n)
-    ours, edges_per_batch = _gnnscale_edges_per_s(graph, batches, repeats)
+    speed, edges_per_batch = _edges_per_s(graph, batches, repeats, threads)
+    ours = speed["all_threads"]
     pyg, reason = _pyg_edges_per_s(graph, batches, repeats)
     gather = _gather(rows, ids, repeats)
-    results = {"gnnscale_edges_per_s": ours, "pyg_edges_per_s": pyg,
+    results = {"edges_per_s": speed, "gnnscale_edges_per_s": ours, "pyg_edges_per_s": pyg,
                "sampled_edges_per_batch": edges_per_batch, **gather}
     if reason:
         results["pyg_skipped"] = reason
     return {
         "config": {"num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
                    "fanouts": FANOUTS, "batch_size": BATCH, "batches": batches_n,
-                   "threads": torch.get_num_threads(), "gather_table": [rows, 100],
-                   "gather_ids": ids, "repeats": repeats,
+                   "threads": threads, "gather_table": [rows, 100],
+                   "gather_ids": ids, "repeats": repeats, "graph": PRODUCTS_LIKE | {"scale": scale},
                    "pyg_reference_edges_per_s": PYG_REFERENCE_EDGES_PER_S},
         "results": results,
         "ratios": {
+            "busy_over_one_thread": ratio(speed["all_threads_busy_core"], speed["one_thread"]),
+            "all_over_one_thread": ratio(speed["all_threads"], speed["one_thread"]),
             "vs_pyg": ratio(ours, pyg),
             "vs_pyg_reference": ratio(ours, PYG_REFERENCE_EDGES_PER_S),
             "gather_vs_copy": ratio(gather["gather_gb_per_s"], gather["copy_gb_per_s"]),

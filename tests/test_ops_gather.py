@@ -15,12 +15,18 @@ def test_gather_rows_new_and_out():
     big = torch.randn(50_000, 8)
     many = torch.randint(0, 50_000, (120_000,), generator=torch.Generator().manual_seed(0))
     assert torch.equal(gather_rows(big, many), big[many])
+    for threads in (1, 3, 8):
+        assert torch.equal(gather_rows(big, many, num_threads=threads), big[many])
 
 
 def test_gather_rows_checks_its_inputs():
     table = torch.zeros(4, 2)
     with pytest.raises(RuntimeError, match=r"ids\[1\] = 4 is out of range"):
         gather_rows(table, torch.tensor([0, 4]))
+    many = torch.zeros(10_000, dtype=torch.long)
+    many[7000] = -2
+    with pytest.raises(RuntimeError, match=r"ids\[7000\] = -2 is out of range"):
+        gather_rows(table, many, num_threads=4)
     assert torch.equal(gather_rows(table, torch.zeros(2, 2, dtype=torch.long)), table[[0] * 4])
     with pytest.raises(RuntimeError, match="at least one dimension"):
         gather_rows(torch.tensor(1.0), torch.tensor([0]))

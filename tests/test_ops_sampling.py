@@ -57,3 +57,37 @@ def test_sample_neighbors_checks_its_inputs():
     with pytest.raises(RuntimeError, match="outside"):
         sample_neighbors(INDPTR, torch.tensor([1, 2, 2, 9]), None, torch.tensor([0]), [-1, -1],
                          False, 0)
+
+
+@pytest.mark.parametrize("replace,weighted", [(False, False), (True, True)])
+def test_any_thread_count_gives_the_same_sample(replace, weighted):
+    """Many chunks per phase (over 256 destinations, 16k edges), helpers beyond the cores."""
+    g = torch.Generator().manual_seed(1)
+    n, deg = 6000, 30
+    indptr = torch.arange(0, deg * n + 1, deg)
+    indices = torch.randint(0, n, (deg * n,), generator=g)
+    weights = torch.rand(deg * n, generator=g) if weighted else None
+    seeds = torch.randperm(n, generator=g)[:900]
+    ref = sample_neighbors(indptr, indices, weights, seeds, [10, 5, 3], replace, 3, 1)
+    assert ref[2][-1].shape[1] > 16_384  # more than one chunk of edges
+    for threads in (2, 3, 8):
+        got = sample_neighbors(indptr, indices, weights, seeds, [10, 5, 3], replace, 3, threads)
+        assert torch.equal(got[0], ref[0]) and torch.equal(got[1], ref[1])
+        assert all(map(torch.equal, got[2], ref[2]))
+    # the relabel keeps first-appearance order: each hop's new ids appear in edge order
+    n_id, counts, edges = ref[0], ref[1].tolist(), ref[2]
+    for h, e in enumerate(edges):
+        order = dict.fromkeys(u for u in e[0].tolist() if u >= counts[h])  # first appearances
+        assert list(order) == list(range(counts[h], counts[h + 1]))
+        assert torch.equal(n_id[counts[h]:counts[h + 1]].unique().sort().values,
+                           n_id[counts[h]:counts[h + 1]].sort().values)
+
+
+def test_errors_raised_on_helper_threads_reach_the_caller():
+    n = 4000
+    indptr = torch.arange(0, 8 * n + 1, 8)
+    indices = torch.randint(0, n, (8 * n,), generator=torch.Generator().manual_seed(0))
+    indices[-1] = n + 5
+    for threads in (1, 4):
+        with pytest.raises(RuntimeError, match="outside"):
+            sample_neighbors(indptr, indices, None, torch.arange(n), [8], False, 0, threads)

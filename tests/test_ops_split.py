@@ -15,6 +15,9 @@ NO_COSTS = torch.zeros(6, dtype=torch.float64)
 def _plan(rank: int, preagg: bool = False) -> list[list]:
     out = split_sample(COUNTS, EDGES, OWNER, OWNER, 2, rank, preagg, NO_COSTS, 0)
     assert len(out) == 2 + 8
+    for threads in (1, 2, 4):  # ranks are planned in parallel: any thread count, one plan
+        again = split_sample(COUNTS, EDGES, OWNER, OWNER, 2, rank, preagg, NO_COSTS, 0, threads)
+        assert all(map(torch.equal, again, out))
     return [t.tolist() for t in out]
 
 

@@ -242,3 +242,18 @@ def test_bad_inputs_give_clear_errors():
     bad = GraphStore(indptr=torch.tensor([0, 1, 1]), indices=torch.tensor([7]))
     with pytest.raises(RuntimeError, match="outside \\[0, 2\\)"):
         NeighborSampler([1]).sample(bad, torch.tensor([0]))
+
+
+def test_automatic_threads_never_compete_with_compute():
+    import threading
+
+    sampler = NeighborSampler([2])
+    assert sampler.threads_for_call() == torch.get_num_threads()  # inline: compute is waiting
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(sampler.threads_for_call()))
+    worker.start()
+    worker.join()
+    assert seen == [1]                                           # beside compute (prefetch)
+    assert NeighborSampler([2], threads=3).threads_for_call() == 3
+    with pytest.raises(ValueError, match="sampler.threads"):
+        NeighborSampler([2], threads=-1)

@@ -31,8 +31,10 @@ void check_gather_out(const at::Tensor& table, const at::Tensor& ids, const at::
 }
 
 TORCH_LIBRARY_FRAGMENT(gnnscale, m) {
-  m.def("gather_rows(Tensor table, Tensor ids) -> Tensor");
-  m.def("gather_rows_out(Tensor table, Tensor ids, Tensor(a!) out) -> Tensor(a!)");
+  m.def("gather_rows(Tensor table, Tensor ids, int num_threads=0) -> Tensor");
+  m.def(
+      "gather_rows_out(Tensor table, Tensor ids, Tensor(a!) out, int num_threads=0) -> "
+      "Tensor(a!)");
   m.def("advise_huge_pages(Tensor t) -> bool");
 }
 

@@ -44,7 +44,7 @@ void check_sample_neighbors(const at::Tensor& indptr, const at::Tensor& indices,
 TORCH_LIBRARY_FRAGMENT(gnnscale, m) {
   m.def(
       "sample_neighbors(Tensor indptr, Tensor indices, Tensor? weights, Tensor seeds, "
-      "int[] fanouts, bool replace, int seed) -> (Tensor, Tensor, Tensor[])");
+      "int[] fanouts, bool replace, int seed, int num_threads=0) -> (Tensor, Tensor, Tensor[])");
 }
 
 }  // namespace gnnscale::sampling

@@ -28,7 +28,7 @@ void check_split_sample(const at::Tensor& counts, at::TensorList edges, const at
 TORCH_LIBRARY_FRAGMENT(gnnscale, m) {
   m.def(
       "split_sample(Tensor counts, Tensor[] edges, Tensor own_in, Tensor own_part, int world, "
-      "int rank, bool preagg, Tensor costs, int budget) -> Tensor[]");
+      "int rank, bool preagg, Tensor costs, int budget, int num_threads=0) -> Tensor[]");
 }
 
 }  // namespace gnnscale::split

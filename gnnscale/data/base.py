@@ -4,11 +4,42 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
+
+import torch
 
 from gnnscale.data import processed
 from gnnscale.data.checks import check_task
 from gnnscale.data.graph import GraphStore
+
+
+class FeatureNorm(str, Enum):
+    """A transform of the input features, applied once when the dataset is processed."""
+
+    none = "none"
+    row = "row"  # each row divided by its sum (Kipf & Welling; PyG's NormalizeFeatures)
+
+
+@dataclass
+class DatasetConfig:
+    """Fields every dataset option shares."""
+
+    _target_: str = ""
+    root: str = "${data_root}"
+    feature_norm: FeatureNorm = FeatureNorm.none
+
+
+def normalize_features(graph: GraphStore, norm: str) -> GraphStore:
+    """``graph`` with its features transformed by ``norm`` (recorded in ``graph.meta``)."""
+    graph.meta["feature_norm"] = norm
+    if norm == "none" or graph.x is None:
+        return graph
+    x = graph.x.float()
+    total = x.sum(dim=1, keepdim=True)
+    graph.x = torch.where(total == 0, x, x / torch.where(total == 0, 1.0, total)).to(graph.x.dtype)
+    return graph
 
 
 class Dataset(ABC):
@@ -18,8 +49,9 @@ class Dataset(ABC):
     process: the runner loads before it spawns ranks) and memory-maps it afterwards.
     """
 
-    def __init__(self, root: str = "data") -> None:
+    def __init__(self, root: str = "data", feature_norm: str = "none") -> None:
         self.root = Path(os.path.expanduser(str(root)))
+        self.feature_norm = FeatureNorm(feature_norm).value
 
     @property
     @abstractmethod
@@ -32,7 +64,9 @@ class Dataset(ABC):
 
     @property
     def processed_dir(self) -> Path:
-        return self.root / self.key / "processed"
+        """``<root>/<key>[-<feature_norm>]/processed``: a transform is a different copy."""
+        suffix = "" if self.feature_norm == "none" else f"-{self.feature_norm}norm"
+        return self.root / f"{self.key}{suffix}" / "processed"
 
     @property
     def source(self) -> str:
@@ -46,7 +80,7 @@ class Dataset(ABC):
     def load(self, mmap: bool = True) -> GraphStore:
         """The processed graph, processing (and checking) it first if needed."""
         if not processed.is_processed(self.processed_dir):
-            graph = self.process()
+            graph = normalize_features(self.process(), self.feature_norm)
             self.check(graph)
             processed.save(graph, self.processed_dir)
         return processed.load(self.processed_dir, mmap=mmap)

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnscale.data.base import Dataset
+from gnnscale.data.base import Dataset, DatasetConfig
 from gnnscale.data.checks import check_task
 from gnnscale.data.convert import DatasetNotFoundError, index_split, ratio_split
 from gnnscale.data.graph import GraphStore
@@ -195,8 +195,9 @@ class CustomDataset(Dataset):
     """A user's graph file (see the module docstring for the accepted contents)."""
 
     def __init__(self, root: str = "data", path: str | None = None, symmetrize: bool = True,
-                 train_ratio: float = 0.6, val_ratio: float = 0.2, split_seed: int = 0) -> None:
-        super().__init__(root)
+                 train_ratio: float = 0.6, val_ratio: float = 0.2, split_seed: int = 0,
+                 feature_norm: str = "none") -> None:
+        super().__init__(root, feature_norm)
         if not path:
             raise ValueError("dataset=custom needs dataset.path=FILE (.npz or torch.save of Data)")
         self.path = Path(os.path.expanduser(str(path))).resolve()
@@ -230,11 +231,10 @@ class CustomDataset(Dataset):
 
 @register("dataset", "custom")
 @dataclass
-class CustomConfig:
+class CustomConfig(DatasetConfig):
     """``dataset=custom dataset.path=FILE``."""
 
     _target_: str = "gnnscale.data.custom.CustomDataset"
-    root: str = "${data_root}"
     path: str | None = None
     symmetrize: bool = True
     train_ratio: float = 0.6

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-from gnnscale.data.base import Dataset
+from gnnscale.data.base import Dataset, DatasetConfig
 from gnnscale.data.convert import find_raw, from_pyg, raw_candidates, stage_raw
 from gnnscale.data.graph import GraphStore
 from gnnscale.registry import register
@@ -23,8 +23,8 @@ class HeterophilousDataset(Dataset):
     """``HeterophilousGraphDataset(root, name)`` with fixed split number ``split``."""
 
     def __init__(self, root: str = "data", name: str = "tolokers", raw_dir: str | None = None,
-                 split: int = 0) -> None:
-        super().__init__(root)
+                 split: int = 0, feature_norm: str = "none") -> None:
+        super().__init__(root, feature_norm)
         self.name = name.lower().replace("-", "_")
         if self.name not in NAMES:
             raise ValueError(f"unknown heterophilous graph {name!r}; choose one of {NAMES}")
@@ -58,11 +58,10 @@ class HeterophilousDataset(Dataset):
 
 @register("dataset", "heterophilous")
 @dataclass
-class HeterophilousConfig:
+class HeterophilousConfig(DatasetConfig):
     """Option ``tolokers``."""
 
     _target_: str = "gnnscale.data.heterophilous.HeterophilousDataset"
-    root: str = "${data_root}"
     name: str = "tolokers"
     raw_dir: str | None = None
     split: int = 0

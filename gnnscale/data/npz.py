@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-from gnnscale.data.base import Dataset
+from gnnscale.data.base import Dataset, DatasetConfig
 from gnnscale.data.convert import find_raw, from_pyg, per_class_split, raw_candidates, stage_raw
 from gnnscale.data.graph import GraphStore
 from gnnscale.registry import register
@@ -30,8 +30,9 @@ class NpzDataset(Dataset):
     """One gnn-benchmark graph with a seeded per-class random split."""
 
     def __init__(self, root: str = "data", name: str = "computers", raw_dir: str | None = None,
-                 train_per_class: int = 20, val_per_class: int = 30, split_seed: int = 0) -> None:
-        super().__init__(root)
+                 train_per_class: int = 20, val_per_class: int = 30, split_seed: int = 0,
+                 feature_norm: str = "none") -> None:
+        super().__init__(root, feature_norm)
         if name.lower() not in GRAPHS:
             raise ValueError(f"unknown gnn-benchmark graph {name!r}; choose one of {list(GRAPHS)}")
         if train_per_class < 1 or val_per_class < 0:
@@ -68,11 +69,10 @@ class NpzDataset(Dataset):
 
 @register("dataset", "npz")
 @dataclass
-class NpzConfig:
+class NpzConfig(DatasetConfig):
     """Options ``computers``, ``photo``, ``cs``, ``physics``."""
 
     _target_: str = "gnnscale.data.npz.NpzDataset"
-    root: str = "${data_root}"
     name: str = "computers"
     raw_dir: str | None = None
     train_per_class: int = 20

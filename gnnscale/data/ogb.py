@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnscale.data.base import Dataset
+from gnnscale.data.base import Dataset, DatasetConfig
 from gnnscale.data.convert import DatasetNotFoundError, find_raw, raw_candidates
 from gnnscale.data.graph import GraphStore
 from gnnscale.registry import register
@@ -52,8 +52,8 @@ class OgbNodeDataset(Dataset):
     """An ``ogbn-*`` graph with its official split."""
 
     def __init__(self, root: str = "data", name: str = "arxiv", raw_dir: str | None = None,
-                 symmetrize: bool = True) -> None:
-        super().__init__(root)
+                 symmetrize: bool = True, feature_norm: str = "none") -> None:
+        super().__init__(root, feature_norm)
         key = name.lower().removeprefix("ogbn-").removeprefix("ogbn_")
         if key not in GRAPHS:
             raise ValueError(f"unknown OGB node dataset {name!r}; choose one of {list(GRAPHS)}")
@@ -126,11 +126,10 @@ class OgbNodeDataset(Dataset):
 
 @register("dataset", "ogb")
 @dataclass
-class OgbConfig:
+class OgbConfig(DatasetConfig):
     """Options ``arxiv``, ``products``, ``papers100m``."""
 
     _target_: str = "gnnscale.data.ogb.OgbNodeDataset"
-    root: str = "${data_root}"
     name: str = "arxiv"
     raw_dir: str | None = None
     symmetrize: bool = True

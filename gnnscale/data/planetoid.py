@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-from gnnscale.data.base import Dataset
+from gnnscale.data.base import Dataset, DatasetConfig
 from gnnscale.data.convert import find_raw, from_pyg, raw_candidates, stage_raw
 from gnnscale.data.graph import GraphStore
 from gnnscale.registry import register
@@ -24,8 +24,9 @@ class PlanetoidDataset(Dataset):
     """``Planetoid(root, name)`` with its public split (20 train nodes per class, 500 val,
     1000 test), as an undirected CSC graph."""
 
-    def __init__(self, root: str = "data", name: str = "Cora", raw_dir: str | None = None) -> None:
-        super().__init__(root)
+    def __init__(self, root: str = "data", name: str = "Cora", raw_dir: str | None = None,
+                 feature_norm: str = "none") -> None:
+        super().__init__(root, feature_norm)
         if name.lower() not in NAMES:
             raise ValueError(
                 f"unknown Planetoid dataset {name!r}; choose one of {list(NAMES.values())}"
@@ -59,10 +60,9 @@ class PlanetoidDataset(Dataset):
 
 @register("dataset", "planetoid")
 @dataclass
-class PlanetoidConfig:
+class PlanetoidConfig(DatasetConfig):
     """Options ``cora``, ``citeseer``, ``pubmed``."""
 
     _target_: str = "gnnscale.data.planetoid.PlanetoidDataset"
-    root: str = "${data_root}"
     name: str = "Cora"
     raw_dir: str | None = None

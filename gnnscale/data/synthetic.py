@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, fields, replace
 import numpy as np
 import torch
 
-from gnnscale.data.base import Dataset
+from gnnscale.data.base import Dataset, DatasetConfig
 from gnnscale.data.graph import GraphStore
 from gnnscale.registry import register
 
@@ -324,8 +324,8 @@ class SyntheticDataset(Dataset):
     """The generator behind the Dataset interface: generated once, then memory-mapped."""
 
     def __init__(self, root: str = "data", preset: str = "small", scale: float = 1.0,
-                 seed: int = 0, **overrides) -> None:
-        super().__init__(root)
+                 seed: int = 0, feature_norm: str = "none", **overrides) -> None:
+        super().__init__(root, feature_norm)
         self.preset, self.scale, self.seed = preset, float(scale), int(seed)
         self.params = resolve(preset, self.scale, **overrides)
 
@@ -341,11 +341,10 @@ class SyntheticDataset(Dataset):
 
 @register("dataset", "synthetic")
 @dataclass
-class SyntheticConfig:
+class SyntheticConfig(DatasetConfig):
     """``dataset=synthetic`` (preset small) or ``dataset=products_sim``; None = the preset's."""
 
     _target_: str = "gnnscale.data.synthetic.SyntheticDataset"
-    root: str = "${data_root}"
     preset: str = "small"
     scale: float = 1.0
     seed: int = 0

@@ -19,7 +19,8 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -56,10 +57,31 @@ def stop_processes(procs: list, grace_s: float = 0.0) -> None:
             p.join(timeout=2)
 
 
-def use_temp_dir(path: str) -> None:
-    """Send this process's temp files (``tempfile``, ``$TMPDIR``) to ``path``."""
-    os.environ["TMPDIR"] = path
+def use_temp_dir(path: str | None) -> None:
+    """Send this process's temp files (``tempfile``, ``$TMPDIR``) to ``path`` (None: unset)."""
+    if path is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = path
     tempfile.tempdir = path
+
+
+@contextmanager
+def private_temp_dir(prefix: str = "gnnscale-") -> Iterator[str]:
+    """While inside, temp files (e.g. PyG's generated modules) go to a new folder that is
+    removed on the way out."""
+    before_env, before = os.environ.get("TMPDIR"), tempfile.tempdir
+    path = tempfile.mkdtemp(prefix=prefix)
+    use_temp_dir(path)
+    try:
+        yield path
+    finally:
+        tempfile.tempdir = before
+        if before_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before_env
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _worker(rank, world_size, fn, args, port, backend, device, timeout_s, results, threads,
@@ -174,8 +196,16 @@ def spawn(
     failures = _Failures(procs)
     try:
         with launcher_signals():
-            for p in procs:
-                p.start()
+            before = os.environ.get("TMPDIR")
+            os.environ["TMPDIR"] = tmp_dir  # ranks inherit it: their imports write there too
+            try:
+                for p in procs:
+                    p.start()
+            finally:
+                if before is None:
+                    os.environ.pop("TMPDIR", None)
+                else:
+                    os.environ["TMPDIR"] = before
             while len(outs) < world_size and not failures.settled(outs):
                 try:
                     rank, ok, payload = results.get(timeout=0.2)

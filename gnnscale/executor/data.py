@@ -39,11 +39,13 @@ class DataParallelConfig:
 
 
 class _CommTimer:
-    """DDP comm hook state: seconds from all-reduce launch to completion, bytes reduced."""
+    """DDP comm hook state: seconds from all-reduce launch to completion, bytes reduced;
+    ``group`` is the process group the gradients are averaged over (None: the world)."""
 
-    def __init__(self) -> None:
+    def __init__(self, group: dist.ProcessGroup | None = None) -> None:
         self.seconds = 0.0
         self.bytes = 0
+        self.group = group
 
 
 def _timed_allreduce(state, bucket):
@@ -51,8 +53,8 @@ def _timed_allreduce(state, bucket):
     buf = bucket.buffer()
     state.bytes += buf.numel() * buf.element_size()
     t0 = time.perf_counter()
-    buf.div_(dist.get_world_size())
-    fut = dist.all_reduce(buf, async_op=True).get_future()
+    buf.div_(dist.get_world_size(state.group))
+    fut = dist.all_reduce(buf, group=state.group, async_op=True).get_future()
 
     def done(f):
         state.seconds += time.perf_counter() - t0
@@ -74,13 +76,19 @@ class DataParallel(SamplingStrategy):
             raise ConfigError("strategy=data replicates every dependency: use deps=depcache")
 
     def setup(self) -> None:
-        ctx, topo = self.ctx, self.ctx.topo
+        self.setup_training(self.ctx.topo)
+
+    def setup_training(self, topo) -> None:
+        """Model (under DDP on :attr:`group` when ``topo`` has several ranks), optimizer and
+        feature store; ``topo`` holds the rank and size of the training ranks (``factored``
+        trains on some ranks only)."""
+        ctx = self.ctx
         model = ctx.model.to(topo.device)
         self._module = model
-        self.comm = _CommTimer()
+        self.comm = _CommTimer(self.group)
         if topo.world_size > 1:
             model = DDP(model, device_ids=[topo.device.index] if topo.device.type == "cuda"
-                        else None)
+                        else None, process_group=self.group)
             model.register_comm_hook(self.comm, _timed_allreduce)
         self.model = model
         self._optimizer = ctx.optim(self._module)

@@ -21,6 +21,29 @@ def check_config(cfg: DictConfig) -> None:
                           f"got {cfg.eval_every}")
     if cfg.eval_batch_size < 1:
         raise ConfigError(f"eval_batch_size must be >= 1, got {cfg.eval_batch_size}")
+    for key in ("hidden", "num_layers"):
+        value = cfg.model.get(key)
+        if value is not None and value < 1:
+            raise ConfigError(f"model.{key} must be >= 1, got {value}")
+    check_unused_cache_budget(cfg)
+    from gnnscale.runner.resume import ResumeError, check_resume
+
+    try:
+        check_resume(cfg)
+    except ResumeError as err:
+        raise ConfigError(str(err)) from err
+
+
+def check_unused_cache_budget(cfg: DictConfig) -> None:
+    """``cache=none`` with a budget set is a mistake, not a wish for no cache."""
+    cache = cfg.get("cache")
+    if cache is None or not str(cache.get("_target_", "")).endswith(".NoCache"):
+        return
+    for key in ("ratio", "bytes", "auto"):
+        if cache.get(key):
+            raise ConfigError(f"cache.{key}={cache.get(key)} has no effect with cache=none: "
+                              f"pick a policy that caches (cache=degree, presample, random) "
+                              f"or drop cache.{key}")
 
 
 def strategy_class(cfg: DictConfig) -> type:
@@ -34,6 +57,7 @@ def check_data(cfg: DictConfig, graph: GraphStore) -> None:
     """Checks that need the loaded dataset: the strategy's own (see ``Strategy.check``), then
     every component built once from its config, so a bad value fails here, not in a rank."""
     from gnnscale import registry
+    from gnnscale.distributed.launch import private_temp_dir
 
     strategy_class(cfg).check(cfg, graph)
     for group in ("sampler", "cache", "deps", "optim"):
@@ -43,6 +67,8 @@ def check_data(cfg: DictConfig, graph: GraphStore) -> None:
             except (ValueError, TypeError) as err:
                 raise ConfigError(f"{group}: {err}") from err
     try:
-        registry.build(cfg.model, in_channels=graph.num_features, out_channels=graph.num_classes)
-    except (ValueError, TypeError) as err:
+        with private_temp_dir():  # PyG writes its generated modules to the temp folder
+            registry.build(cfg.model, in_channels=graph.num_features,
+                           out_channels=graph.num_classes)
+    except (ValueError, TypeError, RuntimeError) as err:
         raise ConfigError(f"model: {err}") from err

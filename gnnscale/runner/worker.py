@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ import torch.distributed as dist
 from omegaconf import OmegaConf
 
 from gnnscale import registry
-from gnnscale.distributed.collectives import group_rank
+from gnnscale.distributed.collectives import group_rank, group_size
 from gnnscale.distributed.launch import Topology
 from gnnscale.executor.base import RunContext
 from gnnscale.partition.provider import CachedPartitions
@@ -65,6 +66,10 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
         strategy.module.load_state_dict(state["model"])
         strategy.optimizer.load_state_dict(state["optimizer"])
         if reports:
+            if len(state["rng"]) != group_size(group):
+                raise RuntimeError(f"{ckpt_path} holds the RNG states of {len(state['rng'])} "
+                                   f"ranks, this run has {group_size(group)}: resume with the "
+                                   "world size it was written with")
             checkpoint.set_rng_state(state["rng"][group_rank(group)])
         history, start = state["history"], state["epoch"] + 1
         if leader:
@@ -72,6 +77,7 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     logger = registry.build(cfg.logger) if leader else None
     writer = MetricsWriter(run_dir) if leader else None
     if leader:
+        _rewrite_metrics(writer.path, history)  # what the checkpoint holds, nothing more
         logger.start(OmegaConf.to_container(cfg), run_dir)
         print(ctx.graph.summary(), flush=True)
     try:
@@ -89,13 +95,17 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
                 t0 = time.perf_counter()
                 record.update(strategy.evaluate(cfg.eval_batch_size))
                 record["eval_time"] = time.perf_counter() - t0
+            if not math.isfinite(record["train_loss"]):
+                raise FloatingPointError(
+                    f"train_loss is {record['train_loss']} after epoch {epoch}: training "
+                    "diverged; lower optim.lr or check the features and labels")
             history.append(record)
+            if cfg.checkpoint:  # first the checkpoint, then the metrics line it covers
+                _save_checkpoint(ckpt_path, strategy, epoch, history, cfg, leader)
             if leader:
                 writer.write(record)
                 logger.log_epoch(epoch, record)
                 print(_epoch_line(record), flush=True)
-            if cfg.checkpoint:
-                _save_checkpoint(ckpt_path, strategy, epoch, history, cfg, leader)
     finally:
         strategy.close()
     if not leader:
@@ -106,6 +116,14 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     print("\n" + summary_table(history), flush=True)
     print(f"\nresults: {os.path.join(run_dir, 'results.json')}", flush=True)
     return results
+
+
+def _rewrite_metrics(path: Path, history: list[dict]) -> None:
+    """``metrics.jsonl`` = one line per epoch of ``history`` (a resume never duplicates one,
+    a fresh run in an old folder starts a fresh file)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in history))
+    os.replace(tmp, path)
 
 
 def _progress(cfg, leader: bool, epoch: int, strategy):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import torch
@@ -22,16 +23,35 @@ class NeighborSampler(Sampler):
     of -1, which takes every edge). The sample is a function of ``seed``, the seeds and the
     graph only, whatever the number of threads: each vertex's draw in hop ``h`` is keyed by
     ``(seed, h, vertex id)``.
+
+    ``threads`` > 0 fixes the native sampler's thread count; 0 (the default) picks it per call
+    (:meth:`threads_for_call`) so that sampling never competes with the process's compute.
     """
 
-    def __init__(self, fanouts: list[int], replace: bool = False, weighted: bool = False):
+    def __init__(self, fanouts: list[int], replace: bool = False, weighted: bool = False,
+                 threads: int = 0):
         fanouts = [int(f) for f in fanouts]
         if not fanouts:
             raise ValueError("fanouts is empty: give one fanout per layer, e.g. [15, 10, 5]")
         if any(f < -1 for f in fanouts):
             raise ValueError(f"fanouts must be -1 (all neighbors) or >= 0, got {fanouts}")
+        if int(threads) < 0:
+            raise ValueError(f"sampler.threads must be >= 0 (0: automatic), got {threads}")
         self.fanouts, self.replace, self.weighted = fanouts, bool(replace), bool(weighted)
+        self.threads = int(threads)
         self.num_layers = len(fanouts)
+
+    def threads_for_call(self) -> int:
+        """Threads of the next :meth:`sample`: ``threads`` when set; else all of torch's
+        intra-op threads on the main thread (inline sampling: compute waits for the batch,
+        as in a sampler worker process, whose main thread has its own thread budget), and 1
+        on any other thread (a prefetch thread sampling while the same process computes on
+        its intra-op threads)."""
+        if self.threads > 0:
+            return self.threads
+        if threading.current_thread() is threading.main_thread():
+            return torch.get_num_threads()
+        return 1
 
     def sample(self, graph: GraphStore, seeds: torch.Tensor, seed: int = 0) -> MiniBatch:
         weights = None
@@ -47,7 +67,7 @@ class NeighborSampler(Sampler):
             raise TypeError(f"seeds must hold integer vertex ids, got {seeds.dtype}")
         n_id, counts, edges = sample_neighbors(
             graph.indptr, graph.indices, weights, seeds.long(), self.fanouts, self.replace,
-            int(seed) & 0x7FFFFFFFFFFFFFFF)
+            int(seed) & 0x7FFFFFFFFFFFFFFF, self.threads_for_call())
         counts = counts.tolist()
         blocks = [Block(edges[h], (counts[h + 1], counts[h]), n_id[: counts[h + 1]])
                   for h in reversed(range(len(edges)))]
@@ -55,15 +75,17 @@ class NeighborSampler(Sampler):
 
     def __repr__(self) -> str:
         return (f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, "
-                f"weighted={self.weighted})")
+                f"weighted={self.weighted}, threads={self.threads})")
 
 
 @register("sampler", "neighbor")
 @dataclass
 class NeighborSamplerConfig:
-    """``sampler=neighbor``: per-layer fanouts, target layer first; -1 = all neighbors."""
+    """``sampler=neighbor``: per-layer fanouts, target layer first; -1 = all neighbors;
+    ``threads``: native sampling threads, 0 = automatic (see ``NeighborSampler``)."""
 
     _target_: str = "gnnscale.sampling.neighbor.NeighborSampler"
     fanouts: list[int] = field(default_factory=lambda: [15, 10, 5])
     replace: bool = False
     weighted: bool = False
+    threads: int = 0

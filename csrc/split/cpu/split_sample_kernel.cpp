@@ -25,7 +25,6 @@
 // stats (int64): [edges computed by each rank (world)..., local edges, all edges,
 //                 replicated rows of this rank].
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -35,6 +34,7 @@
 #include <vector>
 
 #include "split/split_sample.h"
+#include "utils/parallel.h"
 
 namespace gnnscale::split {
 namespace {
@@ -65,6 +65,7 @@ struct Costs {
 struct Splitter {
   int64_t L, W, R;
   bool preagg;
+  int64_t threads;  // ranks are planned in parallel (mark_needs, replicate)
   Ids n;                                       // n[i], i = 0..L
   std::vector<const int64_t*> src, dst;        // block i edges
   Ids ne;                                      // block i edge counts
@@ -97,14 +98,12 @@ struct Splitter {
     Layer& lo = lay[i];
     const Layer& hi = lay[i + 1];
     lo.need.assign(W * lo.n, 0);
-    at::parallel_for(0, W, 1, [&](int64_t b, int64_t e) {
-      for (int64_t q = b; q < e; ++q) {
-        const uint8_t* c = hi.comp.data() + q * hi.n;
-        uint8_t* nd = lo.need.data() + q * lo.n;
-        for (int64_t v = 0; v < hi.n; ++v) nd[v] |= c[v];
-        for (int64_t k = 0; k < ne[i]; ++k)
-          if (c[dst[i][k]]) nd[src[i][k]] = 1;
-      }
+    parallel_chunks(W, threads, [&](int64_t q) {
+      const uint8_t* c = hi.comp.data() + q * hi.n;
+      uint8_t* nd = lo.need.data() + q * lo.n;
+      for (int64_t v = 0; v < hi.n; ++v) nd[v] |= c[v];
+      for (int64_t k = 0; k < ne[i]; ++k)
+        if (c[dst[i][k]]) nd[src[i][k]] = 1;
     });
   }
 
@@ -120,38 +119,36 @@ struct Splitter {
     for (int64_t k = 0; k < ne[i - 1]; ++k) ins[fill[dst[i - 1][k]]++] = src[i - 1][k];
     const double comm_in = cost_of.comm_row[i - 1], comm_out = cost_of.comm_row[i];
     const double edge_cost = cost_of.edge[i - 1], vertex_cost = cost_of.vertex[i - 1];
-    at::parallel_for(0, W, 1, [&](int64_t b, int64_t e) {
-      for (int64_t q = b; q < e; ++q) {
-        // rows of layer i-1 present at q anyway: its own, and those its own vertices need
-        std::vector<uint8_t> present(nb, 0);
-        for (int64_t w = 0; w < nb; ++w) present[w] = owner(i - 1, w) == q;
-        for (int64_t v = 0; v < cur.n; ++v)
-          if (owner(i, v) == q) {
-            present[v] = 1;
-            for (int64_t k = ptr[v]; k < ptr[v + 1]; ++k) present[ins[k]] = 1;
-          }
-        auto cost = [&](int64_t u) {
-          double c = (ptr[u + 1] - ptr[u]) * edge_cost + vertex_cost;
-          if (!present[u]) c += comm_in;
-          for (int64_t k = ptr[u]; k < ptr[u + 1]; ++k)
-            if (!present[ins[k]]) c += comm_in;
-          return c;
-        };
-        std::vector<std::pair<double, int64_t>> cand;
-        const uint8_t* nd = cur.need.data() + q * cur.n;
-        for (int64_t u = 0; u < cur.n; ++u)
-          if (nd[u] && owner(i, u) != q) cand.emplace_back(cost(u), u);
-        std::sort(cand.begin(), cand.end());
-        uint8_t* cp = cur.comp.data() + q * cur.n;
-        for (auto& [c0, u] : cand) {
-          if (used[q] >= budget) break;
-          (void)c0;  // cheapest first; re-measured: rows fetched for earlier picks are free
-          if (cost(u) >= comm_out) continue;
-          cp[u] = 1;
-          ++used[q];
-          present[u] = 1;
-          for (int64_t k = ptr[u]; k < ptr[u + 1]; ++k) present[ins[k]] = 1;
+    parallel_chunks(W, threads, [&](int64_t q) {
+      // rows of layer i-1 present at q anyway: its own, and those its own vertices need
+      std::vector<uint8_t> present(nb, 0);
+      for (int64_t w = 0; w < nb; ++w) present[w] = owner(i - 1, w) == q;
+      for (int64_t v = 0; v < cur.n; ++v)
+        if (owner(i, v) == q) {
+          present[v] = 1;
+          for (int64_t k = ptr[v]; k < ptr[v + 1]; ++k) present[ins[k]] = 1;
         }
+      auto cost = [&](int64_t u) {
+        double c = (ptr[u + 1] - ptr[u]) * edge_cost + vertex_cost;
+        if (!present[u]) c += comm_in;
+        for (int64_t k = ptr[u]; k < ptr[u + 1]; ++k)
+          if (!present[ins[k]]) c += comm_in;
+        return c;
+      };
+      std::vector<std::pair<double, int64_t>> cand;
+      const uint8_t* nd = cur.need.data() + q * cur.n;
+      for (int64_t u = 0; u < cur.n; ++u)
+        if (nd[u] && owner(i, u) != q) cand.emplace_back(cost(u), u);
+      std::sort(cand.begin(), cand.end());
+      uint8_t* cp = cur.comp.data() + q * cur.n;
+      for (auto& [c0, u] : cand) {
+        if (used[q] >= budget) break;
+        (void)c0;  // cheapest first; re-measured: rows fetched for earlier picks are free
+        if (cost(u) >= comm_out) continue;
+        cp[u] = 1;
+        ++used[q];
+        present[u] = 1;
+        for (int64_t k = ptr[u]; k < ptr[u + 1]; ++k) present[ins[k]] = 1;
       }
     });
   }
@@ -352,13 +349,15 @@ void plan_layer(const Splitter& s, int64_t i, std::vector<at::Tensor>& out) {
 std::vector<at::Tensor> split_sample(const at::Tensor& counts, at::TensorList edges,
                                      const at::Tensor& own_in, const at::Tensor& own_part,
                                      int64_t world, int64_t rank, bool preagg,
-                                     const at::Tensor& costs, int64_t budget) {
+                                     const at::Tensor& costs, int64_t budget,
+                                     int64_t num_threads) {
   check_split_sample(counts, edges, own_in, own_part, world, rank, costs);
   Splitter s;
   s.L = static_cast<int64_t>(edges.size());
   s.W = world;
   s.R = rank;
   s.preagg = preagg;
+  s.threads = resolve_threads(num_threads);
   const at::Tensor cnt = counts.contiguous().to(at::kLong);
   // counts are in sampler order (targets first); layer i has counts[L - i] vertices
   for (int64_t i = 0; i <= s.L; ++i) s.n.push_back(cnt.data_ptr<int64_t>()[s.L - i]);

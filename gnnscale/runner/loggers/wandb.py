@@ -1,10 +1,12 @@
-"""``logger=wandb``: the real wandb library; ``mode=offline`` (default) writes run files under
-the run folder with no network, ``mode=online`` syncs for users with an account."""
+"""``logger=wandb``: the real wandb library; ``mode=offline`` (default) writes run files (and
+wandb's cache, config and debug logs) under the run folder with no network, ``mode=online``
+syncs for users with an account."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gnnscale.registry import register
 from gnnscale.runner.loggers.base import Logger
@@ -37,6 +39,12 @@ class WandbLogger(Logger):
         import wandb
 
         os.environ.setdefault("WANDB_SILENT", "true")
+        # wandb's own cache, config, debug logs and artifacts default to the home folder:
+        # keep every write inside the run folder (unless the user chose a place)
+        base = Path(run_dir) / "wandb"
+        for var, sub in (("WANDB_CACHE_DIR", "cache"), ("WANDB_CONFIG_DIR", "config"),
+                         ("WANDB_DATA_DIR", "data"), ("WANDB_ARTIFACT_DIR", "artifacts")):
+            os.environ.setdefault(var, str(base / sub))
         self.run = wandb.init(project=self.project, entity=self.entity, mode=self.mode,
                               name=self.name, tags=self.tags, config=config, dir=run_dir,
                               reinit="finish_previous")

@@ -1,0 +1,214 @@
+"""Factored sampling and training (GNNLab / FGNN): sampler ranks feed trainer ranks.
+
+Ranks ``0 .. T-1`` train, ranks ``T .. N-1`` sample (``strategy.samplers``: a count, or
+``auto``: GNNLab's rule on times profiled on the first micro-batches, see
+:mod:`~gnnscale.executor.factored_alloc`). The trainers draw exactly ``strategy=data``'s
+mini-batches with T ranks: step ``s`` of epoch ``e`` gives trainer ``t`` the micro-batch
+``micro_batch(batch, T, t)`` sampled with ``sample_seed(seed, e, s, t)``. A static scheduler
+hands job ``j = s * T + t`` to sampler ``j mod S`` (each job exactly once, each sampler in
+job order); samplers send jobs through the bounded global queue
+(:mod:`~gnnscale.executor.factored_queue`) and trainers train exactly as ``DataParallel`` does,
+with gradients averaged over the trainers' process group, so with no staleness a step equals
+``strategy=data`` on the same samples. One rank samples the whole epoch, then trains.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from gnnscale.executor.base import RunContext
+from gnnscale.executor.data import DataParallel
+from gnnscale.executor.factored_alloc import Allocation, allocate, parse_samplers, profile
+from gnnscale.executor.factored_queue import STATS_TAG, JobSender, pack, receive
+from gnnscale.registry import register
+from gnnscale.runner.validate import ConfigError
+from gnnscale.sampling.base import MiniBatch
+from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
+
+_SAMPLER_STATS = ("samples_produced", "queue_bytes", "sampler_busy_time", "sampler_idle_time")
+
+
+@register("strategy", "factored")
+@dataclass
+class FactoredConfig:
+    _target_: str = "gnnscale.executor.factored.Factored"
+    batch_size: int = 1024  # global mini-batch (all trainers together)
+    samplers: str = "auto"  # sampler ranks: a count, or auto (GNNLab's rule, profiled)
+    queue_depth: int = 2  # jobs one sampler may have in flight per trainer
+    staleness: int = 0  # steps a trainer may run ahead of the slowest; only 0 (synchronous)
+    switching: bool = False  # samplers train as standby trainers once done (not implemented)
+
+
+class Factored(DataParallel):
+    def __init__(self, ctx: RunContext, batch_size: int = 1024, samplers: str = "auto",
+                 queue_depth: int = 2, staleness: int = 0, switching: bool = False) -> None:
+        super().__init__(ctx, batch_size, prefetch=0)
+        if queue_depth < 1:
+            raise ConfigError(f"strategy.queue_depth must be >= 1, got {queue_depth}")
+        if staleness != 0:
+            raise ConfigError(f"strategy.staleness={staleness}: only synchronous training "
+                              "(staleness=0) is implemented")
+        if switching:
+            raise ConfigError("strategy.switching=true: dynamic switching is not implemented "
+                              "yet; use strategy.switching=false")
+        self.fixed_samplers = parse_samplers(samplers, ctx.topo.world_size)
+        self.queue_depth = queue_depth
+        self.job_log: list[tuple[int, int, int]] = []  # (epoch, step, trainer) handled here
+
+    @classmethod
+    def check(cls, cfg, graph) -> None:
+        super().check(cfg, graph)
+        world = cfg.dist.world_size
+        count = parse_samplers(cfg.strategy.samplers, world)
+        if count is not None and world - count < 1:
+            raise ConfigError(f"strategy.samplers={count} leaves no trainer among "
+                              f"dist.world_size={world} ranks")
+        if cfg.strategy.queue_depth < 1:
+            raise ConfigError(f"strategy.queue_depth must be >= 1, got "
+                              f"{cfg.strategy.queue_depth}")
+        if cfg.cache.get("placement") == "partitioned":
+            raise ConfigError("strategy=factored caches on trainers only: use "
+                              "cache.placement=replicated")
+
+    # -- roles ----------------------------------------------------------------------------------
+    def setup(self) -> None:
+        topo = self.ctx.topo
+        self.queue_group = None
+        if topo.world_size > 1:
+            self.queue_group = dist.new_group(list(range(topo.world_size)), backend="gloo")
+        self.alloc = self._allocation()
+        trainers = self.alloc.trainers
+        self.is_trainer = topo.rank < trainers
+        if topo.world_size > 1:
+            self.group = dist.new_group(list(range(trainers)))
+        self.reports = self.is_trainer
+        self.train_topo = dataclasses.replace(topo, world_size=trainers,
+                                              rank=topo.rank if self.is_trainer else 0)
+        if self.is_trainer:
+            self.setup_training(self.train_topo)
+        else:
+            self._module = self.ctx.model.to(topo.device)
+            self._optimizer = self.ctx.optim(self._module.parameters())
+
+    def _allocation(self) -> Allocation:
+        """Fixed, or profiled on rank 0 and broadcast (``samplers=auto``)."""
+        world = self.ctx.topo.world_size
+        if world == 1:
+            return Allocation(0, 1)
+        if self.fixed_samplers is not None:
+            return Allocation(self.fixed_samplers, world - self.fixed_samplers)
+        msg = torch.zeros(3, dtype=torch.float64)
+        if self.ctx.topo.rank == 0:
+            t_s, t_t = profile(self)
+            msg = torch.tensor([allocate(world, t_s, t_t), t_s, t_t], dtype=torch.float64)
+        dist.broadcast(msg, 0, group=self.queue_group)
+        alloc = Allocation(int(msg[0]), world - int(msg[0]), float(msg[1]), float(msg[2]))
+        if self.ctx.topo.rank == 0:
+            print(f"factored: T_s {alloc.t_sample * 1e3:.2f} ms, T_t {alloc.t_train * 1e3:.2f} "
+                  f"ms per micro-batch, K = {alloc.k:.2f}: {alloc.samplers} sampler(s), "
+                  f"{alloc.trainers} trainer(s) of {world} ranks", flush=True)
+        return alloc
+
+    # -- the schedule (data's with T ranks) -----------------------------------------------------
+    def epoch_batches(self, epoch: int) -> list[torch.Tensor]:
+        return epoch_batches(self.ctx.graph.train_idx, self.batch_size, self.ctx.seed, epoch,
+                             min_size=self.alloc.trainers)
+
+    def micro_batch(self, batch: torch.Tensor) -> torch.Tensor:
+        return micro_batch(batch, self.alloc.trainers, self.train_topo.rank)
+
+    def sample(self, job: tuple[int, int, torch.Tensor]) -> MiniBatch:
+        epoch, step, targets = job
+        seed = sample_seed(self.ctx.seed, epoch, step, self.train_topo.rank)
+        return self.ctx.sampler.sample(self.ctx.graph, targets, seed)
+
+    def sampler_of(self, step: int, trainer: int) -> int:
+        """The rank that samples job ``(step, trainer)``."""
+        j = step * self.alloc.trainers + trainer
+        return self.alloc.trainers + j % self.alloc.samplers
+
+    # -- trainers -------------------------------------------------------------------------------
+    def samples(self, jobs: list[tuple[int, int, torch.Tensor]]) -> Iterator:
+        """``(MiniBatch, seconds waited)`` of this trainer's jobs, in step order."""
+        if self.alloc.samplers == 0:  # one rank: sample the whole epoch, then train
+            t0 = time.perf_counter()
+            drawn = [self.sample(job) for job in jobs]
+            waited = time.perf_counter() - t0
+            for (epoch, step, _), mb in zip(jobs, drawn):
+                self._consumed(epoch, step, 0)
+                yield mb, waited
+                waited = 0.0
+            return
+        layers = self.ctx.sampler.num_layers
+        for epoch, step, targets in jobs:
+            t0 = time.perf_counter()
+            got_epoch, got_step, mb, nbytes = receive(
+                self.sampler_of(step, self.train_topo.rank), layers, self.queue_group)
+            if (got_epoch, got_step) != (epoch, step) or mb.num_targets != targets.numel():
+                raise RuntimeError(f"trainer {self.train_topo.rank} expected job (epoch {epoch}, "
+                                   f"step {step}) and received (epoch {got_epoch}, step "
+                                   f"{got_step})")
+            self._consumed(epoch, step, nbytes)
+            yield mb, time.perf_counter() - t0
+
+    def _consumed(self, epoch: int, step: int, nbytes: int) -> None:
+        self.job_log.append((epoch, step, self.train_topo.rank))
+        self._received_bytes += nbytes
+
+    def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
+        self.job_log = []
+        if not self.is_trainer:
+            return self._sample_epoch(epoch)
+        self._received_bytes = 0
+        m = super().train_epoch(epoch, progress)
+        m["samples_consumed"] = float(len(self.job_log))
+        m["bytes_queue_received"] = float(self._received_bytes)
+        m["trainer_idle_time"] = m["sample_time"]
+        m["trainer_busy_time"] = m["load_time"] + m["compute_time"]
+        # every trainer reports the same keys (summed over the trainers): rank 0 the run's
+        stats = dict.fromkeys((*_SAMPLER_STATS, "samplers", "trainers", "measured_k"), 0.0)
+        if self.train_topo.rank == 0:
+            stats["samplers"], stats["trainers"] = self.alloc.samplers, self.alloc.trainers
+            stats["measured_k"] = self.alloc.k
+            for src in range(self.alloc.trainers, self.ctx.topo.world_size):
+                got = torch.empty(len(_SAMPLER_STATS), dtype=torch.float64)
+                dist.recv(got, src, group=self.queue_group, tag=STATS_TAG)
+                for key, value in zip(_SAMPLER_STATS, got.tolist()):
+                    stats[key] += value
+            if self.alloc.samplers == 0:
+                stats["samples_produced"] = m["samples_consumed"]
+                stats["sampler_busy_time"] = m["sample_time"]
+        m.update(stats)
+        return m
+
+    # -- samplers -------------------------------------------------------------------------------
+    def _sample_epoch(self, epoch: int) -> dict[str, float]:
+        """Sample this rank's share of the epoch's jobs and send each to its trainer."""
+        trainers, me = self.alloc.trainers, self.ctx.topo.rank
+        sender = JobSender(self.queue_group, self.queue_depth)
+        busy, t_epoch = 0.0, time.perf_counter()
+        for step, batch in enumerate(self.epoch_batches(epoch)):
+            for t in range(trainers):
+                if self.sampler_of(step, t) != me:
+                    continue
+                t0 = time.perf_counter()
+                mb = self.ctx.sampler.sample(self.ctx.graph, micro_batch(batch, trainers, t),
+                                             sample_seed(self.ctx.seed, epoch, step, t))
+                header, body = pack(mb, epoch, step)
+                busy += time.perf_counter() - t0
+                sender.send(t, header, body)
+                self.job_log.append((epoch, step, t))
+        sender.drain()
+        elapsed = time.perf_counter() - t_epoch
+        stats = torch.tensor([len(self.job_log), sender.bytes, busy, elapsed - busy],
+                             dtype=torch.float64)
+        dist.send(stats, 0, group=self.queue_group, tag=STATS_TAG)
+        return {"epoch_time": elapsed, "queue_peak_jobs": float(sender.peak_in_flight),
+                **dict(zip(_SAMPLER_STATS, stats.tolist()))}

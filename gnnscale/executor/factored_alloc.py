@@ -1,0 +1,91 @@
+"""How many ranks sample in the factored strategy: GNNLab's rule (section 5.3).
+
+K = T_t / T_s (how many trainers one sampler keeps busy), N_s = ceil(N / (K + 1)), clamped to
+[1, N - 1] so that both roles exist; one rank (N = 1) has no sampler (it samples the whole
+epoch, then trains).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from gnnscale.runner.validate import ConfigError
+from gnnscale.sampling.schedule import PRESAMPLE, epoch_batches, micro_batch, sample_seed
+
+
+@dataclass
+class Allocation:
+    """The roles of a run: ``samplers`` ranks sample, the others train; measured times (s per
+    micro-batch) when the allocation was profiled."""
+
+    samplers: int
+    trainers: int
+    t_sample: float = 0.0
+    t_train: float = 0.0
+
+    @property
+    def k(self) -> float:
+        """Trainers one sampler keeps busy (T_t / T_s); 0 when nothing was measured."""
+        return self.t_train / self.t_sample if self.t_sample > 0 else 0.0
+
+
+def allocate(world: int, t_sample: float, t_train: float) -> int:
+    """Sampler ranks for ``world`` ranks given the per-micro-batch sampling and training times."""
+    if world < 2:
+        return 0
+    if t_sample <= 0:
+        return 1
+    k = t_train / t_sample
+    return min(max(math.ceil(world / (k + 1)), 1), world - 1)
+
+
+def parse_samplers(value: str | int, world: int) -> int | None:
+    """``strategy.samplers`` as a count (None for ``auto``); raises :class:`ConfigError`."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        raise ConfigError(f"strategy.samplers must be 'auto' or a count, got {value!r}") from None
+    if world == 1 and count != 0:
+        raise ConfigError(f"strategy.samplers={count} with dist.world_size=1: one rank samples "
+                          "the whole epoch then trains; use strategy.samplers=auto or 0")
+    if world > 1 and not 1 <= count <= world - 1:
+        raise ConfigError(f"strategy.samplers={count} with dist.world_size={world}: give between "
+                          f"1 and {world - 1} samplers (at least one rank must train and one "
+                          "sample), or strategy.samplers=auto")
+    return count
+
+
+def profile(strategy, steps: int = 3) -> tuple[float, float]:
+    """Mean seconds to sample and to train (gather, forward, backward) one micro-batch of one
+    rank's share under ``data``, over ``steps`` pre-sampling-stream micro-batches after a
+    warm-up; parameters, gradients and the RNG are left as they were."""
+    ctx = strategy.ctx
+    world = ctx.topo.world_size
+    batches = epoch_batches(ctx.graph.train_idx, strategy.batch_size, ctx.seed, 0,
+                            stream=PRESAMPLE, min_size=world)
+    model, dev = ctx.model.to(ctx.topo.device), ctx.topo.device
+    t_s, t_t, n = 0.0, 0.0, 0
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        for step, batch in enumerate(batches[: steps + 1]):
+            t0 = time.perf_counter()
+            mb = ctx.sampler.sample(ctx.graph, micro_batch(batch, world, 0),
+                                    sample_seed(ctx.seed, 0, step, 0, PRESAMPLE))
+            t1 = time.perf_counter()
+            x = ctx.graph.x[mb.input_nodes].to(dev)
+            out = model(x, [b.to(dev) for b in mb.blocks])
+            F.cross_entropy(out, ctx.graph.y[mb.targets].to(dev)).backward()
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            t2 = time.perf_counter()
+            if step > 0:  # step 0 warms up (lazy initialisation, caches)
+                t_s, t_t, n = t_s + t1 - t0, t_t + t2 - t1, n + 1
+    model.zero_grad(set_to_none=True)
+    return (t_s / n, t_t / n) if n else (0.0, 0.0)

@@ -1,0 +1,82 @@
+"""Honest resume: the checkpoint's config against the new one, checked before ranks start.
+
+Changes that would make the resumed run differ from an uninterrupted one (world size, model,
+strategy, data, sampler, optimizer, seed...) are refused with the keys named; changes that do
+not touch training (epochs, evaluation, logging, paths, timeouts) are applied and reported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from gnnscale.runner import checkpoint
+
+SAFE_KEYS = ("epochs", "eval_every", "eval_batch_size", "progress", "checkpoint", "resume",
+             "run_dir", "data_root", "experiment", "logger", "dist.timeout_s",
+             "dist.threads_per_rank", "dataset.root")
+
+
+class ResumeError(ValueError):
+    """``resume=true`` with a config the checkpoint cannot continue exactly."""
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a.b": leaf}`` for every leaf of nested dicts (lists are leaves)."""
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def _safe(key: str) -> bool:
+    return any(key == s or key.startswith(s + ".") for s in SAFE_KEYS)
+
+
+def config_changes(old: dict, new: dict) -> dict[str, tuple[Any, Any]]:
+    """``key -> (old, new)`` for every leaf that differs (missing = ``<absent>``)."""
+    a, b = flatten(old), flatten(new)
+    absent = "<absent>"
+    return {k: (a.get(k, absent), b.get(k, absent)) for k in sorted(set(a) | set(b))
+            if a.get(k, absent) != b.get(k, absent)}
+
+
+def _show(changes: dict[str, tuple[Any, Any]]) -> str:
+    return ", ".join(f"{k}: {o!r} -> {n!r}" for k, (o, n) in changes.items())
+
+
+def check_resume(cfg: DictConfig, log=print) -> dict | None:
+    """With ``resume=true``: the checkpoint's state when it can continue this config exactly
+    (reporting the safe changes), None when there is nothing to resume (said so); raises
+    :class:`ResumeError` naming the keys that changed otherwise."""
+    if not cfg.resume:
+        return None
+    path = Path(cfg.run_dir) / checkpoint.FILENAME
+    if not path.exists():
+        log(f"resume=true but there is no checkpoint at {path}: training from epoch 0")
+        return None
+    state = checkpoint.load(path)
+    old = state.get("config")
+    if not isinstance(old, dict):
+        raise ResumeError(f"{path} records no config, so an exact resume cannot be checked: "
+                          "start a new run (resume=false or another run_dir)")
+    new = checkpoint.plain(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    changes = config_changes(old, new)
+    unsafe = {k: v for k, v in changes.items() if not _safe(k)}
+    if unsafe:
+        raise ResumeError(
+            f"resume=true: {path} was written with another config, and these changes would "
+            f"make the resumed run differ from an uninterrupted one: {_show(unsafe)}. Set them "
+            "back, or start a new run (resume=false, or another run_dir)"
+        )
+    if state["epoch"] + 1 >= cfg.epochs:
+        log(f"resume: {path} already holds epoch {state['epoch']}; epochs={cfg.epochs} leaves "
+            "nothing to train")
+    shown = {k: v for k, v in changes.items() if not k.startswith(("resume", "run_dir"))}
+    if shown:
+        log(f"resume: applying changed settings: {_show(shown)}")
+    return state

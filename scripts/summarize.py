@@ -1,0 +1,83 @@
+#!/usr/bin/env python
+"""Mean +- std over seeds: ``python scripts/summarize.py RUN_DIR... [--out FILE.json]``.
+
+Reads every ``results.json`` below the given folders (single runs or Hydra multirun sweeps,
+e.g. ``python train.py -m experiment=cora_gcn seed=0,1,2,3,4``), groups the runs that differ
+only in ``seed``, and prints per group the selected metric (``metric``: accuracy or ROC-AUC)
+at the best validation epoch, as mean +- std over seeds, with every run kept on disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def label(cfg: dict) -> str:
+    """What identifies a group: dataset, model, strategy, world size."""
+    ds = cfg.get("dataset", {})
+    name = ds.get("name") or ds.get("preset") or ds.get("_target_", "?").rsplit(".", 1)[-1]
+    model = cfg.get("model", {}).get("_target_", "?").rsplit(".", 1)[-1]
+    strategy = cfg.get("strategy", {}).get("_target_", "?").rsplit(".", 1)[-1]
+    return f"{name} / {model} / {strategy} / {cfg.get('dist', {}).get('world_size', '?')} ranks"
+
+
+def key(cfg: dict) -> str:
+    """The config without its seed and run folder: runs with the same key form one group."""
+    rest = {k: v for k, v in cfg.items() if k not in ("seed", "run_dir", "resume", "progress")}
+    return json.dumps(rest, sort_keys=True, default=str)
+
+
+def collect(dirs: list[str]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for d in dirs:
+        for path in sorted(Path(d).rglob("results.json")):
+            res = json.loads(path.read_text())
+            res["path"] = str(path.parent)
+            groups.setdefault(key(res["config"]), []).append(res)
+    return groups
+
+
+def summarize(groups: dict[str, list[dict]]) -> list[dict]:
+    rows = []
+    for runs in groups.values():
+        s0 = runs[0]["summary"]
+        metric = s0.get("metric", "acc")
+        values = [r["summary"].get("test_at_best_val", r["summary"].get("test_acc_at_best_val"))
+                  for r in runs]
+        values = [100 * v for v in values if v is not None]
+        rows.append({
+            "group": label(runs[0]["config"]), "metric": metric, "seeds": len(values),
+            "mean": statistics.mean(values) if values else None,
+            "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "runs": [{"seed": r["config"].get("seed"), "value": v, "path": r["path"]}
+                     for r, v in zip(runs, values)],
+        })
+    return sorted(rows, key=lambda r: r["group"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dirs", nargs="+", help="run folders or multirun sweep folders")
+    p.add_argument("--out", help="write the table as JSON here")
+    args = p.parse_args(argv)
+    rows = summarize(collect(args.dirs))
+    if not rows:
+        print(f"no results.json below {', '.join(args.dirs)}", file=sys.stderr)
+        return 1
+    width = max(len(r["group"]) for r in rows)
+    print(f"{'group':<{width}}  metric   seeds  test at best val (mean +- std, %)")
+    for r in rows:
+        print(f"{r['group']:<{width}}  {r['metric']:<7}  {r['seeds']:>5}  "
+              f"{r['mean']:.2f} +- {r['std']:.2f}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Rank functions for the factored-strategy tests (module level, so spawn can import them)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from gnnscale.cache.none import NoCache
+from gnnscale.deps.depcache import DepCache
+from gnnscale.executor.base import RunContext
+from gnnscale.executor.data import DataParallel
+from gnnscale.executor.factored import Factored
+from gnnscale.optim.adam import Adam
+from gnnscale.sampling.neighbor import NeighborSampler
+from gnnscale.sampling.schedule import epoch_batches, sample_seed
+from tests._data_fns import FANOUTS, make_graph, make_model
+
+BATCH = 67  # 200 training vertices: exactly 3 steps per epoch
+
+
+def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1) -> dict:
+    """One epoch of ``kind`` (factored or data); every step's loss and gradients on a trainer,
+    the final parameters, the jobs this rank handled and its metrics."""
+    graph = make_graph()
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
+                     sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
+                     partition=None, seed=0, optim=Adam(lr=0.01))
+    if kind == "factored":
+        strat = Factored(ctx, batch_size=BATCH, samplers=samplers, queue_depth=queue_depth)
+    else:
+        strat = DataParallel(ctx, batch_size=BATCH, prefetch=0)
+    strat.setup()
+    losses, grads = [], []
+    train_step = strat.train_step
+
+    def recorded(mb, x, y):  # the real step; its loss and averaged gradients are kept
+        loss = train_step(mb, x, y)
+        losses.append(loss)
+        grads.append([p.grad.clone() for p in strat.module.parameters()])
+        return loss
+
+    strat.train_step = recorded
+    metrics = strat.train_epoch(0)
+    return {"trainer": getattr(strat, "is_trainer", True), "losses": losses, "grads": grads,
+            "params": [p.detach().clone() for p in strat.module.parameters()],
+            "jobs": list(getattr(strat, "job_log", [])), "metrics": metrics}
+
+
+def reference_epoch(trainers: int) -> dict:
+    """One process: per step, the mean of the ``trainers`` micro-batch losses."""
+    graph = make_graph()
+    model = make_model(graph)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    sampler = NeighborSampler(FANOUTS)
+    grads, losses = [], []
+    for step, batch in enumerate(epoch_batches(graph.train_idx, BATCH, 0, 0,
+                                               min_size=trainers)):
+        opt.zero_grad()
+        per_rank = []
+        for rank, targets in enumerate(torch.tensor_split(batch, trainers)):
+            mb = sampler.sample(graph, targets, sample_seed(0, 0, step, rank))
+            out = model(graph.x[mb.input_nodes], mb.blocks)
+            per_rank.append(F.cross_entropy(out, graph.y[mb.targets]))
+        torch.stack(per_rank).mean().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+        losses.append([float(v.detach()) for v in per_rank])
+        opt.step()
+    return {"grads": grads, "losses": losses,
+            "params": [p.detach().clone() for p in model.parameters()]}
+
+
+class _FailingSampler(NeighborSampler):
+    """A real neighbour sampler that dies on its second draw (a sampler crashing mid-epoch)."""
+
+    def __init__(self, fanouts: list[int]) -> None:
+        super().__init__(fanouts)
+        self.draws = 0
+
+    def sample(self, graph, seeds, seed=0):
+        self.draws += 1
+        if self.draws == 2:
+            raise RuntimeError("sampler died mid-epoch")
+        return super().sample(graph, seeds, seed)
+
+
+def sampler_dies(topo) -> None:
+    """Rank 1 samples and raises on its second job; rank 0 trains and waits for it."""
+    graph = make_graph()
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
+                     sampler=_FailingSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
+                     partition=None, seed=0, optim=Adam(lr=0.01))
+    strat = Factored(ctx, batch_size=BATCH, samplers="1", queue_depth=1)
+    strat.setup()
+    strat.train_epoch(0)

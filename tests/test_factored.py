@@ -1,0 +1,138 @@
+"""strategy=factored: sampler ranks feed trainer ranks; with no staleness a step equals data."""
+
+import pytest
+import torch
+
+from gnnscale.distributed import RankFailed, spawn
+from gnnscale.distributed.launch import Topology
+from gnnscale.executor.factored import Factored
+from gnnscale.executor.factored_alloc import allocate, parse_samplers
+from gnnscale.executor.factored_queue import pack, unpack
+from gnnscale.runner.run import run
+from gnnscale.runner.validate import ConfigError
+from gnnscale.sampling.base import Block, MiniBatch
+from tests import _factored_fns
+from tests._train import TINY, make_cfg
+
+CPU1 = Topology(0, 1, 0, 1, torch.device("cpu"))
+
+
+def _assert_matches(trainer: dict, ref: dict, t: int) -> None:
+    assert len(trainer["losses"]) == len(ref["losses"]) == 3
+    for step, loss in enumerate(trainer["losses"]):
+        assert loss == pytest.approx(ref["losses"][step][t], rel=1e-5)
+        for got, want in zip(trainer["grads"][step], ref["grads"][step]):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+    for got, want in zip(trainer["params"], ref["params"]):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+
+
+def _jobs(ranks: list[dict], trainer: bool) -> list:
+    return sorted(j for r in ranks if r["trainer"] == trainer for j in r["jobs"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("samplers,trainers", [(1, 1), (1, 2), (2, 1)])
+def test_factored_matches_single_process_and_data(samplers, trainers):
+    ranks = spawn(_factored_fns.train_one_epoch, samplers + trainers, "factored", str(samplers))
+    ref = _factored_fns.reference_epoch(trainers)
+    assert [r["trainer"] for r in ranks] == [True] * trainers + [False] * samplers
+    for t in range(trainers):
+        _assert_matches(ranks[t], ref, t)
+    every_job = sorted((0, s, t) for s in range(3) for t in range(trainers))
+    assert _jobs(ranks, trainer=False) == every_job  # each sampled exactly once
+    assert _jobs(ranks, trainer=True) == every_job  # each trained exactly once
+    lead = ranks[0]["metrics"]
+    assert lead["samplers"] == samplers and lead["trainers"] == trainers
+    assert lead["samples_produced"] == len(every_job)
+    assert sum(r["metrics"]["samples_consumed"] for r in ranks[:trainers]) == len(every_job)
+    received = sum(r["metrics"]["bytes_queue_received"] for r in ranks[:trainers])
+    assert lead["queue_bytes"] == received > 0
+    for sampler in ranks[trainers:]:  # the queue bound (queue_depth=1) held
+        assert sampler["metrics"]["queue_peak_jobs"] == 1
+    if trainers == 2:  # parameters equal strategy=data with as many ranks as trainers
+        data = spawn(_factored_fns.train_one_epoch, trainers, "data")
+        for got, want in zip(ranks[0]["params"], data[0]["params"]):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+
+
+def test_one_rank_samples_the_epoch_then_trains():
+    out = _factored_fns.train_one_epoch(CPU1, "factored", "auto")
+    _assert_matches(out, _factored_fns.reference_epoch(1), 0)
+    assert out["jobs"] == [(0, s, 0) for s in range(3)]
+    assert out["metrics"]["samplers"] == 0 and out["metrics"]["samples_produced"] == 3
+
+
+@pytest.mark.parametrize("world,t_s,t_t,want", [
+    (4, 1.0, 1.0, 2),  # K = 1: half the ranks sample
+    (4, 1.0, 3.0, 1),  # K = 3: one sampler feeds three trainers
+    (4, 3.0, 1.0, 3),  # K = 1/3: ceil(4 / (4/3)) = 3
+    (4, 10.0, 0.1, 3),  # sampling dominates: clamped to N - 1, one trainer stays
+    (8, 1.0, 100.0, 1),  # training dominates: at least one sampler
+    (6, 2.0, 3.0, 3),  # K = 1.5: ceil(6 / 2.5) = 3
+    (1, 1.0, 1.0, 0),  # one rank: no sampler
+])
+def test_allocation_rule(world, t_s, t_t, want):
+    assert allocate(world, t_s, t_t) == want
+
+
+def test_bad_sampler_counts_fail_clearly():
+    assert parse_samplers("auto", 4) is None and parse_samplers("2", 4) == 2
+    with pytest.raises(ConfigError, match="between 1 and 3"):
+        parse_samplers("4", 4)  # zero trainers
+    with pytest.raises(ConfigError, match="between 1 and 3"):
+        parse_samplers("0", 4)
+    with pytest.raises(ConfigError, match="'auto' or a count"):
+        parse_samplers("many", 4)
+    with pytest.raises(ConfigError, match="world_size=1"):
+        parse_samplers("1", 1)
+
+
+def test_check_refuses_before_ranks_start(tmp_path, tiny_graph):
+    cfg = make_cfg(tmp_path, *TINY, "strategy=factored", "dist.world_size=2",
+                   "strategy.samplers=2")
+    with pytest.raises(ConfigError, match="strategy.samplers=2"):
+        Factored.check(cfg, tiny_graph)
+    cfg = make_cfg(tmp_path, *TINY, "strategy=factored", "dist.world_size=3",
+                   "cache=degree", "cache.placement=partitioned")
+    with pytest.raises(ConfigError, match="cache.placement=replicated"):
+        Factored.check(cfg, tiny_graph)
+    Factored.check(make_cfg(tmp_path, *TINY, "strategy=factored", "dist.world_size=3"),
+                   tiny_graph)
+
+
+def test_queue_wire_format_round_trips():
+    n_id = torch.tensor([5, 2, 9, 7, 1])
+    blocks = [Block(torch.tensor([[2, 3, 4], [0, 1, 1]]), (5, 2), n_id),
+              Block(torch.tensor([[1], [0]]), (2, 1), torch.tensor([8, 6])),
+              Block(torch.tensor([[0], [0]]), (1, 1))]
+    header, body = pack(MiniBatch(n_id, blocks, 1), 4, 7)
+    epoch, step, mb = unpack(header, body)
+    assert (epoch, step, mb.num_targets) == (4, 7, 1)
+    assert torch.equal(mb.n_id, n_id)
+    for got, want in zip(mb.blocks, blocks):
+        assert got.size == want.size and torch.equal(got.edge_index, want.edge_index)
+        assert (got.src_ids is None) == (want.src_ids is None)
+        if want.src_ids is not None:
+            assert torch.equal(got.src_ids, want.src_ids)
+
+
+@pytest.mark.slow
+def test_dead_sampler_ends_the_run():
+    with pytest.raises(RankFailed, match="sampler died mid-epoch"):
+        spawn(_factored_fns.sampler_dies, 2, timeout_s=60.0, grace_s=2.0)
+
+
+@pytest.mark.slow
+def test_train_factored_auto_through_the_runner(tmp_path):
+    """train.py's path: auto allocation, metrics, evaluation and checkpoints on the trainers."""
+    out = run(make_cfg(tmp_path, *TINY, "strategy=factored", "dist.world_size=3", "epochs=2",
+                       "cache=degree", "cache.ratio=0.2"))
+    first, last = out["history"]
+    assert last["samplers"] + last["trainers"] == 3 and last["samplers"] >= 1
+    assert last["measured_k"] > 0
+    assert last["samples_produced"] == last["samples_consumed"] > 0
+    assert last["queue_bytes"] == last["bytes_queue_received"] > 0
+    assert last["sampler_busy_time"] > 0 and last["cache_hit_rate"] > 0
+    assert last["train_loss"] < first["train_loss"] and last["test_acc"] > 0.3
+    assert (tmp_path / "run" / "checkpoint.pt").exists()
