@@ -129,13 +129,38 @@ def split(rep: dict, out: Path) -> None:
     fig.savefig(out / "split.png", dpi=110)
 
 
+def fullgraph(rep: dict, out: Path) -> None:
+    """Epoch time and bytes per row and deps option (edge-cut rows: depcache/depcomm/hybrid)."""
+    rows = rep["results"]["rows"]
+    keys = [k for k in rows if "hybrid" in rows[k]]
+    deps = ("depcache", "depcomm", "hybrid")
+    fig, axes = plt.subplots(1, 2, figsize=(13, 3.8))
+    xs = range(len(keys))
+    for i, d in enumerate(deps):
+        off = [x + 0.27 * (i - 1) for x in xs]
+        axes[0].bar(off, [rows[k][d]["epoch_s"] for k in keys], 0.27, label=d)
+        axes[1].bar(off, [(rows[k][d]["bytes_forward"] + rows[k][d]["bytes_backward"]) / 1e6
+                          for k in keys], 0.27, label=d)
+    axes[0].set(title="epoch time (s, slowest of 4 ranks)")
+    axes[1].set(title="bytes sent per epoch (MB, all ranks)")
+    for ax in axes:
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([k.replace("/", "\n", 1) for k in keys], fontsize=6, rotation=60)
+        ax.legend(fontsize=7)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "fullgraph.png", dpi=110)
+
+
 def main(argv: list[str]) -> int:
     results = Path(argv[0]) if argv else ROOT / "docs" / "results"
     out = Path(argv[1]) if len(argv) > 1 else ROOT / "docs" / "img"
     out.mkdir(parents=True, exist_ok=True)
     for suite, draw in (("cache", cache), ("partition", partition), ("epoch", epoch),
-                        ("sampler", sampler), ("split", split)):
+                        ("sampler", sampler), ("split", split), ("fullgraph", fullgraph)):
         rep = _load(results, suite)
+        if rep is None and suite == "fullgraph":  # only the quick size measured so far
+            rep = _load(results, "fullgraph-quick")
         if rep is None:
             print(f"skip {suite}: no {results / (suite + '.json')}")
             continue

@@ -72,8 +72,6 @@ class Hybrid(DependencyManager):
             self.costs = probe_costs(group=group)
         return self.costs
 
-    probe = prepare  # the name split calls
-
     def prepare_costs(self) -> Costs:
         if self.costs is None:
             raise RuntimeError("call prepare() before layer_costs()")

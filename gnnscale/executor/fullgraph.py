@@ -101,7 +101,7 @@ class FullGraph(Strategy):
         world, graph = topo.world_size, ctx.graph
         self._module = ctx.model.to(topo.device)
         self._module.bind_graph(graph)
-        self._optimizer = ctx.optim(self._module.parameters())
+        self._optimizer = ctx.optim(self._module)
         t0 = time.perf_counter()
         book = ctx.partition.get(world) if world > 1 else None
         kind = book.kind if book is not None else "edge_cut"
@@ -174,6 +174,8 @@ class FullGraph(Strategy):
             "edge_redundancy": s["edges_computed"] / max(g.num_edges * model.num_layers, 1),
             "replicated_rows": s["replicated_rows"],
             "cached_feature_bytes": s["cached_feature_bytes"],
+            # edge-cut: bytes of replicated features, rows and edges (hybrid: within budget)
+            "replicated_bytes": s.get("replicated_bytes", 0.0),
             "edge_skew": self.edge_skew,
             "plan_time": self.plan_time / world,  # summed over ranks: their mean
         }

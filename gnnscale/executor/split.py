@@ -81,9 +81,6 @@ class SplitParallel(SamplingStrategy):
         if ctx.deps.replicates_all:
             raise ConfigError("strategy=split communicates dependencies: use deps=depcomm or "
                              "deps=hybrid (deps=depcache is for strategy=data)")
-        if not hasattr(ctx.deps, "replication_budget"):
-            raise ConfigError(f"strategy=split does not know deps {type(ctx.deps).__name__}: "
-                             "use deps=depcomm or deps=hybrid")
         if preaggregate and not ctx.model.preaggregatable:
             raise ConfigError("strategy.preaggregate=true is exact only for a mean/sum "
                               "aggregation of the raw source rows (model=sage with aggr=mean|sum);"
@@ -123,7 +120,7 @@ class SplitParallel(SamplingStrategy):
         self.budget = ctx.deps.replication_budget(row_bytes) if world > 1 else 0
         self.costs = None
         if self.budget > 0:
-            ctx.deps.probe(group=None)
+            ctx.deps.prepare(group=None)  # the planning interface fullgraph calls too
             self.costs = ctx.deps.layer_costs(dims)
         if topo.rank == 0:  # the leader samples for everyone
             self.start_sampler_pool()
