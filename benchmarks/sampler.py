@@ -8,7 +8,8 @@ degrees; ~12.4M / ~1.24M directed edges), 3 layers with fanouts 15,10,5, batches
 targets. Sampling speed is sampled edges per second (the sum of every block's edges), measured
 side by side in one run with 1 thread, with all ``torch.get_num_threads()`` threads on idle
 cores, and with all threads while a spinning process the suite starts (and stops) keeps one
-core busy, as a trainer or a second rank does in real use. The gather moves random 100-float
+core busy, as a trainer or a second rank does in real use (1 thread is measured beside the busy
+core too, for reference). The gather moves random 100-float
 rows (500k ids from a 2.4M-row table / 50k from 240k) and is compared, as bytes written per
 second, with a plain contiguous copy of the table and with ``torch.index_select``;
 ``gather_huge_pages`` repeats the gather from a copy of the table on transparent huge pages
@@ -69,7 +70,7 @@ def _sample_all(sampler: NeighborSampler, graph: GraphStore, batches: list[torch
 def _edges_per_s(graph: GraphStore, batches: list[torch.Tensor], repeats: int,
                  threads: int) -> dict:
     """Sampled edges per second with 1 thread and with ``threads``, measured alternately (so
-    both see the same machine), then with ``threads`` beside a busy core."""
+    both see the same machine), then both again beside a busy core."""
     one, every = NeighborSampler(FANOUTS, threads=1), NeighborSampler(FANOUTS, threads=threads)
     a, b = _sample_all(one, graph, batches), _sample_all(every, graph, batches)
     assert all(torch.equal(x.n_id, y.n_id) for x, y in zip(a, b)), "thread-dependent samples"
@@ -78,11 +79,16 @@ def _edges_per_s(graph: GraphStore, batches: list[torch.Tensor], repeats: int,
     for _ in range(repeats):
         t_one.append(median_time(lambda: _sample_all(one, graph, batches), 1, warmup=0))
         t_all.append(median_time(lambda: _sample_all(every, graph, batches), 1, warmup=0))
+    t_one_busy, t_busy = [], []
     with busy_core():
-        t_busy = median_time(lambda: _sample_all(every, graph, batches), repeats, warmup=1)
+        _sample_all(every, graph, batches)
+        for _ in range(repeats):
+            t_busy.append(median_time(lambda: _sample_all(every, graph, batches), 1, warmup=0))
+            t_one_busy.append(median_time(lambda: _sample_all(one, graph, batches), 1, warmup=0))
     return {"one_thread": edges / statistics.median(t_one),
             "all_threads": edges / statistics.median(t_all),
-            "all_threads_busy_core": edges / t_busy}, edges / len(batches)
+            "all_threads_busy_core": edges / statistics.median(t_busy),
+            "one_thread_busy_core": edges / statistics.median(t_one_busy)}, edges / len(batches)
 
 
 def _pyg_edges_per_s(graph: GraphStore, batches: list[torch.Tensor], repeats: int):
@@ -154,6 +160,9 @@ def run(quick: bool) -> dict:
         "ratios": {
             "busy_over_one_thread": ratio(speed["all_threads_busy_core"], speed["one_thread"]),
             "all_over_one_thread": ratio(speed["all_threads"], speed["one_thread"]),
+            # the same comparison with the busy core in both (how much the threads still add)
+            "busy_over_one_thread_busy": ratio(speed["all_threads_busy_core"],
+                                               speed["one_thread_busy_core"]),
             "vs_pyg": ratio(ours, pyg),
             "vs_pyg_reference": ratio(ours, PYG_REFERENCE_EDGES_PER_S),
             "gather_vs_copy": ratio(gather["gather_gb_per_s"], gather["copy_gb_per_s"]),

@@ -1,10 +1,9 @@
-// ConcurrentIdMap: the sampler's relabel map (global id -> local id), filled by many threads.
+// ConcurrentIdMap: the sampler's relabel map (global id -> local id).
 //
 // Open addressing with linear probing; a slot is [key, value] side by side (one cache line per
-// probe), key -1 = empty. Keys are claimed with a compare-and-swap, so threads insert without
-// locks. A key inserted in the current round has value kNew + (the first edge position that
-// reached it, lowered with a compare-and-swap) until the round assigns it its local id; keys
-// of earlier rounds hold their local id (< kNew).
+// probe), key -1 = empty, value kUnset until one is set. `insert` claims keys with a
+// compare-and-swap, so several threads can fill the map at once (a rehash does); the relabel
+// itself runs on one thread at a time and uses the plain `insert_serial`.
 #pragma once
 
 #include <algorithm>
@@ -18,8 +17,7 @@ namespace gnnscale {
 
 class ConcurrentIdMap {
  public:
-  static constexpr int64_t kNew = int64_t{1} << 62;
-  static constexpr int64_t kUnset = INT64_MAX;  // a fresh slot's value: new, no position yet
+  static constexpr int64_t kUnset = INT64_MAX;  // a fresh slot's value
 
   // Room for `n` keys in total without rehashing during a round (rehashes in parallel).
   void reserve(int64_t n, int64_t threads) {
@@ -48,7 +46,6 @@ class ConcurrentIdMap {
   }
 
   void prefetch(int64_t key) const { __builtin_prefetch(&slots_[2 * home(key)]); }
-  void prefetch_slot(int64_t slot) const { __builtin_prefetch(&slots_[2 * slot]); }
 
   // The slot of `key` (>= 0), claiming an empty one when it is absent.
   int64_t insert(int64_t key) {
@@ -63,6 +60,26 @@ class ConcurrentIdMap {
     }
   }
 
+  // Single-threaded relabel: the local id of `key`, inserting `fresh` when it is absent (then
+  // *inserted = true). Plain loads and stores; no other thread may use the map meanwhile.
+  int64_t insert_serial(int64_t key, int64_t fresh, bool* inserted) {
+    uint64_t i = home(key);
+    while (true) {
+      int64_t* s = &slots_[2 * i];
+      if (s[0] == key) {
+        *inserted = false;
+        return s[1];
+      }
+      if (s[0] == -1) {
+        s[0] = key;
+        s[1] = fresh;
+        *inserted = true;
+        return fresh;
+      }
+      i = (i + 1) & mask_;
+    }
+  }
+
   int64_t key(int64_t slot) const { return slots_[2 * slot]; }
 
   int64_t value(int64_t slot) const {
@@ -71,16 +88,6 @@ class ConcurrentIdMap {
 
   void set_value(int64_t slot, int64_t v) {
     std::atomic_ref<int64_t>(slots_[2 * slot + 1]).store(v, std::memory_order_relaxed);
-  }
-
-  // For a key of the current round: lowers its first position to `pos`; true when it did.
-  bool lower_first(int64_t slot, int64_t pos) {
-    std::atomic_ref<int64_t> v(slots_[2 * slot + 1]);
-    int64_t seen = v.load(std::memory_order_relaxed);
-    const int64_t want = kNew + pos;
-    while (seen > want)
-      if (v.compare_exchange_weak(seen, want, std::memory_order_relaxed)) return true;
-    return false;
   }
 
   int64_t size() const { return size_; }

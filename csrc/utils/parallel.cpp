@@ -130,8 +130,11 @@ Pool& pool() {
   return *instance;
 }
 
+thread_local int64_t waited_ns = 0;
+
 // Waits until no chunk is pending: spins briefly, then sleeps on the counter.
 void wait_idle(Job& job) {
+  const auto start = std::chrono::steady_clock::now();
   const auto until = std::chrono::steady_clock::now() + kSpin;
   int32_t left = job.pending.load(std::memory_order_acquire);
   while (left != 0 && std::chrono::steady_clock::now() < until) {
@@ -142,9 +145,27 @@ void wait_idle(Job& job) {
     job.pending.wait(left, std::memory_order_acquire);
     left = job.pending.load(std::memory_order_acquire);
   }
+  waited_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
+
+int64_t helper_wait_ns() { return waited_ns; }
+
+int64_t ContentionGuard::threads(int64_t requested) {
+  if (requested <= 1) return requested;
+  int left = serial_calls_left_.load(std::memory_order_relaxed);
+  while (left > 0)
+    if (serial_calls_left_.compare_exchange_weak(left, left - 1, std::memory_order_relaxed))
+      return 1;
+  return requested;
+}
+
+void ContentionGuard::report(int64_t threads, int64_t elapsed_ns, int64_t waited_ns) {
+  if (threads > 1 && waited_ns * 5 > elapsed_ns)
+    serial_calls_left_.store(kBackoffCalls, std::memory_order_relaxed);
+}
 
 int64_t resolve_threads(int64_t requested) {
   return requested > 0 ? requested : std::max<int64_t>(1, at::get_num_threads());

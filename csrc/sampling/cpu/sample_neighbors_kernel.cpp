@@ -3,26 +3,26 @@
 //
 // Hop h samples the in-neighbors of every vertex sampled so far (targets first, then each
 // hop's new sources), so a layer's destinations are the first n_dst of its sources. Each hop
-// runs five phases; each is one parallel_chunks call (utils/parallel.h: the caller and helper
-// threads claim chunks dynamically; nobody waits for a thread that is not running):
-//   1. count (chunks of destinations): how many neighbors each destination draws, and each
-//      chunk's total; a prefix sum over the chunk totals places every chunk in the edge list;
-//   2. draw (same chunks): each destination draws edge positions into its slice with an RNG
+// runs two parallel_chunks calls (utils/parallel.h: the caller and helper threads claim chunks
+// of destinations dynamically; nobody waits for a thread that has not started a chunk):
+//   1. count: how many neighbors each destination draws, and each chunk's total; a prefix sum
+//      over the chunk totals places every chunk in the edge list;
+//   2. draw and relabel: each destination draws edge positions into its slice with an RNG
 //      keyed by (seed, hop, global id) -- the sample does not depend on the thread count --,
-//      the positions become global ids in one prefetched streaming pass (the random reads of
-//      `indices` bound sampling), and every id is looked up in (or inserted into) the
-//      concurrent id map: an id known from earlier hops becomes its local id at once, a new one
-//      lowers the map's record of its first edge position;
-//   3. firsts (chunks of edges): the edges that hold their id's first position, counted per
-//      chunk; a prefix sum gives each chunk's first new local id;
-//   4. assign: new ids get local ids in order of first appearance (exactly the order of a
-//      sequential relabel), and n_id grows by them;
-//   5. rewrite: the edges of new ids take their local ids.
+//      then the positions become global ids in one prefetched streaming pass (the random reads
+//      of `indices` bound sampling). A drawn chunk is relabeled (global -> local ids through
+//      a hash map, new ids in order of first appearance) as soon as every chunk before it is:
+//      whichever thread finds the next chunk ready relabels it while the others draw, so the
+//      sequential relabel overlaps the parallel draws and gives exactly the ids of one pass.
+// A ContentionGuard (utils/parallel.h) falls back to one thread for a while when helpers were
+// found descheduled (a core busy elsewhere), so the sampler is never slower than one thread.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <tuple>
 #include <vector>
 
@@ -36,8 +36,7 @@ namespace gnnscale::sampling {
 namespace {
 
 constexpr int64_t kAhead = 16;          // prefetch distance of the latency-bound loops
-constexpr int64_t kDstGrain = 256;      // destinations per chunk (phases 1, 2)
-constexpr int64_t kEdgeGrain = 1 << 14; // edges per chunk (phases 3-5)
+constexpr int64_t kDstGrain = 256;  // destinations per chunk
 
 // The graph and the options shared by every hop.
 template <typename index_t>
@@ -70,13 +69,11 @@ Range chunk_range(int64_t c, int64_t grain, int64_t items) {
   return {c * grain, std::min(items, (c + 1) * grain)};
 }
 
-// Phase 2 for one chunk of destinations: draw, resolve ids, look them up in the map. Leaves
-// src[e] = local id (known id) or -(slot + 1) (id new in this hop), cand[e] = 1 where edge e
-// lowered its new id's first position.
+// Phase 2 for one chunk of destinations: draw edge positions, then resolve them to global ids;
+// returns the end of the chunk's edges.
 template <typename index_t>
-void draw_chunk(const Graph<index_t>& g, int64_t fanout, int64_t hop, const int64_t* n_id,
-                Range dsts, const int64_t* counts, int64_t off, int64_t* src, int64_t* dst,
-                uint8_t* cand, ConcurrentIdMap& map) {
+int64_t draw_chunk(const Graph<index_t>& g, int64_t fanout, int64_t hop, const int64_t* n_id,
+                   Range dsts, const int64_t* counts, int64_t off, int64_t* src, int64_t* dst) {
   NeighborDraw draw(g.indptr, g.weights, fanout, g.replace);
   const int64_t first_edge = off;
   for (int64_t i = dsts.begin; i < dsts.end; ++i) {
@@ -92,22 +89,77 @@ void draw_chunk(const Graph<index_t>& g, int64_t fanout, int64_t hop, const int6
     if (e + kAhead < end) __builtin_prefetch(g.indices + src[e + kAhead]);
     src[e] = static_cast<int64_t>(g.indices[src[e]]);
   }
-  for (int64_t e = first_edge; e < end; ++e) {
-    if (e + kAhead < end) map.prefetch(src[e + kAhead]);
-    const int64_t id = src[e];
-    TORCH_CHECK(id >= 0 && id < g.num_nodes, "sample_neighbors: the graph's indices hold id ",
-                id, " outside [0, ", g.num_nodes, ")");
-    const int64_t slot = map.insert(id);
-    const int64_t value = map.value(slot);
-    if (value < ConcurrentIdMap::kNew) {
-      src[e] = value;
-      cand[e] = 0;
-    } else {
-      src[e] = -(slot + 1);
-      cand[e] = map.lower_first(slot, e);
+  return end;
+}
+
+void check_id(int64_t id, int64_t num_nodes) {
+  TORCH_CHECK(id >= 0 && id < num_nodes, "sample_neighbors: the graph's indices hold id ", id,
+              " outside [0, ", num_nodes, ")");
+}
+
+// Relabels the edges of drawn chunks in chunk order, one chunk at a time, on whichever thread
+// finds the next chunk ready (see the file comment): global ids -> local ids, new ids appended
+// to n_id (reserved beforehand, so threads reading its first n_dst entries are undisturbed).
+class OrderedRelabel {
+ public:
+  OrderedRelabel(int64_t n_chunks, const int64_t* chunk_off, int64_t num_edges,
+                 int64_t num_nodes, int64_t* src, std::vector<int64_t>& n_id,
+                 ConcurrentIdMap& map)
+      : n_(n_chunks), off_(chunk_off), num_edges_(num_edges), num_nodes_(num_nodes), src_(src),
+        n_id_(n_id), map_(map), ready_(new std::atomic<uint8_t>[n_chunks]) {
+    for (int64_t c = 0; c < n_chunks; ++c) ready_[c].store(0, std::memory_order_relaxed);
+  }
+
+  // Chunk c is drawn: relabel what is ready, unless another thread is at it (it will see c).
+  void drawn(int64_t c) {
+    ready_[c].store(1);
+    advance();
+  }
+
+  // Every chunk is drawn and no other thread works on the hop any more: relabel the rest.
+  void finish() {
+    advance();
+    TORCH_INTERNAL_ASSERT(next_.load() == n_, "sample_neighbors: relabel left chunks behind");
+  }
+
+ private:
+  void advance() {
+    while (true) {
+      if (busy_.exchange(true)) return;
+      int64_t c = next_.load(std::memory_order_relaxed);
+      for (; c < n_ && ready_[c].load(); ++c) relabel(c);
+      next_.store(c, std::memory_order_relaxed);
+      busy_.store(false);
+      // a chunk drawn after our check but before we let go found us busy: take it now
+      if (!(c < n_ && ready_[c].load())) return;
     }
   }
-}
+
+  void relabel(int64_t c) {
+    const int64_t end = c + 1 < n_ ? off_[c + 1] : num_edges_;
+    for (int64_t e = off_[c]; e < end; ++e) {
+      if (e + kAhead < end) map_.prefetch(src_[e + kAhead]);
+      const int64_t id = src_[e];
+      check_id(id, num_nodes_);
+      bool inserted;
+      src_[e] = map_.insert_serial(id, static_cast<int64_t>(n_id_.size()), &inserted);
+      if (inserted) {
+        n_id_.push_back(id);
+        map_.grow_size(1);
+      }
+    }
+  }
+
+  const int64_t n_;
+  const int64_t* off_;
+  const int64_t num_edges_, num_nodes_;
+  int64_t* src_;
+  std::vector<int64_t>& n_id_;
+  ConcurrentIdMap& map_;
+  std::unique_ptr<std::atomic<uint8_t>[]> ready_;
+  std::atomic<bool> busy_{false};
+  std::atomic<int64_t> next_{0};
+};
 
 // One hop: draws for destinations n_id[0, n_dst), then relabels; returns [2, E] local edges.
 template <typename index_t>
@@ -135,53 +187,20 @@ at::Tensor sample_hop(const Graph<index_t>& g, int64_t fanout, int64_t hop,
   TORCH_CHECK(!bad_weight.load(),
               "sample_neighbors: edge weights must be non-negative and not NaN");
   const int64_t num_edges = exclusive_scan(chunk_off);
-  // 2. draw and look up
+  // 2. draw and relabel
   at::Tensor edges = at::empty({2, num_edges}, at::kLong);
   int64_t* src = edges.data_ptr<int64_t>();
   int64_t* dst = src + num_edges;
-  std::vector<uint8_t> cand(num_edges);
   map.reserve(std::min(map.size() + num_edges, g.num_nodes), g.threads);
+  n_id.reserve(n_dst + std::min(num_edges, g.num_nodes));
+  const int64_t* dst_ids = n_id.data();
+  OrderedRelabel relabel(n_dc, chunk_off.data(), num_edges, g.num_nodes, src, n_id, map);
   parallel_chunks(n_dc, g.threads, [&](int64_t c) {
-    draw_chunk(g, fanout, hop, n_id.data(), chunk_range(c, kDstGrain, n_dst), counts.data(),
-               chunk_off[c], src, dst, cand.data(), map);
+    draw_chunk(g, fanout, hop, dst_ids, chunk_range(c, kDstGrain, n_dst), counts.data(),
+               chunk_off[c], src, dst);
+    relabel.drawn(c);
   });
-  // 3. firsts
-  const int64_t n_ec = num_chunks(num_edges, kEdgeGrain);
-  std::vector<int64_t> chunk_new(n_ec);
-  parallel_chunks(n_ec, g.threads, [&](int64_t c) {
-    const Range r = chunk_range(c, kEdgeGrain, num_edges);
-    int64_t fresh = 0;
-    for (int64_t e = r.begin; e < r.end; ++e)
-      if (cand[e]) {
-        cand[e] = map.value(-src[e] - 1) == ConcurrentIdMap::kNew + e;
-        fresh += cand[e];
-      }
-    chunk_new[c] = fresh;
-  });
-  const int64_t n_old = n_dst;
-  const int64_t n_new = exclusive_scan(chunk_new);
-  n_id.resize(n_old + n_new);
-  // 4. assign
-  parallel_chunks(n_ec, g.threads, [&](int64_t c) {
-    const Range r = chunk_range(c, kEdgeGrain, num_edges);
-    int64_t id = n_old + chunk_new[c];
-    for (int64_t e = r.begin; e < r.end; ++e)
-      if (cand[e]) {
-        const int64_t slot = -src[e] - 1;
-        map.set_value(slot, id);
-        n_id[id] = map.key(slot);
-        src[e] = id++;
-      }
-  });
-  map.grow_size(n_new);
-  // 5. rewrite
-  parallel_chunks(n_ec, g.threads, [&](int64_t c) {
-    const Range r = chunk_range(c, kEdgeGrain, num_edges);
-    for (int64_t e = r.begin; e < r.end; ++e) {
-      if (e + kAhead < r.end && src[e + kAhead] < 0) map.prefetch_slot(-src[e + kAhead] - 1);
-      if (src[e] < 0) src[e] = map.value(-src[e] - 1);
-    }
-  });
+  relabel.finish();
   return edges;
 }
 
@@ -215,7 +234,10 @@ std::tuple<at::Tensor, at::Tensor, std::vector<at::Tensor>> sample_neighbors(
   if (weights_in.has_value()) weights = weights_in->contiguous();
   const float* w = weights.defined() ? weights.data_ptr<float>() : nullptr;
   const int64_t num_nodes = indptr.numel() - 1;
-  const int64_t threads = resolve_threads(num_threads);
+  static ContentionGuard guard;
+  const int64_t threads = guard.threads(resolve_threads(num_threads));
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t waited_before = helper_wait_ns();
 
   const int64_t* seed_ptr = seeds.data_ptr<int64_t>();
   std::vector<int64_t> n_id(seed_ptr, seed_ptr + seeds.numel());
@@ -238,6 +260,10 @@ std::tuple<at::Tensor, at::Tensor, std::vector<at::Tensor>> sample_neighbors(
   else
     edges = sample_hops(Graph<int32_t>{ip, indices.data_ptr<int32_t>(), w, num_nodes, replace, s,
                                        threads}, fanouts, n_id, map, counts);
+  guard.report(threads,
+               std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   std::chrono::steady_clock::now() - start).count(),
+               helper_wait_ns() - waited_before);
   return {to_tensor(n_id), to_tensor(counts), edges};
 }
 
