@@ -136,7 +136,7 @@ class PartitionBook:
             info = {"format": BOOK_FORMAT, "num_parts": self.num_parts, "kind": self.kind,
                     "quality": self.quality, "meta": self.meta}
             (tmp / "book.json").write_text(json.dumps(info, indent=1, default=str))
-            publish_folder(tmp, path, "book.json")
+            publish_folder(tmp, path, "book.json", replace=True)  # a recomputed book wins
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
