@@ -42,3 +42,24 @@ def group_rank(group: dist.ProcessGroup | None = None) -> int:
 def group_size(group: dist.ProcessGroup | None = None) -> int:
     """The size of ``group`` (1 without a process group)."""
     return dist.get_world_size(group) if dist.is_initialized() else 1
+
+
+def sum_gradients(params: list[torch.nn.Parameter], loss: torch.Tensor,
+                  group: dist.ProcessGroup | None = None) -> tuple[float, int]:
+    """Sum every parameter's gradient and ``loss`` over ``group`` in one flat all-reduce
+    (a missing gradient counts as zeros); returns the summed loss and the bytes reduced."""
+    if not dist.is_initialized() or dist.get_world_size(group) == 1:
+        return float(loss), 0
+    flat = torch.cat([p.grad.reshape(-1) if p.grad is not None else
+                      torch.zeros(p.numel(), device=loss.device) for p in params]
+                     + [loss.detach().reshape(1)])
+    dist.all_reduce(flat, group=group)
+    pos = 0
+    for p in params:
+        g = flat[pos:pos + p.numel()].view_as(p)
+        if p.grad is None:
+            p.grad = g.clone()
+        else:
+            p.grad.copy_(g)
+        pos += p.numel()
+    return float(flat[-1]), flat.numel() * flat.element_size()

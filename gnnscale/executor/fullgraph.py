@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from gnnscale.distributed.collectives import sum_gradients
 from gnnscale.executor.base import RunContext, Strategy
 from gnnscale.executor.edge_cut import EdgeCutPlan, row_widths
 from gnnscale.executor.fullgraph_plan import FullGraphPlan
@@ -185,22 +186,7 @@ class FullGraph(Strategy):
 
     def _allreduce(self, loss: torch.Tensor) -> tuple[float, int]:
         """Sum every parameter gradient and the loss over ranks in one flat buffer."""
-        params = list(self._module.parameters())
-        if self.ctx.topo.world_size == 1:
-            return float(loss), 0
-        flat = torch.cat([p.grad.reshape(-1) if p.grad is not None else
-                          torch.zeros(p.numel(), device=loss.device) for p in params]
-                         + [loss.reshape(1)])
-        dist.all_reduce(flat, group=self.group)
-        pos = 0
-        for p in params:
-            g = flat[pos:pos + p.numel()].view_as(p)
-            if p.grad is None:
-                p.grad = g.clone()
-            else:
-                p.grad.copy_(g)
-            pos += p.numel()
-        return float(flat[-1]), flat.numel() * flat.element_size()
+        return sum_gradients(list(self._module.parameters()), loss, self.group)
 
     def num_steps(self, epoch: int) -> int:
         return 1

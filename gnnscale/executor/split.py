@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from gnnscale.cache.store import build_feature_store
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
+from gnnscale.distributed.collectives import sum_gradients
 from gnnscale.executor.base import RunContext, SamplingStrategy
 from gnnscale.executor.prefetch import Prefetcher
 from gnnscale.executor.splitter import SplitPlan, split_sample
@@ -211,25 +212,12 @@ class SplitParallel(SamplingStrategy):
 
     def allreduce_grads(self, loss: torch.Tensor) -> float:
         """Sum every parameter gradient (and the loss) over ranks in one flat buffer."""
-        params = list(self._module.parameters())
-        if self.ctx.topo.world_size == 1:
-            return float(loss)
-        flat = torch.cat([p.grad.reshape(-1) if p.grad is not None else
-                          torch.zeros(p.numel(), device=loss.device) for p in params]
-                         + [loss.reshape(1)])
         t0 = time.perf_counter()
-        dist.all_reduce(flat)
-        self.allreduce_seconds += time.perf_counter() - t0
-        self.allreduce_bytes += flat.numel() * flat.element_size()
-        pos = 0
-        for p in params:
-            g = flat[pos:pos + p.numel()].view_as(p)
-            if p.grad is None:
-                p.grad = g.clone()
-            else:
-                p.grad.copy_(g)
-            pos += p.numel()
-        return float(flat[-1])
+        total, nbytes = sum_gradients(list(self._module.parameters()), loss)
+        if nbytes:
+            self.allreduce_seconds += time.perf_counter() - t0
+            self.allreduce_bytes += nbytes
+        return total
 
     # -- epoch -------------------------------------------------------------------------------
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
