@@ -93,3 +93,30 @@ def test_input_dropout_keyed_by_vertex_and_off_in_eval():
     assert torch.equal(model.inputs(x, ids), x)
     with pytest.raises(ValueError, match="input_dropout"):
         GCN(6, 3, input_dropout=1.0)
+
+
+def test_feature_norm_is_recorded_and_reprocesses(tmp_path):
+    """dataset.feature_norm=row: rows sum to 1, recorded in the processed meta, its own copy."""
+    import numpy as np
+
+    from gnnscale.data.custom import CustomDataset
+    from gnnscale.data.synthetic import SyntheticDataset
+
+    rng = np.random.default_rng(0)
+    x = rng.random((50, 8)).astype(np.float32)
+    x[3] = 0  # an all-zero row stays zero
+    np.savez(tmp_path / "g.npz", edge_index=rng.integers(0, 50, (2, 200)), x=x,
+             y=rng.integers(0, 3, 50))
+    plain = CustomDataset(root=str(tmp_path / "d"), path=str(tmp_path / "g.npz"))
+    normed = CustomDataset(root=str(tmp_path / "d"), path=str(tmp_path / "g.npz"),
+                           feature_norm="row")
+    assert plain.processed_dir != normed.processed_dir
+    g0, g1 = plain.load(), normed.load()
+    assert g1.meta["feature_norm"] == "row" and g0.meta["feature_norm"] == "none"
+    expect = torch.from_numpy(x / np.maximum(x.sum(1, keepdims=True), 1e-30))
+    torch.testing.assert_close(g1.x.float(), expect)
+    assert float(g1.x[3].abs().sum()) == 0.0
+    with pytest.raises(ValueError, match="non-negative"):  # Gaussian synthetic features
+        SyntheticDataset(root=str(tmp_path / "s"), preset="tiny", feature_norm="row").load()
+    with pytest.raises(ValueError):
+        SyntheticDataset(root=str(tmp_path / "s"), preset="tiny", feature_norm="l2")

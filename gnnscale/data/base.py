@@ -37,6 +37,10 @@ def normalize_features(graph: GraphStore, norm: str) -> GraphStore:
     if norm == "none" or graph.x is None:
         return graph
     x = graph.x.float()
+    if bool((x < 0).any()):
+        raise ValueError(f"dataset.feature_norm={norm} divides each feature row by its sum, "
+                         f"which needs non-negative features (bag-of-words, TF-IDF); "
+                         f"{graph.name} has negative values: use dataset.feature_norm=none")
     total = x.sum(dim=1, keepdim=True)
     graph.x = torch.where(total == 0, x, x / torch.where(total == 0, 1.0, total)).to(graph.x.dtype)
     return graph
