@@ -11,14 +11,12 @@ from tests._train import make_cfg
 
 pytestmark = pytest.mark.slow
 
-KIPF_WELLING = ("dataset=cora", "model=gcn", "model.gcn_norm=graph", "model.hidden=16",
-                "model.num_layers=2", "model.dropout=0.5", "model.input_dropout=0.5",
-                "optim.lr=0.01", "optim.weight_decay=0.0005", "optim.weight_decay_layers=[0]",
-                "epochs=200", "eval_every=0", "strategy=fullgraph", "checkpoint=false")
+# Kipf & Welling's recipe (configs/experiment/cora_gcn.yaml) through the full-graph strategy
+KIPF_WELLING = ("experiment=cora_gcn", "strategy=fullgraph", "eval_every=0", "checkpoint=false")
 
 
-# measured: 2 ranks (hybrid) passed over seeds 0-2; 4 ranks (depcomm) 80.7%, 80.8% on seeds 0, 1
-@pytest.mark.parametrize("world,deps,seeds", [(2, "hybrid", (0, 1, 2)), (4, "depcomm", (0, 1))])
+# one seed per layout keeps the slow tier short; docs/accuracy.md has the multi-seed figures
+@pytest.mark.parametrize("world,deps,seeds", [(2, "hybrid", (0,)), (4, "depcomm", (1,))])
 def test_fullgraph_gcn_on_cora(tmp_path, shared_datasets, world, deps, seeds):
     raw = str(shared_datasets("planetoid") / "Cora" / "raw")
     accs = []
