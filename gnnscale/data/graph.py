@@ -25,11 +25,7 @@ def check_csc(indptr: torch.Tensor, indices: torch.Tensor, num_nodes: int) -> No
         at = int((indptr[1:] < indptr[:-1]).nonzero()[0])
         raise ValueError(f"indptr decreases at vertex {at} ({int(indptr[at])} -> "
                          f"{int(indptr[at + 1])}): it must be non-decreasing")
-    if indices.numel():
-        lo, hi = torch.aminmax(indices)
-        if int(lo) < 0 or int(hi) >= num_nodes:
-            raise ValueError(f"indices hold ids in [{int(lo)}, {int(hi)}] but there are "
-                             f"{num_nodes} nodes")
+    _check_range(indices, num_nodes, "indices hold")
 
 
 def check_ids(ids: torch.Tensor | None, num_nodes: int, what: str) -> None:
@@ -39,10 +35,15 @@ def check_ids(ids: torch.Tensor | None, num_nodes: int, what: str) -> None:
     if ids.is_floating_point() or ids.dtype == torch.bool or ids.dim() != 1:
         raise ValueError(f"{what} must be a 1-D integer id list, got {ids.dtype} "
                          f"{tuple(ids.shape)}")
+    _check_range(ids, num_nodes, f"{what} holds")
+
+
+def _check_range(ids: torch.Tensor, num_nodes: int, subject: str) -> None:
+    """Every id in ``[0, num_nodes)``, else a ValueError: ``<subject> ids in [lo, hi] ...``."""
     if ids.numel():
         lo, hi = torch.aminmax(ids)
         if int(lo) < 0 or int(hi) >= num_nodes:
-            raise ValueError(f"{what} holds ids in [{int(lo)}, {int(hi)}] but there are "
+            raise ValueError(f"{subject} ids in [{int(lo)}, {int(hi)}] but there are "
                              f"{num_nodes} nodes")
 
 
