@@ -202,6 +202,17 @@ class GNN(nn.Module):
             msg = msg * w.to(msg.dtype).unsqueeze(1)
         return x.new_zeros((block.num_dst, x.shape[1])).index_add_(0, dst, msg)
 
+    def aggregate_grad(self, layer: int, grad: torch.Tensor, block: Block) -> torch.Tensor:
+        """The gradient of :meth:`aggregate` with respect to its source rows, from the
+        gradient ``grad`` of its output (the transpose of the sum: no source data needed)."""
+        self.check_splittable()
+        src, dst = block.edge_index
+        msg = grad.index_select(0, dst)
+        w = self.edge_weight(layer, block)
+        if w is not None:
+            msg = msg * w.to(msg.dtype).unsqueeze(1)
+        return grad.new_zeros((block.num_src, grad.shape[1])).index_add_(0, src, msg)
+
     def update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
                dst_ids: torch.Tensor | None = None,
                z_dst: torch.Tensor | None = None) -> torch.Tensor:

@@ -2,7 +2,9 @@
 
 Counts and bytes are summed over ranks; times (``*_time``) are per-rank means, except
 ``epoch_time`` which is the slowest rank's wall time; ``peak_memory`` is the largest rank's;
-``train_loss`` is the mean over ranks; ``cache_hit_rate`` is recomputed from the summed hits.
+``train_loss`` is the mean over ranks (and so are ``replication_alpha`` and
+``recompute_time``); ``peak_device_bytes`` and ``device_bound_bytes`` are the largest rank's;
+``cache_hit_rate`` is recomputed from the summed hits.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-MAX_KEYS = {"epoch_time", "peak_memory", "edge_skew"}
+MAX_KEYS = {"epoch_time", "peak_memory", "edge_skew", "peak_device_bytes", "device_bound_bytes"}
 MEAN_KEYS = {"sample_time", "split_time", "load_time", "compute_time", "comm_time",
-             "train_loss", "local_edge_ratio"}
+             "train_loss", "local_edge_ratio", "replication_alpha", "recompute_time"}
 COLUMNS = ("epoch", "train_loss", "val_acc", "test_acc", "val_rocauc", "test_rocauc",
            "epoch_time", "sample_time", "load_time", "compute_time", "comm_time",
            "cache_hit_rate", "bytes_host_to_rank",

@@ -1,0 +1,448 @@
+"""Full-graph training from host memory (HongTu): vertex data stays on the host, chunks of it
+visit the device.
+
+Every rank owns one part of an edge-cut book (its masters); each part is cut into ``chunks``
+chunks and batch ``b`` runs one chunk of every part at once (:mod:`gnnscale.offload.chunks`).
+Every layer's rows and gradients live in host buffers (:class:`~gnnscale.offload.tiers.HostStore`).
+Forward, layer by layer, batch by batch: the owners load the rows the batch reads
+(deduplicated per ``dedup``, :mod:`gnnscale.offload.transfers`), share them over the Shuffle,
+each rank computes its chunk and writes the outputs back to the host. The loss is the summed
+cross-entropy of the rank's training vertices over the global training-set size. Backward,
+from the top layer down, batch by batch (Algorithm 1): reload the inputs and recompute, or
+reload the cached aggregate and recompute only the update (``intermediate``), backpropagate the
+destinations' gradients, and send the sources' gradients back to their owners' host buffers.
+One parameter all-reduce per epoch, so an epoch equals one process training on the whole graph.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from gnnscale.deps.shuffle import ShuffleStats, shuffle
+from gnnscale.distributed.collectives import sum_gradients
+from gnnscale.executor.base import RunContext, Strategy
+from gnnscale.executor.edge_cut import row_widths
+from gnnscale.offload import compute
+from gnnscale.offload.bound import layer_bound
+from gnnscale.offload.chunks import Chunking, two_level
+from gnnscale.offload.memory import ActivationModel
+from gnnscale.offload.tiers import DeviceTier, HostStore, TransferStats
+from gnnscale.offload.transfers import DEDUP, BatchTransfer, plan_transfers
+from gnnscale.registry import register
+from gnnscale.runner.validate import ConfigError
+from gnnscale.sampling.base import Block
+
+GB = 1e9
+_ACTIVATIONS: dict[tuple, ActivationModel] = {}  # per layer architecture, fitted once
+
+
+@register("strategy", "offload")
+@dataclass
+class OffloadConfig:
+    _target_: str = "gnnscale.executor.offload.Offload"
+    chunks: int = 8                     # chunks per part; batch b = chunk b of every part
+    dedup: str = "inter+intra"          # none | inter | inter+intra
+    reorganize: bool = False            # HongTu's Algorithm 4 before training
+    intermediate: str = "auto"          # cache | recompute | auto (per layer)
+    device_budget_gb: float | None = None  # refuse a plan whose device bound exceeds it
+
+
+def check_options(chunks: int, dedup: str, intermediate: str, budget: float | None,
+                  model: Any) -> None:
+    """Refuse option values and model combinations offloading cannot run (key to change)."""
+    if chunks < 1:
+        raise ConfigError(f"strategy.chunks must be >= 1, got {chunks}")
+    if dedup not in DEDUP:
+        raise ConfigError(f"strategy.dedup must be one of {', '.join(DEDUP)}, got {dedup!r}")
+    if intermediate not in compute.INTERMEDIATE:
+        raise ConfigError(f"strategy.intermediate must be one of "
+                          f"{', '.join(compute.INTERMEDIATE)}, got {intermediate!r}")
+    if budget is not None and budget <= 0:
+        raise ConfigError(f"strategy.device_budget_gb must be > 0 (or null), got {budget}")
+    if intermediate == "cache" and not model.splittable:
+        raise ConfigError(f"strategy.intermediate=cache keeps aggregates, but "
+                          f"{model.why_not_splittable()}: use strategy.intermediate=recompute "
+                          "or auto")
+    if getattr(model, "gcn_norm", "graph") != "graph":
+        raise ConfigError("strategy=offload trains on the whole graph: GCN needs the graph's "
+                          "own degrees, set model.gcn_norm=graph")
+    if any(isinstance(m, torch.nn.BatchNorm1d) for m in model.modules()):
+        raise ConfigError("model.norm=batch normalises over each chunk, not the whole graph: "
+                          "use model.norm=layer or none with strategy=offload")
+
+
+class Offload(Strategy):
+    """One offloaded full-graph epoch per ``train_epoch``; see the module docstring."""
+
+    samples = False
+
+    def __init__(self, ctx: RunContext, chunks: int = 8, dedup: str = "inter+intra",
+                 reorganize: bool = False, intermediate: str = "auto",
+                 device_budget_gb: float | None = None) -> None:
+        super().__init__(ctx)
+        check_options(chunks, dedup, intermediate, device_budget_gb, ctx.model)
+        self.chunks, self.dedup, self.reorganize = chunks, dedup, reorganize
+        self.intermediate, self.budget_gb = intermediate, device_budget_gb
+
+    @classmethod
+    def check(cls, cfg, graph) -> None:
+        super().check(cfg, graph)
+        from hydra.utils import get_object
+
+        from gnnscale import registry
+
+        s = cfg.strategy
+        model = registry.build(cfg.model, in_channels=graph.num_features,
+                               out_channels=graph.num_classes)
+        check_options(s.chunks, s.dedup, s.intermediate, s.device_budget_gb, model)
+        kind = getattr(get_object(cfg.partitioner._target_), "kind", "edge_cut")
+        if cfg.dist.world_size > 1 and kind != "edge_cut":
+            raise ConfigError("strategy=offload cuts each rank's part into chunks of whole "
+                              "in-neighbourhoods: it needs an edge-cut, use partitioner="
+                              "metis|random|range|ldg|fennel")
+        per_part = graph.num_nodes // cfg.dist.world_size
+        if s.chunks > per_part:
+            raise ConfigError(f"strategy.chunks={s.chunks} is more than the ~{per_part} vertices "
+                              f"of a part ({graph.num_nodes} vertices, dist.world_size="
+                              f"{cfg.dist.world_size}): use strategy.chunks <= {per_part}")
+
+    # -- setup -------------------------------------------------------------------------------
+    def setup(self) -> None:
+        ctx, topo = self.ctx, self.ctx.topo
+        world, graph = topo.world_size, ctx.graph
+        self.device = topo.device
+        self._module = ctx.model.to(self.device)
+        self._module.bind_graph(graph)
+        self._optimizer = ctx.optim(self._module)
+        t0 = time.perf_counter()
+        book = ctx.partition.get(world, kind="edge_cut") if world > 1 else None
+        part = book.part if book is not None else torch.zeros(graph.num_nodes,
+                                                               dtype=torch.int64)
+        self.part = part
+        self.masters_all = [(part == p).nonzero().flatten() for p in range(world)]
+        try:
+            self.chunking: Chunking = two_level(graph, part, world, self.chunks,
+                                                self.reorganize)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        self.transfers = plan_transfers(self.chunking, part, self.masters_all, topo.rank,
+                                        self.dedup, graph)
+        self.blocks = [Block(t.edge_index, (t.src_ids.numel(), t.dst.numel()), t.src_ids)
+                       for t in self.transfers]
+        self.dims = row_widths(self._module, graph.num_features)
+        self.choices = [compute.choose(
+            self._module, k, self.intermediate, self.dims[k],
+            sum(t.dst.numel() for t in self.transfers),
+            sum(t.rows_loaded + sum(t.recv_counts) for t in self.transfers),
+            sum(b.num_edges for b in self.blocks)) for k in range(len(self.dims) - 1)]
+        self.plan_time = time.perf_counter() - t0
+        self.masters = self.masters_all[topo.rank]
+        self.stats = TransferStats()
+        self.shuffle_stats = ShuffleStats()
+        self.tier = DeviceTier(self.device, self.stats)
+        self.store = HostStore(graph.x[self.masters], self.dims, self.device.type == "cuda")
+        n = self.masters.numel()
+        self.agg_host = [torch.empty(n, self.dims[k]) if c.mode == "cache" else None
+                         for k, c in enumerate(self.choices)]
+        self.bound, self.bound_where = self._plan_bound()
+        self._check_budget()
+        self.train_mask = graph.mask("train")[self.masters]
+        self.labels = graph.y[self.masters[self.train_mask]]
+        self.n_train = int(graph.train_idx.numel())
+        self.alpha = self.chunking.replication(graph.num_nodes)
+        if topo.rank == 0:
+            print(self.describe(), flush=True)
+
+    def _plan_bound(self) -> tuple[int, tuple[int, int]]:
+        """The device bound (max over layers) and where it is reached (layer, batch)."""
+        gen = torch.Generator().manual_seed(0)
+        model = self._module
+        was = model.training
+        model.train()
+        model.set_dropout_key(self.ctx.seed, 0)
+        best, where = 0, (0, 0)
+        for k, c in enumerate(self.choices):
+            d_in, d_out = self.dims[k], self.dims[k + 1]
+            key = (type(model).__name__, repr(model.convs[k]), repr(model.norms[k])
+                   if k < model.num_layers - 1 else "last", model.dropout,
+                   model.input_dropout if k == 0 else 0.0, c.mode, d_in, d_out)
+            act = _ACTIVATIONS.get(key)
+            if act is None:  # what autograd saves depends on the layer's shapes only
+                act = _ACTIVATIONS[key] = ActivationModel.fit(
+                    self._probe(k, c.mode == "cache", d_out), d_in, self.ctx.graph.num_nodes,
+                    gen)
+            b, i = layer_bound(self.transfers, d_in, d_out, c.mode == "cache", act)
+            if b > best:
+                best, where = b, (k, i)
+        self._optimizer.zero_grad(set_to_none=True)
+        model.train(was)
+        return best, where
+
+    def _probe(self, k: int, cache: bool, d_out: int):
+        model = self._module
+
+        def run(block: Block, x: torch.Tensor) -> int:
+            grad = torch.randn(block.num_dst, d_out)
+            if cache:
+                return compute.backward_cached(model, k, x[: block.num_dst], x[: block.num_dst],
+                                               block, grad, True)[1]
+            return compute.backward_recompute(model, k, x, block, grad, True)[1]
+        return run
+
+    def _check_budget(self) -> None:
+        if self.budget_gb is None or self.bound <= self.budget_gb * GB:
+            return
+        k, i = self.bound_where
+        fits = self._smallest_chunks()
+        hint = (f"or use strategy.chunks={fits} (its bound fits)" if fits else
+                "no chunk count fits this budget on this rank's part")
+        raise ConfigError(
+            f"strategy.device_budget_gb={self.budget_gb} ({int(self.budget_gb * GB)} bytes) is "
+            f"smaller than the working set of one chunk plus the transition buffer: "
+            f"{self.bound} bytes (layer {k}, batch {i}, strategy.chunks={self.chunks}). Raise "
+            f"strategy.device_budget_gb to at least {self.bound / GB:.4g}, {hint}")
+
+    def _smallest_chunks(self) -> int | None:
+        """The smallest doubling of ``chunks`` whose planned bound fits the budget."""
+        ctx, budget = self.ctx, self.budget_gb * GB
+        most = min(m.numel() for m in self.masters_all)
+        chunks, saved = self.chunks, (self.chunks, self.chunking, self.transfers)
+        try:
+            while chunks < most:
+                chunks = min(2 * chunks, most)
+                self.chunks = chunks
+                self.chunking = two_level(ctx.graph, self.part, ctx.topo.world_size, chunks,
+                                          self.reorganize)
+                self.transfers = plan_transfers(self.chunking, self.part, self.masters_all,
+                                                ctx.topo.rank, self.dedup, ctx.graph)
+                if self._plan_bound()[0] <= budget:
+                    return chunks
+            return None
+        finally:
+            self.chunks, self.chunking, self.transfers = saved
+
+    def describe(self) -> str:
+        lines = [f"offload plan (rank 0): {self.chunks} chunks x {self.ctx.topo.world_size} "
+                 f"parts, dedup={self.dedup}, reorganize={self.reorganize}, alpha="
+                 f"{self.chunking.replication(self.ctx.graph.num_nodes):.3f}, planned in "
+                 f"{self.plan_time:.3f}s; device bound {self.bound} bytes"
+                 + (f" of budget {int(self.budget_gb * GB)}" if self.budget_gb else "")]
+        for k, c in enumerate(self.choices):
+            lines.append(f"  layer {k}: {c.mode} (cache would move {c.cache_bytes} B, "
+                         f"recompute {c.recompute_bytes} B)")
+        return "\n".join(lines)
+
+    # -- moving rows -------------------------------------------------------------------------
+    def _fill(self, k: int, t: BatchTransfer, prev: torch.Tensor | None) -> torch.Tensor:
+        """The batch's device buffer of layer-``k`` rows: reused rows, then loaded ones."""
+        host = self.store.rows[k]
+        if t.reuse_dst.numel() == 0:
+            buf = self.tier.load(host, t.buffer)
+        else:
+            buf = torch.empty(t.buffer.numel(), host.shape[1], device=self.device)
+            buf[t.reuse_dst] = prev[t.reuse_src]
+            self.stats.reused += t.reuse_dst.numel() * host.shape[1] * 4
+            self.stats.rows_reused += t.reuse_dst.numel()
+            if t.load.numel():
+                buf[t.load] = self.tier.load(host, t.buffer[t.load])
+        return buf
+
+    def _sources(self, k: int, t: BatchTransfer, prev: torch.Tensor | None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the batch's buffer, this rank's chunk sources assembled from it and peers)."""
+        buf = self.tier.hold("buffer", self._fill(k, t, prev))
+        self.tier.release("prev_buffer")
+        recv = self.tier.hold("recv", self._exchange(buf, t.send_idx, t.send_counts,
+                                                     t.recv_counts))
+        src = self.tier.hold("src", torch.cat([buf, recv])[t.assemble.to(self.device)])
+        self.tier.release("recv")
+        return buf, src
+
+    def _exchange(self, x: torch.Tensor, send_idx: torch.Tensor, send_counts: list[int],
+                  recv_counts: list[int]) -> torch.Tensor:
+        if self.ctx.topo.world_size == 1:
+            return x[:0]
+        before = self.shuffle_stats.bytes_sent
+        with torch.no_grad():
+            out = shuffle(x, send_idx, send_counts, recv_counts, self.group,
+                          self.shuffle_stats)
+        self.stats.rank_to_rank += self.shuffle_stats.bytes_sent - before
+        return out
+
+    def _send_back(self, k: int, t: BatchTransfer, grad_src: torch.Tensor,
+                   carry: torch.Tensor | None) -> torch.Tensor | None:
+        """Sources' gradients to their owners, summed into the buffer rows; rows the next
+        batch holds again stay on the device (returned), the rest are added to the host."""
+        nb, nr = t.buffer.numel(), sum(t.recv_counts)
+        g = self.tier.hold("grad_rows", grad_src.new_zeros(nb + nr, grad_src.shape[1]))
+        g.index_add_(0, t.assemble.to(self.device), grad_src)
+        back = self.tier.hold("grad_back", self._exchange(
+            g[nb:], torch.arange(nr), t.recv_counts, t.send_counts))
+        gbuf = g[:nb]
+        gbuf.index_add_(0, t.send_idx.to(self.device), back)
+        self.tier.release("grad_back", "grad_src")
+        if carry is not None and t.reuse_dst.numel():
+            gbuf.index_add_(0, t.reuse_dst.to(self.device), carry)
+        self.tier.release("prev_carry")
+        out = torch.ones(nb, dtype=torch.bool)
+        out[t.keep] = False
+        rows = out.nonzero().flatten()
+        self.tier.store(self.store.grads[k], t.buffer[rows], gbuf[rows.to(self.device)],
+                        accumulate=True)
+        nxt = self.tier.hold("carry", gbuf[t.keep.to(self.device)].clone()) \
+            if t.keep.numel() else None
+        self.tier.release("grad_rows")
+        return nxt
+
+    # -- passes ------------------------------------------------------------------------------
+    def _forward(self, cache_aggregates: bool) -> None:
+        model = self._module
+        for k, choice in enumerate(self.choices):
+            cache = cache_aggregates and choice.mode == "cache"
+            prev = None
+            for t, block in zip(self.transfers, self.blocks):
+                buf, src = self._sources(k, t, prev)
+                blk = self.tier.hold("block", block.to(self.device).edge_index)
+                out, agg = compute.forward(model, k, src, block.to(self.device), cache)
+                self.tier.hold("out", out)
+                if agg is not None:
+                    self.tier.hold("agg", agg)
+                    self.tier.store(self.agg_host[k], t.dst, agg)
+                self.tier.store(self.store.rows[k + 1], t.dst, out)
+                self.tier.release("src", "out", "agg", "block")
+                del blk
+                prev = self._keep_buffer(buf)
+            self.tier.release_all()
+
+    def _keep_buffer(self, buf: torch.Tensor) -> torch.Tensor | None:
+        """The buffer the next batch may reuse rows from (inter+intra only)."""
+        self.tier.release("buffer")
+        if self.dedup != "inter+intra":
+            return None
+        return self.tier.hold("prev_buffer", buf)
+
+    def _backward(self) -> None:
+        model = self._module
+        for k in reversed(range(len(self.choices))):
+            cache = self.choices[k].mode == "cache"
+            need = k > 0
+            prev, carry = None, None
+            for t, block in zip(self.transfers, self.blocks):
+                blk = block.to(self.device)
+                self.tier.hold("block", blk.edge_index)
+                grad_out = self.tier.hold("grad_out", self.tier.load(
+                    self.store.grads[k + 1], t.dst, vertex_rows=False))
+                t0 = time.perf_counter()
+                if cache:
+                    agg = self.tier.hold("agg", self.tier.load(self.agg_host[k], t.dst, False))
+                    x_dst = self.tier.hold("x_dst", self.tier.load(self.store.rows[k], t.dst,
+                                                                   False))
+                    grad_src, saved = compute.backward_cached(model, k, agg, x_dst, blk,
+                                                              grad_out, need)
+                    buf = None
+                else:
+                    buf, src = self._sources(k, t, prev)
+                    grad_src, saved = compute.backward_recompute(model, k, src, blk, grad_out,
+                                                                 need)
+                    self.stats.recompute_seconds += time.perf_counter() - t0
+                self.tier.transient(saved)
+                self.tier.release("agg", "x_dst", "src", "grad_out")
+                if need:
+                    self.tier.hold("grad_src", grad_src)
+                    self.tier.hold("prev_carry", carry)
+                    carry = self._send_back(k, t, grad_src, carry)
+                    self.tier.release("grad_src")
+                if carry is not None:
+                    self.tier.hold("prev_carry", carry)
+                    self.tier.release("carry")
+                self.tier.release("block")
+                prev = self._keep_buffer(buf) if buf is not None else None
+            self.tier.release_all()
+
+    # -- epoch -------------------------------------------------------------------------------
+    def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
+        model = self._module
+        self.stats.reset()
+        self.shuffle_stats.reset()
+        self.tier.release_all()
+        self.tier.reset_peak()
+        t0 = time.perf_counter()
+        model.train()
+        model.set_dropout_key(self.ctx.seed, epoch)
+        self._optimizer.zero_grad(set_to_none=True)
+        self.store.zero_grads()
+        self._forward(cache_aggregates=True)
+        top = self.store.rows[-1].detach().clone().requires_grad_(True)
+        loss = F.cross_entropy(top[self.train_mask], self.labels, reduction="sum") / self.n_train
+        loss.backward()
+        self.store.grads[-1].copy_(top.grad)
+        self._backward()
+        for p in model.parameters():  # a layer no chunk reached still all-reduces
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        total, ar_bytes = sum_gradients(list(model.parameters()), loss.detach(), self.group)
+        self._optimizer.step()
+        epoch_time = time.perf_counter() - t0
+        s = self.stats
+        if progress is not None:
+            progress.update(1)
+        return {
+            "epoch_time": epoch_time, "sample_time": 0.0, "load_time": 0.0,
+            "comm_time": self.shuffle_stats.seconds, "compute_time": epoch_time
+            - self.shuffle_stats.seconds, "train_loss": total,
+            "bytes_host_to_rank": float(s.host_to_device),
+            "bytes_host_to_device": float(s.host_to_device),
+            "bytes_device_to_host": float(s.device_to_host),
+            "bytes_rank_to_rank": float(s.rank_to_rank),
+            "bytes_reused": float(s.reused), "bytes_allreduce": float(ar_bytes),
+            "rows_host_loaded": float(s.rows_loaded), "rows_reused": float(s.rows_reused),
+            "rows_intermediate": float(s.rows_intermediate),
+            "edges_computed": float(sum(b.num_edges for b in self.blocks) * self.passes()),
+            "replication_alpha": self.alpha,
+            "peak_device_bytes": float(self.tier.peak),
+            "device_bound_bytes": float(self.bound),
+            "recompute_time": s.recompute_seconds,
+            "plan_time": self.plan_time / self.ctx.topo.world_size,  # summed: the mean
+        }
+
+    def passes(self) -> int:
+        """Layer passes over the chunks per epoch that aggregate edges (forward: every
+        layer; backward: the recomputed ones)."""
+        return len(self.choices) + sum(c.mode == "recompute" for c in self.choices)
+
+    def planned_rows_loaded(self) -> int:
+        """Vertex rows this rank loads from its host per epoch, by the plan."""
+        per_pass = sum(t.rows_loaded for t in self.transfers)
+        return per_pass * self.passes()
+
+    def num_steps(self, epoch: int) -> int:
+        return 1
+
+    @torch.no_grad()
+    def evaluate(self, batch_size: int, splits: tuple[str, ...] = ("val", "test")
+                 ) -> dict[str, float]:
+        """Accuracy from the same chunked forward (collective)."""
+        g = self.ctx.graph
+        present = [s for s in splits if getattr(g, f"{s}_idx") is not None
+                   and getattr(g, f"{s}_idx").numel()]
+        if not present:
+            return {}
+        model = self._module
+        was = model.training
+        model.eval()
+        self._forward(cache_aggregates=False)
+        model.train(was)
+        pred = self.store.rows[-1].argmax(-1)
+        right = pred == g.y[self.masters]
+        correct = torch.tensor([float((right & g.mask(s)[self.masters]).sum()) for s in present],
+                               dtype=torch.float64)
+        if self.ctx.topo.world_size > 1:
+            dist.all_reduce(correct, group=self.group)
+        return {f"{s}_acc": float(c) / getattr(g, f"{s}_idx").numel()
+                for s, c in zip(present, correct)}

@@ -1,0 +1,76 @@
+"""Device working set of a chunk: the bytes autograd saves while a chunk recomputes, measured
+and modelled.
+
+:class:`SavedBytes` counts the bytes of the tensors autograd saves for backward inside its
+block (each storage once, leaving out storages the caller already accounts for). An
+:class:`ActivationModel` fits ``bytes = a*edges + b*sources + c*destinations + d`` per layer
+from a few probes of the same computation on random blocks, so the planned bound of every
+batch is known before training and the budget is checked at set-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from gnnscale.sampling.base import Block
+
+
+class SavedBytes:
+    """``with SavedBytes(exclude) as s: ...``; ``s.nbytes`` = bytes saved for backward."""
+
+    def __init__(self, exclude: tuple[torch.Tensor, ...] = ()) -> None:
+        self._seen = {t.untyped_storage().data_ptr() for t in exclude}
+        self.nbytes = 0
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        st = t.untyped_storage()
+        if st.data_ptr() not in self._seen:
+            self._seen.add(st.data_ptr())
+            self.nbytes += st.nbytes()
+        return t
+
+    def __enter__(self) -> SavedBytes:
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hooks.__exit__(*exc)
+
+
+# probe shapes (sources, destinations, edges): independent directions for the fit
+PROBES = ((40, 20, 60), (40, 20, 200), (90, 20, 60), (40, 35, 60), (120, 60, 300))
+
+
+@dataclass
+class ActivationModel:
+    """Saved bytes of one layer's chunk computation as a linear function of its shape."""
+
+    coef: tuple[float, float, float, float]  # per edge, per source, per destination, constant
+
+    def __call__(self, edges: int, sources: int, destinations: int) -> int:
+        a, b, c, d = self.coef
+        return int(max(a * edges + b * sources + c * destinations + d, 0.0)) + 1
+
+    @staticmethod
+    def fit(run: Callable[[Block, torch.Tensor], int], in_dim: int, num_ids: int,
+            generator: torch.Generator) -> ActivationModel:
+        """``run(block, x)`` computes one chunk on random rows and returns the saved bytes;
+        the probe blocks' sources carry vertex ids below ``num_ids``."""
+        rows, ys = [], []
+        for s, d, e in PROBES:
+            src = torch.randint(0, s, (e,), generator=generator)
+            dst = torch.cat([torch.arange(d), torch.randint(0, d, (e - d,), generator=generator)])
+            block = Block(torch.stack([src, dst]), (s, d), torch.arange(s) % num_ids)
+            rows.append([e, s, d, 1.0])
+            ys.append(float(run(block, torch.randn(s, in_dim, generator=generator))))
+        a = torch.tensor(rows, dtype=torch.float64)
+        y = torch.tensor(ys, dtype=torch.float64)
+        coef = torch.linalg.lstsq(a, y.unsqueeze(1)).solution.flatten()
+        # an upper bound of every probe: the fit plus its largest shortfall
+        short = float((y - a @ coef).clamp(min=0).max())
+        coef[3] += short
+        return ActivationModel(tuple(float(c) for c in coef))

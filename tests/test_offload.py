@@ -1,0 +1,173 @@
+"""strategy=offload (HongTu) on real gloo ranks against one process on the whole graph and
+against fullgraph + depcomm; its transfer counts, its device bound and its refusals."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from gnnscale import registry
+from gnnscale.distributed import RankFailed, spawn
+from gnnscale.offload.chunks import load_set, split_part, two_level
+from gnnscale.partition.metis import MetisPartitioner
+from gnnscale.partition.random import RandomPartitioner
+from gnnscale.runner.validate import ConfigError, check_data
+from tests import _fullgraph_fns as F
+from tests import _offload_fns as O
+from tests._train import make_cfg
+
+DEDUPS = ("none", "inter", "inter+intra")
+
+
+def _cases(models=("sage", "gcn", "gat")) -> list[tuple[str, dict]]:
+    out = []
+    for model, chunks, dedup, reorg, inter in itertools.product(
+            models, (1, 3), DEDUPS, (False, True), ("cache", "recompute")):
+        if model == "gat" and inter == "cache":
+            continue
+        out.append((model, dict(chunks=chunks, dedup=dedup, reorganize=reorg,
+                                intermediate=inter)))
+    return out
+
+
+def _close(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return all(torch.allclose(x, y, atol=1e-5, rtol=1e-4) for x, y in zip(a, b, strict=True))
+
+
+def test_one_rank_equals_the_reference():
+    for model in ("sage", "gcn", "gin", "gat"):
+        ref = F.reference(model)
+        for opts in (dict(chunks=4, intermediate="recompute"), dict(chunks=2)):
+            m = O.one_epoch(O.make_strategy(None, None, model, **opts))
+            assert m["train_loss"] == pytest.approx(ref["loss"], rel=1e-5), (model, opts)
+            assert _close(m["grads"], ref["grads"]), (model, opts)
+            assert m["rows_host_loaded"] == m["planned_rows"]
+            assert 0 < m["peak_device_bytes"] <= m["device_bound_bytes"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world,partitioner", [(2, "metis"), (4, "random")])
+def test_every_combination_matches_single_process_and_depcomm(world, partitioner):
+    graph = F.make_graph()
+    parter = MetisPartitioner() if partitioner == "metis" else RandomPartitioner(seed=1)
+    part = parter.partition(graph, world).part
+    cases = _cases()
+    ranks = spawn(O.offload_cases, world, part, cases, timeout_s=400.0)
+    refs = {m: F.reference(m) for m in ("sage", "gcn", "gat")}
+    comm = spawn(O.depcomm_grads, world, part, ("sage", "gcn", "gat"), timeout_s=120.0)[0]
+    for i, (model, opts) in enumerate(cases):
+        mine = [r[i] for r in ranks]
+        for m in mine:  # the loss and gradients are summed over ranks
+            assert m["train_loss"] == pytest.approx(refs[model]["loss"], rel=1e-5), (model, opts)
+            assert _close(m["grads"], refs[model]["grads"]), (model, opts)
+            assert _close(m["grads"], comm[model]["grads"]), (model, opts)
+            assert m["rows_host_loaded"] == m["planned_rows"], (model, opts)
+            assert m["peak_device_bytes"] <= m["device_bound_bytes"], (model, opts)
+            assert m["bytes_rank_to_rank"] > 0
+    # dedup: fewer host rows at each level, per batch the counts the definitions give
+    by = {(c[0], c[1]["chunks"], c[1]["dedup"], c[1]["reorganize"], c[1]["intermediate"]):
+          sum(r[i]["per_pass_rows"] for r in ranks) for i, c in enumerate(cases)}
+    for chunks, reorg in itertools.product((1, 3), (False, True)):
+        none, inter, both = (by[("sage", chunks, d, reorg, "cache")] for d in DEDUPS)
+        ch = two_level(graph, part, world, chunks, reorg)
+        assert none == sum(x.numel() for p in ch.load for x in p)  # alpha |V|
+        assert inter == sum(torch.unique(torch.cat([ch.load[p][ch.batch(p, s)]
+                                                    for p in range(world)])).numel()
+                            for s in range(chunks))
+        assert none > inter >= both
+        if chunks == 1:
+            assert inter == both  # one batch: nothing to reuse
+
+
+def test_chunks_balance_in_edges_and_cover_the_part():
+    graph = F.make_graph()
+    masters = torch.arange(graph.num_nodes)
+    cs = split_part(graph, masters, 4)
+    assert torch.equal(torch.cat(cs), masters)
+    edges = [int((graph.indptr[c + 1] - graph.indptr[c]).sum()) for c in cs]
+    assert max(edges) <= 1.5 * sum(edges) / 4
+    s = load_set(graph, cs[0])
+    assert torch.equal(s[: cs[0].numel()], cs[0])
+    with pytest.raises(ValueError, match="strategy.chunks=200 is more than"):
+        split_part(graph, masters[:100], 200)
+
+
+def test_reorganisation_shares_more_neighbours():
+    graph = F.make_graph(n=400, e=900)
+    part = RandomPartitioner(seed=3).partition(graph, 4).part
+    plain = two_level(graph, part, 4, 8, reorganize=False)
+    reorg = two_level(graph, part, 4, 8, reorganize=True)
+
+    def transition(ch):
+        return sum(torch.unique(torch.cat([ch.load[p][ch.batch(p, s)] for p in range(4)])).numel()
+                   for s in range(8))
+    assert transition(reorg) < transition(plain)
+    for p in range(4):  # every part still runs each chunk once
+        assert sorted(reorg.assign[p]) == list(range(8))
+
+
+def test_too_small_budget_names_the_smallest_workable_one():
+    one = O.make_strategy(None, None, "sage", chunks=1).bound
+    four = O.make_strategy(None, None, "sage", chunks=4).bound
+    assert four < one
+    budget = (four + 1) / 1e9
+    with pytest.raises(ConfigError, match=r"at least .* or use strategy.chunks=(2|4) "):
+        O.make_strategy(None, None, "sage", chunks=1, device_budget_gb=budget)
+    assert O.make_strategy(None, None, "sage", chunks=4, device_budget_gb=budget).bound == four
+    with pytest.raises(ConfigError, match="no chunk count fits"):
+        O.make_strategy(None, None, "sage", chunks=2, device_budget_gb=1e-6)
+
+
+FULL = ("dataset=synthetic", "dataset.preset=tiny", "model.hidden=16", "model.num_layers=2",
+        "strategy=offload", "logger=none", "epochs=2")
+
+
+def _check(tmp_path, *overrides: str) -> None:
+    cfg = make_cfg(tmp_path, *FULL, *overrides)
+    check_data(cfg, registry.build(cfg.dataset).load())
+
+
+@pytest.mark.parametrize("overrides,match", [
+    (("partitioner=cvc",), "needs an edge-cut"),
+    (("strategy.chunks=100000",), "strategy.chunks=100000 is more than"),
+    (("strategy.chunks=0",), "strategy.chunks must be >= 1"),
+    (("strategy.dedup=all",), "strategy.dedup must be one of"),
+    (("model=gat", "strategy.intermediate=cache"), "intermediate=recompute"),
+    (("model=gcn",), "model.gcn_norm=graph"),
+    (("model.norm=batch",), "model.norm=layer or none"),
+    (("strategy.device_budget_gb=0",), "device_budget_gb must be > 0"),
+])
+def test_refused_before_training(tmp_path, overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        _check(tmp_path, "dist.world_size=2", *overrides)
+
+
+@pytest.mark.slow
+def test_runner_offload_matches_fullgraph(tmp_path):
+    from gnnscale.runner.run import run
+
+    gcn = ("model=gcn", "model.gcn_norm=graph")
+    one = run(make_cfg(tmp_path, *FULL[:-2], "strategy=fullgraph", "logger=none", "epochs=2",
+                       *gcn, "dist.world_size=1", run="one"))
+    off = run(make_cfg(tmp_path, *FULL, *gcn, "dist.world_size=2", "strategy.chunks=4",
+                       "strategy.dedup=inter+intra", "strategy.reorganize=true", run="off"))
+    a = [h["train_loss"] for h in one["history"]]
+    b = [h["train_loss"] for h in off["history"]]
+    assert b == pytest.approx(a, rel=1e-4)
+    assert off["summary"]["final_test_acc"] == pytest.approx(one["summary"]["final_test_acc"],
+                                                            abs=2e-3)
+    last = off["history"][-1]
+    for key in ("bytes_host_to_device", "bytes_device_to_host", "bytes_rank_to_rank",
+                "bytes_reused", "replication_alpha", "peak_device_bytes",
+                "device_bound_bytes", "recompute_time", "plan_time"):
+        assert key in last, key
+    assert last["peak_device_bytes"] <= last["device_bound_bytes"]
+
+
+@pytest.mark.slow
+def test_a_budget_error_on_the_ranks_reaches_the_launcher():
+    with pytest.raises(RankFailed, match="device_budget_gb"):
+        spawn(O.offload_cases, 2, torch.arange(120) % 2,
+              [("sage", dict(chunks=2, device_budget_gb=1e-7))], timeout_s=60.0)
