@@ -164,6 +164,8 @@ def test_every_dataset_config_composes_and_builds(tmp_path):
     user_file = tmp_path / "g.npz"
     np.savez(user_file, edge_index=np.array([[0], [1]]))
     expected = {"synthetic": SyntheticDataset, "products_sim": SyntheticDataset,
+                **dict.fromkeys(("products_like", "papers_like", "reddit_like", "web_like"),
+                                SyntheticDataset),
                 "cora": PlanetoidDataset, "citeseer": PlanetoidDataset,
                 "pubmed": PlanetoidDataset, "computers": NpzDataset, "photo": NpzDataset,
                 "cs": NpzDataset, "physics": NpzDataset, "tolokers": HeterophilousDataset,
