@@ -86,7 +86,8 @@ def two_runs(tmp_path_factory) -> list[Path]:
 def test_compare_real_runs(two_runs, tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "compare.py"),
-                           *map(str, two_runs), "--out", str(out)],
+                           *map(str, two_runs), "--out", str(out),
+                           "--hardware", "hongtu_4xa100"],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "compare.json").read_text())
@@ -99,7 +100,10 @@ def test_compare_real_runs(two_runs, tmp_path):
     assert 0 < rows["data"]["edges_computed"] < rows["fullgraph"]["edges_computed"]
     assert rows["data"]["bytes_host_to_rank"] > 0 and rows["fullgraph"]["bytes_rank_to_rank"] > 0
     assert all(r["bytes_allreduce"] > 0 and r["peak_memory_bytes"] > 0 for r in rows.values())
+    assert all(r["modelled_epoch_time_s"] > 0 for r in rows.values())
+    assert doc["hardware"] == "hongtu_4xa100" and "modelled" in doc["notes"]
     assert "| data" in (out / "compare.md").read_text()
+    assert "(modelled)" in (out / "compare.md").read_text()
     assert (out / "compare.png").stat().st_size > 0
 
 
