@@ -89,3 +89,14 @@ def test_layers_from_epoch_totals():
     sampled = split_layers(80.0, None, layer_widths(8, 4, 2, 2), [2, 3])
     assert [e for e, _, _, _ in sampled] == [60.0, 20.0]
     assert [u for _, u, _, _ in sampled] == [20.0, 10.0]
+
+
+def test_paper_ratios_from_the_suites_json():
+    from gnnscale.cost.papers import ROOT, gsplit, neutronstar
+
+    results = ROOT / "docs" / "results"
+    rows = neutronstar(results) + gsplit(results)
+    assert rows, "docs/results holds the fullgraph and split suites' JSON"
+    for r in rows:
+        assert r["projected_ratio (modelled)"] > 0 and r["published_ratio"]
+        assert r["needs_explanation"] == (r["gap_factor"] > 1.5)
