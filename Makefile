@@ -9,7 +9,7 @@ NATIVE      := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.cu')
 EXT_STAMP   := $(VENV)/.native-built
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: install native train test test-fast lint bench bench-quick docs clean sparse
+.PHONY: install native train test test-fast lint bench bench-quick compare docs clean sparse
 
 install: $(STAMP) $(EXT_STAMP)
 
@@ -47,6 +47,21 @@ bench: install
 
 bench-quick: install
 	$(PY) -m benchmarks all --quick --out bench-results
+
+# Every strategy on one config at the quick size (a Hydra sweep, one run folder each), then
+# one table + figure (scripts/compare.py). COMPARE_HW=<configs/hardware name> adds a modelled
+# epoch time on that hardware.
+COMPARE_STRATEGIES ?= data,split,factored,fullgraph
+COMPARE_DIR        ?= outputs/compare-quick
+COMPARE_ARGS       ?= dataset.preset=small dataset.scale=0.2 model.hidden=64 model.num_layers=2 \
+                      'sampler.fanouts=[10,10]' epochs=5 dist.world_size=2
+COMPARE_HW         ?=
+compare: install
+	rm -rf $(COMPARE_DIR)
+	$(PY) train.py -m strategy=$(COMPARE_STRATEGIES) $(COMPARE_ARGS) progress=false \
+	    checkpoint=false hydra.sweep.dir=$(COMPARE_DIR) hydra.sweep.subdir='$${hydra.job.num}'
+	$(PY) scripts/compare.py $(COMPARE_DIR)/[0-9]* --out $(COMPARE_DIR)/compare \
+	    $(if $(COMPARE_HW),--hardware $(COMPARE_HW))
 
 # Optional: torch-scatter + torch-sparse compiled from source (tens of minutes on 2 cores);
 # they enable the PyG baselines of the sampler and epoch benchmark suites.

@@ -14,7 +14,10 @@ from gnnscale.runner.validate import ConfigError, check_config, check_data
 from gnnscale.runner.worker import build_context
 from tests._train import CONFIGS, TINY, make_cfg
 
-OPTIONS = sorted((p.parent.name, p.stem) for p in CONFIGS.glob("*/*.yaml"))
+# configs/hardware holds the cost model's profiles (gnnscale.cost, tests/test_cost.py), not a
+# training config group.
+OPTIONS = sorted((p.parent.name, p.stem) for p in CONFIGS.glob("*/*.yaml")
+                 if p.parent.name != "hardware")
 CPU = Topology(0, 1, 0, 1, torch.device("cpu"))
 
 

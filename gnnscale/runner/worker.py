@@ -111,11 +111,19 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     if not leader:
         return None
     results = _results(history, cfg, topo)
+    results["graph"] = graph_shape(ctx.graph)
     (Path(run_dir) / "results.json").write_text(json.dumps(results, indent=1))
     logger.finish(results["summary"])
     print("\n" + summary_table(history), flush=True)
     print(f"\nresults: {os.path.join(run_dir, 'results.json')}", flush=True)
     return results
+
+
+def graph_shape(graph) -> dict[str, int]:
+    """The sizes a comparison or cost model needs (features and classes set the FLOPs)."""
+    return {"num_nodes": int(graph.num_nodes), "num_edges": int(graph.num_edges),
+            "num_features": int(graph.num_features), "num_classes": int(graph.num_classes),
+            "num_train": int(graph.train_idx.numel())}
 
 
 def _rewrite_metrics(path: Path, history: list[dict]) -> None:

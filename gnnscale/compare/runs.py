@@ -1,0 +1,163 @@
+"""Read run folders (``results.json``, ``metrics.jsonl``, ``.hydra/config.yaml``) and check
+that they are comparable: the same dataset, model, optimizer and seed."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# What must be equal for a comparison to be apples to apples.
+FIXED_KEYS = ("dataset", "model", "optim", "seed")
+# Settings that never change what is trained (where output goes, how it is shown).
+IGNORED_KEYS = ("run_dir", "data_root", "progress", "checkpoint", "resume", "logger",
+                "eval_batch_size", "experiment")
+_SUMMARY_LINE = re.compile(r"([\d,]+) nodes, ([\d,]+) edges, ([\d,]+) features, ([\d,]+) classes,"
+                           r" train ([\d,]+)")
+
+
+class CompareError(ValueError):
+    """Run folders that cannot be read or compared (the message says which and why)."""
+
+
+@dataclass
+class Run:
+    """One finished training run: its config, per-epoch history, summary and graph sizes."""
+
+    path: Path
+    config: dict[str, Any]
+    history: list[dict[str, float]]
+    summary: dict[str, Any]
+    graph: dict[str, int] | None = None
+    label: str = field(default="")
+
+    @property
+    def strategy(self) -> str:
+        """The strategy option name: the module of its ``_target_`` (``configs/strategy/X.yaml``
+        mirrors ``gnnscale/executor/X.py``), so a new strategy needs no change here."""
+        return option_name(self.config.get("strategy", {}).get("_target_", "?"))
+
+    @property
+    def metric(self) -> str:
+        return str(self.summary.get("metric") or "acc")
+
+    @property
+    def world_size(self) -> int:
+        return int(self.summary.get("world_size") or self.config.get("dist", {}).get(
+            "world_size", 1))
+
+
+def load_run(path: str | Path) -> Run:
+    """The run in folder ``path``; raises :class:`CompareError` when it did not finish."""
+    path = Path(path)
+    res_path = path / "results.json"
+    if not res_path.is_file():
+        raise CompareError(f"{path}: no results.json (the run did not finish, or this is not a "
+                           "run folder: pass the folders a sweep wrote, e.g. multirun/.../0)")
+    try:
+        results = json.loads(res_path.read_text())
+    except json.JSONDecodeError as e:
+        raise CompareError(f"{res_path}: not valid JSON ({e})") from e
+    config = results.get("config") or _hydra_config(path)
+    history = _history(path) or results.get("history") or []
+    if not history:
+        raise CompareError(f"{path}: no epochs in metrics.jsonl or results.json")
+    graph = results.get("graph") or _graph_from_log(path)
+    return Run(path=path, config=config, history=history, summary=results.get("summary", {}),
+               graph=graph)
+
+
+def _hydra_config(path: Path) -> dict[str, Any]:
+    cfg_path = path / ".hydra" / "config.yaml"
+    if not cfg_path.is_file():
+        raise CompareError(f"{path}: results.json has no config and {cfg_path} is absent")
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False)
+
+
+def _history(path: Path) -> list[dict[str, float]]:
+    metrics = path / "metrics.jsonl"
+    if not metrics.is_file():
+        return []
+    return [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+
+
+def _graph_from_log(path: Path) -> dict[str, int] | None:
+    """Graph sizes from the summary line the runner prints (runs older than ``graph``)."""
+    log = path / "train.log"
+    if not log.is_file():
+        return None
+    m = _SUMMARY_LINE.search(log.read_text(errors="replace"))
+    if not m:
+        return None
+    n, e, f, c, t = (int(x.replace(",", "")) for x in m.groups())
+    return {"num_nodes": n, "num_edges": e, "num_features": f, "num_classes": c, "num_train": t}
+
+
+def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}} -> {"a.b": 1}`` (lists kept whole)."""
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def check_comparable(runs: list[Run]) -> None:
+    """Refuse runs whose dataset, model, optimizer or seed differ (naming the first key)."""
+    if not runs:
+        raise CompareError("no run folders given")
+    ref = runs[0]
+    for key in FIXED_KEYS:
+        want = flatten(ref.config.get(key), key)
+        for run in runs[1:]:
+            got = flatten(run.config.get(key), key)
+            for sub in sorted(set(want) | set(got)):
+                if want.get(sub) != got.get(sub):
+                    raise CompareError(
+                        f"runs differ in {sub}: {want.get(sub)!r} in {ref.path} but "
+                        f"{got.get(sub)!r} in {run.path}; a comparison needs the same "
+                        f"{', '.join(FIXED_KEYS)} for every run (rerun with {sub} equal)")
+
+
+def assign_labels(runs: list[Run]) -> None:
+    """Label each run by its strategy plus the settings that differ between the runs
+    (e.g. ``split deps=hybrid cache=degree``), so two deps/cache variants stay apart."""
+    flat = [flatten({k: v for k, v in r.config.items()
+                     if k not in FIXED_KEYS and k not in IGNORED_KEYS}) for r in runs]
+    keys = sorted(set().union(*flat))
+    varying = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1
+               and not k.startswith("strategy.")]
+    for run, f in zip(runs, flat):
+        extras = []
+        for k in varying:
+            if k.endswith("._target_"):
+                extras.append(f"{k[: -len('._target_')]}={option_name(f.get(k))}")
+            elif _varies_within_option(k, flat):
+                extras.append(f"{k}={f.get(k)}")
+        run.label = " ".join([run.strategy, *extras])
+    seen: dict[str, int] = {}
+    for run in runs:  # identical settings twice (e.g. repeats): number them
+        seen[run.label] = seen.get(run.label, 0) + 1
+        if seen[run.label] > 1:
+            run.label = f"{run.label} #{seen[run.label]}"
+
+
+def option_name(target: Any) -> str:
+    """``gnnscale.deps.hybrid.Hybrid`` -> ``hybrid`` (the option's file name)."""
+    parts = str(target).split(".")
+    return parts[-2] if len(parts) >= 2 else str(target)
+
+
+def _varies_within_option(key: str, flat: list[dict[str, Any]]) -> bool:
+    """Whether ``key`` differs between runs that chose the same option of its group (if not,
+    the option's name already says everything about it)."""
+    target = f"{key.split('.')[0]}._target_"
+    by_option: dict[str, set[str]] = {}
+    for f in flat:
+        by_option.setdefault(str(f.get(target)), set()).add(json.dumps(f.get(key)))
+    return any(len(values) > 1 for values in by_option.values())

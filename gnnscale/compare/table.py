@@ -1,0 +1,155 @@
+"""One row per run: epoch time, time to a target accuracy, accuracy at equal epochs and at equal
+time, bytes per tier, edges computed, peak memory. Markdown and JSON out."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from gnnscale.compare.runs import Run
+
+# Per-epoch byte counters the strategies report, grouped by the link they use. Counters absent
+# from a run are zero for it (e.g. fullgraph loads its features once, before the first epoch).
+HOST_KEYS = ("bytes_host_to_rank",)  # host memory -> rank (PCIe on a GPU)
+PEER_KEYS = ("bytes_rank_to_rank", "bytes_shuffled", "bytes_queue_received")  # rank -> rank
+GRAD_KEYS = ("bytes_allreduce",)  # gradient all-reduce (every rank's buffer, summed)
+LOCAL_LAUNCHERS = ("gnnscale.distributed.local.Launcher",)
+
+
+def epoch_mean(run: Run, keys: tuple[str, ...]) -> float:
+    """Mean over epochs of the sum of ``keys`` (0 when the run reports none of them)."""
+    return statistics.fmean(sum(float(h.get(k, 0.0)) for k in keys) for h in run.history)
+
+
+def evaluated(run: Run) -> list[tuple[int, float, dict]]:
+    """``(epochs done, cumulative training seconds, record)`` of every evaluated epoch."""
+    out, elapsed = [], 0.0
+    for i, h in enumerate(run.history):
+        elapsed += float(h["epoch_time"])
+        if f"val_{run.metric}" in h:
+            out.append((i + 1, elapsed, h))
+    return out
+
+
+def default_target(runs: list[Run], fraction: float = 0.95) -> float:
+    """``fraction`` of the best final validation score among the runs."""
+    finals = [evaluated(r)[-1][2][f"val_{r.metric}"] for r in runs if evaluated(r)]
+    if not finals:
+        raise ValueError("no run evaluated the validation split (set eval_every >= 1)")
+    return fraction * max(finals)
+
+
+def time_to_target(run: Run, target: float) -> tuple[float | None, int | None]:
+    """Training seconds and epochs until the validation score first reaches ``target``."""
+    for epochs, elapsed, h in evaluated(run):
+        if h[f"val_{run.metric}"] >= target:
+            return elapsed, epochs
+    return None, None
+
+
+def _test_at(run: Run, epochs: int | None = None, seconds: float | None = None) -> float | None:
+    """Test score of the last evaluation within ``epochs`` epochs or ``seconds`` of training."""
+    best = None
+    for done, elapsed, h in evaluated(run):
+        if (epochs is not None and done > epochs) or (seconds is not None and elapsed > seconds):
+            break
+        best = h.get(f"test_{run.metric}")
+    return best
+
+
+def build_rows(runs: list[Run], target: float, projections: dict[str, float] | None = None
+               ) -> list[dict[str, Any]]:
+    """The comparison rows. Equal epochs = the fewest epochs any run trained; equal time = the
+    shortest total training time of any run (evaluation time excluded everywhere)."""
+    equal_epochs = min(len(r.history) for r in runs)
+    equal_time = min(sum(float(h["epoch_time"]) for h in r.history) for r in runs)
+    rows = []
+    for run in runs:
+        last = evaluated(run)[-1][2] if evaluated(run) else {}
+        t_target, e_target = time_to_target(run, target)
+        local = run.config.get("dist", {}).get("_target_") in LOCAL_LAUNCHERS
+        row = {
+            "label": run.label, "strategy": run.strategy, "run_dir": str(run.path),
+            "world_size": run.world_size, "epochs": len(run.history), "metric": run.metric,
+            "epoch_time_s": statistics.median(float(h["epoch_time"]) for h in run.history),
+            "time_to_target_s": t_target, "epochs_to_target": e_target,
+            "final_val": last.get(f"val_{run.metric}"),
+            "final_test": last.get(f"test_{run.metric}"),
+            "test_at_equal_epochs": _test_at(run, epochs=equal_epochs),
+            "test_at_equal_time": _test_at(run, seconds=equal_time),
+            "bytes_host_to_rank": epoch_mean(run, HOST_KEYS),
+            "bytes_rank_to_rank": epoch_mean(run, PEER_KEYS),
+            "bytes_allreduce": epoch_mean(run, GRAD_KEYS),
+            # one host: nothing crosses a network (projections place ranks on nodes)
+            "bytes_network": 0.0 if local else None,
+            "edges_computed": epoch_mean(run, ("edges_computed",)),
+            "peak_memory_bytes": max(float(h.get("peak_memory", 0.0)) for h in run.history),
+        }
+        if projections is not None:
+            row["modelled_epoch_time_s"] = projections.get(run.label)
+        rows.append(row)
+    return rows
+
+
+def report(runs: list[Run], rows: list[dict[str, Any]], target: float,
+           hardware: str | None = None) -> dict[str, Any]:
+    """The JSON document: rows plus what the equal-epoch/equal-time columns refer to."""
+    return {
+        "target_val": target,
+        "equal_epochs": min(len(r.history) for r in runs),
+        "equal_time_s": min(sum(float(h["epoch_time"]) for h in r.history) for r in runs),
+        "hardware": hardware, "rows": rows,
+        "notes": ("bytes and edges per epoch (mean); peak memory is the largest rank's max RSS "
+                  "(CPU) or CUDA allocator peak; times exclude evaluation"
+                  + ("; modelled_epoch_time_s is projected by gnnscale.cost, not measured"
+                     if hardware else "")),
+    }
+
+
+def _fmt_bytes(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.2f} {unit}"
+    return f"{v:.0f} B"
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}" if abs(v) < 1e5 else f"{v:.3g}"
+    return str(v)
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The comparison as a markdown table with a line on what the columns mean."""
+    rows = doc["rows"]
+    modelled = any("modelled_epoch_time_s" in r for r in rows)
+    head = ["run", "ranks", "epoch s (median)", f"s to val {doc['target_val']:.3f}",
+            "final test", f"test @{doc['equal_epochs']} ep", f"test @{doc['equal_time_s']:.3f} s",
+            "host->rank /ep", "rank->rank /ep", "all-reduce /ep", "network /ep",
+            "edges /ep", "peak mem"]
+    if modelled:
+        head.append(f"epoch s on {doc['hardware']} (modelled)")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        tt = (f"{r['time_to_target_s']:.3f} ({r['epochs_to_target']} ep)"
+              if r["time_to_target_s"] is not None else "not reached")
+        cells = [r["label"], str(r["world_size"]), _fmt(r["epoch_time_s"]), tt,
+                 _fmt(r["final_test"]), _fmt(r["test_at_equal_epochs"]),
+                 _fmt(r["test_at_equal_time"]), _fmt_bytes(r["bytes_host_to_rank"]),
+                 _fmt_bytes(r["bytes_rank_to_rank"]), _fmt_bytes(r["bytes_allreduce"]),
+                 _fmt_bytes(r["bytes_network"]), f"{r['edges_computed']:,.0f}",
+                 _fmt_bytes(r["peak_memory_bytes"])]
+        if modelled:
+            cells.append(_fmt(r.get("modelled_epoch_time_s"), 4))
+        lines.append("| " + " | ".join(cells) + " |")
+    metric = rows[0]["metric"] if rows else "acc"
+    lines.append("")
+    lines.append(f"Scores are {metric}; times exclude evaluation; bytes and edges are per-epoch "
+                 "means summed over ranks; peak memory is the largest rank's."
+                 + (" The last column is modelled (gnnscale.cost), not measured." if modelled
+                    else ""))
+    return "\n".join(lines) + "\n"

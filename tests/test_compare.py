@@ -1,0 +1,121 @@
+"""scripts/compare.py on real tiny runs: the table, JSON and figure; mismatched runs refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gnnscale.compare.runs import CompareError, Run, assign_labels, check_comparable, load_run
+from gnnscale.compare.table import build_rows, default_target, time_to_target
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(path: str, strategy: str, accs: list[float], times: list[float], **cfg) -> Run:
+    history = [{"epoch": i, "epoch_time": t, "val_acc": a, "test_acc": a - 0.01,
+                "edges_computed": 100.0, "bytes_host_to_rank": 10.0, "peak_memory": 5.0}
+               for i, (a, t) in enumerate(zip(accs, times))]
+    config = {"dataset": {"preset": "tiny"}, "model": {"hidden": 8}, "optim": {"lr": 0.01},
+              "seed": 0, "strategy": {"_target_": f"gnnscale.executor.{strategy}.X"}, **cfg}
+    return Run(path=Path(path), config=config, history=history,
+               summary={"metric": "acc", "world_size": 2})
+
+
+def test_time_to_target_equal_epochs_and_time():
+    fast = _run("a", "data", [0.5, 0.8, 0.9], [1.0, 1.0, 1.0])
+    slow = _run("b", "fullgraph", [0.6, 0.7], [3.0, 3.0])
+    runs = [fast, slow]
+    assign_labels(runs)
+    assert [r.label for r in runs] == ["data", "fullgraph"]
+    assert default_target(runs) == pytest.approx(0.95 * 0.9)
+    assert time_to_target(fast, 0.8) == (2.0, 2)
+    assert time_to_target(slow, 0.8) == (None, None)
+    rows = {r["label"]: r for r in build_rows(runs, 0.8)}
+    # equal epochs = 2 (the fewest trained), equal time = 3.0 s (the fastest run's total)
+    assert rows["data"]["test_at_equal_epochs"] == pytest.approx(0.79)
+    assert rows["fullgraph"]["test_at_equal_epochs"] == pytest.approx(0.69)
+    assert rows["data"]["test_at_equal_time"] == pytest.approx(0.89)
+    assert rows["fullgraph"]["test_at_equal_time"] == pytest.approx(0.59)
+    assert rows["data"]["epoch_time_s"] == 1.0 and rows["fullgraph"]["epoch_time_s"] == 3.0
+
+
+def test_labels_name_the_settings_that_differ():
+    runs = [_run("a", "split", [0.5], [1.0], deps={"_target_": "gnnscale.deps.depcomm.DepComm"}),
+            _run("b", "split", [0.5], [1.0], deps={"_target_": "gnnscale.deps.hybrid.Hybrid"}),
+            _run("c", "split", [0.5], [1.0], deps={"_target_": "gnnscale.deps.hybrid.Hybrid"})]
+    assign_labels(runs)
+    assert [r.label for r in runs] == ["split deps=depcomm", "split deps=hybrid",
+                                       "split deps=hybrid #2"]
+
+
+def test_mismatched_model_refused_naming_the_key():
+    a = _run("a", "data", [0.5], [1.0])
+    b = _run("b", "split", [0.5], [1.0])
+    b.config["model"] = {"hidden": 16}
+    with pytest.raises(CompareError, match=r"model\.hidden"):
+        check_comparable([a, b])
+    c = _run("c", "split", [0.5], [1.0])
+    c.config["seed"] = 1
+    with pytest.raises(CompareError, match="seed"):
+        check_comparable([a, c])
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory) -> list[Path]:
+    """Two real 2-epoch runs of the tiny graph: data-parallel and full-graph, 2 ranks."""
+    from gnnscale.runner.run import run
+    from tests._train import TINY, make_cfg
+
+    tmp = tmp_path_factory.mktemp("cmp")
+    dirs = []
+    for strategy in ("data", "fullgraph"):
+        extra = [o for o in TINY if not (strategy == "fullgraph" and "batch_size" in o)]
+        cfg = make_cfg(tmp, *extra, f"strategy={strategy}", "epochs=2", "dist.world_size=2",
+                       "checkpoint=false", run=strategy)
+        run(cfg)
+        dirs.append(Path(cfg.run_dir))
+    return dirs
+
+
+@pytest.mark.slow
+def test_compare_real_runs(two_runs, tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "compare.py"),
+                           *map(str, two_runs), "--out", str(out),
+                           "--hardware", "hongtu_4xa100"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((out / "compare.json").read_text())
+    rows = {r["strategy"]: r for r in doc["rows"]}
+    assert set(rows) == {"data", "fullgraph"}
+    assert doc["equal_epochs"] == 2
+    # full-graph computes every edge of both layers each epoch; data-parallel a sample of them
+    graph = load_run(two_runs[1]).graph
+    assert rows["fullgraph"]["edges_computed"] == 2 * graph["num_edges"]
+    assert 0 < rows["data"]["edges_computed"] < rows["fullgraph"]["edges_computed"]
+    assert rows["data"]["bytes_host_to_rank"] > 0 and rows["fullgraph"]["bytes_rank_to_rank"] > 0
+    assert all(r["bytes_allreduce"] > 0 and r["peak_memory_bytes"] > 0 for r in rows.values())
+    assert all(r["modelled_epoch_time_s"] > 0 for r in rows.values())
+    assert doc["hardware"] == "hongtu_4xa100" and "modelled" in doc["notes"]
+    assert "| data" in (out / "compare.md").read_text()
+    assert "(modelled)" in (out / "compare.md").read_text()
+    assert (out / "compare.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_compare_refuses_a_different_optimizer(two_runs, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(two_runs[1], other)
+    res = json.loads((other / "results.json").read_text())
+    res["config"]["optim"]["lr"] = 0.5
+    (other / "results.json").write_text(json.dumps(res))
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "compare.py"),
+                           str(two_runs[0]), str(other), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 2
+    assert "optim.lr" in proc.stderr and not (tmp_path / "o").exists()
