@@ -167,22 +167,35 @@ class Offload(Strategy):
         model.train()
         model.set_dropout_key(self.ctx.seed, 0)
         best, where = 0, (0, 0)
+        whole = sum(self.masters_all[self.ctx.topo.rank].numel() * d * 4 for d in self.dims)
+        edges = sum(b.num_edges for b in self.blocks)
+        sources = torch.unique(torch.cat([t.src_ids for t in self.transfers])).numel()
         for k, c in enumerate(self.choices):
             d_in, d_out = self.dims[k], self.dims[k + 1]
-            key = (type(model).__name__, repr(model.convs[k]), repr(model.norms[k])
-                   if k < model.num_layers - 1 else "last", model.dropout,
-                   model.input_dropout if k == 0 else 0.0, c.mode, d_in, d_out)
-            act = _ACTIVATIONS.get(key)
-            if act is None:  # what autograd saves depends on the layer's shapes only
-                act = _ACTIVATIONS[key] = ActivationModel.fit(
-                    self._probe(k, c.mode == "cache", d_out), d_in, self.ctx.graph.num_nodes,
-                    gen)
+            act = self._activations(k, c.mode, gen)
             b, i = layer_bound(self.transfers, d_in, d_out, c.mode == "cache", act)
             if b > best:
                 best, where = b, (k, i)
+            whole += self._activations(k, "recompute", gen)(
+                edges, sources, self.masters_all[self.ctx.topo.rank].numel())
+        #: modelled bytes of training the whole part on the device at once (all layers' saved
+        #: tensors and rows): what plain full-graph training would hold
+        self.whole_part_bytes = whole
         self._optimizer.zero_grad(set_to_none=True)
         model.train(was)
         return best, where
+
+    def _activations(self, k: int, mode: str, gen: torch.Generator) -> ActivationModel:
+        """The fitted saved-bytes model of layer ``k`` run in ``mode`` (cached per layer
+        architecture: what autograd saves depends on the layer's shapes only)."""
+        model, d_in, d_out = self._module, self.dims[k], self.dims[k + 1]
+        key = (type(model).__name__, repr(model.convs[k]), repr(model.norms[k])
+               if k < model.num_layers - 1 else "last", model.dropout,
+               model.input_dropout if k == 0 else 0.0, mode, d_in, d_out)
+        if key not in _ACTIVATIONS:
+            _ACTIVATIONS[key] = ActivationModel.fit(self._probe(k, mode == "cache", d_out), d_in,
+                                                    self.ctx.graph.num_nodes, gen)
+        return _ACTIVATIONS[key]
 
     def _probe(self, k: int, cache: bool, d_out: int):
         model = self._module
@@ -232,7 +245,8 @@ class Offload(Strategy):
                  f"parts, dedup={self.dedup}, reorganize={self.reorganize}, alpha="
                  f"{self.chunking.replication(self.ctx.graph.num_nodes):.3f}, planned in "
                  f"{self.plan_time:.3f}s; device bound {self.bound} bytes"
-                 + (f" of budget {int(self.budget_gb * GB)}" if self.budget_gb else "")]
+                 + (f" of budget {int(self.budget_gb * GB)}" if self.budget_gb else "")
+                 + f" (the whole part at once: ~{self.whole_part_bytes} bytes, modelled)"]
         for k, c in enumerate(self.choices):
             lines.append(f"  layer {k}: {c.mode} (cache would move {c.cache_bytes} B, "
                          f"recompute {c.recompute_bytes} B)")
@@ -407,6 +421,7 @@ class Offload(Strategy):
             "replication_alpha": self.alpha,
             "peak_device_bytes": float(self.tier.peak),
             "device_bound_bytes": float(self.bound),
+            "whole_part_device_bytes": float(self.whole_part_bytes),
             "recompute_time": s.recompute_seconds,
             "plan_time": self.plan_time / self.ctx.topo.world_size,  # summed: the mean
         }

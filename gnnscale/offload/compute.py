@@ -41,18 +41,26 @@ def choose(model: GNN, layer: int, setting: str, width: int, dst_rows: int, load
     return LayerChoice(mode, cache, recompute)
 
 
+def _split_layer(model: GNN, k: int, src: torch.Tensor, block: Block
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(output, aggregate) of layer ``k`` as aggregate-then-update: the layer's linear maps
+    run on the destinations only, not on every source row a chunk loads."""
+    ids = block.src_ids
+    dst_ids = ids[: block.num_dst]
+    x = model.inputs(src, ids) if k == 0 else src
+    agg = model.aggregate(k, x, block)
+    return model.post(k, model.update(k, agg, x[: block.num_dst], dst_ids), dst_ids), agg
+
+
 def forward(model: GNN, k: int, src: torch.Tensor, block: Block, cache: bool
             ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Output rows of the chunk's destinations (no autograd) and, ``cache``, the aggregate."""
+    """Output rows of the chunk's destinations (no autograd) and, ``cache``, the aggregate.
+    Splittable models aggregate, then update; the others (GAT) run their conv."""
     with torch.no_grad():
-        if not cache:
+        if not model.splittable:
             return model.layer(k, src, block), None
-        ids = block.src_ids
-        dst_ids = ids[: block.num_dst]
-        x = model.inputs(src, ids) if k == 0 else src
-        agg = model.aggregate(k, x, block)
-        out = model.post(k, model.update(k, agg, x[: block.num_dst], dst_ids), dst_ids)
-        return out, agg
+        out, agg = _split_layer(model, k, src, block)
+        return out, (agg if cache else None)
 
 
 def backward_recompute(model: GNN, k: int, src: torch.Tensor, block: Block,
@@ -62,7 +70,8 @@ def backward_recompute(model: GNN, k: int, src: torch.Tensor, block: Block,
     accumulate; returns the sources' gradient (``need_src``) and the bytes autograd saved."""
     src = src.detach().requires_grad_(need_src)
     with SavedBytes((src,)) as saved:
-        out = model.layer(k, src, block)
+        out = _split_layer(model, k, src, block)[0] if model.splittable \
+            else model.layer(k, src, block)
     torch.autograd.backward(out, grad_out)
     return (src.grad if need_src else None), saved.nbytes
 

@@ -27,6 +27,10 @@ class SavedBytes:
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        if t.layout == torch.sparse_csr:  # a block's matrix: its index and value arrays
+            for part in (t.crow_indices(), t.col_indices(), t.values()):
+                self._pack(part)
+            return t
         st = t.untyped_storage()
         if st.data_ptr() not in self._seen:
             self._seen.add(st.data_ptr())
@@ -64,7 +68,8 @@ class ActivationModel:
         for s, d, e in PROBES:
             src = torch.randint(0, s, (e,), generator=generator)
             dst = torch.cat([torch.arange(d), torch.randint(0, d, (e - d,), generator=generator)])
-            block = Block(torch.stack([src, dst]), (s, d), torch.arange(s) % num_ids)
+            dst, order = dst.sort(stable=True)  # in-edge order, as chunks are built
+            block = Block(torch.stack([src[order], dst]), (s, d), torch.arange(s) % num_ids)
             rows.append([e, s, d, 1.0])
             ys.append(float(run(block, torch.randn(s, in_dim, generator=generator))))
         a = torch.tensor(rows, dtype=torch.float64)

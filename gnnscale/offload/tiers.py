@@ -98,9 +98,8 @@ class DeviceTier:
             self.stats.rows_loaded += rows.numel()
         else:
             self.stats.rows_intermediate += rows.numel()
-        if self.device.type == "cpu":
-            return t.clone()  # the device tier's own copy
-        return t.to(self.device, non_blocking=True)
+        # on a CPU host ``t`` (a fresh gather) is already the device tier's own copy
+        return t if self.device.type == "cpu" else t.to(self.device, non_blocking=True)
 
     def store(self, host: torch.Tensor, rows: torch.Tensor, t: torch.Tensor,
               accumulate: bool = False) -> None:
