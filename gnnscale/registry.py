@@ -54,6 +54,7 @@ def load_all() -> None:
     if _loaded:
         return
     importlib.import_module("gnnscale.runner.schema")
+    importlib.import_module("gnnscale.runner.auto")  # strategy=auto lives in the runner
     for package in GROUPS.values():
         pkg = importlib.import_module(package)
         for info in pkgutil.iter_modules(pkg.__path__):

@@ -45,6 +45,14 @@ def test_option_composes_and_builds(tmp_path: Path, group: str, option: str):
     if group == "model":
         obj = registry.build(node, in_channels=8, out_channels=3)
         assert isinstance(obj, torch.nn.Module)
+    elif group == "strategy" and option == "auto":  # the launcher composes its candidates
+        from gnnscale.runner.auto import candidate_config
+
+        for name in cfg.strategy.candidates:
+            cand = candidate_config(cfg, name, tmp_path / name, 1)
+            obj = registry.build(cand.strategy, ctx=build_context(CPU, cand))
+            assert type(obj).__module__ == f"gnnscale.executor.{name}"
+        return
     elif group == "strategy":
         ctx = build_context(CPU, cfg)
         obj = registry.build(node, ctx=ctx)

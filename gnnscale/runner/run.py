@@ -14,6 +14,10 @@ from gnnscale.runner.worker import rank_main
 def run(cfg: DictConfig) -> dict:
     """Train as ``cfg`` says; returns rank 0's results (summary, per-epoch history, config)."""
     registry.load_all()
+    from gnnscale.runner.auto import is_auto, run_auto
+
+    if is_auto(cfg):  # profile the candidates, then train the chosen one through run()
+        return run_auto(cfg)
     check_config(cfg)
     cfg_dict = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     run_dir = Path(cfg_dict["run_dir"])

@@ -1,0 +1,132 @@
+"""strategy=auto: composing candidates, the choice rule, and end to end on the tiny graph."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gnnscale.runner.auto import candidate_config, check_auto, choose, seconds_per_loss
+from gnnscale.runner.validate import ConfigError
+from tests._train import TINY, make_cfg
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _row(name, epoch_time, drop, status="ran", projected=None):
+    row = {"name": name, "status": status, "epoch_time": epoch_time,
+           "loss_drop_per_epoch": drop}
+    if projected is not None:
+        row["projected_epoch_time"] = projected
+    return row
+
+
+def test_choice_rule_divides_epoch_time_by_loss_drop():
+    rows = [_row("data", 2.0, 0.8),        # 2.5 s per unit of loss
+            _row("split", 1.5, 0.5),       # 3.0
+            _row("fullgraph", 0.2, 0.05),  # 4.0: fastest epoch, far less progress per epoch
+            _row("factored", 0.1, 0.0),    # did not learn: never chosen
+            {"name": "offload", "status": "refused", "reason": "no"}]
+    name, why = choose(rows)
+    assert name == "data"
+    assert "runner-up split" in why and "1.20x" in why
+    rows[2]["loss_drop_per_epoch"] = 0.1  # 2.0 s per unit of loss: now full-graph wins
+    assert choose(rows)[0] == "fullgraph"
+    assert seconds_per_loss(1.0, -0.1) == math.inf
+
+
+def test_choice_rule_modelled_uses_the_projected_time():
+    rows = [_row("data", 1.0, 1.0, projected=0.5), _row("split", 2.0, 1.0, projected=0.1)]
+    assert choose(rows, "measured")[0] == "data"
+    assert choose(rows, "modelled")[0] == "split"
+
+
+def test_no_runnable_candidate_is_an_error():
+    with pytest.raises(ConfigError, match="no candidate"):
+        choose([{"name": "data", "status": "refused", "reason": "x"},
+                _row("split", 1.0, -0.2)])
+
+
+def test_candidates_keep_user_keys_and_get_their_best_settings(tmp_path):
+    cfg = make_cfg(tmp_path, *TINY, "strategy=auto", "model.hidden=16",
+                   "+strategy.options={offload: {chunks: 4}}")
+    run_dir = tmp_path / "c"
+    data = candidate_config(cfg, "data", run_dir, 2)
+    assert data.strategy.batch_size == 128 and data.model.hidden == 16 and data.epochs == 2
+    assert data.deps._target_.endswith("DepCache")
+    assert data.cache._target_.endswith("PresamplePolicy") and data.cache.ratio == 0.1
+    full = candidate_config(cfg, "fullgraph", run_dir, 2)
+    assert full.deps._target_.endswith("Hybrid") and full.cache._target_.endswith("NoCache")
+    assert "batch_size" not in full.strategy
+    assert candidate_config(cfg, "offload", run_dir, 2).strategy.chunks == 4
+    vertex_cut = make_cfg(tmp_path, *TINY, "strategy=auto", "partitioner=oec")
+    assert candidate_config(vertex_cut, "fullgraph", run_dir, 1).deps._target_.endswith(
+        "DepComm")
+    given = make_cfg(tmp_path, *TINY, "strategy=auto", "deps=hybrid", "cache=degree")
+    split = candidate_config(given, "split", run_dir, 1)  # the user's choices win
+    assert split.deps._target_.endswith("Hybrid") and split.cache._target_.endswith("DegreePolicy")
+
+
+@pytest.mark.parametrize(("override", "match"), [
+    ("strategy.candidates=[data,nope]", "strategy.candidates"),
+    ("strategy.candidates=[data,data]", "strategy.candidates"),
+    ("strategy.criterion=modelled", "strategy.hardware"),
+    ("strategy.profile_epochs=0", "profile_epochs"),
+    ("+strategy.options={split: {batch_size: 8}}", "not candidates"),
+])
+def test_bad_auto_settings_are_refused(tmp_path, override, match):
+    extra = ("strategy.candidates=[data]",) if "options" in override else ()
+    cfg = make_cfg(tmp_path, *TINY, "strategy=auto", *extra, override)
+    with pytest.raises(ConfigError, match=match):
+        check_auto(cfg)
+
+
+def test_unknown_candidate_option_is_refused(tmp_path):
+    cfg = make_cfg(tmp_path, *TINY, "strategy=auto", "+strategy.options={data: {nope: 1}}")
+    with pytest.raises(ConfigError, match="strategy.options.data"):
+        candidate_config(cfg, "data", tmp_path / "c", 1)
+
+
+@pytest.mark.slow
+def test_auto_profiles_every_candidate_and_trains_the_chosen_one(tmp_path):
+    from gnnscale.runner.run import run
+
+    # partitioned cache placement: strategy=factored refuses it (it caches on trainers only)
+    cfg = make_cfg(tmp_path, *TINY, "strategy=auto", "dist.world_size=2", "epochs=2",
+                   "strategy.profile_epochs=2", "cache=presample",
+                   "cache.placement=partitioned")
+    res = run(cfg)
+    run_dir = Path(cfg.run_dir)
+    decision = json.loads((run_dir / "auto.json").read_text())
+    rows = {r["name"]: r for r in decision["candidates"]}
+    assert list(rows) == ["data", "split", "factored", "fullgraph", "offload"]
+    assert rows["factored"]["status"] == "refused"
+    assert "placement" in rows["factored"]["reason"]
+    ran = [r for r in rows.values() if r["status"] == "ran"]
+    assert {r["name"] for r in ran} == {"data", "split", "fullgraph", "offload"}
+    for r in ran:
+        assert len(r["epoch_times"]) == 2 and r["epoch_time"] == r["epoch_times"][1]
+        assert (run_dir / "auto" / r["name"] / "results.json").is_file()
+    chosen = decision["chosen"]
+    assert chosen == choose(decision["candidates"])[0]
+    saved = json.loads((run_dir / "results.json").read_text())
+    assert saved["auto"]["strategy"] == chosen and saved["auto"]["chosen_by"] == "auto"
+    assert saved["config"]["strategy"]["_target_"].split(".")[-2] == chosen
+    assert [h["epoch"] for h in saved["history"]] == [0, 1] == [h["epoch"] for h in
+                                                                 res["history"]]
+
+
+@pytest.mark.slow
+def test_auto_is_one_value_of_a_hydra_sweep(tmp_path):
+    cmd = [sys.executable, str(ROOT / "train.py"), "-m", "strategy=auto,data", *TINY,
+           "dist.world_size=1", "epochs=1", "progress=false",
+           f"data_root={tmp_path / 'data'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    auto_dir, data_dir = tmp_path / "sweep" / "0", tmp_path / "sweep" / "1"
+    decision = json.loads((auto_dir / "auto.json").read_text())
+    assert len(decision["candidates"]) == 5 and decision["chosen"]
+    assert json.loads((auto_dir / "results.json").read_text())["auto"]["chosen_by"] == "auto"
+    assert "auto" not in json.loads((data_dir / "results.json").read_text())
