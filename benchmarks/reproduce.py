@@ -76,7 +76,7 @@ def settings(quick: bool) -> dict:
     return {"presets": presets_suite.settings(False),
             "gsplit": {"scale": 1.0, "volume_steps": None},
             "fgnn_scale": 1.0,
-            "neutronstar": {"web_like": 0.5, "reddit_like": 0.25, "hidden": 256},
+            "neutronstar": {"web_like": 0.25, "reddit_like": 0.1, "hidden": 256},
             "deepgalois": {"scale": 1.0, "parts": [8, 16, 32]},
             "hongtu": {"scale": 1.0, "parts": HONGTU_PARTS},
             "seed": 0}
