@@ -148,6 +148,23 @@ def _combine(per_rank: list[dict], key, num_edges: int) -> dict:
     return row
 
 
+def measure_rows(graph, parts: list[str], models: list[str], hiddens: list[int], epochs: int,
+                 seed: int, options: bool = False) -> tuple[dict, list[tuple]]:
+    """Rows ``<model>/h<hidden>/<partitioner>`` -> deps -> figures (4 spawned ranks) and the
+    variants run; ``options`` adds NeutronStar's ring and overlap on the first row."""
+    books = {p: _book(graph, p, seed) for p in parts}
+    variants = [(m, h, p, d) for m in models for h in hiddens for p in parts
+                for d in (EDGE_DEPS if books[p].kind == "edge_cut" else ("depcomm",))]
+    if options:  # NeutronStar's ring and overlap, each against plain depcomm
+        variants += [(models[0], hiddens[-1], parts[0], d) for d in OPTIONS]
+    per_rank = spawn(_rank, WORLD, graph, books, variants, epochs, timeout_s=3000.0)
+    rows: dict = {}
+    for m, h, p, d in variants:
+        rows.setdefault(f"{m}/h{h}/{p}", {})[d] = _combine(per_rank, (m, h, p, d),
+                                                           graph.num_edges)
+    return rows, variants
+
+
 def run(quick: bool) -> dict:
     cfg = settings(quick)
     results: dict = {"rows": {}, "graphs": {}}
@@ -162,17 +179,10 @@ def run(quick: bool) -> dict:
         results["graphs"][gname] = {"nodes": graph.num_nodes, "edges": graph.num_edges,
                                     "features": graph.num_features}
         parts = cfg["partitioners"] if gname == "products" else cfg["side_partitioners"]
-        books = {p: _book(graph, p, cfg["seed"]) for p in parts}
-        variants = [(m, h, p, d) for m in cfg["models"] for h in cfg["hiddens"] for p in parts
-                    for d in (EDGE_DEPS if books[p].kind == "edge_cut" else ("depcomm",))]
-        if gname == "products":  # NeutronStar's ring and overlap, each against plain depcomm
-            m, h, p = cfg["models"][0], cfg["hiddens"][-1], parts[0]
-            variants += [(m, h, p, d) for d in OPTIONS]
-        per_rank = spawn(_rank, WORLD, graph, books, variants, cfg["epochs"], timeout_s=3000.0)
-        for m, h, p, d in variants:
-            row = f"{gname}/{m}/h{h}/{p}"
-            results["rows"].setdefault(row, {})[d] = _combine(per_rank, (m, h, p, d),
-                                                              graph.num_edges)
+        rows, variants = measure_rows(graph, parts, cfg["models"], cfg["hiddens"],
+                                      cfg["epochs"], cfg["seed"], options=gname == "products")
+        for key, row in rows.items():
+            results["rows"][f"{gname}/{key}"] = row
         for m, h, p, d in variants:
             if d in OPTIONS:
                 row = results["rows"][f"{gname}/{m}/h{h}/{p}"]
