@@ -1,0 +1,293 @@
+"""Benchmark suite ``offload``: HongTu's offloaded full-graph training on the products-like
+synthetic, 4 ranks (sections 4-5, Tables 3, 8, 9).
+
+Three parts:
+
+- **Volumes from the plans** (no training; :func:`offload_volumes`, also used by the
+  ``reproduce`` suite): every rank's transfer plan of one layer pass, for chunks 1, 8, 32 per
+  part, reorganisation off/on, each dedup level, first level metis and random. Per row:
+  host-to-device rows (and bytes at the feature width), rows reused on the device, rows shared
+  rank to rank, alpha (loaded rows of ``dedup=none`` over |V|, Table 3) and planning time.
+  Table 8 layout per (first level, chunks, reorganisation): baseline alpha|V| rows, the inter
+  and intra savings over |V| and their shares of the baseline.
+- **Memory per doubling of chunks** (section 4.3): the planned device bound of
+  :class:`~gnnscale.executor.offload.Offload` (the largest over ranks) and the largest
+  subgraph's rows (HongTu's alpha|V|/N) for chunks 1..32, and the reduction per doubling.
+- **Measured epochs** on real gloo ranks: offload at 1/8/32 chunks (inter+intra, reorganised)
+  and ``fullgraph`` with depcomm on the same metis book; median epoch time of the slowest rank
+  after a warm-up epoch, peak device bytes against the planned bound (max over ranks),
+  recompute time, planning time over 100 epochs (Table 9: <= 1.5%).
+
+Ratios: ``dedup_saving.<first_level>.<chunks>`` = 1 - h2d(inter+intra) / h2d(none) without
+reorganisation, ``dedup_saving_reorganized`` the same with it, ``reorganize_gain`` = the
+difference, ``intra_share_of_saving`` (HongTu: 36-84%), ``memory_per_doubling.<first_level>``
+= mean 1 - bound(2c) / bound(c) (HongTu: 32-47%), ``offload_over_depcomm.<chunks>`` =
+t(offload) / t(depcomm), ``plan_over_100_epochs.<chunks>``, ``peak_within_bound`` (every row).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import statistics
+import time
+
+import torch
+
+from benchmarks import ratio
+from gnnscale.data.graph import GraphStore
+from gnnscale.data.synthetic import generate
+from gnnscale.distributed import spawn
+from gnnscale.offload.chunks import Chunking, two_level
+from gnnscale.offload.transfers import DEDUP, plan_transfers
+
+WORLD = 4
+FIRST_LEVELS = ("metis", "random")
+CHUNKS = (1, 8, 32)
+BOUND_CHUNKS = (1, 2, 4, 8, 16, 32)
+FLOAT = 4
+
+
+def settings(quick: bool) -> dict:
+    base = {"preset": "products_sim", "model": "gcn", "layers": 2, "seed": 0,
+            "measured_chunks": list(CHUNKS), "measured_first_level": "metis"}
+    if quick:
+        return {**base, "scale": 0.01, "hidden": 64, "epochs": 2}
+    return {**base, "scale": 0.1, "hidden": 64, "epochs": 3}
+
+
+# -- volumes from the plans ----------------------------------------------------------------------
+def offload_volumes(graph: GraphStore, part: torch.Tensor, world: int, chunks: int,
+                    reorganize: bool, dedup: str, chunking: Chunking | None = None,
+                    chunk_s: float | None = None) -> dict:
+    """Host-to-device volumes of one layer pass, summed over the ``world`` ranks' plans.
+
+    ``chunking`` (with the seconds it took, ``chunk_s``) reuses a :func:`two_level` result
+    of the same arguments. ``plan_s`` is what one rank spends planning: the chunking plus the
+    slowest rank's transfer plan (ranks plan in parallel). Bytes are at the feature width.
+    """
+    if chunking is None:
+        t0 = time.perf_counter()
+        chunking = two_level(graph, part, world, chunks, reorganize)
+        chunk_s = time.perf_counter() - t0
+    masters = [(part == p).nonzero().flatten() for p in range(world)]
+    loaded = reused = shared = 0
+    slowest = 0.0
+    for rank in range(world):
+        t0 = time.perf_counter()
+        plan = plan_transfers(chunking, part, masters, rank, dedup, graph)
+        slowest = max(slowest, time.perf_counter() - t0)
+        loaded += sum(t.rows_loaded for t in plan)
+        reused += sum(t.rows_reused for t in plan)
+        shared += sum(int(t.send_idx.numel()) for t in plan)
+    n = graph.num_nodes
+    return {"chunks": chunks, "reorganize": reorganize, "dedup": dedup,
+            "h2d_rows": loaded, "h2d_bytes": loaded * graph.num_features * FLOAT,
+            "h2d_rows_per_v": loaded / n, "reused_rows": reused, "shared_rows": shared,
+            "alpha": chunking.replication(n), "plan_s": (chunk_s or 0.0) + slowest}
+
+
+def table8(graph: GraphStore, part: torch.Tensor, world: int, chunks: int,
+           reorganize: bool) -> dict:
+    """Every dedup level of one chunking and HongTu's Table 8 figures (normalised to |V|)."""
+    t0 = time.perf_counter()
+    chunking = two_level(graph, part, world, chunks, reorganize)
+    chunk_s = time.perf_counter() - t0
+    levels = {d: offload_volumes(graph, part, world, chunks, reorganize, d, chunking, chunk_s)
+              for d in DEDUP}
+    n = graph.num_nodes
+    none, inter, both = (levels[d]["h2d_rows"] for d in DEDUP)
+    saved = none - both
+    return {"levels": levels, "alpha": levels["none"]["alpha"],
+            "baseline_per_v": none / n,
+            "inter_saving_per_v": (none - inter) / n, "intra_saving_per_v": (inter - both) / n,
+            "inter_share": (none - inter) / none, "intra_share": (inter - both) / none,
+            "saving": saved / none, "intra_of_saving": (inter - both) / saved if saved else 0.0,
+            "chunk_s": chunk_s}
+
+
+def _book(graph: GraphStore, name: str, seed: int):
+    from gnnscale.partition import get_partition
+    from gnnscale.registry import build, option
+
+    return get_partition(graph, build(option("partitioner", name, seed=seed)), WORLD, log=None)
+
+
+# -- strategies in one process (bounds) and on gloo ranks (epochs) -------------------------------
+def _context(topo, graph: GraphStore, book, cfg: dict):
+    from gnnscale.cache.none import NoCache
+    from gnnscale.deps.depcomm import DepComm
+    from gnnscale.executor.base import RunContext
+    from gnnscale.optim.adam import Adam
+    from gnnscale.partition.provider import FixedPartition
+    from gnnscale.registry import build, option
+
+    torch.manual_seed(cfg["seed"])
+    model = build(option("model", cfg["model"], hidden=cfg["hidden"],
+                         num_layers=cfg["layers"], dropout=0.0, gcn_norm="graph"),
+                  in_channels=graph.num_features, out_channels=graph.num_classes)
+    return RunContext(topo=topo, graph=graph, model=model, sampler=None, cache_policy=NoCache(),
+                      deps=DepComm(), partition=FixedPartition(book), optim=Adam(lr=0.01),
+                      seed=cfg["seed"])
+
+
+def _offload(topo, graph: GraphStore, book, cfg: dict, chunks: int, **opts):
+    from gnnscale.executor.offload import Offload
+
+    strat = Offload(_context(topo, graph, book, cfg), chunks=chunks, **opts)
+    with contextlib.redirect_stdout(io.StringIO()):  # rank 0 prints its plan
+        strat.setup()
+    return strat
+
+
+def device_bounds(graph: GraphStore, book, cfg: dict, chunk_counts=BOUND_CHUNKS) -> dict:
+    """Per chunk count: the planned device bound (the largest over ranks, each rank's plan
+    built in this process), alpha and the largest subgraph's rows (HongTu 4.3: a subgraph
+    holds alpha|V|/N rows, N = ranks x chunks)."""
+    from gnnscale.distributed.topology import Topology
+
+    out = {}
+    for chunks in chunk_counts:
+        bounds = []
+        for rank in range(WORLD):
+            topo = Topology(rank=rank, world_size=WORLD, local_rank=rank,
+                            local_world_size=WORLD, device=torch.device("cpu"))
+            strat = _offload(topo, graph, book, cfg, chunks, dedup="inter+intra",
+                             reorganize=False)
+            bounds.append(strat.bound)
+            rows = max(x.numel() for p in strat.chunking.load for x in p)
+            alpha = strat.chunking.replication(graph.num_nodes)
+            del strat
+        out[chunks] = {"chunks": chunks, "bound_bytes": max(bounds), "largest_subgraph_rows": rows,
+                       "alpha": alpha,
+                       "largest_subgraph_bytes": rows * graph.num_features * FLOAT}
+    return out
+
+
+def _rank(topo, graph: GraphStore, book, cfg: dict) -> dict:
+    """Per row: epoch times and the strategy's figures on this rank."""
+    import torch.distributed as dist
+
+    from gnnscale.executor.fullgraph import FullGraph
+
+    rows = {}
+    variants = [("depcomm", None)] + [(f"offload/{c}", c) for c in cfg["measured_chunks"]]
+    for name, chunks in variants:
+        if chunks is None:
+            strat = FullGraph(_context(topo, graph, book, cfg))
+            with contextlib.redirect_stdout(io.StringIO()):
+                strat.setup()
+        else:
+            strat = _offload(topo, graph, book, cfg, chunks, dedup="inter+intra",
+                             reorganize=True, intermediate="auto")
+        times, metrics = [], []
+        for epoch in range(cfg["epochs"] + 1):
+            dist.barrier()
+            m = strat.train_epoch(epoch)
+            times.append(m["epoch_time"])
+            metrics.append(m)
+        last = metrics[-1]
+        rows[name] = {"epoch_s": statistics.median(times[1:]), "plan_s": strat.plan_time,
+                      "train_loss": last["train_loss"]}
+        for k in ("peak_device_bytes", "device_bound_bytes", "recompute_time",
+                  "bytes_host_to_device", "bytes_rank_to_rank", "bytes_reused",
+                  "rows_host_loaded", "replication_alpha"):
+            if k in last:
+                rows[name][k] = last[k]
+        del strat
+    return rows
+
+
+def _combine(per_rank: list[dict], name: str) -> dict:
+    rs = [r[name] for r in per_rank]
+    row = {"epoch_s": max(r["epoch_s"] for r in rs), "plan_s": max(r["plan_s"] for r in rs),
+           "train_loss": rs[0]["train_loss"]}
+    if "peak_device_bytes" in rs[0]:
+        row["peak_device_bytes"] = max(r["peak_device_bytes"] for r in rs)
+        row["device_bound_bytes"] = max(r["device_bound_bytes"] for r in rs)
+        row["peak_within_bound"] = all(r["peak_device_bytes"] <= r["device_bound_bytes"]
+                                       for r in rs)
+        row["recompute_s"] = max(r["recompute_time"] for r in rs)
+        for k in ("bytes_host_to_device", "bytes_rank_to_rank", "bytes_reused",
+                  "rows_host_loaded"):
+            row[k] = sum(r[k] for r in rs)
+        row["alpha"] = rs[0]["replication_alpha"]
+    return row
+
+
+@contextlib.contextmanager
+def _threads(n: int):
+    """Plan in this process with the threads a rank gets (spawn: cores // ranks, here 1):
+    index work on a shared 2-core host slows down many-fold with more threads than cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _volumes(graph: GraphStore, part: torch.Tensor, first: str, results: dict,
+             ratios: dict) -> None:
+    """Table 8 rows of one first level, every chunk count, without and with reorganisation."""
+    for chunks in CHUNKS:
+        c = str(chunks)
+        for reorg in (False, True):
+            t8 = table8(graph, part, WORLD, chunks, reorg)
+            tag = "reorganized" if reorg else "plain"
+            results["volumes"].setdefault(first, {}).setdefault(c, {})[tag] = t8.pop("levels")
+            results["table8"].setdefault(first, {}).setdefault(c, {})[tag] = t8
+            key = "dedup_saving_reorganized" if reorg else "dedup_saving"
+            ratios[key].setdefault(first, {})[c] = t8["saving"]
+        ratios["intra_share_of_saving"].setdefault(first, {})[c] = \
+            results["table8"][first][c]["reorganized"]["intra_of_saving"]
+        ratios["reorganize_gain"].setdefault(first, {})[c] = \
+            ratios["dedup_saving_reorganized"][first][c] - ratios["dedup_saving"][first][c]
+        # Table 3 counts partitions in all: WORLD parts x chunks
+        results["alpha"].setdefault(first, {})[str(WORLD * chunks)] = \
+            results["table8"][first][c]["plain"]["alpha"]
+
+
+# -- the suite -----------------------------------------------------------------------------------
+def run(quick: bool) -> dict:
+    cfg = settings(quick)
+    t_all = time.perf_counter()
+    graph = generate(cfg["preset"], scale=cfg["scale"], seed=cfg["seed"])
+    results: dict = {"graph": {"nodes": graph.num_nodes, "edges": graph.num_edges,
+                               "features": graph.num_features},
+                     "volumes": {}, "table8": {}, "alpha": {}, "bounds": {}, "epochs": {}}
+    ratios: dict = {"dedup_saving": {}, "dedup_saving_reorganized": {}, "reorganize_gain": {},
+                    "intra_share_of_saving": {}, "memory_per_doubling": {},
+                    "subgraph_rows_per_doubling": {}, "vertex_data_per_doubling": {},
+                    "offload_over_depcomm": {},
+                    "plan_over_100_epochs": {}}
+    books = {}
+    with _threads(1):
+        for first in FIRST_LEVELS:
+            t0 = time.perf_counter()
+            books[first] = _book(graph, first, cfg["seed"])
+            results.setdefault("first_level_s", {})[first] = time.perf_counter() - t0
+            _volumes(graph, books[first].part, first, results, ratios)
+        first = cfg["measured_first_level"]
+        bounds = device_bounds(graph, books[first], cfg)
+    results["bounds"][first] = {str(c): b for c, b in bounds.items()}
+    for key, per in (("memory_per_doubling", lambda b: b["bound_bytes"]),
+                     ("subgraph_rows_per_doubling", lambda b: b["largest_subgraph_rows"]),
+                     # HongTu 4.3: a subgraph's vertex data alpha|V|/N, N = ranks x chunks
+                     ("vertex_data_per_doubling", lambda b: b["alpha"] / b["chunks"])):
+        steps = [1 - per(bounds[b]) / per(bounds[a])
+                 for a, b in zip(BOUND_CHUNKS[:-1], BOUND_CHUNKS[1:])]
+        ratios[key][first] = {"per_step": steps, "mean": statistics.mean(steps)}
+    per_rank = spawn(_rank, WORLD, graph, books[first], cfg, timeout_s=3000.0)
+    names = ["depcomm"] + [f"offload/{c}" for c in cfg["measured_chunks"]]
+    epochs = {n: _combine(per_rank, n) for n in names}
+    results["epochs"] = {f"{first}/{n}": r for n, r in epochs.items()}
+    base = epochs["depcomm"]["epoch_s"]
+    for c in cfg["measured_chunks"]:
+        row = epochs[f"offload/{c}"]
+        ratios["offload_over_depcomm"][str(c)] = ratio(row["epoch_s"], base)
+        ratios["plan_over_100_epochs"][str(c)] = row["plan_s"] / (100 * row["epoch_s"])
+    ratios["peak_within_bound"] = all(epochs[f"offload/{c}"]["peak_within_bound"]
+                                      for c in cfg["measured_chunks"])
+    cfg["wall_s"] = time.perf_counter() - t_all
+    return {"config": cfg, "results": results, "ratios": ratios}
