@@ -307,22 +307,14 @@ def hongtu_alpha(graph, parts: list[int], seed: int) -> dict:
 
 def hongtu_dedup(graph, partitions: int, seed: int) -> dict:
     """Table 8: host rows per layer pass with dedup none / inter / inter+intra (reorganised
-    chunks, METIS on 4 GPUs), and the savings over |V|."""
-    from gnnscale.offload.chunks import two_level
-    from gnnscale.offload.transfers import plan_transfers
+    chunks, METIS on 4 GPUs), and the savings over |V| (the offload suite's :func:`table8`)."""
+    from benchmarks.offload import table8
 
-    part = metis_part(graph, GPUS, seed)
-    chunking = two_level(graph, part, GPUS, partitions // GPUS, reorganize=True)
-    masters = [(part == p).nonzero().flatten() for p in range(GPUS)]
-    rows = {}
-    for dedup in ("none", "inter", "inter+intra"):
-        rows[dedup] = sum(t.rows_loaded for rank in range(GPUS)
-                          for t in plan_transfers(chunking, part, masters, rank, dedup, graph))
-    n = graph.num_nodes
-    return {"partitions": partitions, "alpha": rows["none"] / n, "rows": rows,
-            "inter_saving_over_V": (rows["none"] - rows["inter"]) / n,
-            "intra_saving_over_V": (rows["inter"] - rows["inter+intra"]) / n,
-            "total_saving": 1 - rows["inter+intra"] / max(rows["none"], 1)}
+    t8 = table8(graph, metis_part(graph, GPUS, seed), GPUS, partitions // GPUS, True)
+    rows = {d: t8["levels"][d]["h2d_rows"] for d in t8["levels"]}
+    return {"partitions": partitions, "alpha": t8["baseline_per_v"], "rows": rows,
+            "inter_saving_over_V": t8["inter_saving_per_v"],
+            "intra_saving_over_V": t8["intra_saving_per_v"], "total_saving": t8["saving"]}
 
 
 def doubling_saving(alpha: dict) -> float:
