@@ -51,7 +51,7 @@ bench-quick: install
 # Every strategy on one config at the quick size (a Hydra sweep, one run folder each), then
 # one table + figure (scripts/compare.py). COMPARE_HW=<configs/hardware name> adds a modelled
 # epoch time on that hardware.
-COMPARE_STRATEGIES ?= data,split,factored,fullgraph
+COMPARE_STRATEGIES ?= data,split,factored,fullgraph,offload
 COMPARE_DIR        ?= outputs/compare-quick
 COMPARE_ARGS       ?= dataset.preset=small dataset.scale=0.2 model.hidden=64 model.num_layers=2 \
                       'sampler.fanouts=[10,10]' epochs=5 dist.world_size=2
