@@ -92,12 +92,13 @@ class _FailingSampler(NeighborSampler):
         return super().sample(graph, seeds, seed)
 
 
-def sampler_dies(topo) -> None:
+def sampler_dies(topo, switching: bool = False) -> None:
     """Rank 1 samples and raises on its second job; rank 0 trains and waits for it."""
     graph = make_graph()
     ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
                      sampler=_FailingSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
-    strat = Factored(ctx, batch_size=BATCH, samplers="1", queue_depth=1, switching=False)
+    strat = Factored(ctx, batch_size=BATCH, samplers="1", queue_depth=1,
+                     switching=switching)
     strat.setup()
     strat.train_epoch(0)

@@ -118,9 +118,10 @@ def test_queue_wire_format_round_trips():
 
 
 @pytest.mark.slow
-def test_dead_sampler_ends_the_run():
+@pytest.mark.parametrize("switching", [False, True])
+def test_dead_sampler_ends_the_run(switching):
     with pytest.raises(RankFailed, match="sampler died mid-epoch"):
-        spawn(_factored_fns.sampler_dies, 2, timeout_s=60.0, grace_s=2.0)
+        spawn(_factored_fns.sampler_dies, 2, switching, timeout_s=60.0, grace_s=2.0)
 
 
 @pytest.mark.slow
