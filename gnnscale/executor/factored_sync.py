@@ -179,13 +179,14 @@ def sampler_epoch(strat, epoch: int, batches: list[torch.Tensor], stats: StepSta
     while ahead < min(steps, strat.queue_depth):
         sample_step(ahead)
         ahead += 1
+    took_last: set[int] = set()  # never the same trainer's job two steps running
     for step in range(steps):
         kept = None
         for t, mb in ready.pop(step):
             t_train = stats.last_t_train or strat.alloc.t_train
             own = stats.own_t_train or t_train
             remaining = (steps - step) * trainers
-            if (strat.switching and ahead == steps and kept is None
+            if (strat.switching and ahead == steps and kept is None and t not in took_last
                     and _profit(remaining, trainers, t_train, own) > 0):
                 kept = (t, mb)
                 stats.switch_events += 1
@@ -197,6 +198,7 @@ def sampler_epoch(strat, epoch: int, batches: list[torch.Tensor], stats: StepSta
             sample_step(ahead)
             ahead += 1
         loss = 0.0
+        took_last = {kept[0]} if kept is not None else set()
         if kept is not None:
             t, mb = kept
             t0 = time.perf_counter()
