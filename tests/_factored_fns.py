@@ -18,15 +18,19 @@ from tests._data_fns import FANOUTS, make_graph, make_model
 BATCH = 67  # 200 training vertices: exactly 3 steps per epoch
 
 
-def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1) -> dict:
-    """One epoch of ``kind`` (factored or data); every step's loss and gradients on a trainer,
-    the final parameters, the jobs this rank handled and its metrics."""
+def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1,
+                    switching: bool = False, staleness: int = 0, epochs: int = 1) -> dict:
+    """``epochs`` epochs of ``kind`` (factored or data); every step's loss and gradients on a
+    trainer, the final parameters, the jobs this rank handled and its last metrics. With
+    switching or staleness, ``record`` holds each job's loss and each step's reduced gradients
+    on every rank."""
     graph = make_graph()
     ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
                      sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
     if kind == "factored":
-        strat = Factored(ctx, batch_size=BATCH, samplers=samplers, queue_depth=queue_depth)
+        strat = Factored(ctx, batch_size=BATCH, samplers=samplers, queue_depth=queue_depth,
+                         switching=switching, staleness=staleness)
     else:
         strat = DataParallel(ctx, batch_size=BATCH, prefetch=0)
     strat.setup()
@@ -40,10 +44,15 @@ def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1) 
         return loss
 
     strat.train_step = recorded
-    metrics = strat.train_epoch(0)
+    if getattr(strat, "synced", False):
+        strat.record = {"losses": [], "grads": []}
+    for epoch in range(epochs):
+        metrics = strat.train_epoch(epoch)
     return {"trainer": getattr(strat, "is_trainer", True), "losses": losses, "grads": grads,
             "params": [p.detach().clone() for p in strat.module.parameters()],
-            "jobs": list(getattr(strat, "job_log", [])), "metrics": metrics}
+            "jobs": list(getattr(strat, "job_log", [])),
+            "trained": list(getattr(strat, "trained_log", [])),
+            "record": getattr(strat, "record", None), "metrics": metrics}
 
 
 def reference_epoch(trainers: int) -> dict:
@@ -83,12 +92,13 @@ class _FailingSampler(NeighborSampler):
         return super().sample(graph, seeds, seed)
 
 
-def sampler_dies(topo) -> None:
+def sampler_dies(topo, switching: bool = False) -> None:
     """Rank 1 samples and raises on its second job; rank 0 trains and waits for it."""
     graph = make_graph()
     ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
                      sampler=_FailingSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
-    strat = Factored(ctx, batch_size=BATCH, samplers="1", queue_depth=1)
+    strat = Factored(ctx, batch_size=BATCH, samplers="1", queue_depth=1,
+                     switching=switching)
     strat.setup()
     strat.train_epoch(0)

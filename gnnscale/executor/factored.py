@@ -10,6 +10,10 @@ job order); samplers send jobs through the bounded global queue
 (:mod:`~gnnscale.executor.factored_queue`) and trainers train exactly as ``DataParallel`` does,
 with gradients averaged over the trainers' process group, so with no staleness a step equals
 ``strategy=data`` on the same samples. One rank samples the whole epoch, then trains.
+
+With ``strategy.switching=true`` (the default, as in GNNLab) or ``strategy.staleness > 0``
+every rank joins each step's gradient reduction and a finished sampler may train jobs as a
+standby trainer: see :mod:`~gnnscale.executor.factored_sync`.
 """
 
 from __future__ import annotations
@@ -27,12 +31,20 @@ from gnnscale.executor.base import RunContext
 from gnnscale.executor.data import DataParallel
 from gnnscale.executor.factored_alloc import Allocation, allocate, parse_samplers, profile
 from gnnscale.executor.factored_queue import STATS_TAG, JobSender, pack, receive
+from gnnscale.executor.factored_sync import (
+    StepReducer,
+    StepStats,
+    sampler_epoch,
+    sync_replicas,
+    trainer_epoch,
+)
 from gnnscale.registry import register
 from gnnscale.runner.validate import ConfigError
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
 
-_SAMPLER_STATS = ("samples_produced", "queue_bytes", "sampler_busy_time", "sampler_idle_time")
+_SAMPLER_STATS = ("samples_produced", "queue_bytes", "sampler_busy_time", "sampler_idle_time",
+                  "switch_events", "standby_train_time", "standby_jobs")
 
 
 @register("strategy", "factored")
@@ -42,25 +54,25 @@ class FactoredConfig:
     batch_size: int = 1024  # global mini-batch (all trainers together)
     samplers: str = "auto"  # sampler ranks: a count, or auto (GNNLab's rule, profiled)
     queue_depth: int = 2  # jobs one sampler may have in flight per trainer
-    staleness: int = 0  # steps a trainer may run ahead of the slowest; only 0 (synchronous)
-    switching: bool = False  # samplers train as standby trainers once done (not implemented)
+    staleness: int = 0  # steps a rank may run ahead of the slowest (0: synchronous, exact)
+    switching: bool = True  # finished samplers train as standby trainers while it pays
 
 
 class Factored(DataParallel):
     def __init__(self, ctx: RunContext, batch_size: int = 1024, samplers: str = "auto",
-                 queue_depth: int = 2, staleness: int = 0, switching: bool = False) -> None:
+                 queue_depth: int = 2, staleness: int = 0, switching: bool = True) -> None:
         super().__init__(ctx, batch_size, prefetch=0)
         if queue_depth < 1:
             raise ConfigError(f"strategy.queue_depth must be >= 1, got {queue_depth}")
-        if staleness != 0:
-            raise ConfigError(f"strategy.staleness={staleness}: only synchronous training "
-                              "(staleness=0) is implemented")
-        if switching:
-            raise ConfigError("strategy.switching=true: dynamic switching is not implemented "
-                              "yet; use strategy.switching=false")
+        _check_sync(staleness, switching, ctx.topo.world_size)
         self.fixed_samplers = parse_samplers(samplers, ctx.topo.world_size)
         self.queue_depth = queue_depth
+        self.staleness, self.switching = staleness, switching
+        # every rank joins each step's reduction (switching or staleness; one rank: no need)
+        self.synced = ctx.topo.world_size > 1 and (switching or staleness > 0)
         self.job_log: list[tuple[int, int, int]] = []  # (epoch, step, trainer) handled here
+        self.trained_log: list[tuple[int, int, int]] = []  # jobs this rank trained (synced)
+        self.record: dict | None = None  # tests: {"losses": [(job, loss)], "grads": [step's]}
 
     @classmethod
     def check(cls, cfg, graph) -> None:
@@ -73,6 +85,7 @@ class Factored(DataParallel):
         if cfg.strategy.queue_depth < 1:
             raise ConfigError(f"strategy.queue_depth must be >= 1, got "
                               f"{cfg.strategy.queue_depth}")
+        _check_sync(cfg.strategy.staleness, cfg.strategy.switching, world)
         if cfg.cache.get("placement") == "partitioned":
             raise ConfigError("strategy=factored caches on trainers only: use "
                               "cache.placement=replicated")
@@ -83,6 +96,8 @@ class Factored(DataParallel):
         self.queue_group = None
         if topo.world_size > 1:
             self.queue_group = dist.new_group(list(range(topo.world_size)), backend="gloo")
+        if self.synced:  # each step's reduction, all ranks
+            self.reduce_group = dist.new_group(list(range(topo.world_size)), backend="gloo")
         self.alloc = self._allocation()
         trainers = self.alloc.trainers
         self.is_trainer = topo.rank < trainers
@@ -95,7 +110,9 @@ class Factored(DataParallel):
             self.setup_training(self.train_topo)
         else:
             self._module = self.ctx.model.to(topo.device)
-            self._optimizer = self.ctx.optim(self._module.parameters())
+            self._optimizer = self.ctx.optim(self._module)
+        if self.synced:
+            sync_replicas(self)
 
     def _allocation(self) -> Allocation:
         """Fixed, or profiled on rank 0 and broadcast (``samplers=auto``)."""
@@ -163,11 +180,16 @@ class Factored(DataParallel):
         self._received_bytes += nbytes
 
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
-        self.job_log = []
+        self.job_log, self.trained_log = [], []
+        if self.synced:
+            return self._synced_epoch(epoch, progress)
         if not self.is_trainer:
             return self._sample_epoch(epoch)
         self._received_bytes = 0
         m = super().train_epoch(epoch, progress)
+        return self._trainer_metrics(m)
+
+    def _trainer_metrics(self, m: dict[str, float]) -> dict[str, float]:
         m["samples_consumed"] = float(len(self.job_log))
         m["bytes_queue_received"] = float(self._received_bytes)
         m["trainer_idle_time"] = m["sample_time"]
@@ -182,6 +204,7 @@ class Factored(DataParallel):
                 dist.recv(got, src, group=self.queue_group, tag=STATS_TAG)
                 for key, value in zip(_SAMPLER_STATS, got.tolist()):
                     stats[key] += value
+            m["samples_consumed"] += stats["standby_jobs"]  # jobs the samplers trained
             if self.alloc.samplers == 0:
                 stats["samples_produced"] = m["samples_consumed"]
                 stats["sampler_busy_time"] = m["sample_time"]
@@ -207,8 +230,54 @@ class Factored(DataParallel):
                 self.job_log.append((epoch, step, t))
         sender.drain()
         elapsed = time.perf_counter() - t_epoch
-        stats = torch.tensor([len(self.job_log), sender.bytes, busy, elapsed - busy],
+        stats = torch.tensor([len(self.job_log), sender.bytes, busy, elapsed - busy, 0, 0, 0],
                              dtype=torch.float64)
         dist.send(stats, 0, group=self.queue_group, tag=STATS_TAG)
         return {"epoch_time": elapsed, "queue_peak_jobs": float(sender.peak_in_flight),
                 **dict(zip(_SAMPLER_STATS, stats.tolist()))}
+
+    # -- switching and staleness: every rank joins each step's reduction ------------------------
+    def _synced_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
+        batches = self.epoch_batches(epoch)
+        t_epoch = time.perf_counter()
+        stats = StepStats()
+        self.reducer = StepReducer(self, stats)
+        if not self.is_trainer:
+            sender = sampler_epoch(self, epoch, batches, stats)
+            self.trained_log = stats.trained
+            elapsed = time.perf_counter() - t_epoch
+            busy = stats.sample_seconds
+            out = torch.tensor([len(self.job_log), sender.bytes, busy, elapsed - busy -
+                                stats.train_seconds - stats.load_seconds, stats.switch_events,
+                                stats.train_seconds + stats.load_seconds, stats.jobs_trained],
+                               dtype=torch.float64)
+            dist.send(out, 0, group=self.queue_group, tag=STATS_TAG)
+            return {"epoch_time": elapsed, "queue_peak_jobs": float(sender.peak_in_flight),
+                    **dict(zip(_SAMPLER_STATS, out.tolist()))}
+        self._received_bytes = 0
+        self.store.reset_epoch()
+        trainer_epoch(self, epoch, len(batches), stats, progress)
+        self.trained_log = stats.trained
+        self.job_log = list(stats.trained)
+        m = {"epoch_time": time.perf_counter() - t_epoch, "steps": float(len(batches)),
+             "sample_time": stats.queue_wait, "load_time": stats.load_seconds,
+             "compute_time": stats.train_seconds, "comm_time": stats.reduce_wait,
+             "train_loss": stats.loss_sum / max(len(batches), 1),
+             "edges_computed": float(stats.edges), "nodes_loaded": float(stats.nodes),
+             "bytes_allreduce": float(stats.bytes_reduced)}
+        m.update(self.store.epoch_stats())
+        m = self._trainer_metrics(m)
+        m["trainer_idle_time"] = stats.queue_wait + stats.reduce_wait
+        return m
+
+
+def _check_sync(staleness: Any, switching: Any, world: int) -> None:
+    """``strategy.staleness`` and ``strategy.switching`` or a :class:`ConfigError`."""
+    if not isinstance(switching, bool):
+        raise ConfigError(f"strategy.switching must be true or false, got {switching!r}")
+    if not isinstance(staleness, int) or isinstance(staleness, bool) or staleness < 0:
+        raise ConfigError(f"strategy.staleness must be an integer >= 0 (steps a rank may run "
+                          f"ahead of the slowest), got {staleness!r}")
+    if staleness > 0 and world == 1:
+        raise ConfigError(f"strategy.staleness={staleness} with dist.world_size=1: one rank "
+                          "has nobody to run ahead of; use strategy.staleness=0")

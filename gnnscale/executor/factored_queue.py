@@ -8,7 +8,9 @@ trainer receives its jobs in step order from the sampler the schedule names.
 
 Header (int64): ``epoch, step, len(n_id), num_targets`` then per layer
 ``num_edges, num_src, num_dst, ids`` where ``ids`` is 0 (no ``src_ids``), 1 (``src_ids`` is
-``n_id[:num_src]``, not sent) or 2 (``src_ids`` sent after the edges).
+``n_id[:num_src]``, not sent) or 2 (``src_ids`` sent after the edges). A header alone with
+``len(n_id) = -1`` is a *taken* marker (dynamic switching): the job was kept and trained by the
+sampler named in the fourth field, and the trainer has no job this step.
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ def pack(mb: MiniBatch, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tens
         head += [b.num_edges, b.num_src, b.num_dst, ids]
         parts.append(b.edge_index.long().reshape(-1))
     return torch.tensor(head, dtype=torch.int64), torch.cat(parts + extra)
+
+
+def taken_marker(num_layers: int, epoch: int, step: int, taker: int) -> torch.Tensor:
+    """The header that tells a trainer its job ``(epoch, step)`` was taken by rank ``taker``."""
+    head = torch.zeros(header_size(num_layers), dtype=torch.int64)
+    head[:HEAD] = torch.tensor([epoch, step, -1, taker])
+    return head
 
 
 def body_size(header: torch.Tensor) -> int:
@@ -86,15 +95,16 @@ class JobSender:
         self.wait_seconds = 0.0
         self.peak_in_flight = 0  # most jobs ever in flight to one trainer (<= depth)
 
-    def send(self, dst: int, header: torch.Tensor, body: torch.Tensor) -> None:
+    def send(self, dst: int, header: torch.Tensor, body: torch.Tensor | None) -> None:
         pending = self.in_flight.setdefault(dst, deque())
         if len(pending) >= self.depth:
             self._wait(pending.popleft())
-        works = [dist.isend(header, dst, group=self.group),
-                 dist.isend(body, dst, group=self.group)]
+        works = [dist.isend(header, dst, group=self.group)]
+        if body is not None:  # None: a taken marker, header only
+            works.append(dist.isend(body, dst, group=self.group))
         pending.append((works, header, body))  # the tensors live until the send completes
         self.peak_in_flight = max(self.peak_in_flight, len(pending))
-        self.bytes += (header.numel() + body.numel()) * 8
+        self.bytes += (header.numel() + (0 if body is None else body.numel())) * 8
 
     def drain(self) -> None:
         """Wait for every job in flight (the queue is empty at the epoch's end)."""
@@ -109,11 +119,14 @@ class JobSender:
         self.wait_seconds += time.perf_counter() - t0
 
 
-def receive(src: int, num_layers: int, group: dist.ProcessGroup) -> tuple[int, int, MiniBatch,
-                                                                         int]:
-    """A trainer's side: ``(epoch, step, MiniBatch, bytes)`` of the next job from ``src``."""
+def receive(src: int, num_layers: int, group: dist.ProcessGroup
+            ) -> tuple[int, int, MiniBatch | None, int]:
+    """A trainer's side: ``(epoch, step, MiniBatch, bytes)`` of the next job from ``src``; the
+    MiniBatch is None for a taken marker."""
     header = torch.empty(header_size(num_layers), dtype=torch.int64)
     dist.recv(header, src, group=group)
+    if int(header[2]) < 0:
+        return int(header[0]), int(header[1]), None, header.numel() * 8
     body = torch.empty(body_size(header), dtype=torch.int64)
     dist.recv(body, src, group=group)
     epoch, step, mb = unpack(header, body)
