@@ -11,7 +11,7 @@ job order); samplers send jobs through the bounded global queue
 with gradients averaged over the trainers' process group, so with no staleness a step equals
 ``strategy=data`` on the same samples. One rank samples the whole epoch, then trains.
 
-With ``strategy.switching=true`` (the default, as in GNNLab) or ``strategy.staleness > 0``
+With ``strategy.switching=true`` (GNNLab's behaviour; off by default) or ``strategy.staleness > 0``
 every rank joins each step's gradient reduction and a finished sampler may train jobs as a
 standby trainer: see :mod:`~gnnscale.executor.factored_sync`.
 """
@@ -55,12 +55,12 @@ class FactoredConfig:
     samplers: str = "auto"  # sampler ranks: a count, or auto (GNNLab's rule, profiled)
     queue_depth: int = 2  # jobs one sampler may have in flight per trainer
     staleness: int = 0  # steps a rank may run ahead of the slowest (0: synchronous, exact)
-    switching: bool = True  # finished samplers train as standby trainers while it pays
+    switching: bool = False  # finished samplers train as standby trainers while it pays
 
 
 class Factored(DataParallel):
     def __init__(self, ctx: RunContext, batch_size: int = 1024, samplers: str = "auto",
-                 queue_depth: int = 2, staleness: int = 0, switching: bool = True) -> None:
+                 queue_depth: int = 2, staleness: int = 0, switching: bool = False) -> None:
         super().__init__(ctx, batch_size, prefetch=0)
         if queue_depth < 1:
             raise ConfigError(f"strategy.queue_depth must be >= 1, got {queue_depth}")
