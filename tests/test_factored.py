@@ -151,7 +151,6 @@ def _assert_steps_equal_reference(rank: dict, ref: dict) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("samplers,trainers,depth,switches", [
     (1, 1, 2, True),  # the sampler is done after step 0: it takes jobs while P > 0
-    (1, 2, 2, True),
     (2, 1, 1, False),  # P = 0 on the last step (one job left, one trainer): no switch
 ])
 def test_switching_steps_equal_one_process(samplers, trainers, depth, switches):
@@ -199,8 +198,8 @@ def test_bad_switching_and_staleness_fail_clearly(tmp_path, tiny_graph):
 
 @pytest.mark.slow
 def test_staleness_trains_within_the_synchronous_band(tmp_path):
-    """staleness=2 (ranks up to 2 steps ahead; no exact reference): through the runner, with
-    switching on, training converges into the synchronous run's accuracy band."""
+    """staleness=2 (ranks up to 2 steps ahead; no exact reference): through the runner
+    (switching off, the default), training converges into the synchronous run's band."""
     last = {}
     for k in (0, 2):
         out = run(make_cfg(tmp_path / str(k), *TINY, "strategy=factored", "dist.world_size=3",
