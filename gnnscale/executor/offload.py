@@ -322,15 +322,15 @@ class Offload(Strategy):
             prev = None
             for t, block in zip(self.transfers, self.blocks):
                 buf, src = self._sources(k, t, prev)
-                blk = self.tier.hold("block", block.to(self.device).edge_index)
-                out, agg = compute.forward(model, k, src, block.to(self.device), cache)
+                blk = block.to(self.device)
+                self.tier.hold("block", blk.edge_index)
+                out, agg = compute.forward(model, k, src, blk, cache)
                 self.tier.hold("out", out)
                 if agg is not None:
                     self.tier.hold("agg", agg)
                     self.tier.store(self.agg_host[k], t.dst, agg)
                 self.tier.store(self.store.rows[k + 1], t.dst, out)
                 self.tier.release("src", "out", "agg", "block")
-                del blk
                 prev = self._keep_buffer(buf)
             self.tier.release_all()
 
