@@ -196,8 +196,7 @@ class FullGraph(Strategy):
                  ) -> dict[str, float]:
         """Accuracy from the same partitioned forward (collective)."""
         g = self.ctx.graph
-        present = [s for s in splits if getattr(g, f"{s}_idx") is not None
-                   and getattr(g, f"{s}_idx").numel()]
+        present = present_splits(g, splits)
         if not present:
             return {}
         model = self._module
@@ -205,13 +204,26 @@ class FullGraph(Strategy):
         model.eval()
         pred = self.plan.forward(model).argmax(-1).cpu()
         model.train(was)
-        right = pred == g.y[self.masters]
-        correct = torch.tensor([float((right & g.mask(s)[self.masters]).sum()) for s in present],
-                               dtype=torch.float64)
-        if self.ctx.topo.world_size > 1:
-            dist.all_reduce(correct, group=self.group)
-        return {f"{s}_acc": float(c) / getattr(g, f"{s}_idx").numel()
-                for s, c in zip(present, correct)}
+        return owned_accuracy(pred, self.masters, g, present, self.group)
+
+
+def present_splits(g, splits: tuple[str, ...]) -> list[str]:
+    """The splits of ``splits`` the graph has vertices in."""
+    return [s for s in splits if getattr(g, f"{s}_idx") is not None
+            and getattr(g, f"{s}_idx").numel()]
+
+
+def owned_accuracy(pred: torch.Tensor, masters: torch.Tensor, g, present: list[str],
+                   group) -> dict[str, float]:
+    """``<split>_acc`` from this rank's predictions of its masters, summed over ``group``
+    (collective when a process group is up)."""
+    right = pred == g.y[masters]
+    correct = torch.tensor([float((right & g.mask(s)[masters]).sum()) for s in present],
+                           dtype=torch.float64)
+    if dist.is_initialized() and dist.get_world_size(group) > 1:
+        dist.all_reduce(correct, group=group)
+    return {f"{s}_acc": float(c) / getattr(g, f"{s}_idx").numel()
+            for s, c in zip(present, correct)}
 
 
 class _NoDeps:

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import sum_gradients
 from gnnscale.executor.base import RunContext, Strategy
 from gnnscale.executor.edge_cut import row_widths
+from gnnscale.executor.fullgraph import owned_accuracy, present_splits
 from gnnscale.offload import compute
 from gnnscale.offload.bound import layer_bound
 from gnnscale.offload.chunks import Chunking, two_level
@@ -444,8 +444,7 @@ class Offload(Strategy):
                  ) -> dict[str, float]:
         """Accuracy from the same chunked forward (collective)."""
         g = self.ctx.graph
-        present = [s for s in splits if getattr(g, f"{s}_idx") is not None
-                   and getattr(g, f"{s}_idx").numel()]
+        present = present_splits(g, splits)
         if not present:
             return {}
         model = self._module
@@ -453,11 +452,5 @@ class Offload(Strategy):
         model.eval()
         self._forward(cache_aggregates=False)
         model.train(was)
-        pred = self.store.rows[-1].argmax(-1)
-        right = pred == g.y[self.masters]
-        correct = torch.tensor([float((right & g.mask(s)[self.masters]).sum()) for s in present],
-                               dtype=torch.float64)
-        if self.ctx.topo.world_size > 1:
-            dist.all_reduce(correct, group=self.group)
-        return {f"{s}_acc": float(c) / getattr(g, f"{s}_idx").numel()
-                for s, c in zip(present, correct)}
+        return owned_accuracy(self.store.rows[-1].argmax(-1), self.masters, g, present,
+                              self.group)
