@@ -12,21 +12,30 @@ from gnnscale.executor.data import DataParallel
 from gnnscale.executor.factored import Factored
 from gnnscale.optim.adam import Adam
 from gnnscale.sampling.neighbor import NeighborSampler
+from gnnscale.sampling.random_walk import RandomWalkSampler
 from gnnscale.sampling.schedule import epoch_batches, sample_seed
 from tests._data_fns import FANOUTS, make_graph, make_model
 
 BATCH = 67  # 200 training vertices: exactly 3 steps per epoch
 
 
+def make_sampler(name: str = "neighbor"):
+    """The tests' sampler: ``neighbor`` (FANOUTS) or ``random_walk`` (weighted blocks)."""
+    if name == "random_walk":
+        return RandomWalkSampler(num_layers=len(FANOUTS), num_walks=4, walk_length=3, top_k=5)
+    return NeighborSampler(FANOUTS)
+
+
 def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1,
-                    switching: bool = False, staleness: int = 0, epochs: int = 1) -> dict:
+                    switching: bool = False, staleness: int = 0, epochs: int = 1,
+                    sampler: str = "neighbor") -> dict:
     """``epochs`` epochs of ``kind`` (factored or data); every step's loss and gradients on a
     trainer, the final parameters, the jobs this rank handled and its last metrics. With
     switching or staleness, ``record`` holds each job's loss and each step's reduced gradients
     on every rank."""
     graph = make_graph()
     ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
-                     sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
+                     sampler=make_sampler(sampler), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
     if kind == "factored":
         strat = Factored(ctx, batch_size=BATCH, samplers=samplers, queue_depth=queue_depth,
@@ -55,12 +64,12 @@ def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1,
             "record": getattr(strat, "record", None), "metrics": metrics}
 
 
-def reference_epoch(trainers: int) -> dict:
+def reference_epoch(trainers: int, sampler_name: str = "neighbor") -> dict:
     """One process: per step, the mean of the ``trainers`` micro-batch losses."""
     graph = make_graph()
     model = make_model(graph)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    sampler = NeighborSampler(FANOUTS)
+    sampler = make_sampler(sampler_name)
     grads, losses = [], []
     for step, batch in enumerate(epoch_batches(graph.train_idx, BATCH, 0, 0,
                                                min_size=trainers)):

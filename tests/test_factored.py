@@ -7,7 +7,7 @@ from gnnscale.distributed import RankFailed, spawn
 from gnnscale.distributed.launch import Topology
 from gnnscale.executor.factored import Factored
 from gnnscale.executor.factored_alloc import allocate, parse_samplers
-from gnnscale.executor.factored_queue import pack, unpack
+from gnnscale.executor.factored_queue import body_size, pack, unpack
 from gnnscale.runner.run import run
 from gnnscale.runner.validate import ConfigError
 from gnnscale.sampling.base import Block, MiniBatch
@@ -54,6 +54,20 @@ def test_factored_matches_single_process_and_data(samplers, trainers):
         data = spawn(_factored_fns.train_one_epoch, trainers, "data")
         for got, want in zip(ranks[0]["params"], data[0]["params"]):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_factored_matches_data_with_random_walk_blocks():
+    """The queue carries the random-walk blocks' edge weights: 1 sampler + 1 trainer equal one
+    process, and strategy=data, step by step."""
+    # train_one_epoch(topo, kind, samplers, queue_depth, switching, staleness, epochs, sampler)
+    ranks = spawn(_factored_fns.train_one_epoch, 2, "factored", "1", 1, False, 0, 1,
+                  "random_walk")
+    ref = _factored_fns.reference_epoch(1, "random_walk")
+    _assert_matches(ranks[0], ref, 0)
+    data = _factored_fns.train_one_epoch(CPU1, "data", sampler="random_walk")
+    _assert_matches(data, ref, 0)
+    assert ranks[0]["metrics"]["samples_consumed"] == 3
 
 
 def test_one_rank_samples_the_epoch_then_trains():
@@ -103,7 +117,8 @@ def test_check_refuses_before_ranks_start(tmp_path, tiny_graph):
 
 def test_queue_wire_format_round_trips():
     n_id = torch.tensor([5, 2, 9, 7, 1])
-    blocks = [Block(torch.tensor([[2, 3, 4], [0, 1, 1]]), (5, 2), n_id),
+    weights = torch.tensor([3.0, 1.0, 0.1])  # visit counts, and a value no int64 would keep
+    blocks = [Block(torch.tensor([[2, 3, 4], [0, 1, 1]]), (5, 2), n_id, weights),
               Block(torch.tensor([[1], [0]]), (2, 1), torch.tensor([8, 6])),
               Block(torch.tensor([[0], [0]]), (1, 1))]
     header, body = pack(MiniBatch(n_id, blocks, 1), 4, 7)
@@ -115,6 +130,11 @@ def test_queue_wire_format_round_trips():
         assert (got.src_ids is None) == (want.src_ids is None)
         if want.src_ids is not None:
             assert torch.equal(got.src_ids, want.src_ids)
+        assert (got.edge_weight is None) == (want.edge_weight is None)
+        if want.edge_weight is not None:
+            assert got.edge_weight.dtype == torch.float32
+            assert torch.equal(got.edge_weight, want.edge_weight)
+    assert body.numel() == body_size(header)
 
 
 @pytest.mark.slow

@@ -56,6 +56,8 @@ class Strategy(ABC):
 
     #: Whether this strategy draws mini-batches with ``sampler`` (its fanouts are checked).
     samples: bool = True
+    #: Whether it trains on blocks that carry ``edge_weight`` (``sampler=random_walk``).
+    takes_weighted_blocks: bool = True
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -71,6 +73,7 @@ class Strategy(ABC):
             raise ConfigError(f"dataset {graph.name} lacks features, labels or a training split")
         if cls.samples:
             check_fanouts(cfg)
+            check_weighted_blocks(cfg, cls)
 
     # -- what the runner calls ----------------------------------------------------------------
     @abstractmethod
@@ -125,6 +128,26 @@ def check_fanouts(cfg: DictConfig) -> None:
     if fanouts is not None and any(f == 0 or f < -1 for f in fanouts):
         raise ConfigError(f"sampler.fanouts entries must be positive or -1 (all), got "
                           f"{list(fanouts)}")
+
+
+def check_weighted_blocks(cfg: DictConfig, strategy: type[Strategy]) -> None:
+    """A sampler whose blocks carry edge weights needs a strategy and a model that use them."""
+    from hydra.utils import get_object
+
+    sampler = cfg.get("sampler")
+    if sampler is None or not sampler.get("_target_"):
+        return
+    if not getattr(get_object(sampler._target_), "weighted_blocks", False):
+        return
+    if not strategy.takes_weighted_blocks:
+        raise ConfigError(f"{strategy.__name__} cannot carry the edge weights (visit counts) of "
+                          f"{sampler._target_.rsplit('.', 1)[-1]}: use strategy=data or "
+                          f"strategy=factored, or sampler=neighbor")
+    model = cfg.get("model")
+    if model is not None and model.get("_target_"):
+        why = get_object(model._target_).why_not_weighted(model)
+        if why is not None:
+            raise ConfigError(why)
 
 
 class SamplingStrategy(Strategy):

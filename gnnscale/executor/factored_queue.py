@@ -7,8 +7,10 @@ may be in flight from one sampler (back-pressure: the sampler waits for the olde
 trainer receives its jobs in step order from the sampler the schedule names.
 
 Header (int64): ``epoch, step, len(n_id), num_targets`` then per layer
-``num_edges, num_src, num_dst, ids`` where ``ids`` is 0 (no ``src_ids``), 1 (``src_ids`` is
-``n_id[:num_src]``, not sent) or 2 (``src_ids`` sent after the edges). A header alone with
+``num_edges, num_src, num_dst, ids, weighted`` where ``ids`` is 0 (no ``src_ids``), 1
+(``src_ids`` is ``n_id[:num_src]``, not sent) or 2 (``src_ids`` sent after the edges), and
+``weighted`` is 1 when the block carries ``edge_weight`` (float32, sent exactly as the bits of
+its float64 values, one int64 per edge, after every layer's ``src_ids``). A header alone with
 ``len(n_id) = -1`` is a *taken* marker (dynamic switching): the job was kept and trained by the
 sampler named in the fourth field, and the trainer has no job this step.
 """
@@ -24,7 +26,7 @@ import torch.distributed as dist
 from gnnscale.sampling.base import Block, MiniBatch
 
 HEAD = 4
-PER_LAYER = 4
+PER_LAYER = 5
 STATS_TAG = 1  # end-of-epoch sampler statistics travel on their own tag
 
 
@@ -36,7 +38,7 @@ def pack(mb: MiniBatch, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tens
     """``(header, body)`` of one sampled micro-batch."""
     head = [epoch, step, mb.n_id.numel(), mb.num_targets]
     parts = [mb.n_id.long()]
-    extra = []
+    extra, weights = [], []
     for b in mb.blocks:
         ids = 0
         if b.src_ids is not None:
@@ -44,9 +46,14 @@ def pack(mb: MiniBatch, epoch: int, step: int) -> tuple[torch.Tensor, torch.Tens
             ids = 1 if torch.equal(b.src_ids.long(), prefix.long()) else 2
             if ids == 2:
                 extra.append(b.src_ids.long())
-        head += [b.num_edges, b.num_src, b.num_dst, ids]
+        if b.edge_weight is not None:
+            if b.edge_weight.dtype != torch.float32:
+                raise TypeError(f"factored queue: edge_weight must be float32, got "
+                                f"{b.edge_weight.dtype}")
+            weights.append(b.edge_weight.reshape(-1).double().view(torch.int64))
+        head += [b.num_edges, b.num_src, b.num_dst, ids, int(b.edge_weight is not None)]
         parts.append(b.edge_index.long().reshape(-1))
-    return torch.tensor(head, dtype=torch.int64), torch.cat(parts + extra)
+    return torch.tensor(head, dtype=torch.int64), torch.cat(parts + extra + weights)
 
 
 def taken_marker(num_layers: int, epoch: int, step: int, taker: int) -> torch.Tensor:
@@ -61,8 +68,8 @@ def body_size(header: torch.Tensor) -> int:
     layers = h[HEAD:]
     size = h[2]
     for i in range(0, len(layers), PER_LAYER):
-        e, ns, _, ids = layers[i: i + PER_LAYER]
-        size += 2 * e + (ns if ids == 2 else 0)
+        e, ns, _, ids, weighted = layers[i: i + PER_LAYER]
+        size += 2 * e + (ns if ids == 2 else 0) + (e if weighted else 0)
     return size
 
 
@@ -70,18 +77,23 @@ def unpack(header: torch.Tensor, body: torch.Tensor) -> tuple[int, int, MiniBatc
     """``(epoch, step, MiniBatch)`` from a received header and body."""
     h = header.tolist()
     epoch, step, n, targets = h[:HEAD]
-    n_id, pos, blocks, explicit = body[:n], n, [], []
+    n_id, pos, blocks, explicit, weighted = body[:n], n, [], [], []
     layers = h[HEAD:]
     for i in range(0, len(layers), PER_LAYER):
-        e, ns, nd, ids = layers[i: i + PER_LAYER]
+        e, ns, nd, ids, has_weight = layers[i: i + PER_LAYER]
         blocks.append(Block(body[pos: pos + 2 * e].view(2, e), (ns, nd),
                             n_id[:ns] if ids == 1 else None))
         if ids == 2:
             explicit.append((len(blocks) - 1, ns))
+        if has_weight:
+            weighted.append((len(blocks) - 1, e))
         pos += 2 * e
     for layer, ns in explicit:
         blocks[layer].src_ids = body[pos: pos + ns]
         pos += ns
+    for layer, e in weighted:
+        blocks[layer].edge_weight = body[pos: pos + e].view(torch.float64).float()
+        pos += e
     return epoch, step, MiniBatch(n_id, blocks, targets)
 
 

@@ -75,6 +75,9 @@ def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None) -> MiniB
 
 
 class SplitParallel(SamplingStrategy):
+    #: The split plans (pre-aggregation, GCN's source scaling) assume unweighted edges.
+    takes_weighted_blocks = False
+
     def __init__(self, ctx: RunContext, batch_size: int = 1024, prefetch: int = 2,
                  preaggregate: bool = False, sample_workers: int = 0) -> None:
         super().__init__(ctx, batch_size, prefetch, sample_workers)

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import warnings
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -109,8 +110,31 @@ class GNN(nn.Module):
         """The PyG conv layer ``layer`` (0 = input layer)."""
 
     def conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
-        """Run conv ``layer`` on a block: ``x`` holds its sources, destinations first."""
+        """Run conv ``layer`` on a block: ``x`` holds its sources, destinations first. A block
+        with ``edge_weight`` runs as :meth:`update` of the weighted :meth:`aggregate`."""
+        if block.edge_weight is not None:
+            return self.weighted_conv(layer, x, block)
         return self.convs[layer]((x, x[: block.num_dst]), block.edge_index, size=block.size)
+
+    # ---- weighted blocks (sampler=random_walk) ------------------------------------------------
+    @classmethod
+    def why_not_weighted(cls, options: Mapping[str, Any]) -> str | None:
+        """None when a model built with ``options`` (its config) aggregates blocks that carry
+        ``edge_weight``, else the reason (checked before any rank starts)."""
+        return None
+
+    def weighted_conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
+        """Conv ``layer`` on a block with ``edge_weight``: the aggregate of
+        :meth:`edge_weight` (which uses the block's weights), then :meth:`update`."""
+        why = self.why_not_weighted(self.options())
+        if why is not None:
+            raise ValueError(why)
+        dst_ids = None if block.src_ids is None else block.src_ids[: block.num_dst]
+        return self.update(layer, self.aggregate(layer, x, block), x[: block.num_dst], dst_ids)
+
+    def options(self) -> Mapping[str, Any]:
+        """The config options :meth:`why_not_weighted` looks at (default: none)."""
+        return {}
 
     def layer(self, i: int, x: torch.Tensor, block: Block,
               ids: torch.Tensor | None = None) -> torch.Tensor:

@@ -2,12 +2,16 @@
 
 Hidden layers concatenate ``heads`` heads of ``hidden // heads`` channels; the output layer
 averages ``out_heads`` heads. GAT cannot be split into aggregate and update (the softmax
-normalises over all of a destination's in-edges), so vertex-cuts refuse it.
+normalises over all of a destination's in-edges), so vertex-cuts refuse it. Blocks with edge
+weights (``sampler=random_walk``) are refused too: attention learns its own edge weights, and
+GATConv takes edge features only through a learned ``edge_dim`` projection, not as weights.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch_geometric.nn import GATConv
@@ -43,6 +47,12 @@ class GAT(GNN):
                 "of a vertex's in-edges), so it cannot run on a vertex-cut: use an edge-cut "
                 "partitioner (metis, random, range, ldg, fennel)")
 
+    @classmethod
+    def why_not_weighted(cls, options: Mapping[str, Any]) -> str:
+        return ("GAT learns its own edge weights (attention) and cannot use the visit counts "
+                "sampler=random_walk gives as edge weights: use model=sage (PinSAGE's "
+                "importance pooling), gcn or gin, or sampler=neighbor")
+
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> GATConv:
         if layer == self.num_layers - 1:
             return GATConv(in_dim, out_dim, heads=self.out_heads, concat=False,
@@ -51,6 +61,8 @@ class GAT(GNN):
                        dropout=self.attn_dropout)
 
     def conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
+        if block.edge_weight is not None:
+            raise ValueError(self.why_not_weighted({}))
         if self.training and self.attn_dropout > 0 and self.dropout_key is not None:
             raise ValueError("model.attn_dropout > 0 drops edges with torch's generator, which "
                              "replicas cannot agree on: set model.attn_dropout=0 with a "

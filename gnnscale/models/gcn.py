@@ -6,6 +6,12 @@ Every destination gets a self loop. ``norm=block`` weighs edge ``(u, v)`` by
 the graph's own degrees, ``1 / sqrt((deg(u) + 1) (deg(v) + 1))``: with every neighbour
 (fanout -1) this is exactly ``D^-1/2 (A + I) D^-1/2`` whatever the batch, i.e. full-graph GCN.
 
+Weighted blocks (``block.edge_weight``, the random-walk sampler's visit counts; ``norm=block``
+only, as the graph's degrees know nothing of a sample's weights): as PyG's GCNConv with
+``edge_weight``, self loops weigh 1 and the degrees are weighted, edge ``(u, v)`` weighs
+``w_uv / sqrt(wdeg_out(u) * wdeg_in(v))``, weighted degrees counted in the block with the
+self loops; with all weights 1 this is ``norm=block``.
+
 Split (``gcn_norm=graph`` only: block degrees do not add up across parts): ``aggregate`` sums
 ``x[u] / sqrt((deg(u) + 1) (deg(v) + 1))`` over the edges (no self loops); ``update`` adds the
 self loop ``x_v / (deg(v) + 1)`` and applies ``lin`` and the bias. Reordered, ``lin`` moves
@@ -14,8 +20,10 @@ before the sum (exact: it is linear and bias-free; PyG's GCNConv itself runs tha
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import torch
 from torch import nn
@@ -50,9 +58,16 @@ def _with_self_loops(block: Block) -> torch.Tensor:
 
 
 def block_gcn_norm(block: Block) -> tuple[torch.Tensor, torch.Tensor]:
-    """Edge index with destination self loops and block-degree symmetric weights."""
+    """Edge index with destination self loops and block-degree symmetric weights (weighted
+    degrees and weights when the block carries ``edge_weight``)."""
     n_src, n_dst = block.size
     ei = _with_self_loops(block)
+    if block.edge_weight is not None:
+        w = block.edge_weight.float()
+        w = torch.cat([w, torch.ones(n_dst, dtype=w.dtype, device=w.device)])
+        deg_out = torch.zeros(n_src, device=ei.device).index_add_(0, ei[0], w)
+        deg_in = torch.zeros(n_dst, device=ei.device).index_add_(0, ei[1], w)
+        return ei, deg_out[ei[0]].rsqrt() * w * deg_in[ei[1]].rsqrt()
     ones = torch.ones(ei.shape[1], device=ei.device)
     deg_out = torch.zeros(n_src, device=ei.device).index_add_(0, ei[0], ones)
     deg_in = torch.zeros(n_dst, device=ei.device).index_add_(0, ei[1], ones)
@@ -84,7 +99,24 @@ class GCN(GNN):
         s = self.deg_inv_sqrt[block.src_ids.to(self.deg_inv_sqrt.device)]
         return ei, s[ei[0]] * s[ei[1]]
 
+    @classmethod
+    def why_not_weighted(cls, options: Mapping[str, Any]) -> str | None:
+        norm = options.get("gcn_norm", "block")
+        norm = getattr(norm, "value", norm)
+        if norm == GCNNorm.block.value:
+            return None
+        return ("GCN with model.gcn_norm=graph normalises by the graph's degrees, which know "
+                "nothing of the visit counts sampler=random_walk gives as edge weights: use "
+                "model.gcn_norm=block (weighted degrees, as PyG's GCNConv with edge_weight)")
+
+    def options(self) -> Mapping[str, Any]:
+        return {"gcn_norm": self.gcn_norm}
+
     def conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
+        if block.edge_weight is not None:
+            why = self.why_not_weighted(self.options())
+            if why is not None:
+                raise ValueError(why)
         ei, w = self.graph_norm(block) if self.gcn_norm == "graph" else block_gcn_norm(block)
         return self.convs[layer](x, ei, w)[: block.num_dst]
 

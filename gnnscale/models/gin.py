@@ -4,6 +4,10 @@ Split: ``aggregate`` sums ``x[u]`` over the edges; ``update`` is ``nn((1 + eps) 
 Reordered, the MLP's first Linear (weight only) moves before the sum, exact since
 ``W((1 + eps) x_v + sum x_u) = (1 + eps) W x_v + sum W x_u``; its bias and the rest of the MLP
 stay in ``update``.
+
+Weighted blocks (``block.edge_weight``, the random-walk sampler's visit counts): the sum weighs
+``x[u]`` by ``w_uv``, i.e. the neighbourhood as a multiset with each vertex as often as the
+walks visited it (GIN's sum over a multiset).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from torch_geometric.nn import GINConv
 
 from gnnscale.models.base import GNN, ModelConfig
 from gnnscale.registry import register
+from gnnscale.sampling.base import Block
 
 
 @register("model", "gin")
@@ -33,6 +38,9 @@ class GIN(GNN):
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> GINConv:
         mlp = nn.Sequential(nn.Linear(in_dim, out_dim), nn.ReLU(), nn.Linear(out_dim, out_dim))
         return GINConv(mlp, train_eps=self.train_eps)
+
+    def edge_weight(self, layer: int, block: Block) -> torch.Tensor | None:
+        return block.edge_weight
 
     def pre_linear(self, layer: int) -> nn.Module:
         return self.convs[layer].nn[0]

@@ -4,11 +4,17 @@ Split (``aggr`` mean or sum): ``aggregate`` sums ``x[u] / deg(v)`` (mean, with `
 in the bound graph) or ``x[u]`` (sum) over the edges; ``update`` is
 ``lin_l(agg) + lin_r(x_v)``. Reordered, ``lin_l``'s weight moves before the sum (exact: the
 mean and the sum are linear) and its bias stays in ``update``.
+
+Weighted blocks (``block.edge_weight``, the random-walk sampler's visit counts): ``mean`` is
+PinSAGE's importance pooling, edge ``(u, v)`` weighs ``w_uv / sum of w over v's edges in the
+block``; ``sum`` weighs it ``w_uv``; other aggregators refuse weighted blocks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -55,7 +61,21 @@ class SAGE(GNN):
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> SAGEConv:
         return SAGEConv(in_dim, out_dim, aggr=self.aggr)
 
+    @classmethod
+    def why_not_weighted(cls, options: Mapping[str, Any]) -> str | None:
+        aggr = options.get("aggr", "mean")
+        if aggr in SPLIT_AGGRS:
+            return None
+        return (f"SAGE with model.aggr={aggr!r} cannot weigh edges (sampler=random_walk gives "
+                f"visit counts as edge weights): use model.aggr=mean (PinSAGE's importance "
+                f"pooling) or sum")
+
+    def options(self) -> Mapping[str, Any]:
+        return {"aggr": self.aggr}
+
     def edge_weight(self, layer: int, block: Block) -> torch.Tensor | None:
+        if block.edge_weight is not None:
+            return importance_weights(block) if self.aggr == "mean" else block.edge_weight
         if self.aggr == "sum":
             return None
         dst = block.edge_index[1]
@@ -75,3 +95,11 @@ class SAGE(GNN):
         conv = self.convs[layer]
         out = conv.lin_l(agg) if z_dst is None else agg + conv.lin_l.bias
         return out + conv.lin_r(x_dst)
+
+
+def importance_weights(block: Block) -> torch.Tensor:
+    """PinSAGE's importance pooling: each edge's weight over the sum of the weights of its
+    destination's edges in the block (a weighted mean; a destination without edges gets 0)."""
+    w, dst = block.edge_weight, block.edge_index[1]
+    total = torch.zeros(block.num_dst, dtype=w.dtype, device=w.device).index_add_(0, dst, w)
+    return w / total.clamp(min=torch.finfo(w.dtype).tiny)[dst]

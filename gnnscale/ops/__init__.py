@@ -1,6 +1,6 @@
 """Typed wrappers of every native op (``csrc/<domain>/``), one module per domain.
 
-- :mod:`gnnscale.ops.sampling`: ``sample_neighbors``;
+- :mod:`gnnscale.ops.sampling`: ``sample_neighbors``, ``random_walk_top_k``;
 - :mod:`gnnscale.ops.gather`: ``gather_rows`` (into a new tensor or ``out``),
   ``advise_huge_pages``;
 - :mod:`gnnscale.ops.split`: ``split_sample``.
@@ -10,7 +10,8 @@ Nothing outside this package calls ``torch.ops.gnnscale`` directly.
 
 from gnnscale.ops._loader import available
 from gnnscale.ops.gather import advise_huge_pages, gather_rows
-from gnnscale.ops.sampling import sample_neighbors
+from gnnscale.ops.sampling import random_walk_top_k, sample_neighbors
 from gnnscale.ops.split import split_sample
 
-__all__ = ["available", "advise_huge_pages", "gather_rows", "sample_neighbors", "split_sample"]
+__all__ = ["available", "advise_huge_pages", "gather_rows", "random_walk_top_k", "sample_neighbors",
+           "split_sample"]

@@ -1,4 +1,4 @@
-"""The sampling domain: ``sample_neighbors`` (``csrc/sampling/``)."""
+"""The sampling domain: ``sample_neighbors`` and ``random_walk_top_k`` (``csrc/sampling/``)."""
 
 from __future__ import annotations
 
@@ -24,3 +24,23 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, weights: torch
     """
     return native().sample_neighbors(indptr, indices, weights, seeds, list(fanouts),
                                      bool(replace), int(seed), int(num_threads))
+
+
+def random_walk_top_k(indptr: torch.Tensor, indices: torch.Tensor, targets: torch.Tensor,
+                      num_walks: int, walk_length: int, top_k: int, seed: int, hop: int = 0,
+                      num_threads: int = 0
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PinSAGE random-walk neighbourhoods over a CSC graph (``indptr`` int64, ``indices``
+    int64/int32) of int64 ``targets``: per target, ``num_walks`` walks of ``walk_length`` steps
+    along in-edges (a walk stops at a vertex without in-edges); the ``top_k`` vertices visited
+    most often (the target excluded, ties by the smaller id) are kept.
+
+    Returns ``(owner, vertex, count)`` (int64): the target's position in ``targets``, the kept
+    vertex's global id and its visit count, grouped by owner, most visited first. Walk ``w`` of
+    target ``v`` draws from a counter-based RNG keyed by ``(seed, hop, v, w)``: the result does
+    not depend on the thread count (``num_threads``: 0 = ``torch.get_num_threads()``). Bad inputs
+    raise a ``RuntimeError`` naming the argument.
+    """
+    return native().random_walk_top_k(indptr, indices, targets, int(num_walks),
+                                      int(walk_length), int(top_k), int(seed), int(hop),
+                                      int(num_threads))

@@ -22,11 +22,15 @@ class Block:
 
     ``src_ids`` (optional) are the global ids of the sources (destinations first), for layers
     whose weights depend on graph-level vertex properties such as GCN's degree normalisation.
+    ``edge_weight`` (optional, float, one per edge) weighs the edges in the aggregation: the
+    random-walk sampler's visit counts (SAGE: importance pooling, GCN: weighted degrees, GIN: a
+    weighted sum); None aggregates every edge alike.
     """
 
     edge_index: torch.Tensor
     size: tuple[int, int]
     src_ids: torch.Tensor | None = None
+    edge_weight: torch.Tensor | None = None
 
     @property
     def num_src(self) -> int:
@@ -42,7 +46,8 @@ class Block:
 
     def to(self, device: torch.device | str) -> Block:
         ids = None if self.src_ids is None else self.src_ids.to(device, non_blocking=True)
-        return Block(self.edge_index.to(device, non_blocking=True), self.size, ids)
+        w = None if self.edge_weight is None else self.edge_weight.to(device, non_blocking=True)
+        return Block(self.edge_index.to(device, non_blocking=True), self.size, ids, w)
 
 
 @dataclass
@@ -75,6 +80,9 @@ class Sampler(ABC):
     """Draws the k-hop blocks of a set of seed vertices; ``seed`` makes a draw reproducible."""
 
     num_layers: int
+    #: Whether the blocks carry ``edge_weight`` (strategies and models that cannot use edge
+    #: weights refuse such a sampler before any rank starts).
+    weighted_blocks: bool = False
 
     @abstractmethod
     def sample(self, graph: GraphStore, seeds: torch.Tensor, seed: int = 0) -> MiniBatch:

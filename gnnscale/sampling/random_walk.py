@@ -1,13 +1,14 @@
-"""PinSAGE-style random-walk sampling (FGNN's PinSAGE workload, section 7.1), vectorised torch.
+"""PinSAGE-style random-walk sampling (FGNN's PinSAGE workload, section 7.1), native.
 
 Per hop, every vertex sampled so far starts ``num_walks`` walks of ``walk_length`` steps along
 in-edges; the ``top_k`` vertices its walks visit most often (itself excluded; ties broken by
-the smaller id) become its neighbours in that hop's block. Hops run as the neighbour sampler's
-do: each block's destinations are the first ``n_dst`` of its sources, and new vertices are
-appended to ``n_id``. The visit counts (PinSAGE's importance weights) are kept on the sampler's
-last draw (``last_visit_counts``, one tensor per block, input layer first). The blocks carry no
-edge weights, so models aggregate them unweighted. A draw is a function of ``seed``, the seeds
-and the graph: hop ``h`` uses a generator seeded with ``mix_seed(seed, h)``.
+the smaller id) become its neighbours in that hop's block, and their visit counts (PinSAGE's
+importance weights) the block's ``edge_weight`` (float32). Hops run as the neighbour sampler's
+do: each block's destinations are the first ``n_dst`` of its sources, and each hop's new
+vertices are appended to ``n_id`` in ascending id order. The walks run in the native op
+:func:`gnnscale.ops.sampling.random_walk_top_k`: walk ``w`` of vertex ``v`` in hop ``h`` is
+keyed by ``(seed, h, v, w)``, so a draw is a function of ``seed``, the seeds and the graph
+only, whatever the thread count.
 """
 
 from __future__ import annotations
@@ -17,77 +18,58 @@ from dataclasses import dataclass
 import torch
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.ops.sampling import random_walk_top_k
 from gnnscale.registry import register
 from gnnscale.sampling.base import Block, MiniBatch, Sampler
-from gnnscale.sampling.schedule import mix_seed
+from gnnscale.sampling.neighbor import NeighborSampler
 
 
 class RandomWalkSampler(Sampler):
-    """``num_layers`` hops of random-walk neighbourhoods (see the module docstring)."""
+    """``num_layers`` hops of random-walk neighbourhoods (see the module docstring).
+
+    ``threads`` > 0 fixes the native op's thread count; 0 picks it per call as the neighbour
+    sampler does (:meth:`NeighborSampler.threads_for_call`).
+    """
+
+    #: Blocks carry ``edge_weight`` (visit counts): strategies and models check they can use it.
+    weighted_blocks = True
 
     def __init__(self, num_layers: int = 3, num_walks: int = 4, walk_length: int = 3,
-                 top_k: int = 5) -> None:
+                 top_k: int = 5, threads: int = 0) -> None:
         for key, value in (("num_layers", num_layers), ("num_walks", num_walks),
                            ("walk_length", walk_length), ("top_k", top_k)):
             if int(value) < 1:
                 raise ValueError(f"sampler.{key} must be >= 1, got {value}")
+        if int(threads) < 0:
+            raise ValueError(f"sampler.threads must be >= 0 (0: automatic), got {threads}")
         self.num_layers, self.num_walks = int(num_layers), int(num_walks)
-        self.walk_length, self.top_k = int(walk_length), int(top_k)
-        self.last_visit_counts: list[torch.Tensor] = []
+        self.walk_length, self.top_k, self.threads = int(walk_length), int(top_k), int(threads)
+
+    threads_for_call = NeighborSampler.threads_for_call
 
     def sample(self, graph: GraphStore, seeds: torch.Tensor, seed: int = 0) -> MiniBatch:
-        n_id = torch.as_tensor(seeds).reshape(-1).long()
-        num_targets = n_id.numel()
-        blocks, counts = [], []
+        n_id = torch.as_tensor(seeds).reshape(-1)
+        if n_id.is_floating_point() or n_id.dtype == torch.bool:
+            raise TypeError(f"seeds must hold integer vertex ids, got {n_id.dtype}")
+        n_id = n_id.long()
+        num_targets, threads = n_id.numel(), self.threads_for_call()
+        blocks = []
         for hop in range(self.num_layers):
-            gen = torch.Generator().manual_seed(mix_seed(seed, hop))
             dst = n_id
-            owner, vertex, visits = self._top_visited(graph, dst, gen)
+            owner, vertex, visits = random_walk_top_k(
+                graph.indptr, graph.indices, dst, self.num_walks, self.walk_length, self.top_k,
+                int(seed) & 0x7FFFFFFFFFFFFFFF, hop, threads)
             new = torch.unique(vertex[~torch.isin(vertex, n_id)])
             n_id = torch.cat([n_id, new])
             ordered, perm = n_id.sort()
             src_local = perm[torch.searchsorted(ordered, vertex)]
             blocks.append(Block(torch.stack([src_local, owner]), (n_id.numel(), dst.numel()),
-                                n_id))
-            counts.append(visits)
-        self.last_visit_counts = counts[::-1]
+                                n_id, edge_weight=visits.float()))
         return MiniBatch(n_id=n_id, blocks=blocks[::-1], num_targets=num_targets)
-
-    def _top_visited(self, graph: GraphStore, dst: torch.Tensor, gen: torch.Generator
-                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(owner position, visited vertex, visit count)`` of each kept neighbour."""
-        indptr, indices = graph.indptr, graph.indices
-        owner = torch.arange(dst.numel()).repeat_interleave(self.num_walks)
-        cur = dst.repeat_interleave(self.num_walks)
-        alive = torch.ones_like(cur, dtype=torch.bool)
-        seen_owner, seen_vertex = [], []
-        for _ in range(self.walk_length):
-            start = indptr[cur]
-            deg = indptr[cur + 1] - start
-            alive &= deg > 0  # a walk reaching a vertex without in-edges stops there
-            pick = (torch.rand(cur.numel(), generator=gen) * deg).long()
-            nxt = indices[(start + pick).clamp(max=max(indices.numel() - 1, 0))] \
-                if indices.numel() else cur
-            cur = torch.where(alive, nxt.long(), cur)
-            seen_owner.append(owner[alive])
-            seen_vertex.append(cur[alive])
-        o, v = torch.cat(seen_owner), torch.cat(seen_vertex)
-        keep = v != dst[o]
-        o, v = o[keep], v[keep]
-        n = max(graph.num_nodes, 1)
-        pairs, visits = torch.unique(o * n + v, return_counts=True)  # by owner, then vertex
-        o, v = pairs // n, pairs % n
-        order = torch.argsort(-visits, stable=True)  # most visited first, ids ascending
-        order = order[torch.argsort(o[order], stable=True)]  # grouped by owner again
-        o, v, visits = o[order], v[order], visits[order]
-        first = torch.searchsorted(o, o, right=False)
-        rank = torch.arange(o.numel()) - first
-        top = rank < self.top_k
-        return o[top], v[top], visits[top]
 
     def __repr__(self) -> str:
         return (f"RandomWalkSampler(num_layers={self.num_layers}, num_walks={self.num_walks}, "
-                f"walk_length={self.walk_length}, top_k={self.top_k})")
+                f"walk_length={self.walk_length}, top_k={self.top_k}, threads={self.threads})")
 
 
 @register("sampler", "random_walk")
@@ -100,3 +82,4 @@ class RandomWalkSamplerConfig:
     num_walks: int = 4
     walk_length: int = 3
     top_k: int = 5
+    threads: int = 0
