@@ -207,9 +207,12 @@ def test_models_that_cannot_weigh_edges_refuse_weighted_blocks():
         gcn(x, mb.blocks)
 
 
-def test_zero_walk_length_fails_clearly():
+def test_zero_walk_length_and_bad_seeds_fail_clearly():
     with pytest.raises(ValueError, match="sampler.walk_length must be >= 1"):
         RandomWalkSampler(walk_length=0)
+    graph = make_graph()
+    with pytest.raises(ValueError, match=r"seeds hold ids in \[-1, 3\]"):
+        RandomWalkSampler(num_layers=1).sample(graph, torch.tensor([3, -1]))
 
 
 @pytest.mark.parametrize("overrides,match", [

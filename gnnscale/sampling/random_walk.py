@@ -52,17 +52,23 @@ class RandomWalkSampler(Sampler):
         if n_id.is_floating_point() or n_id.dtype == torch.bool:
             raise TypeError(f"seeds must hold integer vertex ids, got {n_id.dtype}")
         n_id = n_id.long()
+        if n_id.numel() and (int(n_id.min()) < 0 or int(n_id.max()) >= graph.num_nodes):
+            raise ValueError(f"seeds hold ids in [{int(n_id.min())}, {int(n_id.max())}] but "
+                             f"graph {graph.name!r} has {graph.num_nodes} nodes")
         num_targets, threads = n_id.numel(), self.threads_for_call()
+        local = torch.full((graph.num_nodes,), -1, dtype=torch.int64)  # global -> local id
+        local[n_id] = torch.arange(num_targets)
         blocks = []
         for hop in range(self.num_layers):
             dst = n_id
             owner, vertex, visits = random_walk_top_k(
                 graph.indptr, graph.indices, dst, self.num_walks, self.walk_length, self.top_k,
                 int(seed) & 0x7FFFFFFFFFFFFFFF, hop, threads)
-            new = torch.unique(vertex[~torch.isin(vertex, n_id)])
+            src_local = local[vertex]
+            new = torch.unique(vertex[src_local < 0])  # ascending ids
+            local[new] = torch.arange(n_id.numel(), n_id.numel() + new.numel())
             n_id = torch.cat([n_id, new])
-            ordered, perm = n_id.sort()
-            src_local = perm[torch.searchsorted(ordered, vertex)]
+            src_local = local[vertex]
             blocks.append(Block(torch.stack([src_local, owner]), (n_id.numel(), dst.numel()),
                                 n_id, edge_weight=visits.float()))
         return MiniBatch(n_id=n_id, blocks=blocks[::-1], num_targets=num_targets)
