@@ -30,6 +30,7 @@ import torch.distributed as dist
 from gnnscale.executor.base import RunContext
 from gnnscale.executor.data import DataParallel
 from gnnscale.executor.factored_alloc import Allocation, allocate, parse_samplers, profile
+from gnnscale.executor.factored_presc import presample_hotness
 from gnnscale.executor.factored_queue import STATS_TAG, JobSender, pack, receive
 from gnnscale.executor.factored_sync import (
     StepReducer,
@@ -106,6 +107,8 @@ class Factored(DataParallel):
         self.reports = self.is_trainer
         self.train_topo = dataclasses.replace(topo, world_size=trainers,
                                               rank=topo.rank if self.is_trainer else 0)
+        self.presample_time = 0.0
+        self.hotness = presample_hotness(self)  # cache=presample: the samplers pre-sample
         if self.is_trainer:
             self.setup_training(self.train_topo)
         else:
@@ -194,6 +197,7 @@ class Factored(DataParallel):
         m["bytes_queue_received"] = float(self._received_bytes)
         m["trainer_idle_time"] = m["sample_time"]
         m["trainer_busy_time"] = m["load_time"] + m["compute_time"]
+        m["presample_time"] = self.presample_time
         # every trainer reports the same keys (summed over the trainers): rank 0 the run's
         stats = dict.fromkeys((*_SAMPLER_STATS, "samplers", "trainers", "measured_k"), 0.0)
         if self.train_topo.rank == 0:
