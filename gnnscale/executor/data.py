@@ -180,6 +180,7 @@ class DataParallel(SamplingStrategy):
                 m["compute_time"] += time.perf_counter() - t1
                 m["edges_computed"] += mb.num_edges
                 m["nodes_loaded"] += mb.input_nodes.numel()
+                self.visited(mb.input_nodes)
                 m["steps"] += 1
                 if progress is not None:
                     progress.update(1)

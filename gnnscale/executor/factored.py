@@ -44,6 +44,7 @@ from gnnscale.runner.validate import ConfigError
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
 
+FOOTPRINT_TAG = 2  # standby trainers' input-node visits (footprint=true, synced loop)
 _SAMPLER_STATS = ("samples_produced", "queue_bytes", "sampler_busy_time", "sampler_idle_time",
                   "switch_events", "standby_train_time", "standby_jobs")
 
@@ -208,6 +209,10 @@ class Factored(DataParallel):
                 dist.recv(got, src, group=self.queue_group, tag=STATS_TAG)
                 for key, value in zip(_SAMPLER_STATS, got.tolist()):
                     stats[key] += value
+                if self.synced and self.footprint is not None:  # jobs a standby trained
+                    visits = torch.empty_like(self.footprint.counts)
+                    dist.recv(visits, src, group=self.queue_group, tag=FOOTPRINT_TAG)
+                    self.footprint.counts += visits
             m["samples_consumed"] += stats["standby_jobs"]  # jobs the samplers trained
             if self.alloc.samplers == 0:
                 stats["samples_produced"] = m["samples_consumed"]
@@ -256,6 +261,9 @@ class Factored(DataParallel):
                                 stats.train_seconds + stats.load_seconds, stats.jobs_trained],
                                dtype=torch.float64)
             dist.send(out, 0, group=self.queue_group, tag=STATS_TAG)
+            if self.footprint is not None:
+                dist.send(self.footprint.counts, 0, group=self.queue_group, tag=FOOTPRINT_TAG)
+                self.footprint.counts.zero_()
             return {"epoch_time": elapsed, "queue_peak_jobs": float(sender.peak_in_flight),
                     **dict(zip(_SAMPLER_STATS, out.tolist()))}
         self._received_bytes = 0
