@@ -6,11 +6,11 @@ Rows: ``strategy=data`` on every rank, and ``strategy=factored`` with each fixed
 (1 .. WORLD-1 samplers) and with ``samplers=auto`` (the allocation and measured K are
 reported), once with the neighbour sampler and once with ``sampler=random_walk`` (PinSAGE:
 4 walks of length 3, top 5). Epoch times are medians over the epochs after the first; queue
-bytes per epoch are what the samplers sent. Footprint similarity (FGNN Table 2): the share of
-the 10% most visited vertices of epoch 0 that are also among the 10% most visited of epoch 1,
-for 3-hop neighbour, random-walk and weighted neighbour sampling (random edge weights when the
-graph has none). On a CPU-only host the design's point, taking sampling off the GPUs that
-train, cannot show: every rank shares the same cores.
+bytes per epoch are what the samplers sent. Footprint similarity (FGNN Table 2, computed by
+:mod:`gnnscale.runner.footprint`): epoch 0's top-10% most visited vertices against epoch 1's,
+weighted by visit counts, for 3-hop neighbour, random-walk and weighted neighbour sampling
+(random edge weights when the graph has none). On a CPU-only host the design's point,
+taking sampling off the GPUs that train, cannot show: every rank shares the same cores.
 """
 
 from __future__ import annotations

@@ -5,26 +5,45 @@ import torch
 
 from gnnscale import registry
 from gnnscale.cache.base import visit_counts
-from gnnscale.runner.footprint import Footprint, footprint_similarity, top_visited
+from gnnscale.runner.footprint import Footprint, footprint_similarity, top_membership
 from gnnscale.runner.run import run
 from tests._train import TINY, make_cfg
 
 
 def test_similarity_on_hand_made_counts():
+    """FGNN's sum of min(f_i, f_j) over T_i & T_j, over the sum of f_j over T_j."""
     before = torch.tensor([9, 0, 7, 0, 5, 0, 0, 0, 0, 0, 8, 1, 0, 0, 0, 0, 0, 0, 0, 6])
     after = torch.tensor([9, 0, 0, 0, 5, 0, 0, 0, 0, 0, 8, 1, 0, 0, 0, 0, 0, 0, 0, 0])
-    assert top_visited(before).tolist() == [0, 10]  # 10% of 20 vertices
-    assert top_visited(before, 0.25).tolist() == [0, 10, 2, 19, 4]
+    assert top_membership(before).nonzero().flatten().tolist() == [0, 10]  # 10% of 20
     assert footprint_similarity(before, after) == 1.0
-    assert footprint_similarity(before, after, 0.25) == pytest.approx(3 / 5)  # 0, 10, 4
+    # top 5: before {0, 10, 2, 19, 4}; after {0, 10, 4, 11} plus one of its 16 zeros
+    assert top_membership(after, 0.25)[[0, 4, 10, 11, 1]].tolist() == [1, 1, 1, 1, 1 / 16]
+    assert footprint_similarity(before, after, 0.25) == pytest.approx((9 + 8 + 5) / 23)
+    # a tie at the cut: vertices 1, 2, 3 share the second slot of epoch i
+    tied = torch.tensor([3, 2, 2, 2, 0, 0, 0, 0, 0, 0])
+    later = torch.tensor([3, 2, 0, 0, 0, 0, 0, 0, 0, 0])
+    assert footprint_similarity(tied, later, 0.2) == pytest.approx((3 + 2 / 3) / 5)
     fp = Footprint(20, top=0.25)
     fp.add(torch.tensor([0, 2, 4]))
     assert fp.end_epoch() is None  # nothing to compare the first epoch with
     fp.add(torch.tensor([0, 3]))
     fp.add(torch.tensor([0, 3, 5]))
-    assert fp.end_epoch() == pytest.approx(4 / 5)  # top 5 {0,2,4,1,3} -> {0,3,5,1,2}
+    assert fp.end_epoch() == pytest.approx(1 / 5)  # only vertex 0 is shared: min(1, 2)
     with pytest.raises(ValueError, match="shape"):
         footprint_similarity(before, after[:5])
+    with pytest.raises(ValueError, match="top"):
+        top_membership(before, 0.0)
+
+
+def test_without_ties_equals_the_reproduce_suites_formula():
+    """With distinct counts the tie rule plays no part: the same figure as the FGNN formula
+    in benchmarks/reproduce.py."""
+    from benchmarks.reproduce import footprint_similarity as fgnn
+
+    gen = torch.Generator().manual_seed(4)
+    a, b = (torch.randperm(500, generator=gen).double() for _ in range(2))
+    assert footprint_similarity(a, b) == pytest.approx(fgnn(a, b), abs=1e-12)
+    assert 0.0 < footprint_similarity(a, b) < 1.0 and footprint_similarity(a, a) == 1.0
 
 
 def _expected(cfg, epochs: int, world_size: int) -> list[float]:
@@ -77,7 +96,8 @@ def test_strategy_counts_every_trained_micro_batch():
     counts = [visit_counts(graph, train_idx=graph.train_idx, sampler=NeighborSampler(FANOUTS),
                            batch_size=40, seed=0, epochs=[e]) for e in range(3)]
     assert got[0] is None
-    assert got[1:] == [footprint_similarity(a, b) for a, b in zip(counts, counts[1:])]
+    want = [footprint_similarity(a, b) for a, b in zip(counts, counts[1:])]
+    assert got[1:] == pytest.approx(want, abs=1e-12)
 
 
 @pytest.mark.slow

@@ -1,13 +1,23 @@
 """Footprint similarity (FGNN Table 2): how alike two consecutive epochs' samples are.
 
-The share of the ``top`` (10%) most visited vertices of one epoch that are also among the
-``top`` most visited of the next, where a visit is a vertex being an input node of a
-micro-batch. High similarity is what makes a static, pre-sampled cache (PreSC) work. One
+FGNN (section 6) defines the similarity of epoch ``i`` to epoch ``j`` as
+``sum_{v in T_i & T_j} min(f_i(v), f_j(v)) / sum_{v in T_j} f_j(v)``, where ``f`` counts how
+often a vertex is an input node of a micro-batch and ``T`` is the set of the 10% most visited
+vertices. High similarity is what makes a static, pre-sampled cache (PreSC) work. One
 implementation serves the run metric (``footprint=true``, any sampling strategy) and the
 ``factored`` benchmark.
+
+Ties: when the top ``k`` cuts through vertices with equal counts (on a small graph often most
+of them), which of them are in ``T`` is arbitrary. Picking them by id would pick the same ones
+every epoch and inflate the similarity, so each tied vertex is in ``T`` with probability
+``slots left / tied vertices`` and the numerator is its expectation over independent choices
+in the two epochs (the denominator does not depend on the choice: tied vertices have equal
+counts).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.distributed as dist
@@ -15,24 +25,39 @@ import torch.distributed as dist
 TOP = 0.1  # FGNN's definition: the 10% most visited vertices
 
 
-def top_visited(counts: torch.Tensor, top: float = TOP) -> torch.Tensor:
-    """Ids of the ``top`` share (at least one) most visited vertices, ties to the lower id."""
+def top_membership(counts: torch.Tensor, top: float = TOP) -> torch.Tensor:
+    """Float64 ``[N]``: the chance that each vertex is among the ``top`` share (at least one)
+    most visited: 1 above the cut, ``slots left / tied`` at it, 0 below; sums to ``k``."""
     if not 0.0 < top <= 1.0:
         raise ValueError(f"top must lie in (0, 1], got {top}")
-    k = max(1, int(top * counts.numel()))
-    return torch.argsort(counts, descending=True, stable=True)[:k]
+    k = max(1, math.ceil(top * counts.numel() - 1e-9))
+    cut = torch.topk(counts, k).values[-1]
+    above = counts > cut
+    tied = counts == cut
+    member = above.to(torch.float64)
+    member[tied] = (k - int(above.sum())) / int(tied.sum())
+    return member
 
 
 def footprint_similarity(before: torch.Tensor, after: torch.Tensor, top: float = TOP) -> float:
-    """Share of ``before``'s top-visited vertices among ``after``'s (visit counts ``[N]``)."""
+    """FGNN's similarity of epoch ``before`` to epoch ``after`` (visit counts ``[N]``)."""
     if before.shape != after.shape:
         raise ValueError(f"visit counts differ in shape: {tuple(before.shape)} and "
                          f"{tuple(after.shape)}")
-    return _shared(top_visited(before, top), top_visited(after, top))
+    first = top_membership(before, top)
+    ids = first.nonzero().flatten()
+    return _similarity(ids, first[ids], before[ids], after, top)
 
 
-def _shared(first: torch.Tensor, second: torch.Tensor) -> float:
-    return torch.isin(first, second).double().mean().item()
+def _similarity(ids: torch.Tensor, chance: torch.Tensor, counts_before: torch.Tensor,
+                after: torch.Tensor, top: float) -> float:
+    """The expected similarity, from the earlier epoch's possible top vertices ``ids`` (their
+    chances of being in ``T`` and their counts) and the later epoch's counts."""
+    member = top_membership(after, top)
+    after_f = after.to(torch.float64)
+    shared = chance * member[ids] * torch.minimum(counts_before.to(torch.float64), after_f[ids])
+    total = float((member * after_f).sum())
+    return float(shared.sum()) / total if total else 0.0
 
 
 class Footprint:
@@ -42,7 +67,8 @@ class Footprint:
     def __init__(self, num_nodes: int, top: float = TOP) -> None:
         self.counts = torch.zeros(num_nodes, dtype=torch.int64)
         self.top = top
-        self.previous_top: torch.Tensor | None = None  # the last epoch's top ids
+        # the last epoch's possible top vertices: ids, chances, counts
+        self.previous: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def add(self, ids: torch.Tensor) -> None:
         """Count one micro-batch's input nodes (global ids)."""
@@ -54,8 +80,10 @@ class Footprint:
         counts = self.counts
         if dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1:
             dist.all_reduce(counts, group=group)
-        top = top_visited(counts, self.top)
-        similarity = None if self.previous_top is None else _shared(self.previous_top, top)
-        self.previous_top = top
+        similarity = None if self.previous is None else _similarity(*self.previous, counts,
+                                                                     self.top)
+        member = top_membership(counts, self.top)
+        ids = member.nonzero().flatten()
+        self.previous = (ids, member[ids], counts[ids])
         self.counts = torch.zeros_like(counts)
         return similarity
