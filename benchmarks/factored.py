@@ -6,11 +6,11 @@ Rows: ``strategy=data`` on every rank, and ``strategy=factored`` with each fixed
 (1 .. WORLD-1 samplers) and with ``samplers=auto`` (the allocation and measured K are
 reported), once with the neighbour sampler and once with ``sampler=random_walk`` (PinSAGE:
 4 walks of length 3, top 5). Epoch times are medians over the epochs after the first; queue
-bytes per epoch are what the samplers sent. Footprint similarity (FGNN Table 2): the share of
-the 10% most visited vertices of epoch 0 that are also among the 10% most visited of epoch 1,
-for 3-hop neighbour, random-walk and weighted neighbour sampling (random edge weights when the
-graph has none). On a CPU-only host the design's point, taking sampling off the GPUs that
-train, cannot show: every rank shares the same cores.
+bytes per epoch are what the samplers sent. Footprint similarity (FGNN Table 2, computed by
+:mod:`gnnscale.runner.footprint`): epoch 0's top-10% most visited vertices against epoch 1's,
+weighted by visit counts, for 3-hop neighbour, random-walk and weighted neighbour sampling
+(random edge weights when the graph has none). On a CPU-only host the design's point,
+taking sampling off the GPUs that train, cannot show: every rank shares the same cores.
 """
 
 from __future__ import annotations
@@ -53,22 +53,14 @@ def _median(history: list[dict], key: str) -> float:
     return statistics.median(h[key] for h in history[1:])
 
 
-def footprint_similarity(graph, sampler, batch_size: int, seed: int = 0,
-                         top: float = 0.1) -> float:
-    """Share of epoch 0's ``top`` most visited vertices among epoch 1's (one rank's draws)."""
-    import torch
+def footprint_similarity(graph, sampler, batch_size: int, seed: int = 0) -> float:
+    """FGNN Table 2 on one rank's draws of epochs 0 and 1 (the run metric's implementation)."""
+    from gnnscale.cache.base import visit_counts
+    from gnnscale.runner.footprint import footprint_similarity as similarity
 
-    from gnnscale.sampling.schedule import epoch_samples
-
-    tops = []
-    for epoch in (0, 1):
-        visits = torch.zeros(graph.num_nodes, dtype=torch.long)
-        for _, _, targets, s in epoch_samples(graph.train_idx, batch_size, seed, epoch):
-            visits += torch.bincount(sampler.sample(graph, targets, s).n_id,
-                                     minlength=graph.num_nodes)
-        k = max(1, int(top * graph.num_nodes))
-        tops.append(torch.topk(visits, k).indices)
-    return torch.isin(tops[0], tops[1]).float().mean().item()
+    counts = [visit_counts(graph, train_idx=graph.train_idx, sampler=sampler,
+                           batch_size=batch_size, seed=seed, epochs=[e]) for e in (0, 1)]
+    return similarity(*counts)
 
 
 def _footprints(scale: float, batch_size: int) -> dict:

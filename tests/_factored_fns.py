@@ -111,3 +111,38 @@ def sampler_dies(topo, switching: bool = False) -> None:
                      switching=switching)
     strat.setup()
     strat.train_epoch(0)
+
+
+def presc_cache(topo, samplers: str, ratio: float = 0.2, epochs: int = 2) -> dict:
+    """Set up ``factored`` with ``cache=presample``: this rank's role and cached ids."""
+    from gnnscale.cache.presample import PresamplePolicy
+
+    graph = make_graph()
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
+                     sampler=NeighborSampler(FANOUTS),
+                     cache_policy=PresamplePolicy(epochs=epochs, ratio=ratio), deps=DepCache(),
+                     partition=None, seed=0, optim=Adam(lr=0.01))
+    strat = Factored(ctx, batch_size=BATCH, samplers=samplers)
+    strat.setup()
+    out = {"trainer": strat.is_trainer, "presample_time": strat.presample_time}
+    if strat.is_trainer:
+        out["cached"] = strat.store.cached_ids.tolist()
+        out["metrics"] = strat.train_epoch(0)
+    else:
+        strat.train_epoch(0)
+    return out
+
+
+def presc_reference(trainers: int, ratio: float = 0.2, epochs: int = 2) -> list[int]:
+    """The ids one process caches with the policy's own pre-sampling for ``trainers`` ranks."""
+
+    from gnnscale.cache.presample import PresamplePolicy
+    from gnnscale.cache.store import build_feature_store
+    from gnnscale.distributed.launch import Topology
+
+    graph = make_graph()
+    topo = Topology(0, trainers, 0, trainers, torch.device("cpu"))
+    store = build_feature_store(graph, PresamplePolicy(epochs=epochs, ratio=ratio),
+                                topo=topo, train_idx=graph.train_idx,
+                                sampler=NeighborSampler(FANOUTS), batch_size=BATCH, seed=0)
+    return store.cached_ids.tolist()

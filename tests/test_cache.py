@@ -241,3 +241,19 @@ def test_oracle_replays_training_epochs_and_bounds_presample():
         cached = build_feature_store(g, pol, **kw).cached_ids
         hit[pol.name] = float(visits[cached].sum() / visits.sum())
     assert hit["oracle"] >= hit["presample"] > hit["random"]
+
+
+def test_presample_counts_split_into_shards_sum_exactly():
+    """Workers that split the pre-sampling draws (factored's samplers) sum to the same counts,
+    and ranking those counts is the policy's hotness."""
+    g = make_graph()
+    pre = _presample()(ratio=0.2, epochs=2)
+    kw = dict(train_idx=g.train_idx, sampler=_sampler(), batch_size=16, seed=3, world_size=2)
+    whole = pre.counts(g, **kw)
+    parts = [pre.counts(g, shard=(i, 3), **kw) for i in range(3)]
+    assert all(p.sum() > 0 for p in parts) and torch.equal(sum(parts), whole)
+    assert torch.equal(pre.rank(g, sum(parts)), pre.hotness(g, **kw))
+    with pytest.raises(ValueError, match="shard"):
+        pre.counts(g, shard=(3, 3), **kw)
+    with pytest.raises(ValueError, match="one entry per vertex"):
+        pre.rank(g, whole[:-1])

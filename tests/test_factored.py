@@ -155,6 +155,9 @@ def test_train_factored_auto_through_the_runner(tmp_path):
     assert last["samples_produced"] == last["samples_consumed"] > 0
     assert last["queue_bytes"] == last["bytes_queue_received"] > 0
     assert last["sampler_busy_time"] > 0 and last["cache_hit_rate"] > 0
+    per_trainer = last["cache_hit_rate_per_rank"]  # each trainer's own hit rate
+    assert len(per_trainer) == last["trainers"] and all(0 < r <= 1 for r in per_trainer)
+    assert min(per_trainer) <= last["cache_hit_rate"] <= max(per_trainer)
     assert last["train_loss"] < first["train_loss"] and last["test_acc"] > 0.3
     assert (tmp_path / "run" / "checkpoint.pt").exists()
 
@@ -229,3 +232,17 @@ def test_staleness_trains_within_the_synchronous_band(tmp_path):
         assert last[k]["train_loss"] < first["train_loss"]
     assert last[2]["test_acc"] > 0.3
     assert abs(last[2]["test_acc"] - last[0]["test_acc"]) <= 0.1
+
+
+@pytest.mark.slow
+def test_presc_hotness_from_the_samplers_equals_one_process():
+    """cache=presample: 2 samplers split the pre-sampling for 2 trainers; each trainer caches
+    exactly the set one process picks with the policy's own pre-sampling (2 ranks' draws),
+    and reports its own hit rate."""
+    ranks = spawn(_factored_fns.presc_cache, 4, "2")
+    want = _factored_fns.presc_reference(trainers=2)
+    assert [r["trainer"] for r in ranks] == [True, True, False, False]
+    assert len(want) == 60
+    for r in ranks[:2]:
+        assert r["cached"] == want
+        assert r["presample_time"] > 0 and r["metrics"]["presample_time"] > 0

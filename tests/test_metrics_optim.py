@@ -120,3 +120,12 @@ def test_feature_norm_is_recorded_and_reprocesses(tmp_path):
         SyntheticDataset(root=str(tmp_path / "s"), preset="tiny", feature_norm="row").load()
     with pytest.raises(ValueError):
         SyntheticDataset(root=str(tmp_path / "s"), preset="tiny", feature_norm="l2")
+
+
+def test_reduction_keeps_each_ranks_hit_rate():
+    """One process: the per-rank list holds the rank's own rate, recomputed from its counts."""
+    from gnnscale.runner.metrics import reduce_over_ranks
+
+    out = reduce_over_ranks({"hits": 3.0, "misses": 1.0, "epoch_time": 2.0})
+    assert out["cache_hit_rate"] == 0.75 and out["cache_hit_rate_per_rank"] == [0.75]
+    assert reduce_over_ranks({"hits": 0.0, "misses": 0.0})["cache_hit_rate_per_rank"] == [0.0]

@@ -34,15 +34,27 @@ PLACEMENTS = tuple(p.value for p in Placement)
 
 def visit_counts(graph: GraphStore, *, train_idx: torch.Tensor, sampler: Sampler,
                  batch_size: int, seed: int, epochs: Iterable[int],
-                 stream: int = TRAIN, world_size: int = 1) -> torch.Tensor:
+                 stream: int = TRAIN, world_size: int = 1,
+                 shard: tuple[int, int] = (0, 1)) -> torch.Tensor:
     """How often every vertex is an input node of a micro-batch of any of ``world_size`` ranks
-    over ``epochs`` (float64 ``[N]``), drawn exactly as training draws them."""
+    over ``epochs`` (float64 ``[N]``), drawn exactly as training draws them.
+
+    ``shard = (i, n)`` draws only the micro-batches ``j`` with ``j % n == i`` (``j`` counts the
+    micro-batches of all ``epochs`` in order), so ``n`` workers split the draws and the sum of
+    their counts equals the unsharded counts exactly (the counts are integers).
+    """
+    index, parts = shard
+    if parts < 1 or not 0 <= index < parts:
+        raise ValueError(f"shard must be (index, count) with 0 <= index < count, got {shard}")
     counts = torch.zeros(graph.num_nodes, dtype=torch.float64)
+    j = 0
     for epoch in epochs:
         for _, _, targets, s in epoch_samples(train_idx, batch_size, seed, epoch,
                                               world_size=world_size, stream=stream):
-            mb = sampler.sample(graph, targets, seed=s)
-            counts += torch.bincount(mb.input_nodes.cpu(), minlength=graph.num_nodes)
+            if j % parts == index:
+                mb = sampler.sample(graph, targets, seed=s)
+                counts += torch.bincount(mb.input_nodes.cpu(), minlength=graph.num_nodes)
+            j += 1
     return counts
 
 

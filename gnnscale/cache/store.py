@@ -274,7 +274,8 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
                         batch_size: int = 1024, part: Any = None, seed: int = 0,
                         features: torch.Tensor | None = None, peak_bytes: int | None = None,
                         visits: torch.Tensor | None = None, record_visits: bool = False,
-                        fetch_remote: bool = True) -> FeatureStore:
+                        fetch_remote: bool = True,
+                        hotness: torch.Tensor | None = None) -> FeatureStore:
     """Size the cache, rank vertices by ``policy`` and fill this rank's store.
 
     Replicated: every rank caches the same global hottest ``capacity`` vertices (PaGraph).
@@ -283,6 +284,8 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
     ``world_size > 1``. ``peak_bytes`` feeds ``cache.auto``; ``visits`` feeds ``oracle``.
     ``fetch_remote=False`` keeps the owner map (``store.owner``) but serves a miss from the
     host, never from the peer caching it (``split`` routes work to the owner instead).
+    ``hotness`` (float ``[N]``), when given, replaces ``policy.hotness``: it was computed
+    elsewhere (``strategy=factored``'s samplers pre-sample for ``cache=presample``).
     """
     x = graph.x if features is None else features
     if x is None:
@@ -295,10 +298,15 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
     row_bytes = int(x.shape[1]) * x.element_size()
     p = partition_map(part, n, world) if policy.placement == "partitioned" else None
     capacity = policy.capacity(n, row_bytes, device=device, peak_bytes=peak_bytes)
+    if hotness is not None and hotness.shape != (n,):
+        raise ValueError(f"hotness must have one entry per vertex ({n}), got shape "
+                         f"{tuple(hotness.shape)}")
     if capacity > 0:
-        heat = policy.hotness(graph, train_idx=train_idx, sampler=sampler,
-                              batch_size=batch_size, seed=seed, visits=visits,
-                              world_size=world)
+        heat = hotness
+        if heat is None:
+            heat = policy.hotness(graph, train_idx=train_idx, sampler=sampler,
+                                  batch_size=batch_size, seed=seed, visits=visits,
+                                  world_size=world)
         mine = select_cached(heat, capacity, placement=policy.placement, part=p, rank=rank)
     else:
         mine = torch.empty(0, dtype=torch.long)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from gnnscale.models.base import GNN
     from gnnscale.optim.base import OptimizerFactory
     from gnnscale.partition.provider import PartitionProvider
+    from gnnscale.runner.footprint import Footprint
 
 
 @dataclass
@@ -172,6 +173,12 @@ class SamplingStrategy(Strategy):
                               "sampler (e.g. sampler=neighbor)")
         self.batch_size, self.prefetch, self.sample_workers = batch_size, prefetch, sample_workers
         self.pool = None
+        self.footprint: Footprint | None = None  # set by the runner when footprint=true
+
+    def visited(self, input_nodes: torch.Tensor) -> None:
+        """Count a trained micro-batch's input nodes for the footprint metric (if it is on)."""
+        if self.footprint is not None:
+            self.footprint.add(input_nodes)
 
     @classmethod
     def check(cls, cfg: DictConfig, graph: GraphStore) -> None:

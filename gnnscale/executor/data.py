@@ -74,6 +74,7 @@ class DataParallel(SamplingStrategy):
         super().__init__(ctx, batch_size, prefetch, sample_workers)
         if not ctx.deps.replicates_all:
             raise ConfigError("strategy=data replicates every dependency: use deps=depcache")
+        self.hotness: torch.Tensor | None = None  # cache ranking computed elsewhere (factored)
 
     def setup(self) -> None:
         self.setup_training(self.ctx.topo)
@@ -98,7 +99,7 @@ class DataParallel(SamplingStrategy):
         self.store = build_feature_store(
             ctx.graph, ctx.cache_policy, topo=topo, device=topo.device,
             train_idx=ctx.graph.train_idx, sampler=ctx.sampler, batch_size=self.batch_size,
-            part=part, seed=ctx.seed, peak_bytes=self.step_peak_bytes(),
+            part=part, seed=ctx.seed, peak_bytes=self.step_peak_bytes(), hotness=self.hotness,
         )
         self.labels = ctx.graph.y
         self.start_sampler_pool()
@@ -179,6 +180,7 @@ class DataParallel(SamplingStrategy):
                 m["compute_time"] += time.perf_counter() - t1
                 m["edges_computed"] += mb.num_edges
                 m["nodes_loaded"] += mb.input_nodes.numel()
+                self.visited(mb.input_nodes)
                 m["steps"] += 1
                 if progress is not None:
                     progress.update(1)

@@ -30,6 +30,7 @@ import torch.distributed as dist
 from gnnscale.executor.base import RunContext
 from gnnscale.executor.data import DataParallel
 from gnnscale.executor.factored_alloc import Allocation, allocate, parse_samplers, profile
+from gnnscale.executor.factored_presc import presample_hotness
 from gnnscale.executor.factored_queue import STATS_TAG, JobSender, pack, receive
 from gnnscale.executor.factored_sync import (
     StepReducer,
@@ -43,6 +44,7 @@ from gnnscale.runner.validate import ConfigError
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
 
+FOOTPRINT_TAG = 2  # standby trainers' input-node visits (footprint=true, synced loop)
 _SAMPLER_STATS = ("samples_produced", "queue_bytes", "sampler_busy_time", "sampler_idle_time",
                   "switch_events", "standby_train_time", "standby_jobs")
 
@@ -106,6 +108,8 @@ class Factored(DataParallel):
         self.reports = self.is_trainer
         self.train_topo = dataclasses.replace(topo, world_size=trainers,
                                               rank=topo.rank if self.is_trainer else 0)
+        self.presample_time = 0.0
+        self.hotness = presample_hotness(self)  # cache=presample: the samplers pre-sample
         if self.is_trainer:
             self.setup_training(self.train_topo)
         else:
@@ -194,6 +198,7 @@ class Factored(DataParallel):
         m["bytes_queue_received"] = float(self._received_bytes)
         m["trainer_idle_time"] = m["sample_time"]
         m["trainer_busy_time"] = m["load_time"] + m["compute_time"]
+        m["presample_time"] = self.presample_time
         # every trainer reports the same keys (summed over the trainers): rank 0 the run's
         stats = dict.fromkeys((*_SAMPLER_STATS, "samplers", "trainers", "measured_k"), 0.0)
         if self.train_topo.rank == 0:
@@ -204,6 +209,10 @@ class Factored(DataParallel):
                 dist.recv(got, src, group=self.queue_group, tag=STATS_TAG)
                 for key, value in zip(_SAMPLER_STATS, got.tolist()):
                     stats[key] += value
+                if self.synced and self.footprint is not None:  # jobs a standby trained
+                    visits = torch.empty_like(self.footprint.counts)
+                    dist.recv(visits, src, group=self.queue_group, tag=FOOTPRINT_TAG)
+                    self.footprint.counts += visits
             m["samples_consumed"] += stats["standby_jobs"]  # jobs the samplers trained
             if self.alloc.samplers == 0:
                 stats["samples_produced"] = m["samples_consumed"]
@@ -252,6 +261,9 @@ class Factored(DataParallel):
                                 stats.train_seconds + stats.load_seconds, stats.jobs_trained],
                                dtype=torch.float64)
             dist.send(out, 0, group=self.queue_group, tag=STATS_TAG)
+            if self.footprint is not None:
+                dist.send(self.footprint.counts, 0, group=self.queue_group, tag=FOOTPRINT_TAG)
+                self.footprint.counts.zero_()
             return {"epoch_time": elapsed, "queue_peak_jobs": float(sender.peak_in_flight),
                     **dict(zip(_SAMPLER_STATS, out.tolist()))}
         self._received_bytes = 0

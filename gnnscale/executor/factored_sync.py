@@ -137,6 +137,7 @@ def trainer_epoch(strat, epoch: int, steps: int, stats: StepStats, progress=None
         loss, seconds, jobs = 0.0, 0.0, 0
         if mb is not None:
             t1 = time.perf_counter()
+            strat.visited(mb.input_nodes)
             x = strat.store.gather(mb.input_nodes)
             y = strat.labels[mb.targets].to(dev)
             stats.load_seconds += time.perf_counter() - t1
@@ -201,6 +202,7 @@ def sampler_epoch(strat, epoch: int, batches: list[torch.Tensor], stats: StepSta
         took_last = {kept[0]} if kept is not None else set()
         if kept is not None:
             t, mb = kept
+            strat.visited(mb.input_nodes)  # sent to rank 0 at the epoch's end (footprint)
             t0 = time.perf_counter()
             x = strat.ctx.graph.x[mb.input_nodes]
             y = strat.ctx.graph.y[mb.targets]

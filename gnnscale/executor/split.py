@@ -271,6 +271,7 @@ class SplitParallel(SamplingStrategy):
                 m["compute_time"] += time.perf_counter() - t1
                 m["edges_computed"] += plan.edges_per_rank[ctx.topo.rank]
                 m["nodes_loaded"] += plan.loaded.numel()
+                self.visited(mb.input_nodes)  # every rank: the same sample (same ranking)
                 m["replicated_rows"] += plan.replicated
                 m["edge_ratio_sum"] += plan.local_edges / max(plan.total_edges, 1)
                 for r, e in enumerate(plan.edges_per_rank):

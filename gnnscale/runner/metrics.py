@@ -4,7 +4,8 @@ Counts and bytes are summed over ranks; times (``*_time``) are per-rank means, e
 ``epoch_time`` which is the slowest rank's wall time; ``peak_memory`` is the largest rank's;
 ``train_loss`` is the mean over ranks (and so are ``replication_alpha`` and
 ``recompute_time``); ``peak_device_bytes`` and ``device_bound_bytes`` are the largest rank's;
-``cache_hit_rate`` is recomputed from the summed hits.
+``cache_hit_rate`` is recomputed from the summed hits, and ``cache_hit_rate_per_rank`` lists
+each reporting rank's own rate (group rank order: under ``strategy=factored``, one per trainer).
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from __future__ import annotations
 import json
 import resource
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-MAX_KEYS = {"epoch_time", "peak_memory", "edge_skew", "peak_device_bytes", "device_bound_bytes"}
+MAX_KEYS = {"epoch_time", "peak_memory", "edge_skew", "peak_device_bytes", "device_bound_bytes",
+            "presample_time"}
 MEAN_KEYS = {"sample_time", "split_time", "load_time", "compute_time", "comm_time",
              "train_loss", "local_edge_ratio", "replication_alpha", "recompute_time"}
 COLUMNS = ("epoch", "train_loss", "val_acc", "test_acc", "val_rocauc", "test_rocauc",
@@ -33,14 +36,14 @@ def peak_memory(device: torch.device) -> int:
 
 
 def reduce_over_ranks(local: dict[str, float], group: dist.ProcessGroup | None = None
-                      ) -> dict[str, float]:
+                      ) -> dict[str, Any]:
     """Combine the metrics of every rank of ``group`` (collective when a process group is up)."""
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
         per_rank = [local]
     else:
         per_rank = [None] * dist.get_world_size(group)
         dist.all_gather_object(per_rank, local, group=group)
-    out: dict[str, float] = {}
+    out: dict[str, Any] = {}
     for key in local:
         values = [float(r[key]) for r in per_rank]
         if key in MAX_KEYS:
@@ -52,7 +55,13 @@ def reduce_over_ranks(local: dict[str, float], group: dist.ProcessGroup | None =
     if "hits" in out and "misses" in out:
         total = out["hits"] + out["misses"]
         out["cache_hit_rate"] = out["hits"] / total if total else 0.0
+        out["cache_hit_rate_per_rank"] = [_rate(r["hits"], r["hits"] + r["misses"])
+                                          for r in per_rank]
     return out
+
+
+def _rate(hits: float, total: float) -> float:
+    return float(hits) / float(total) if total else 0.0
 
 
 def selection_metric(choice: str, history: list[dict]) -> str:

@@ -16,7 +16,7 @@ from gnnscale.runner import checkpoint
 
 SAFE_KEYS = ("epochs", "eval_every", "eval_batch_size", "progress", "checkpoint", "resume",
              "run_dir", "data_root", "experiment", "logger", "dist.timeout_s",
-             "dist.threads_per_rank", "dataset.root")
+             "dist.threads_per_rank", "dataset.root", "footprint")
 
 
 class ResumeError(ValueError):

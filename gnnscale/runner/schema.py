@@ -41,6 +41,7 @@ class RootConfig:
     data_root: str = "${oc.env:GNNSCALE_DATA,data}"
     run_dir: str = "${hydra:runtime.output_dir}"
     progress: bool = True
+    footprint: bool = False  # report footprint_similarity (FGNN Table 2) per epoch from epoch 1
 
 
 ConfigStore.instance().store(group="schema", name="root", node=RootConfig)

@@ -15,9 +15,10 @@ from omegaconf import OmegaConf
 from gnnscale import registry
 from gnnscale.distributed.collectives import group_rank, group_size
 from gnnscale.distributed.launch import Topology
-from gnnscale.executor.base import RunContext
+from gnnscale.executor.base import RunContext, SamplingStrategy
 from gnnscale.partition.provider import CachedPartitions
 from gnnscale.runner import checkpoint
+from gnnscale.runner.footprint import Footprint
 from gnnscale.runner.metrics import (
     MetricsWriter,
     peak_memory,
@@ -53,6 +54,7 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     cfg = OmegaConf.create(cfg_dict)
     ctx = build_context(topo, cfg)
     strategy = registry.build(cfg.strategy, ctx=ctx)
+    attach_footprint(strategy, cfg, topo.rank == 0)
     strategy.setup()
     group, reports = strategy.group, strategy.reports
     leader = topo.rank == 0
@@ -90,6 +92,10 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
                 continue
             local["peak_memory"] = peak_memory(topo.device)
             record = {"epoch": epoch, **reduce_over_ranks(local, group)}
+            if strategy_footprint(strategy) is not None:
+                similarity = strategy.footprint.end_epoch(group)
+                if similarity is not None:  # from the second epoch on
+                    record["footprint_similarity"] = similarity
             last = epoch == cfg.epochs - 1
             if last or (cfg.eval_every and (epoch + 1) % cfg.eval_every == 0):
                 t0 = time.perf_counter()
@@ -117,6 +123,24 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     print("\n" + summary_table(history), flush=True)
     print(f"\nresults: {os.path.join(run_dir, 'results.json')}", flush=True)
     return results
+
+
+def attach_footprint(strategy, cfg, leader: bool) -> None:
+    """``footprint=true``: count input-node visits on a sampling strategy's ranks; strategies
+    that use every vertex each epoch have no footprint to compare (a note says so)."""
+    if not cfg.get("footprint", False):
+        return
+    if not isinstance(strategy, SamplingStrategy):
+        if leader:
+            print(f"footprint=true: {type(strategy).__name__} does not sample mini-batches, "
+                  "so there is no footprint similarity to report", flush=True)
+        return
+    strategy.footprint = Footprint(strategy.ctx.graph.num_nodes)
+
+
+def strategy_footprint(strategy) -> Footprint | None:
+    """The strategy's visit counter, None when the metric is off."""
+    return getattr(strategy, "footprint", None)
 
 
 def graph_shape(graph) -> dict[str, int]:
