@@ -56,6 +56,9 @@ class Strategy(ABC):
 
     #: Whether this strategy draws mini-batches with ``sampler`` (its fanouts are checked).
     samples: bool = True
+    #: The component config groups whose settings this strategy uses (the others are composed
+    #: but ignored; ``scripts/compare.py`` leaves them out of its run labels).
+    reads: tuple[str, ...] = ("sampler", "cache", "deps", "partition")
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
