@@ -53,6 +53,20 @@ def test_labels_name_the_settings_that_differ():
                                        "split deps=hybrid #2"]
 
 
+def test_labels_leave_out_groups_the_strategy_does_not_read():
+    deps = {"depcomm": {"_target_": "gnnscale.deps.depcomm.DepComm"},
+            "hybrid": {"_target_": "gnnscale.deps.hybrid.Hybrid"}}
+    runs = [_run("a", "fullgraph", [0.5], [1.0], deps=deps["depcomm"]),
+            _run("b", "fullgraph", [0.5], [1.0], deps=deps["hybrid"]),
+            _run("c", "offload", [0.5], [1.0], deps=deps["hybrid"])]
+    for run, cls in zip(runs, ("FullGraph", "FullGraph", "Offload")):
+        run.config["strategy"]["_target_"] = run.config["strategy"]["_target_"][:-1] + cls
+    assign_labels(runs)
+    # offload composes deps= but never uses it: its label must not pretend otherwise
+    assert [r.label for r in runs] == ["fullgraph deps=depcomm", "fullgraph deps=hybrid",
+                                       "offload"]
+
+
 def test_mismatched_model_refused_naming_the_key():
     a = _run("a", "data", [0.5], [1.0])
     b = _run("b", "split", [0.5], [1.0])

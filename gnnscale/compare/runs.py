@@ -3,6 +3,7 @@ that they are comparable: the same dataset, model, optimizer and seed."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -134,7 +135,10 @@ def assign_labels(runs: list[Run]) -> None:
                and not k.startswith("strategy.")]
     for run, f in zip(runs, flat):
         extras = []
+        unread = COMPONENT_GROUPS - set(strategy_reads(run.config))
         for k in varying:
+            if k.split(".")[0] in unread:
+                continue  # e.g. deps= of an offload run: composed, never used
             if k.endswith("._target_"):
                 extras.append(f"{k[: -len('._target_')]}={option_name(f.get(k))}")
             elif _varies_within_option(k, flat):
@@ -145,6 +149,20 @@ def assign_labels(runs: list[Run]) -> None:
         seen[run.label] = seen.get(run.label, 0) + 1
         if seen[run.label] > 1:
             run.label = f"{run.label} #{seen[run.label]}"
+
+
+COMPONENT_GROUPS = frozenset({"sampler", "cache", "deps", "partition"})
+
+
+def strategy_reads(config: dict[str, Any]) -> tuple[str, ...]:
+    """The component groups the run's strategy uses (its class's ``reads``); all of them when
+    the class cannot be imported here (a run from another version of gnnscale)."""
+    target = str(config.get("strategy", {}).get("_target_", ""))
+    module, _, name = target.rpartition(".")
+    try:
+        return tuple(getattr(importlib.import_module(module), name).reads)
+    except (ImportError, AttributeError, ValueError):
+        return tuple(COMPONENT_GROUPS)
 
 
 def option_name(target: Any) -> str:

@@ -59,6 +59,9 @@ class Strategy(ABC):
     samples: bool = True
     #: Whether it trains on blocks that carry ``edge_weight`` (``sampler=random_walk``).
     takes_weighted_blocks: bool = True
+    #: The component config groups whose settings this strategy uses (the others are composed
+    #: but ignored; ``scripts/compare.py`` leaves them out of its run labels).
+    reads: tuple[str, ...] = ("sampler", "cache", "deps", "partition")
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx

@@ -72,6 +72,7 @@ class FullGraph(Strategy):
     """One full-graph epoch per ``train_epoch``; see the module docstring."""
 
     samples = False
+    reads = ("deps", "partition")
 
     def __init__(self, ctx: RunContext, ring: bool = False, overlap: bool = False) -> None:
         super().__init__(ctx)

@@ -81,6 +81,7 @@ class Offload(Strategy):
     """One offloaded full-graph epoch per ``train_epoch``; see the module docstring."""
 
     samples = False
+    reads = ("partition",)  # its own transfers stand in for a dependency manager
 
     def __init__(self, ctx: RunContext, chunks: int = 8, dedup: str = "inter+intra",
                  reorganize: bool = False, intermediate: str = "auto",
