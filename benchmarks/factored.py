@@ -82,6 +82,23 @@ def _footprints(scale: float, batch_size: int) -> dict:
     return {name: footprint_similarity(graph, s, batch_size) for name, s in samplers.items()}
 
 
+def _presc_vs_oracle(quick: bool) -> dict:
+    """FGNN Figure 11 for random-walk sampling: PreSC#1 against the oracle (and degree, random)
+    at 1-25% caches, on the cache suite's products-like graph and batch size (seeds per vertex
+    as in ogbn-products) with PinSAGE walks (4 walks of 3 steps, top 5, 3 hops)."""
+    from benchmarks.cache import hit_rates, make_graphs, settings
+    from gnnscale.sampling.random_walk import RandomWalkSampler
+
+    cfg = settings(quick)
+    graph = make_graphs(cfg)["products"]
+    preset, scale, batch = cfg["graphs"]["products"]
+    rates = hit_rates(graph, RandomWalkSampler(3), cfg, batch)
+    by_policy = {name: {r: v["hit_rate"] for r, v in rows.items()} for name, rows in rates.items()}
+    return {"graph": f"{preset} x{scale}", "batch_size": batch, "hit_rate": by_policy,
+            "presample_over_oracle": {r: ratio(by_policy["presample"][r], by_policy["oracle"][r])
+                                      for r in by_policy["oracle"]}}
+
+
 def _rows(tmp: Path, sampler: str, scale: float, epochs: int) -> dict:
     rows: dict[str, dict] = {}
     hist = _run(tmp, f"data_{sampler}", scale, epochs, SAMPLERS[sampler])
@@ -113,7 +130,8 @@ def run(quick: bool = False) -> dict:
     allocation = {name: {k: r["factored_auto"][k] for k in ("samplers", "trainers", "measured_k")}
                   for name, r in rows.items()}
     results = {"rows": rows, "allocation": allocation,
-               "footprint_similarity": _footprints(scale, 1024)}
+               "footprint_similarity": _footprints(scale, 1024),
+               "presc_vs_oracle_random_walk": _presc_vs_oracle(quick)}
     return {"config": config, "results": results,
             "ratios": {"data_over_factored": {
                 name: ratio(r["data"]["epoch_s"], r["factored_auto"]["epoch_s"])

@@ -152,15 +152,44 @@ def fullgraph(rep: dict, out: Path) -> None:
     fig.savefig(out / "fullgraph.png", dpi=110)
 
 
+def factored(rep: dict, out: Path) -> None:
+    """Epoch time per row (data, fixed allocations, auto) for each sampler, and PreSC against
+    the oracle for random-walk sampling."""
+    rows = rep["results"]["rows"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+    names = [k for k in next(iter(rows.values())) if isinstance(rows[next(iter(rows))][k], dict)]
+    width = 0.8 / len(rows)
+    for i, (sampler, by_row) in enumerate(rows.items()):
+        xs = [k + i * width for k in range(len(names))]
+        axes[0].bar(xs, [by_row[n]["epoch_s"] for n in names], width, label=sampler)
+    axes[0].set_xticks([k + 0.4 - width / 2 for k in range(len(names))], names, rotation=20)
+    axes[0].set(title=f"epoch time (s), {rep['config']['ranks']} ranks, "
+                      f"{rep['config']['dataset']}")
+    axes[0].legend()
+    presc = rep["results"].get("presc_vs_oracle_random_walk")
+    if presc:
+        for policy, by_ratio in presc["hit_rate"].items():
+            pts = sorted((float(r), h) for r, h in by_ratio.items())
+            axes[1].plot([100 * r for r, _ in pts], [h for _, h in pts], marker="o", label=policy)
+        axes[1].set(title=f"hit rate, random-walk sampling ({presc['graph']})",
+                    xlabel="cache size (% of vertices)", ylim=(0, 1))
+        axes[1].legend()
+    for ax in axes:
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "factored.png", dpi=110)
+
+
 def main(argv: list[str]) -> int:
     results = Path(argv[0]) if argv else ROOT / "docs" / "results"
     out = Path(argv[1]) if len(argv) > 1 else ROOT / "docs" / "img"
     out.mkdir(parents=True, exist_ok=True)
     for suite, draw in (("cache", cache), ("partition", partition), ("epoch", epoch),
-                        ("sampler", sampler), ("split", split), ("fullgraph", fullgraph)):
+                        ("sampler", sampler), ("split", split), ("fullgraph", fullgraph),
+                        ("factored", factored)):
         rep = _load(results, suite)
-        if rep is None and suite == "fullgraph":  # only the quick size measured so far
-            rep = _load(results, "fullgraph-quick")
+        if rep is None and suite in ("fullgraph", "factored"):  # the quick size only so far
+            rep = _load(results, f"{suite}-quick")
         if rep is None:
             print(f"skip {suite}: no {results / (suite + '.json')}")
             continue
