@@ -6,7 +6,18 @@ from __future__ import annotations
 import torch
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.deps.planner import EDGE_BYTES, MAX_ROUNDS, in_edges, replicated_bytes
+from gnnscale.deps.planner import EDGE_BYTES, MAX_ROUNDS, replicated_bytes
+
+
+def in_edges(graph: GraphStore, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """In-edges of ``ids``: (global source, position of the destination in ``ids``)."""
+    ids = ids.long()
+    start = graph.indptr[ids]
+    deg = graph.indptr[ids + 1] - start
+    pos = torch.repeat_interleave(torch.arange(ids.numel()), deg)
+    first = torch.cumsum(deg, 0) - deg
+    offset = torch.arange(pos.numel()) - first[pos]
+    return graph.indices[start[pos] + offset].long(), pos
 
 
 def greedy(recompute_cost, comm_cost, mem_bytes, budget, mu: float = 1.0) -> torch.Tensor:

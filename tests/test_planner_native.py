@@ -9,8 +9,8 @@ import torch
 from gnnscale.data.graph import GraphStore
 from gnnscale.deps.base import greedy
 from gnnscale.deps.hybrid import Hybrid
-from gnnscale.deps.planner import EDGE_BYTES, hybrid_replicas
-from gnnscale.ops.deps import subtree_costs, subtree_rows
+from gnnscale.deps.planner import EDGE_BYTES, hybrid_replicas, in_edges
+from gnnscale.ops.deps import needed_mask, subtree_costs, subtree_rows
 from tests import _planner_ref as ref
 
 
@@ -77,10 +77,25 @@ def test_subtrees_match_reference(seed, index_dtype):
             assert torch.equal(marked[j], want), (k, j)
 
 
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
+def test_in_edges_match_reference(index_dtype):
+    graph = _graph(50, 400, 3, index_dtype)
+    g = torch.Generator().manual_seed(0)
+    for ids in (torch.randint(0, 50, (70,), generator=g), torch.arange(50), torch.zeros(0)):
+        got, want = in_edges(graph, ids), ref.in_edges(graph, ids)
+        assert all(torch.equal(a, b) and a.dtype == torch.int64 for a, b in zip(got, want))
+        want_mask = torch.zeros(50, dtype=torch.bool)
+        want_mask[ids.long()] = True
+        want_mask[want[0]] = True
+        assert torch.equal(needed_mask(graph.indptr, graph.indices, ids), want_mask)
+    with pytest.raises(RuntimeError, match="in_edges: id out of"):
+        in_edges(graph, torch.tensor([50]))
+
+
 def test_subtrees_check_their_inputs():
     graph = _graph(10, 30, 0)
     ok = [torch.zeros(10, dtype=torch.bool)]
-    with pytest.raises(RuntimeError, match="candidate id out of"):
+    with pytest.raises(RuntimeError, match="id out of"):
         subtree_costs(graph.indptr, graph.indices, torch.tensor([10]), ok, [4, 4],
                       torch.zeros(6, dtype=torch.float64), EDGE_BYTES)
     with pytest.raises(RuntimeError, match="availability mask must be a bool tensor"):

@@ -12,6 +12,10 @@ namespace gnnscale::deps {
 void check_greedy(const at::Tensor& recompute_cost, const at::Tensor& comm_cost,
                   const std::optional<at::Tensor>& mem_bytes);
 
+// Raises a clear error (naming `op`) unless indptr/indices are a CSC graph and ids lie in it.
+void check_graph_ids(const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& ids,
+                     const char* op);
+
 // Raises a clear error unless the graph, candidates and masks of a subtree op are well formed.
 void check_subtree(const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& cand,
                    at::TensorList ok);

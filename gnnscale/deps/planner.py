@@ -24,7 +24,8 @@ import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.deps.base import DependencyManager
-from gnnscale.ops.deps import subtree_costs, subtree_rows
+from gnnscale.ops.deps import in_edges as native_in_edges
+from gnnscale.ops.deps import needed_mask, subtree_costs, subtree_rows
 
 EDGE_BYTES = 16  # one replicated edge: two int64 ids
 MAX_ROUNDS = 16  # lazy re-measurement rounds per layer
@@ -43,21 +44,12 @@ class EdgeCutLayout:
 
 def in_edges(graph: GraphStore, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """In-edges of ``ids``: (global source, position of the destination in ``ids``)."""
-    ids = ids.long()
-    start = graph.indptr[ids]
-    deg = graph.indptr[ids + 1] - start
-    pos = torch.repeat_interleave(torch.arange(ids.numel()), deg)
-    first = torch.cumsum(deg, 0) - deg
-    offset = torch.arange(pos.numel()) - first[pos]
-    return graph.indices[start[pos] + offset].long(), pos
+    return native_in_edges(graph.indptr, graph.indices, ids)
 
 
 def _needed(graph: GraphStore, rows: torch.Tensor) -> torch.Tensor:
     """Mask of the rows a conv on destinations ``rows`` reads: themselves and in-neighbours."""
-    need = torch.zeros(graph.num_nodes, dtype=torch.bool)
-    need[rows] = True
-    need[in_edges(graph, rows)[0]] = True
-    return need
+    return needed_mask(graph.indptr, graph.indices, rows)
 
 
 def replicated_bytes(graph: GraphStore, rep: list[torch.Tensor], dims: list[int]) -> int:
@@ -80,8 +72,7 @@ def hybrid_replicas(graph: GraphStore, is_master: torch.Tensor, deps: Dependency
     """
     n, L = graph.num_nodes, len(dims) - 1
     comm_c = lc[: L + 1]
-    src = in_edges(graph, is_master.nonzero().flatten())[0]
-    deps_ids = torch.unique(src[~is_master[src]])
+    deps_ids = (_needed(graph, is_master.nonzero().flatten()) & ~is_master).nonzero().flatten()
     rep = [torch.zeros(n, dtype=torch.bool) for _ in range(L)]
     comm = [torch.zeros(n, dtype=torch.bool) for _ in range(L)]
     for k in range(L):  # dependencies of conv k + 1: layer-k rows of the masters' in-nbrs

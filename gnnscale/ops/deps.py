@@ -2,7 +2,8 @@
 
 ``hybrid_greedy`` is NeutronStar's greedy (Algorithm 4, lines 8-15) behind ``Hybrid.plan``;
 the same C++ walk runs inside ``split_sample``. ``subtree_costs`` and ``subtree_rows`` are
-the per-candidate work of fullgraph's bottom-up planner (:mod:`gnnscale.deps.planner`).
+the per-candidate work of fullgraph's bottom-up planner (:mod:`gnnscale.deps.planner`),
+``in_edges`` and ``needed_mask`` the CSC reads it and the edge-cut blocks make.
 """
 
 from __future__ import annotations
@@ -46,3 +47,16 @@ def subtree_rows(indptr: torch.Tensor, indices: torch.Tensor, cand: torch.Tensor
     :func:`subtree_costs`) of the candidates with ``take`` set."""
     return list(native().subtree_rows(indptr, indices, cand.long(), take.bool(), list(ok),
                                       int(num_threads)))
+
+
+def in_edges(indptr: torch.Tensor, indices: torch.Tensor, ids: torch.Tensor,
+             num_threads: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """In-edges of ``ids`` in CSC order: (int64 source, position of the destination in
+    ``ids``)."""
+    return tuple(native().in_edges(indptr, indices, ids.long().reshape(-1), int(num_threads)))
+
+
+def needed_mask(indptr: torch.Tensor, indices: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Bool mask of the rows a conv on destinations ``ids`` reads: themselves and their
+    in-neighbours."""
+    return native().needed_mask(indptr, indices, ids.long().reshape(-1))

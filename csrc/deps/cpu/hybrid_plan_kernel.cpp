@@ -228,12 +228,73 @@ std::vector<at::Tensor> subtree_rows(const at::Tensor& indptr, const at::Tensor&
   return rows_kernel<int64_t>(ptr, idx, ids, tk.data_ptr<bool>(), masks, threads);
 }
 
+template <class I>
+void in_edges_kernel(const int64_t* ptr, const I* idx, const int64_t* ids, const int64_t* off,
+                     int64_t m, int64_t* src, int64_t* pos, int64_t threads) {
+  const int64_t grain = grain_for(m, threads);
+  parallel_chunks(num_chunks(m, grain), threads, [&](int64_t chunk) {
+    const int64_t end = std::min(m, (chunk + 1) * grain);
+    for (int64_t i = chunk * grain; i < end; ++i) {
+      int64_t o = off[i];
+      for (int64_t e = ptr[ids[i]]; e < ptr[ids[i] + 1]; ++e, ++o) {
+        src[o] = static_cast<int64_t>(idx[e]);
+        pos[o] = i;
+      }
+    }
+  });
+}
+
+// In-edges of `ids` in CSR order: (source, position of the destination in ids).
+std::tuple<at::Tensor, at::Tensor> in_edges(const at::Tensor& indptr, const at::Tensor& indices,
+                                            const at::Tensor& ids, int64_t num_threads) {
+  check_graph_ids(indptr, indices, ids, "in_edges");
+  const at::Tensor p = indptr.contiguous(), x = indices.contiguous(), d = ids.contiguous();
+  const int64_t m = d.numel();
+  const int64_t* ptr = p.data_ptr<int64_t>();
+  const int64_t* id = d.data_ptr<int64_t>();
+  std::vector<int64_t> off(m + 1, 0);
+  for (int64_t i = 0; i < m; ++i) off[i + 1] = off[i] + ptr[id[i] + 1] - ptr[id[i]];
+  at::Tensor src = at::empty({off[m]}, at::kLong), pos = at::empty({off[m]}, at::kLong);
+  const int64_t threads = resolve_threads(num_threads);
+  if (x.scalar_type() == at::kInt)
+    in_edges_kernel<int32_t>(ptr, x.data_ptr<int32_t>(), id, off.data(), m,
+                             src.data_ptr<int64_t>(), pos.data_ptr<int64_t>(), threads);
+  else
+    in_edges_kernel<int64_t>(ptr, x.data_ptr<int64_t>(), id, off.data(), m,
+                             src.data_ptr<int64_t>(), pos.data_ptr<int64_t>(), threads);
+  return {src, pos};
+}
+
+template <class I>
+void needed_kernel(const int64_t* ptr, const I* idx, const int64_t* ids, int64_t m, bool* need) {
+  for (int64_t i = 0; i < m; ++i) {
+    need[ids[i]] = true;
+    for (int64_t e = ptr[ids[i]]; e < ptr[ids[i] + 1]; ++e) need[idx[e]] = true;
+  }
+}
+
+// Mask of the rows a conv on destinations `ids` reads: themselves and their in-neighbours.
+at::Tensor needed_mask(const at::Tensor& indptr, const at::Tensor& indices, const at::Tensor& ids) {
+  check_graph_ids(indptr, indices, ids, "needed_mask");
+  const at::Tensor p = indptr.contiguous(), x = indices.contiguous(), d = ids.contiguous();
+  at::Tensor need = at::zeros({p.numel() - 1}, at::kBool);
+  if (x.scalar_type() == at::kInt)
+    needed_kernel<int32_t>(p.data_ptr<int64_t>(), x.data_ptr<int32_t>(), d.data_ptr<int64_t>(),
+                           d.numel(), need.data_ptr<bool>());
+  else
+    needed_kernel<int64_t>(p.data_ptr<int64_t>(), x.data_ptr<int64_t>(), d.data_ptr<int64_t>(),
+                           d.numel(), need.data_ptr<bool>());
+  return need;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(gnnscale, CPU, m) {
   m.impl("hybrid_greedy", &hybrid_greedy);
   m.impl("subtree_costs", &subtree_costs);
   m.impl("subtree_rows", &subtree_rows);
+  m.impl("in_edges", &in_edges);
+  m.impl("needed_mask", &needed_mask);
 }
 
 }  // namespace gnnscale::deps
