@@ -75,6 +75,7 @@ def hybrid_replicas(graph: GraphStore, is_master: torch.Tensor, deps: Dependency
     deps_ids = (_needed(graph, is_master.nonzero().flatten()) & ~is_master).nonzero().flatten()
     rep = [torch.zeros(n, dtype=torch.bool) for _ in range(L)]
     comm = [torch.zeros(n, dtype=torch.bool) for _ in range(L)]
+    deg, used = graph.in_degree(), 0  # used: replicated_bytes(graph, rep, dims), kept up to date
     for k in range(L):  # dependencies of conv k + 1: layer-k rows of the masters' in-nbrs
         pending = torch.ones(deps_ids.numel(), dtype=torch.bool)
         for _ in range(MAX_ROUNDS):
@@ -86,12 +87,15 @@ def hybrid_replicas(graph: GraphStore, is_master: torch.Tensor, deps: Dependency
             cand = deps_ids[idx]
             cost, mem = subtree_costs(graph.indptr, graph.indices, cand, ok, dims, lc,
                                       EDGE_BYTES)
-            left = None if budget is None else budget - replicated_bytes(graph, rep, dims)
+            left = None if budget is None else budget - used
             take = deps.plan(cost, comm_c[k].expand(idx.numel()), mem, left)
             if not bool(take.any()):
                 break
             for j, rows in enumerate(subtree_rows(graph.indptr, graph.indices, cand, take, ok)):
-                rep[j] |= rows
+                new = rows & ~rep[j]
+                used += int(new.sum()) * 4 * dims[j]
+                used += int(deg[new].sum()) * EDGE_BYTES if j >= 1 else 0
+                rep[j] |= new
             pending[idx[take]] = False
         comm[k][deps_ids[pending]] = True
         comm[k] &= ~rep[k]
