@@ -23,6 +23,7 @@ from abc import ABC, abstractmethod
 import torch
 
 from gnnscale.deps.costs import Costs, layer_costs
+from gnnscale.ops.deps import hybrid_greedy
 
 
 class DependencyManager(ABC):
@@ -76,22 +77,10 @@ class DependencyManager(ABC):
 
 def greedy(recompute_cost: torch.Tensor, comm_cost: torch.Tensor, mem_bytes: torch.Tensor | None,
            budget: int | None, mu: float = 1.0) -> torch.Tensor:
-    """NeutronStar's greedy step (Algorithm 4, lines 8-15), vectorised.
+    """NeutronStar's greedy step (Algorithm 4, lines 8-15), in native code
+    (``csrc/deps/greedy.h``, the same walk ``split_sample`` runs per sample).
 
     Candidates are taken in ascending ``recompute_cost`` (ties by position); one is replicated
     while ``mu * recompute_cost < comm_cost`` and the running memory stays within ``budget``.
     """
-    t_r = torch.as_tensor(recompute_cost, dtype=torch.float64)
-    t_c = torch.as_tensor(comm_cost, dtype=torch.float64).expand_as(t_r)
-    take = mu * t_r < t_c
-    if budget is None or mem_bytes is None or not bool(take.any()):
-        return take
-    order = torch.argsort(t_r, stable=True)
-    order = order[take[order]]
-    mem = torch.as_tensor(mem_bytes, dtype=torch.float64)[order]
-    fits = torch.cumsum(mem, 0) <= budget
-    mask = torch.zeros_like(take)
-    # the first candidate that does not fit ends the pass (Algorithm 4, line 15)
-    stop = int(fits.logical_not().nonzero()[0]) if not bool(fits.all()) else fits.numel()
-    mask[order[:stop]] = True
-    return mask
+    return hybrid_greedy(recompute_cost, comm_cost, mem_bytes, budget, mu)

@@ -24,6 +24,8 @@ import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.deps.base import DependencyManager
+from gnnscale.ops.deps import in_edges as native_in_edges
+from gnnscale.ops.deps import needed_mask, subtree_costs, subtree_rows
 
 EDGE_BYTES = 16  # one replicated edge: two int64 ids
 MAX_ROUNDS = 16  # lazy re-measurement rounds per layer
@@ -42,49 +44,12 @@ class EdgeCutLayout:
 
 def in_edges(graph: GraphStore, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """In-edges of ``ids``: (global source, position of the destination in ``ids``)."""
-    ids = ids.long()
-    start = graph.indptr[ids]
-    deg = graph.indptr[ids + 1] - start
-    pos = torch.repeat_interleave(torch.arange(ids.numel()), deg)
-    first = torch.cumsum(deg, 0) - deg
-    offset = torch.arange(pos.numel()) - first[pos]
-    return graph.indices[start[pos] + offset].long(), pos
+    return native_in_edges(graph.indptr, graph.indices, ids)
 
 
 def _needed(graph: GraphStore, rows: torch.Tensor) -> torch.Tensor:
     """Mask of the rows a conv on destinations ``rows`` reads: themselves and in-neighbours."""
-    need = torch.zeros(graph.num_nodes, dtype=torch.bool)
-    need[rows] = True
-    need[in_edges(graph, rows)[0]] = True
-    return need
-
-
-def _subtree(graph: GraphStore, cand: torch.Tensor, k: int, held: list[torch.Tensor],
-             avail: list[torch.Tensor], dims: list[int], lc: torch.Tensor):
-    """Per candidate layer-``k`` row: the cost (Eq. 1) and bytes of replicating it with the
-    rows beneath it that are not yet available, and those rows (layer, candidate, vertex)."""
-    n, L = graph.num_nodes, len(dims) - 1
-    edge_c, vert_c = lc[L + 1: 2 * L + 2], lc[2 * L + 2:]
-    deg = graph.in_degree()
-    cost = torch.zeros(cand.numel(), dtype=torch.float64)
-    mem = torch.zeros(cand.numel(), dtype=torch.float64)
-    ci, v = torch.arange(cand.numel()), cand
-    new_rows = []
-    for j in range(k, -1, -1):
-        ok = held[j] if j == k else avail[j]
-        new = ~ok[v]
-        ci, v = ci[new], v[new]
-        new_rows.append((j, ci, v))
-        row_mem = torch.full((v.numel(),), 4.0 * dims[j], dtype=torch.float64)
-        if j >= 1:
-            d = deg[v].double()
-            row_mem += EDGE_BYTES * d
-            cost.index_add_(0, ci, vert_c[j - 1] + d * edge_c[j - 1])
-            src, pos = in_edges(graph, v)
-            key = torch.unique(torch.cat([ci[pos] * n + src, ci * n + v]))  # + its own row
-            ci, v = key // n, key % n
-        mem.index_add_(0, ci if j == 0 else new_rows[-1][1], row_mem)
-    return cost, mem, new_rows
+    return needed_mask(graph.indptr, graph.indices, rows)
 
 
 def replicated_bytes(graph: GraphStore, rep: list[torch.Tensor], dims: list[int]) -> int:
@@ -100,28 +65,37 @@ def replicated_bytes(graph: GraphStore, rep: list[torch.Tensor], dims: list[int]
 
 def hybrid_replicas(graph: GraphStore, is_master: torch.Tensor, deps: DependencyManager,
                     dims: list[int], lc: torch.Tensor, budget: int | None) -> list[torch.Tensor]:
-    """Algorithm 4 bottom-up: per layer ``k = 0..L-1`` the mask of rows replicated."""
+    """Algorithm 4 bottom-up: per layer ``k = 0..L-1`` the mask of rows replicated.
+
+    Each round measures every pending candidate's subtree natively (cost and bytes, then the
+    rows of those taken), and ``deps.plan`` (the native greedy) decides.
+    """
     n, L = graph.num_nodes, len(dims) - 1
     comm_c = lc[: L + 1]
-    src = in_edges(graph, is_master.nonzero().flatten())[0]
-    deps_ids = torch.unique(src[~is_master[src]])
+    deps_ids = (_needed(graph, is_master.nonzero().flatten()) & ~is_master).nonzero().flatten()
     rep = [torch.zeros(n, dtype=torch.bool) for _ in range(L)]
     comm = [torch.zeros(n, dtype=torch.bool) for _ in range(L)]
+    deg, used = graph.in_degree(), 0  # used: replicated_bytes(graph, rep, dims), kept up to date
     for k in range(L):  # dependencies of conv k + 1: layer-k rows of the masters' in-nbrs
         pending = torch.ones(deps_ids.numel(), dtype=torch.bool)
         for _ in range(MAX_ROUNDS):
             idx = pending.nonzero().flatten()
             if idx.numel() == 0:
                 break
-            held = [is_master | r for r in rep]
-            avail = [h | c for h, c in zip(held, comm)]
-            cost, mem, new_rows = _subtree(graph, deps_ids[idx], k, held, avail, dims, lc)
-            left = None if budget is None else budget - replicated_bytes(graph, rep, dims)
+            # rows available at layers 0..k-1 (held or received) and held at layer k
+            ok = [is_master | rep[j] | comm[j] for j in range(k)] + [is_master | rep[k]]
+            cand = deps_ids[idx]
+            cost, mem = subtree_costs(graph.indptr, graph.indices, cand, ok, dims, lc,
+                                      EDGE_BYTES)
+            left = None if budget is None else budget - used
             take = deps.plan(cost, comm_c[k].expand(idx.numel()), mem, left)
             if not bool(take.any()):
                 break
-            for j, ci, v in new_rows:
-                rep[j][v[take[ci]]] = True
+            for j, rows in enumerate(subtree_rows(graph.indptr, graph.indices, cand, take, ok)):
+                new = rows & ~rep[j]
+                used += int(new.sum()) * 4 * dims[j]
+                used += int(deg[new].sum()) * EDGE_BYTES if j >= 1 else 0
+                rep[j] |= new
             pending[idx[take]] = False
         comm[k][deps_ids[pending]] = True
         comm[k] &= ~rep[k]

@@ -3,15 +3,19 @@
 - :mod:`gnnscale.ops.sampling`: ``sample_neighbors``, ``random_walk_top_k``;
 - :mod:`gnnscale.ops.gather`: ``gather_rows`` (into a new tensor or ``out``),
   ``advise_huge_pages``;
-- :mod:`gnnscale.ops.split`: ``split_sample``.
+- :mod:`gnnscale.ops.split`: ``split_sample``;
+- :mod:`gnnscale.ops.deps`: ``hybrid_greedy``, ``subtree_costs``, ``subtree_rows``,
+  ``in_edges``, ``needed_mask``.
 
 Nothing outside this package calls ``torch.ops.gnnscale`` directly.
 """
 
 from gnnscale.ops._loader import available
+from gnnscale.ops.deps import hybrid_greedy, in_edges, needed_mask, subtree_costs, subtree_rows
 from gnnscale.ops.gather import advise_huge_pages, gather_rows
 from gnnscale.ops.sampling import random_walk_top_k, sample_neighbors
 from gnnscale.ops.split import split_sample
 
-__all__ = ["available", "advise_huge_pages", "gather_rows", "random_walk_top_k", "sample_neighbors",
-           "split_sample"]
+__all__ = ["available", "advise_huge_pages", "gather_rows", "random_walk_top_k",
+           "sample_neighbors", "split_sample", "hybrid_greedy", "in_edges", "needed_mask",
+           "subtree_costs", "subtree_rows"]

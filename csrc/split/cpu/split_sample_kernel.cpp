@@ -10,8 +10,8 @@
 // replication greedy (NeutronStar's Algorithm 4, top-down here because a layer's needs follow
 // from the layer above) replicates a needed remote vertex when recomputing it (its edges,
 // its vertex update and the rows of its inputs not yet present) costs less than shuffling it,
-// cheapest first, within a per-rank row budget. Layer-0 rows are never replicated (each input
-// feature is loaded by exactly one rank).
+// cheapest first, within a per-rank row budget (deps::greedy_walk, shared with fullgraph).
+// Layer-0 rows are never replicated (each input feature is loaded by exactly one rank).
 //
 // With `preagg`, a remote source's edges into a destination are aggregated by the source's
 // owner into one row per (destination, sender) (partial mean) and the receiver keeps one edge
@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "deps/greedy.h"
 #include "split/split_sample.h"
 #include "utils/parallel.h"
 
@@ -135,21 +136,22 @@ struct Splitter {
           if (!present[ins[k]]) c += comm_in;
         return c;
       };
-      std::vector<std::pair<double, int64_t>> cand;
+      if (used[q] >= budget) return;  // nothing more fits
+      deps::Candidates cand;
       const uint8_t* nd = cur.need.data() + q * cur.n;
       for (int64_t u = 0; u < cur.n; ++u)
         if (nd[u] && owner(i, u) != q) cand.emplace_back(cost(u), u);
-      std::sort(cand.begin(), cand.end());
       uint8_t* cp = cur.comp.data() + q * cur.n;
-      for (auto& [c0, u] : cand) {
-        if (used[q] >= budget) break;
-        (void)c0;  // cheapest first; re-measured: rows fetched for earlier picks are free
-        if (cost(u) >= comm_out) continue;
-        cp[u] = 1;
-        ++used[q];
-        present[u] = 1;
-        for (int64_t k = ptr[u]; k < ptr[u + 1]; ++k) present[ins[k]] = 1;
-      }
+      // cheapest first; re-measured: rows fetched for earlier picks are free; a row each
+      deps::greedy_walk(
+          cand, [&](int64_t u) { return cost(u) < comm_out; },
+          [&](int64_t) { return used[q] < budget; },
+          [&](int64_t u) {
+            cp[u] = 1;
+            ++used[q];
+            present[u] = 1;
+            for (int64_t k = ptr[u]; k < ptr[u + 1]; ++k) present[ins[k]] = 1;
+          });
     });
   }
 
