@@ -15,3 +15,11 @@ def fail_on_rank1(topo):
         raise ValueError("boom on rank 1")
     dist.barrier()  # rank 0 would wait here forever without the launcher's handling
     return topo.rank
+
+
+def environment(topo, key):
+    """This rank's view of the launcher: ``(os.environ[key], cwd, parent is a fork server)``."""
+    import os
+
+    parent = open(f"/proc/{os.getppid()}/cmdline").read() if os.path.exists("/proc") else ""
+    return os.environ.get(key), os.getcwd(), "forkserver" in parent

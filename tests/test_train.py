@@ -65,6 +65,28 @@ def test_error_inside_a_rank_ends_the_run(tmp_path):
     assert time.monotonic() - start < 120
 
 
+def rank_pids(launcher: int) -> list[int]:
+    """The ranks of a launcher: its spawned children, or the children of its fork server."""
+    kids: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            kids.setdefault(ppid, []).append(int(entry.name))
+        except (ValueError, OSError, IndexError):
+            continue
+
+    def cmd(pid: int) -> str:
+        return (Path(f"/proc/{pid}/cmdline").read_text()).replace("\0", " ")
+
+    ranks = []
+    for kid in kids.get(launcher, []):
+        if "spawn_main" in cmd(kid):
+            ranks.append(kid)
+        elif "forkserver import main" in cmd(kid):
+            ranks += kids.get(kid, [])
+    return sorted(ranks)
+
+
 def test_killed_rank_ends_the_run_nonzero(tmp_path):
     """SIGKILL one rank of a real train.py run: the run exits non-zero, nobody hangs."""
     cmd = [sys.executable, "train.py", *TINY, "epochs=200", "dist.world_size=2",
@@ -77,9 +99,7 @@ def test_killed_rank_ends_the_run_nonzero(tmp_path):
         while not (tmp_path / "run" / "metrics.jsonl").exists():  # ranks are training
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
-        kids = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "multiprocessing.spawn"],
-                              capture_output=True, text=True).stdout.split()
-        ranks = [int(k) for k in kids if "spawn_main" in Path(f"/proc/{k}/cmdline").read_text()]
+        ranks = rank_pids(proc.pid)
         assert len(ranks) == 2
         os.kill(ranks[-1], signal.SIGKILL)
         out, _ = proc.communicate(timeout=90)

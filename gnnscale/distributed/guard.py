@@ -71,11 +71,31 @@ def _kill_children() -> None:
             continue
 
 
-def _watch(parent_pid: int, grace_s: float) -> None:
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    except OSError:  # no /proc (macOS): a signal 0 tells whether it exists at all
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _watch(parent_pid: int, grace_s: float, launcher_pid: int | None) -> None:
     orphaned_at = None
     while True:
         time.sleep(POLL_S)
-        if orphaned_at is None and os.getppid() != parent_pid:
+        gone = os.getppid() != parent_pid or (launcher_pid is not None
+                                               and not _alive(launcher_pid))
+        if orphaned_at is None and gone:
             orphaned_at = time.monotonic()
             os.kill(os.getpid(), signal.SIGTERM)  # the fallback when no death signal came
         began = min([*_stopping, *([orphaned_at] if orphaned_at else [])], default=None)
@@ -84,15 +104,17 @@ def _watch(parent_pid: int, grace_s: float) -> None:
             os._exit(128 + signal.SIGTERM)  # stuck in native code: end without unwinding
 
 
-def guard_rank(parent_pid: int, grace_s: float = 5.0) -> None:
-    """Tie this rank's life to ``parent_pid`` (call first thing in the rank's main thread)."""
+def guard_rank(parent_pid: int, grace_s: float = 5.0, launcher_pid: int | None = None) -> None:
+    """Tie this rank's life to ``parent_pid`` and, when given, to ``launcher_pid`` (a rank
+    started by a fork server has the server as its parent); call first thing in the rank's
+    main thread."""
     _stopping.clear()
     signal.signal(signal.SIGTERM, _raise_terminated)
     _set_parent_death_signal(signal.SIGTERM)
-    if os.getppid() != parent_pid:  # the launcher died before the death signal was set
-        raise Terminated(signal.SIGTERM)
-    threading.Thread(target=_watch, args=(parent_pid, grace_s), name="gnnscale-parent-watch",
-                     daemon=True).start()
+    if os.getppid() != parent_pid or (launcher_pid is not None and not _alive(launcher_pid)):
+        raise Terminated(signal.SIGTERM)  # the launcher died before the death signal was set
+    threading.Thread(target=_watch, args=(parent_pid, grace_s, launcher_pid),
+                     name="gnnscale-parent-watch", daemon=True).start()
 
 
 @contextmanager
