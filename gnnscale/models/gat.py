@@ -60,6 +60,8 @@ class GAT(GNN):
         return GATConv(in_dim, out_dim // self.heads, heads=self.heads, concat=True,
                        dropout=self.attn_dropout)
 
+    sparse_conv = False  # attention weighs each edge: messages per edge
+
     def conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
         if block.edge_weight is not None:
             raise ValueError(self.why_not_weighted({}))

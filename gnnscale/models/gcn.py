@@ -30,7 +30,7 @@ from torch import nn
 from torch_geometric.nn import GCNConv
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.models.base import GNN, ModelConfig
+from gnnscale.models.base import GNN, ModelConfig, csr_matrix
 from gnnscale.registry import register
 from gnnscale.sampling.base import Block
 
@@ -118,7 +118,9 @@ class GCN(GNN):
             if why is not None:
                 raise ValueError(why)
         ei, w = self.graph_norm(block) if self.gcn_norm == "graph" else block_gcn_norm(block)
-        return self.convs[layer](x, ei, w)[: block.num_dst]
+        e = block.num_edges  # ei is the block's edges, then one self loop per destination
+        adj = csr_matrix(ei[0, :e], ei[1, :e], w[:e], block.size, x.dtype, loop_w=w[e:])
+        return self.convs[layer](x, adj)
 
     @property
     def splittable(self) -> bool:  # type: ignore[override]

@@ -55,6 +55,10 @@ class SAGE(GNN):
         self.in_deg = graph.in_degree().float().to(next(self.parameters()).device)
 
     @property
+    def sparse_conv(self) -> bool:  # type: ignore[override]
+        return self.aggr in ("mean", "sum", "add")
+
+    @property
     def preaggregatable(self) -> bool:
         return self.aggr in ("mean", "sum", "add")
 
