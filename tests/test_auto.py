@@ -74,6 +74,7 @@ def test_candidates_keep_user_keys_and_get_their_best_settings(tmp_path):
     ("strategy.candidates=[data,data]", "strategy.candidates"),
     ("strategy.criterion=modelled", "strategy.hardware"),
     ("strategy.profile_epochs=0", "profile_epochs"),
+    ("strategy.rematch_rounds=-1", "rematch_rounds"),
     ("+strategy.options={split: {batch_size: 8}}", "not candidates"),
 ])
 def test_bad_auto_settings_are_refused(tmp_path, override, match):
@@ -96,7 +97,7 @@ def test_auto_profiles_every_candidate_and_trains_the_chosen_one(tmp_path):
     # partitioned cache placement: strategy=factored refuses it (it caches on trainers only)
     cfg = make_cfg(tmp_path, *TINY, "strategy=auto", "dist.world_size=2", "epochs=2",
                    "strategy.profile_epochs=2", "cache=presample",
-                   "cache.placement=partitioned")
+                   "cache.placement=partitioned", "strategy.rematch_rounds=0")
     res = run(cfg)
     run_dir = Path(cfg.run_dir)
     decision = json.loads((run_dir / "auto.json").read_text())
@@ -116,6 +117,51 @@ def test_auto_profiles_every_candidate_and_trains_the_chosen_one(tmp_path):
     assert saved["config"]["strategy"]["_target_"].split(".")[-2] == chosen
     assert [h["epoch"] for h in saved["history"]] == [0, 1] == [h["epoch"] for h in
                                                                  res["history"]]
+
+
+def test_close_leaders_are_those_within_the_margin_or_the_noise():
+    from gnnscale.runner.auto import close_leaders, pooled, spread
+
+    def row(name, times, drop):
+        r = _row(name, sorted(times[1:])[len(times[1:]) // 2], drop)
+        r.update(epoch_times=times, seconds_per_loss=seconds_per_loss(r["epoch_time"], drop))
+        return r
+
+    quiet = [row("data", [9.0, 1.0, 1.0, 1.0], 1.0), row("factored", [9.0, 1.2, 1.2, 1.2], 1.0),
+             row("fullgraph", [1.0, 0.1, 0.1, 0.1], 0.01)]
+    assert spread(quiet[0]) == 0.0  # the warm-up epoch is not noise
+    assert close_leaders(quiet, 0.10) is None          # 20% apart, no noise: clear lead
+    assert close_leaders(quiet, 0.25)[:2] == ("data", "factored")
+    noisy = [row("data", [9.0, 0.8, 1.0, 1.2], 1.0), quiet[1]]  # spread 40% > the 20% gap
+    a, b, why = close_leaders(noisy, 0.10)
+    assert (a, b) == ("data", "factored") and "spread 40%" in why
+    assert close_leaders([quiet[0]], 0.5) is None
+    more = [dict(row("data", [5.0, 2.0, 2.0, 2.0], 0.5), run_dir="r1")]
+    p = pooled(quiet[0], more)
+    assert p["timed_epochs"] == [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]
+    assert p["epoch_time"] == 1.5 and p["loss_drop_per_epoch"] == 0.75
+    assert p["seconds_per_loss"] == 2.0 and len(p["profile_runs"]) == 2
+
+
+def test_auto_rematches_close_leaders_in_alternating_order(tmp_path):
+    from gnnscale.runner.run import run
+
+    cfg = make_cfg(tmp_path, *TINY, "strategy=auto", "dist.world_size=1", "epochs=1",
+                   "strategy.profile_epochs=2", "strategy.candidates=[data,fullgraph]",
+                   "strategy.rematch_within=1000", "strategy.rematch_rounds=2")
+    run(cfg)
+    run_dir = Path(cfg.run_dir)
+    decision = json.loads((run_dir / "auto.json").read_text())
+    m = decision["rematch"]
+    assert sorted(m["between"]) == ["data", "fullgraph"] and m["rounds"] == 2
+    a, b = m["between"]
+    assert m["order"] == [a, b, b, a]
+    for r in decision["candidates"]:
+        assert len(r["profile_runs"]) == 3 and len(r["timed_epochs"]) == 3
+        for k in (1, 2):
+            assert (run_dir / "auto" / f"{r['name']}-rematch{k}" / "results.json").is_file()
+    assert decision["chosen"] == choose(decision["candidates"])[0]
+    assert "after a rematch" in decision["why"]
 
 
 @pytest.mark.slow

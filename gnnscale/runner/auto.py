@@ -58,6 +58,10 @@ class AutoConfig:
     criterion: Criterion = Criterion.measured
     hardware: str | None = None  # configs/hardware/<name> (criterion=modelled)
     batch_size: int | None = None  # global mini-batch of the sampling candidates (null: theirs)
+    # when the two best scores are closer than rematch_within (or than either one's own
+    # epoch-time spread), both train rematch_rounds more profiles, alternating (0: never)
+    rematch_rounds: int = 2
+    rematch_within: float = 0.10
     options: dict[str, Any] = field(default_factory=dict)  # {candidate: {key: value}}
 
 
@@ -133,6 +137,9 @@ def check_auto(cfg: DictConfig) -> None:
                           f"({list(auto.candidates)})")
     if auto.profile_epochs < 1:
         raise ConfigError(f"strategy.profile_epochs must be >= 1, got {auto.profile_epochs}")
+    if auto.rematch_rounds < 0 or auto.rematch_within < 0:
+        raise ConfigError("strategy.rematch_rounds and strategy.rematch_within must be >= 0, "
+                          f"got {auto.rematch_rounds} and {auto.rematch_within}")
     if auto.criterion == Criterion.modelled:
         from gnnscale.cost import ProfileError, load_profile
 
@@ -193,6 +200,77 @@ def choose(rows: list[dict[str, Any]], criterion: str = "measured") -> tuple[str
     return name, why
 
 
+def spread(row: dict[str, Any]) -> float:
+    """(max - min) / median of a profile's timed epochs (the warm-up epoch of each profile
+    run left out): how far one candidate's own epoch time moves on this host."""
+    times = row.get("timed_epochs") or row.get("epoch_times", [])[1:]
+    if len(times) < 2:
+        return 0.0
+    return (max(times) - min(times)) / statistics.median(times)
+
+
+def close_leaders(rows: list[dict[str, Any]], within: float) -> tuple[str, str, str] | None:
+    """The two best-scored candidates (measured) and why they need a rematch, when the
+    runner-up's score is within ``within`` of the best or within either one's own
+    :func:`spread`; None when the lead is clear (or fewer than two ran)."""
+    scored = sorted((r["seconds_per_loss"], r["name"], r) for r in rows
+                    if r.get("status") == "ran" and math.isfinite(r.get("seconds_per_loss",
+                                                                          math.inf)))
+    if len(scored) < 2:
+        return None
+    (best, a, ra), (nxt, b, rb) = scored[:2]
+    gap, noise = nxt / best - 1.0, max(spread(ra), spread(rb))
+    if gap > max(within, noise):
+        return None
+    return a, b, (f"{b}'s score is {gap:.1%} above {a}'s, within max(rematch_within "
+                  f"{within:.0%}, their epoch-time spread {noise:.0%})")
+
+
+def pooled(first: dict[str, Any], more: list[dict[str, Any]]) -> dict[str, Any]:
+    """One candidate's row over its first profile and its rematch profiles: the median of
+    every timed epoch (each run's warm-up left out) and the median loss drop per epoch."""
+    runs = [first, *more]
+    timed = [t for r in runs for t in (r["epoch_times"][1:] or r["epoch_times"])]
+    row = dict(first)
+    row.update(timed_epochs=timed, epoch_time=statistics.median(timed),
+               loss_drop_per_epoch=statistics.median(r["loss_drop_per_epoch"] for r in runs),
+               profile_runs=[{"epoch_time": r["epoch_time"],
+                              "loss_drop_per_epoch": r["loss_drop_per_epoch"],
+                              "run_dir": r.get("run_dir")} for r in runs])
+    row["seconds_per_loss"] = seconds_per_loss(row["epoch_time"], row["loss_drop_per_epoch"])
+    return row
+
+
+def rematch(cfg: DictConfig, rows: list[dict], run_dir: Path, graph, loss0: float
+            ) -> dict[str, Any] | None:
+    """Profile the two close leaders ``rematch_rounds`` more times in alternating order
+    (a, b, then b, a, ...) and replace their rows by :func:`pooled` ones; what was done."""
+    auto = cfg.strategy
+    if auto.rematch_rounds == 0 or auto.criterion != Criterion.measured:
+        return None
+    leaders = close_leaders(rows, auto.rematch_within)
+    if leaders is None:
+        return None
+    a, b, why = leaders
+    print(f"[auto] rematch {a} and {b}: {why}; {auto.rematch_rounds} more profile(s) each, "
+          "alternating", flush=True)
+    more: dict[str, list[dict]] = {a: [], b: []}
+    order = []
+    for r in range(auto.rematch_rounds):
+        for name in ((a, b) if r % 2 == 0 else (b, a)):
+            order.append(name)
+            row = profile(cfg, name, run_dir, graph, loss0, tag=f"rematch{r + 1}")
+            if row.get("status") == "ran":
+                more[name].append(row)
+            else:  # its first profile stands; the pooled figure uses the runs that ran
+                print(f"[auto] {name}: rematch {r + 1} {row['status']} ({row.get('reason')}); "
+                      "pooling the profiles that ran", flush=True)
+    for i, row in enumerate(rows):
+        if row["name"] in more:
+            rows[i] = pooled(row, more[row["name"]])
+    return {"between": [a, b], "why": why, "rounds": auto.rematch_rounds, "order": order}
+
+
 # -- profiling --------------------------------------------------------------------------------
 def initial_loss(cfg: DictConfig, graph) -> float:
     """The training loss of the initial parameters every candidate starts from (the ranks
@@ -217,7 +295,7 @@ def profile_row(name: str, ccfg: DictConfig, results: dict, loss0: float, auto) 
     """The figures :func:`choose` reads, from a finished profile run."""
     hist = results["history"]
     times = [h["epoch_time"] for h in hist]
-    row = {"name": name, "status": "ran",
+    row = {"name": name, "status": "ran", "run_dir": str(ccfg.run_dir),
            "epoch_time": statistics.median(times[1:] if len(times) > 1 else times),
            "epoch_times": times, "losses": [h["train_loss"] for h in hist],
            "loss_drop_per_epoch": (loss0 - hist[-1]["train_loss"]) / len(hist),
@@ -235,15 +313,18 @@ def profile_row(name: str, ccfg: DictConfig, results: dict, loss0: float, auto) 
     return row
 
 
-def profile(cfg: DictConfig, name: str, run_dir: Path, graph, loss0: float) -> dict:
-    """Check and profile one candidate; a row with status ran, refused or crashed."""
+def profile(cfg: DictConfig, name: str, run_dir: Path, graph, loss0: float,
+            tag: str = "") -> dict:
+    """Check and profile one candidate (in ``<run_dir>/auto/<name>[-<tag>]``); a row with
+    status ran, refused or crashed."""
     from gnnscale.compare.runs import option_name
     from gnnscale.runner.run import run
     from gnnscale.runner.validate import check_config, check_data
 
     row: dict[str, Any] = {"name": name}
     try:
-        ccfg = candidate_config(cfg, name, run_dir / "auto" / name, cfg.strategy.profile_epochs)
+        where = run_dir / "auto" / (f"{name}-{tag}" if tag else name)
+        ccfg = candidate_config(cfg, name, where, cfg.strategy.profile_epochs)
         row.update(deps=option_name(ccfg.deps._target_), cache=option_name(ccfg.cache._target_))
         with_flags = OmegaConf.merge(ccfg, {"eval_every": 0, "checkpoint": False,
                                             "resume": False, "logger": option_config(
@@ -297,13 +378,18 @@ def run_auto(cfg: DictConfig) -> dict:
     loss0 = initial_loss(cfg, graph)
     auto = cfg.strategy
     rows = [profile(cfg, name, run_dir, graph, loss0) for name in auto.candidates]
-    del graph
     decision = {"criterion": str(auto.criterion.value if isinstance(auto.criterion, Enum)
                                  else auto.criterion),
                 "hardware": auto.hardware, "profile_epochs": auto.profile_epochs,
-                "initial_loss": loss0, "candidates": rows, "chosen": None, "why": None}
+                "initial_loss": loss0, "candidates": rows, "chosen": None, "why": None,
+                "rematch": None}
     try:
+        decision["rematch"] = rematch(cfg, rows, run_dir, graph, loss0)
+        del graph
         chosen, why = choose(rows, decision["criterion"])
+        if decision["rematch"] is not None:
+            why += (f"; after a rematch of {' and '.join(decision['rematch']['between'])} "
+                    f"({decision['rematch']['rounds']} more profiles each, alternating)")
     finally:
         (run_dir / "auto.json").write_text(json.dumps(decision, indent=1))
     decision.update(chosen=chosen, why=why)
