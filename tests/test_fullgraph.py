@@ -53,6 +53,7 @@ def _check(tmp_path, *overrides: str) -> None:
     (("partitioner=cvc", "model=gat"), "edge-cut"),
     (("model=gcn", "model.gcn_norm=block"), "model.gcn_norm=graph"),
     (("deps=hybrid", "deps.memory_cap_mb=0.00001", *GCN), "less than one replicated feature row"),
+    (("partitioner=cvc", "strategy.overlap=true", *GCN), "strategy.overlap=false"),
 ])
 def test_refused_before_training(tmp_path, overrides, match):
     with pytest.raises(ConfigError, match=match):
@@ -61,7 +62,8 @@ def test_refused_before_training(tmp_path, overrides, match):
 
 def test_accepted_combinations(tmp_path):
     for overrides in (("deps=hybrid", *GCN), ("partitioner=random", "deps=depcache", "model=gat"),
-                      ("partitioner=cvc", *GCN), ("partitioner=hvc", "model=sage")):
+                      ("partitioner=cvc", *GCN), ("partitioner=hvc", "model=sage"),
+                      ("partitioner=oec", "strategy.ring=true", *GCN)):
         _check(tmp_path, "dist.world_size=2", *overrides)
 
 

@@ -18,6 +18,7 @@ CASES = [(p, "blocked", m, "auto") for p in ("iec", "oec", "cvc", "hvc")
     ("cvc", "blocked", "sage", "true"), ("oec", "blocked", "gcn", "true"),
     ("iec", "blocked", "gin", "true"), ("hvc", "blocked", "sage_sum", "true"),
     ("cvc", "metis", "gcn", "auto"), ("oec", "random", "gin", "true"),
+    ("cvc", "blocked+ring", "sage", "auto"), ("hvc", "metis+ring", "gcn", "true"),
 ]
 
 

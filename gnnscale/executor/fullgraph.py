@@ -40,10 +40,15 @@ class FullGraphConfig:
     overlap: bool = False  # convolve all-local destinations while remote rows are in flight
 
 
-def check_combination(kind: str, deps: Any, model: Any, feature_dim: int, partitioner: str
-                      ) -> None:
+def check_combination(kind: str, deps: Any, model: Any, feature_dim: int, partitioner: str,
+                      overlap: bool = False) -> None:
     """Refuse, before training, what full-graph training cannot run (the key to change)."""
     name = type(deps).__name__.lower()
+    if kind == "vertex_cut" and overlap:
+        raise ConfigError(
+            f"strategy.overlap=true convolves an edge-cut rank's all-local destinations while "
+            f"remote rows are in flight; a vertex-cut (partitioner={partitioner}) has no such "
+            "split yet: set strategy.overlap=false (strategy.ring=true works on both cuts)")
     if kind == "vertex_cut":
         if not deps.replicates_none:
             raise ConfigError(
@@ -93,7 +98,8 @@ class FullGraph(Strategy):
                                out_channels=graph.num_classes)
         name = cfg.partitioner._target_.rsplit(".", 1)[-1].replace("Partitioner", "").lower()
         if cfg.dist.world_size > 1:
-            check_combination(kind, deps, model, graph.num_features, name)
+            check_combination(kind, deps, model, graph.num_features, name,
+                              overlap=bool(cfg.strategy.get("overlap", False)))
         elif getattr(model, "gcn_norm", "graph") != "graph":
             check_combination("edge_cut", deps, model, graph.num_features, name)
 
@@ -108,11 +114,13 @@ class FullGraph(Strategy):
         book = ctx.partition.get(world) if world > 1 else None
         kind = book.kind if book is not None else "edge_cut"
         check_combination(kind, ctx.deps if world > 1 else _NoDeps(), self._module,
-                          graph.num_features, getattr(ctx.partition, "name", "?"))
+                          graph.num_features, getattr(ctx.partition, "name", "?"),
+                          overlap=self.overlap and world > 1)
         if kind == "vertex_cut":
             from gnnscale.executor.vertex_cut import VertexCutPlan
 
-            self.plan = VertexCutPlan(graph, book, self._module, topo, group=self.group)
+            self.plan = VertexCutPlan(graph, book, self._module, topo, group=self.group,
+                                      ring=self.ring)
         else:
             part = book.part if book is not None else torch.zeros(graph.num_nodes,
                                                                    dtype=torch.int64)

@@ -92,16 +92,19 @@ class VertexCutPlan(FullGraphPlan):
     a splittable :class:`~gnnscale.models.base.GNN` (its graph degrees are bound here),
     ``topo`` this rank's topology (rank, world, device), ``group`` the process group of the
     shuffles, ``stats`` an optional :class:`ShuffleStats` to count into (a fresh one if None;
-    do not reset it between a forward and its backward). Set-up needs no communication: every
-    rank derives all sync sets from the book.
+    do not reset it between a forward and its backward), ``ring`` to move each broadcast and
+    reduce as peer-ordered point-to-point steps instead of one all-to-all (NeutronStar's ring,
+    in both directions of autograd). Set-up needs no communication: every rank derives all sync
+    sets from the book.
     """
 
     def __init__(self, graph: GraphStore, book: PartitionBook, model: GNN, topo: Topology,
-                 group=None, stats: ShuffleStats | None = None) -> None:
+                 group=None, stats: ShuffleStats | None = None, ring: bool = False) -> None:
         check_vertex_cut(graph, book, model, topo.world_size)
         model.bind_graph(graph)
         n, world, rank = graph.num_nodes, topo.world_size, topo.rank
         self.group, self.device, self.num_layers = group, topo.device, model.num_layers
+        self.ring = ring
         self.shuffle_stats = stats if stats is not None else ShuffleStats()
         master, ep = book.part, book.edge_part.long()
         src, dst = edge_src(graph), edge_dst(graph)
@@ -139,7 +142,7 @@ class VertexCutPlan(FullGraphPlan):
         if not b.active:
             return rows
         recv = shuffle(rows, b.send_idx, b.send_counts, b.recv_counts, self.group,
-                       self.shuffle_stats)
+                       self.shuffle_stats, self.ring)
         return torch.cat([rows, recv])
 
     def _reduce(self, agg: torch.Tensor) -> torch.Tensor:
@@ -149,7 +152,7 @@ class VertexCutPlan(FullGraphPlan):
         if not r.active:
             return own
         recv = shuffle(agg, r.send_idx, r.send_counts, r.recv_counts, self.group,
-                       self.shuffle_stats)
+                       self.shuffle_stats, self.ring)
         return own.index_add(0, self.reduce_into, recv)
 
     def forward(self, model: GNN) -> torch.Tensor:
