@@ -39,7 +39,8 @@ def _close(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
 def test_one_rank_equals_the_reference():
     for model in ("sage", "gcn", "gin", "gat"):
         ref = F.reference(model)
-        for opts in (dict(chunks=4, intermediate="recompute"), dict(chunks=2)):
+        for opts in (dict(chunks=4, intermediate="recompute"), dict(chunks=2),
+                     dict(chunks=3, level2="metis")):
             m = O.one_epoch(O.make_strategy(None, None, model, **opts))
             assert m["train_loss"] == pytest.approx(ref["loss"], rel=1e-5), (model, opts)
             assert _close(m["grads"], ref["grads"]), (model, opts)
@@ -57,7 +58,11 @@ def test_every_combination_matches_single_process_and_depcomm(world, partitioner
     graph = F.make_graph()
     parter = MetisPartitioner() if partitioner == "metis" else RandomPartitioner(seed=1)
     part = parter.partition(graph, world).part
-    cases = _cases(chunk_counts=chunk_counts)
+    cases = _cases(chunk_counts=chunk_counts) + [  # METIS chunks inside each part
+        ("sage", dict(chunks=3, dedup="inter+intra", reorganize=True, intermediate="cache",
+                      level2="metis")),
+        ("gat", dict(chunks=3, dedup="inter", reorganize=False, intermediate="recompute",
+                     level2="metis"))]
     ranks = spawn(O.offload_cases, world, part, cases, timeout_s=400.0)
     refs = {m: F.reference(m) for m in ("sage", "gcn", "gat")}
     comm = spawn(O.depcomm_grads, world, part, ("sage", "gcn", "gat"), timeout_s=120.0)[0]
@@ -72,7 +77,8 @@ def test_every_combination_matches_single_process_and_depcomm(world, partitioner
             assert m["bytes_rank_to_rank"] > 0
     # dedup: fewer host rows at each level, per batch the counts the definitions give
     by = {(c[0], c[1]["chunks"], c[1]["dedup"], c[1]["reorganize"], c[1]["intermediate"]):
-          sum(r[i]["per_pass_rows"] for r in ranks) for i, c in enumerate(cases)}
+          sum(r[i]["per_pass_rows"] for r in ranks) for i, c in enumerate(cases)
+          if "level2" not in c[1]}
     for chunks, reorg in itertools.product(chunk_counts, (False, True)):
         none, inter, both = (by[("sage", chunks, d, reorg, "cache")] for d in DEDUPS)
         ch = two_level(graph, part, world, chunks, reorg)
@@ -96,6 +102,30 @@ def test_chunks_balance_in_edges_and_cover_the_part():
     assert torch.equal(s[: cs[0].numel()], cs[0])
     with pytest.raises(ValueError, match="strategy.chunks=200 is more than"):
         split_part(graph, masters[:100], 200)
+
+
+def test_metis_level2_covers_the_part_balances_edges_and_follows_locality():
+    """On a graph whose ids carry no locality, METIS chunks read far fewer rows than id ranges
+    (alpha), cover the part once, and stay balanced by in-edges."""
+    from gnnscale.data.synthetic import generate
+    from gnnscale.offload.chunks import metis_part
+
+    graph = generate("products_sim", scale=0.004, seed=0)
+    part = RandomPartitioner(seed=1).partition(graph, 2).part
+    masters = (part == 1).nonzero().flatten()
+    cs = metis_part(graph, masters, 4)
+    assert len(cs) == 4 and all(c.numel() > 0 for c in cs)
+    assert all(bool((c[1:] > c[:-1]).all()) for c in cs)  # sorted ids
+    assert torch.equal(torch.sort(torch.cat(cs)).values, masters)
+    edges = [int((graph.indptr[c + 1] - graph.indptr[c] + 1).sum()) for c in cs]
+    assert max(edges) <= 1.1 * sum(edges) / 4
+    by_range = two_level(graph, part, 2, 4, level2="range").replication(graph.num_nodes)
+    by_metis = two_level(graph, part, 2, 4, level2="metis").replication(graph.num_nodes)
+    assert by_metis < 0.6 * by_range
+    whole = metis_part(graph, torch.arange(graph.num_nodes), 3)  # one part: no subgraph
+    assert torch.equal(torch.sort(torch.cat(whole)).values, torch.arange(graph.num_nodes))
+    with pytest.raises(ValueError, match="strategy.level2 must be one of"):
+        two_level(graph, part, 2, 4, level2="bfs")
 
 
 def test_reorganisation_shares_more_neighbours():
@@ -137,6 +167,7 @@ def _check(tmp_path, *overrides: str) -> None:
     (("partitioner=cvc",), "needs an edge-cut"),
     (("strategy.chunks=100000",), "strategy.chunks=100000 is more than"),
     (("strategy.chunks=0",), "strategy.chunks must be >= 1"),
+    (("strategy.level2=bfs",), "strategy.level2 must be one of"),
     (("strategy.dedup=all",), "strategy.dedup must be one of"),
     (("model=gat", "strategy.intermediate=cache"), "intermediate=recompute"),
     (("model=gcn",), "model.gcn_norm=graph"),

@@ -30,7 +30,7 @@ from gnnscale.executor.edge_cut import row_widths
 from gnnscale.executor.fullgraph import owned_accuracy, present_splits
 from gnnscale.offload import compute
 from gnnscale.offload.bound import layer_bound
-from gnnscale.offload.chunks import Chunking, two_level
+from gnnscale.offload.chunks import LEVEL2, Chunking, two_level
 from gnnscale.offload.memory import ActivationModel
 from gnnscale.offload.tiers import DeviceTier, HostStore, TransferStats
 from gnnscale.offload.transfers import DEDUP, BatchTransfer, plan_transfers
@@ -49,15 +49,18 @@ class OffloadConfig:
     chunks: int = 8                     # chunks per part; batch b = chunk b of every part
     dedup: str = "inter+intra"          # none | inter | inter+intra
     reorganize: bool = False            # HongTu's Algorithm 4 before training
+    level2: str = "range"               # range (id ranges) | metis (METIS inside each part)
     intermediate: str = "auto"          # cache | recompute | auto (per layer)
     device_budget_gb: float | None = None  # refuse a plan whose device bound exceeds it
 
 
 def check_options(chunks: int, dedup: str, intermediate: str, budget: float | None,
-                  model: Any) -> None:
+                  model: Any, level2: str = "range") -> None:
     """Refuse option values and model combinations offloading cannot run (key to change)."""
     if chunks < 1:
         raise ConfigError(f"strategy.chunks must be >= 1, got {chunks}")
+    if level2 not in LEVEL2:
+        raise ConfigError(f"strategy.level2 must be one of {', '.join(LEVEL2)}, got {level2!r}")
     if dedup not in DEDUP:
         raise ConfigError(f"strategy.dedup must be one of {', '.join(DEDUP)}, got {dedup!r}")
     if intermediate not in compute.INTERMEDIATE:
@@ -85,10 +88,11 @@ class Offload(Strategy):
 
     def __init__(self, ctx: RunContext, chunks: int = 8, dedup: str = "inter+intra",
                  reorganize: bool = False, intermediate: str = "auto",
-                 device_budget_gb: float | None = None) -> None:
+                 device_budget_gb: float | None = None, level2: str = "range") -> None:
         super().__init__(ctx)
-        check_options(chunks, dedup, intermediate, device_budget_gb, ctx.model)
+        check_options(chunks, dedup, intermediate, device_budget_gb, ctx.model, level2)
         self.chunks, self.dedup, self.reorganize = chunks, dedup, reorganize
+        self.level2 = level2
         self.intermediate, self.budget_gb = intermediate, device_budget_gb
 
     @classmethod
@@ -101,7 +105,8 @@ class Offload(Strategy):
         s = cfg.strategy
         model = registry.build(cfg.model, in_channels=graph.num_features,
                                out_channels=graph.num_classes)
-        check_options(s.chunks, s.dedup, s.intermediate, s.device_budget_gb, model)
+        check_options(s.chunks, s.dedup, s.intermediate, s.device_budget_gb, model,
+                      s.get("level2", "range"))
         kind = getattr(get_object(cfg.partitioner._target_), "kind", "edge_cut")
         if cfg.dist.world_size > 1 and kind != "edge_cut":
             raise ConfigError("strategy=offload cuts each rank's part into chunks of whole "
@@ -129,7 +134,7 @@ class Offload(Strategy):
         self.masters_all = [(part == p).nonzero().flatten() for p in range(world)]
         try:
             self.chunking: Chunking = two_level(graph, part, world, self.chunks,
-                                                self.reorganize)
+                                                self.reorganize, self.level2)
         except ValueError as e:
             raise ConfigError(str(e)) from None
         self.transfers = plan_transfers(self.chunking, part, self.masters_all, topo.rank,
@@ -232,7 +237,7 @@ class Offload(Strategy):
                 chunks = min(2 * chunks, most)
                 self.chunks = chunks
                 self.chunking = two_level(ctx.graph, self.part, ctx.topo.world_size, chunks,
-                                          self.reorganize)
+                                          self.reorganize, self.level2)
                 self.transfers = plan_transfers(self.chunking, self.part, self.masters_all,
                                                 ctx.topo.rank, self.dedup, ctx.graph)
                 if self._plan_bound()[0] <= budget:

@@ -1,8 +1,11 @@
 """HongTu's 2-level partitioning (section 4.1) and subgraph reorganisation (Algorithm 4).
 
 Level 1 is an edge-cut partition book, one part per rank. Level 2 cuts each part's masters
-(sorted ids) into ``chunks`` contiguous ranges of balanced in-edges; a chunk is its
-destinations with all their in-edges, so a conv on a chunk is a full-neighbour aggregation.
+into ``chunks`` chunks of balanced in-edges: ``level2=range`` as contiguous id ranges (HongTu's
+choice, which relies on ids that carry locality, as real graphs' crawl orders do), or
+``level2=metis`` by METIS on the part's induced subgraph (locality from the edges themselves,
+whatever the ids). A chunk is its destinations with all their in-edges, so a conv on a chunk
+is a full-neighbour aggregation.
 Batch ``b`` runs chunk ``assign[p][b]`` of every part ``p`` at once, batches in ``order``.
 
 Without reorganisation ``assign[p][b] = b`` and ``order = 0..C-1``. With it, phase 1 gives each
@@ -60,6 +63,47 @@ def split_part(graph: GraphStore, masters: torch.Tensor, chunks: int) -> list[to
     return [masters[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
+def metis_part(graph: GraphStore, masters: torch.Tensor, chunks: int, seed: int = 0
+               ) -> list[torch.Tensor]:
+    """``masters`` (sorted) cut by METIS on their induced subgraph into ``chunks`` non-empty
+    chunks (each sorted) balanced by in-edges + 1 (the edges a chunk aggregates)."""
+    import numpy as np
+    import pymetis
+
+    from gnnscale.partition._graph import undirected_csr
+
+    n = masters.numel()
+    if chunks > n:
+        raise ValueError(f"strategy.chunks={chunks} is more than the {n} vertices of a part: "
+                         f"use strategy.chunks <= {n}")
+    if chunks == 1:
+        return [masters]
+    if n == graph.num_nodes:  # one part: the graph itself
+        sub = graph
+    else:
+        local = torch.full((graph.num_nodes,), -1, dtype=torch.int64)
+        local[masters] = torch.arange(n)
+        src, pos = in_edges(graph, masters)  # pos: the destination's index in masters
+        keep = local[src] >= 0
+        sub = GraphStore.from_edge_index(torch.stack([local[src[keep]], pos[keep]]), n)
+        del local, src, pos, keep
+    xadj, adjncy = undirected_csr(sub)
+    weight = (graph.indptr[masters + 1] - graph.indptr[masters] + 1).numpy().astype(np.int64)
+    res = pymetis.part_graph(chunks, adjacency=pymetis.CSRAdjacency(adj_starts=xadj,
+                                                                    adjacent=adjncy),
+                             vweights=weight, options=pymetis.Options(seed=seed, ufactor=30))
+    del xadj, adjncy
+    assign = torch.as_tensor(np.asarray(res.vertex_part, dtype=np.int64))
+    counts = torch.bincount(assign, minlength=chunks)
+    for c in (counts == 0).nonzero().flatten().tolist():  # METIS may leave a part empty
+        big = int(counts.argmax())
+        assign[(assign == big).nonzero()[-1]] = c
+        counts[big] -= 1
+        counts[c] += 1
+    order = torch.argsort(assign * n + torch.arange(n))  # by chunk, then id
+    return list(torch.split(masters[order], counts.tolist()))
+
+
 def load_set(graph: GraphStore, dst: torch.Tensor) -> torch.Tensor:
     """The destinations, then their other in-neighbours (sorted): what the conv reads."""
     src, _ = in_edges(graph, dst)
@@ -70,13 +114,19 @@ def load_set(graph: GraphStore, dst: torch.Tensor) -> torch.Tensor:
     return torch.cat([dst, (read & ~is_dst).nonzero().flatten()])
 
 
+LEVEL2 = ("range", "metis")
+
+
 def two_level(graph: GraphStore, part: torch.Tensor, world: int, chunks: int,
-              reorganize: bool = False) -> Chunking:
-    """Chunk every part of ``part`` (one per rank) and schedule the chunks into batches."""
+              reorganize: bool = False, level2: str = "range") -> Chunking:
+    """Chunk every part of ``part`` (one per rank) by ``level2`` (:data:`LEVEL2`) and schedule
+    the chunks into batches."""
+    if level2 not in LEVEL2:
+        raise ValueError(f"strategy.level2 must be one of {', '.join(LEVEL2)}, got {level2!r}")
     dst, load = [], []
     for p in range(world):
         masters = (part == p).nonzero().flatten()
-        cs = split_part(graph, masters, chunks)
+        cs = (split_part if level2 == "range" else metis_part)(graph, masters, chunks)
         dst.append(cs)
         load.append([load_set(graph, c) for c in cs])
     assign = [list(range(chunks)) for _ in range(world)]
