@@ -21,7 +21,9 @@ Three parts:
 Ratios: ``dedup_saving.<first_level>.<chunks>`` = 1 - h2d(inter+intra) / h2d(none) without
 reorganisation, ``dedup_saving_reorganized`` the same with it, ``reorganize_gain`` = the
 difference, ``intra_share_of_saving`` (HongTu: 36-84%), ``memory_per_doubling.<first_level>``
-= mean 1 - bound(2c) / bound(c) (HongTu: 32-47%), ``offload_over_depcomm.<chunks>`` =
+= mean 1 - bound(2c) / bound(c) (HongTu: 32-47%; ``level2_metis.memory_per_doubling`` the
+same with METIS chunks, ``results.bounds_level2_metis`` their bounds),
+``offload_over_depcomm.<chunks>`` =
 t(offload) / t(depcomm), ``plan_over_100_epochs.<chunks>``, ``peak_within_bound`` (every row).
 """
 
@@ -140,10 +142,11 @@ def _offload(topo, graph: GraphStore, book, cfg: dict, chunks: int, **opts):
     return strat
 
 
-def device_bounds(graph: GraphStore, book, cfg: dict, chunk_counts=BOUND_CHUNKS) -> dict:
+def device_bounds(graph: GraphStore, book, cfg: dict, chunk_counts=BOUND_CHUNKS,
+                  level2: str = "range") -> dict:
     """Per chunk count: the planned device bound (the largest over ranks, each rank's plan
     built in this process), alpha and the largest subgraph's rows (HongTu 4.3: a subgraph
-    holds alpha|V|/N rows, N = ranks x chunks)."""
+    holds alpha|V|/N rows, N = ranks x chunks), with ``level2`` chunks."""
     from gnnscale.distributed.topology import Topology
 
     out = {}
@@ -153,7 +156,7 @@ def device_bounds(graph: GraphStore, book, cfg: dict, chunk_counts=BOUND_CHUNKS)
             topo = Topology(rank=rank, world_size=WORLD, local_rank=rank,
                             local_world_size=WORLD, device=torch.device("cpu"))
             strat = _offload(topo, graph, book, cfg, chunks, dedup="inter+intra",
-                             reorganize=False)
+                             reorganize=False, level2=level2)
             bounds.append(strat.bound)
             rows = max(x.numel() for p in strat.chunking.load for x in p)
             alpha = strat.chunking.replication(graph.num_nodes)
@@ -249,6 +252,17 @@ def _volumes(graph: GraphStore, part: torch.Tensor, first: str, results: dict,
 
 
 # -- the suite -----------------------------------------------------------------------------------
+def per_doubling(bounds: dict, first: str, ratios: dict) -> None:
+    """HongTu 4.3's memory drop per doubling of chunks, from :func:`device_bounds`."""
+    for key, per in (("memory_per_doubling", lambda b: b["bound_bytes"]),
+                     ("subgraph_rows_per_doubling", lambda b: b["largest_subgraph_rows"]),
+                     # HongTu 4.3: a subgraph's vertex data alpha|V|/N, N = ranks x chunks
+                     ("vertex_data_per_doubling", lambda b: b["alpha"] / b["chunks"])):
+        counts = sorted(bounds)
+        steps = [1 - per(bounds[b]) / per(bounds[a]) for a, b in zip(counts[:-1], counts[1:])]
+        ratios.setdefault(key, {})[first] = {"per_step": steps, "mean": statistics.mean(steps)}
+
+
 def run(quick: bool) -> dict:
     cfg = settings(quick)
     t_all = time.perf_counter()
@@ -270,14 +284,12 @@ def run(quick: bool) -> dict:
             _volumes(graph, books[first].part, first, results, ratios)
         first = cfg["measured_first_level"]
         bounds = device_bounds(graph, books[first], cfg)
+        metis_bounds = device_bounds(graph, books[first], cfg, level2="metis")
     results["bounds"][first] = {str(c): b for c, b in bounds.items()}
-    for key, per in (("memory_per_doubling", lambda b: b["bound_bytes"]),
-                     ("subgraph_rows_per_doubling", lambda b: b["largest_subgraph_rows"]),
-                     # HongTu 4.3: a subgraph's vertex data alpha|V|/N, N = ranks x chunks
-                     ("vertex_data_per_doubling", lambda b: b["alpha"] / b["chunks"])):
-        steps = [1 - per(bounds[b]) / per(bounds[a])
-                 for a, b in zip(BOUND_CHUNKS[:-1], BOUND_CHUNKS[1:])]
-        ratios[key][first] = {"per_step": steps, "mean": statistics.mean(steps)}
+    results["bounds_level2_metis"] = {first: {str(c): b for c, b in metis_bounds.items()}}
+    per_doubling(bounds, first, ratios)
+    ratios["level2_metis"] = {}
+    per_doubling(metis_bounds, first, ratios["level2_metis"])
     per_rank = spawn(_rank, WORLD, graph, books[first], cfg, timeout_s=3000.0)
     names = ["depcomm"] + [f"offload/{c}" for c in cfg["measured_chunks"]]
     epochs = {n: _combine(per_rank, n) for n in names}

@@ -57,3 +57,24 @@ def test_volumes_reuse_a_chunking_and_match_a_fresh_one(graph):
     b = offload_volumes(graph, part, WORLD, 3, True, "inter+intra")
     for k in ("h2d_rows", "reused_rows", "shared_rows", "alpha"):
         assert a[k] == b[k], k
+
+
+def test_device_bounds_with_metis_chunks_and_their_drop_per_doubling():
+    """The suite's bounds for both level-2 cuts: one chunk is the same plan either way, and
+    per_doubling turns bounds into HongTu 4.3's drop per doubling of chunks."""
+    from benchmarks import offload as B
+    from gnnscale.data.synthetic import generate
+
+    g = generate("products_sim", scale=0.002, seed=0)
+    book = B._book(g, "metis", 0)
+    cfg = {**B.settings(True), "hidden": 16}
+    counts = (1, 2, 4)
+    by_range = B.device_bounds(g, book, cfg, counts)
+    by_metis = B.device_bounds(g, book, cfg, counts, level2="metis")
+    assert by_range[1]["bound_bytes"] == by_metis[1]["bound_bytes"]
+    assert by_metis[4]["alpha"] < by_range[4]["alpha"]
+    ratios: dict = {}
+    B.per_doubling(by_metis, "metis", ratios)
+    steps = ratios["memory_per_doubling"]["metis"]["per_step"]
+    assert steps == pytest.approx([1 - by_metis[2]["bound_bytes"] / by_metis[1]["bound_bytes"],
+                                   1 - by_metis[4]["bound_bytes"] / by_metis[2]["bound_bytes"]])
