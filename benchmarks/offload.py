@@ -90,10 +90,10 @@ def offload_volumes(graph: GraphStore, part: torch.Tensor, world: int, chunks: i
 
 
 def table8(graph: GraphStore, part: torch.Tensor, world: int, chunks: int,
-           reorganize: bool) -> dict:
+           reorganize: bool, level2: str = "range") -> dict:
     """Every dedup level of one chunking and HongTu's Table 8 figures (normalised to |V|)."""
     t0 = time.perf_counter()
-    chunking = two_level(graph, part, world, chunks, reorganize)
+    chunking = two_level(graph, part, world, chunks, reorganize, level2)
     chunk_s = time.perf_counter() - t0
     levels = {d: offload_volumes(graph, part, world, chunks, reorganize, d, chunking, chunk_s)
               for d in DEDUP}
