@@ -142,7 +142,7 @@ def fullgraph(rep: dict, out: Path) -> None:
         axes[1].bar(off, [(rows[k][d]["bytes_forward"] + rows[k][d]["bytes_backward"]) / 1e6
                           for k in keys], 0.27, label=d)
     axes[0].set(title="epoch time (s, slowest of 4 ranks)")
-    axes[1].set(title="bytes sent per epoch (MB, all ranks)")
+    axes[1].set(title="bytes sent per epoch (MB, all ranks)", yscale="symlog")
     for ax in axes:
         ax.set_xticks(list(xs))
         ax.set_xticklabels([k.replace("/", "\n", 1) for k in keys], fontsize=6, rotation=60)
@@ -188,7 +188,7 @@ def main(argv: list[str]) -> int:
                         ("sampler", sampler), ("split", split), ("fullgraph", fullgraph),
                         ("factored", factored)):
         rep = _load(results, suite)
-        if rep is None and suite in ("fullgraph", "factored"):  # the quick size only so far
+        if rep is None and suite in ("fullgraph", "factored"):  # fall back to the quick size
             rep = _load(results, f"{suite}-quick")
         if rep is None:
             print(f"skip {suite}: no {results / (suite + '.json')}")
