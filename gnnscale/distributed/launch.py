@@ -144,6 +144,12 @@ def describe_exit(code: int | None) -> str:
     return f"exit code {code}"
 
 
+NO_TRACEBACK = (
+    "(no traceback reached the launcher: the rank ended before its worker could report, e.g. "
+    "killed, out of memory, or a launching script without an `if __name__ == \"__main__\":` "
+    "guard that re-ran when the rank imported it; the rank's own output, above, says which)")
+
+
 class _Failures:
     """What went wrong, in the order the launcher saw it."""
 
@@ -177,8 +183,7 @@ class _Failures:
         first = silent[0] if silent else next(iter(self.reports))
         code = self.procs[first].exitcode
         lines = [f"rank {first} failed first ({describe_exit(code)})"]
-        lines.append(self.reports.get(first, "(no traceback: the process ended without one, "
-                                              "e.g. killed or out of memory)").rstrip())
+        lines.append(self.reports.get(first, NO_TRACEBACK).rstrip())
         others = [r for r in [*self.reports, *silent] if r != first]
         if others:
             lines.append("then, as a consequence:")
