@@ -43,9 +43,13 @@ def make_graph(n: int = 120, e: int = 260, f: int = 6, c: int = 3) -> GraphStore
 
 
 def make_model(name: str, graph: GraphStore, dropout: float = 0.5):
-    """Dropout on: masks keyed by (seed, epoch, layer, vertex) agree between replicas."""
+    """Dropout on: masks keyed by (seed, epoch, layer, vertex) agree between replicas.
+    ``<name>_res``: the residual stack (model.residual, layer norm, GELU)."""
     torch.manual_seed(5)
     kw = dict(hidden=8, num_layers=LAYERS, dropout=dropout, input_dropout=dropout / 2)
+    if name.endswith("_res"):
+        name = name[: -len("_res")]
+        kw.update(residual=True, norm="layer", activation="gelu")
     if name == "sage":
         return SAGE(graph.num_features, graph.num_classes, **kw)
     if name == "gcn":

@@ -27,6 +27,9 @@ BATCH = 48
 def make_model(name: str, graph):
     torch.manual_seed(3)
     kw = dict(hidden=16, num_layers=len(FANOUTS), dropout=0.0)
+    if name.endswith("_res"):  # the residual stack (model.residual)
+        name = name[: -len("_res")]
+        kw.update(residual=True, norm="layer", activation="gelu")
     if name == "sage":
         return SAGE(graph.num_features, graph.num_classes, **kw)
     if name.startswith("gcn"):

@@ -25,6 +25,10 @@ MODELS = {
     "sage_sum": lambda **kw: SAGE(6, 3, hidden=8, num_layers=3, dropout=0.5, aggr="sum", **kw),
     "gcn": lambda **kw: GCN(6, 3, hidden=8, num_layers=3, dropout=0.5, gcn_norm="graph", **kw),
     "gin": lambda **kw: GIN(6, 3, hidden=8, num_layers=3, dropout=0.5, **kw),
+    "gcn_res": lambda **kw: GCN(6, 3, hidden=8, num_layers=3, dropout=0.5, gcn_norm="graph",
+                                residual=True, norm="layer", **kw),
+    "sage_res": lambda **kw: SAGE(6, 3, hidden=8, num_layers=3, dropout=0.5, residual=True,
+                                  norm="layer", input_dropout=0.2, **kw),
 }
 
 

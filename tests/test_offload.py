@@ -37,7 +37,7 @@ def _close(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
 
 
 def test_one_rank_equals_the_reference():
-    for model in ("sage", "gcn", "gin", "gat"):
+    for model in ("sage", "gcn", "gin", "gat", "gcn_res"):
         ref = F.reference(model)
         for opts in (dict(chunks=4, intermediate="recompute"), dict(chunks=2),
                      dict(chunks=3, level2="metis")):
@@ -62,10 +62,14 @@ def test_every_combination_matches_single_process_and_depcomm(world, partitioner
         ("sage", dict(chunks=3, dedup="inter+intra", reorganize=True, intermediate="cache",
                       level2="metis")),
         ("gat", dict(chunks=3, dedup="inter", reorganize=False, intermediate="recompute",
-                     level2="metis"))]
+                     level2="metis")),
+        ("sage_res", dict(chunks=3, dedup="inter+intra", reorganize=True, intermediate="auto")),
+        ("gcn_res", dict(chunks=1, dedup="inter", reorganize=False, intermediate="recompute",
+                         level2="metis"))]
     ranks = spawn(O.offload_cases, world, part, cases, timeout_s=400.0)
-    refs = {m: F.reference(m) for m in ("sage", "gcn", "gat")}
-    comm = spawn(O.depcomm_grads, world, part, ("sage", "gcn", "gat"), timeout_s=120.0)[0]
+    models = tuple(sorted({c[0] for c in cases}))
+    refs = {m: F.reference(m) for m in models}
+    comm = spawn(O.depcomm_grads, world, part, models, timeout_s=120.0)[0]
     for i, (model, opts) in enumerate(cases):
         mine = [r[i] for r in ranks]
         for m in mine:  # the loss and gradients are summed over ranks

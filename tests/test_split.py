@@ -18,6 +18,7 @@ CASES = [
     ("gcn_block", "depcomm", False, False), ("gat", "depcomm", False, True),
     ("sage", "depcomm", True, True), ("sage", "hybrid", False, False),
     ("sage", "hybrid", True, True), ("gat", "hybrid", False, False),
+    ("sage_res", "depcomm", False, True), ("gcn_graph_res", "hybrid", False, False),
 ]
 
 

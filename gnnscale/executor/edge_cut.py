@@ -75,16 +75,8 @@ def _conv_block(graph: GraphStore, dst: torch.Tensor, held: torch.Tensor, recv: 
 
 
 def row_widths(model: GNN, in_dim: int) -> list[int]:
-    """Widths of the rows of layers 0..L: the inputs, then each conv's output."""
-    dims = [in_dim]
-    for conv in model.convs:
-        out = getattr(conv, "out_channels", None)
-        if out is None:  # GIN: its MLP's last layer
-            out = [m for m in conv.modules() if isinstance(m, torch.nn.Linear)][-1].out_features
-        elif getattr(conv, "concat", False):
-            out *= conv.heads
-        dims.append(int(out))
-    return dims
+    """Widths of the rows of layers 0..L: the inputs, then each layer's output."""
+    return model.widths(in_dim)
 
 
 class EdgeCutPlan(FullGraphPlan):

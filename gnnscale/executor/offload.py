@@ -72,6 +72,10 @@ def check_options(chunks: int, dedup: str, intermediate: str, budget: float | No
         raise ConfigError(f"strategy.intermediate=cache keeps aggregates, but "
                           f"{model.why_not_splittable()}: use strategy.intermediate=recompute "
                           "or auto")
+    if intermediate == "cache" and getattr(model, "residual", False):
+        raise ConfigError("strategy.intermediate=cache backpropagates through the aggregate "
+                          "without the source rows, but model.residual normalises them before "
+                          "aggregating: use strategy.intermediate=recompute or auto")
     if getattr(model, "gcn_norm", "graph") != "graph":
         raise ConfigError("strategy=offload trains on the whole graph: GCN needs the graph's "
                           "own degrees, set model.gcn_norm=graph")
@@ -195,7 +199,7 @@ class Offload(Strategy):
         """The fitted saved-bytes model of layer ``k`` run in ``mode`` (cached per layer
         architecture: what autograd saves depends on the layer's shapes only)."""
         model, d_in, d_out = self._module, self.dims[k], self.dims[k + 1]
-        key = (type(model).__name__, repr(model.convs[k]), repr(model.norms[k])
+        key = (type(model).__name__, model.residual, repr(model.convs[k]), repr(model.norms[k])
                if k < model.num_layers - 1 else "last", model.dropout,
                model.input_dropout if k == 0 else 0.0, mode, d_in, d_out)
         if key not in _ACTIVATIONS:

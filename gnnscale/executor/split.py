@@ -87,7 +87,8 @@ class SplitParallel(SamplingStrategy):
                              "deps=hybrid (deps=depcache is for strategy=data)")
         if preaggregate and not ctx.model.preaggregatable:
             raise ConfigError("strategy.preaggregate=true is exact only for a mean/sum "
-                              "aggregation of the raw source rows (model=sage with aggr=mean|sum);"
+                              "aggregation of the raw source rows (model=sage with aggr=mean|sum "
+                              "and model.residual=false);"
                               f" {type(ctx.model).__name__} "
                               f"(aggr={getattr(ctx.model, 'aggr', None)!r}) is not: set "
                               "strategy.preaggregate=false")
@@ -130,16 +131,8 @@ class SplitParallel(SamplingStrategy):
             self.start_sampler_pool()
 
     def _dims(self) -> list[int]:
-        """Row widths of layers 0..L: the inputs, then each conv's output."""
-        dims = [self.ctx.graph.num_features]
-        for conv in self._module.convs:
-            out = getattr(conv, "out_channels", None)
-            if out is None:
-                out = dims[-1]
-            elif getattr(conv, "concat", False):
-                out *= conv.heads
-            dims.append(int(out))
-        return dims
+        """Row widths of layers 0..L: the inputs, then each layer's output."""
+        return self._module.widths(self.ctx.graph.num_features)
 
     # -- one step ----------------------------------------------------------------------------
     def sample(self, job: tuple[int, int, torch.Tensor]) -> MiniBatch:

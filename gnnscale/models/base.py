@@ -14,6 +14,13 @@ GIN) also expose a conv as :meth:`GNN.aggregate` (a sum over the block's edges t
 exactly across any split of the edges, normalised by the bound graph's degrees) and
 :meth:`GNN.update` (the vertex-wise rest), for vertex-cut reduces, chunked aggregation and
 update-before-aggregate (:meth:`GNN.reorders`, DeepGalois section 4.2).
+
+``residual=True`` builds Platonov et al.'s residual stack (2023, section 4): an input projection
+(linear, dropout, activation), then per layer ``h + FFN(conv(norm(h)))`` with the conv
+``hidden -> hidden`` and ``FFN`` = dropout, activation, linear, dropout, then a final norm and an
+output projection. Every piece but the conv is vertex-wise, so the split contract holds:
+:meth:`GNN.aggregate` normalises its source rows before summing, :meth:`GNN.update` adds the
+residual, :meth:`GNN.inputs` projects and :meth:`GNN.post` of the last layer maps to the classes.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ class ModelConfig:
     activation: str = "relu"
     norm: str = "none"
     reorder_update: str = "auto"
+    residual: bool = False  # Platonov et al.'s residual blocks around every conv (see GNN)
 
 
 class GNN(nn.Module):
@@ -61,7 +69,7 @@ class GNN(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, hidden: int = 256,
                  num_layers: int = 3, dropout: float = 0.5, activation: str = "relu",
                  norm: str = "none", reorder_update: str | bool = "auto",
-                 input_dropout: float = 0.0) -> None:
+                 input_dropout: float = 0.0, residual: bool = False) -> None:
         super().__init__()
         reorder_update = str(reorder_update).lower()
         if reorder_update not in REORDER:
@@ -79,18 +87,38 @@ class GNN(nn.Module):
         if not 0.0 <= input_dropout < 1.0:
             raise ValueError(f"model.input_dropout must be in [0, 1), got {input_dropout}")
         self.num_layers, self.dropout, self.act = num_layers, dropout, ACTIVATIONS[activation]
-        self.input_dropout = input_dropout
-        dims = [in_channels] + [hidden] * (num_layers - 1) + [out_channels]
+        self.input_dropout, self.residual = input_dropout, bool(residual)
+        if self.residual:
+            self._check_residual(norm)
+            self.in_proj = nn.Linear(in_channels, hidden)
+            dims = [hidden] * (num_layers + 1)
+        else:
+            dims = [in_channels] + [hidden] * (num_layers - 1) + [out_channels]
         self.convs = nn.ModuleList(
             self.make_conv(i, dims[i], dims[i + 1]) for i in range(num_layers)
         )
+        #: hidden layers' norms; residual: each block's pre-norm, then the output norm
         self.norms = nn.ModuleList(
             nn.BatchNorm1d(hidden) if norm == "batch" else
             nn.LayerNorm(hidden) if norm == "layer" else nn.Identity()
-            for _ in range(num_layers - 1)
+            for _ in range(num_layers + 1 if self.residual else num_layers - 1)
         )
+        if self.residual:  # each block's feed-forward tail, then the class projection
+            self.ffn = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(num_layers))
+            self.out_proj = nn.Linear(hidden, out_channels)
         #: ``(seed, epoch)`` for keyed dropout, or None for torch's dropout (set by strategies).
         self.dropout_key: tuple[int, int] | None = None
+
+    def _check_residual(self, norm: str) -> None:
+        if norm == "batch":
+            raise ValueError("model.residual normalises every source row before aggregating; "
+                             "batch statistics would then depend on which rows a strategy "
+                             "holds (replicas, halos): use model.norm=layer (Platonov et al.) "
+                             "or none")
+        if self.reorder_update == "true":
+            raise ValueError("model.residual normalises source rows before the conv, so its "
+                             "linear cannot move before the aggregation: set "
+                             "model.reorder_update=auto or false")
 
     def set_dropout_key(self, seed: int | None, epoch: int = 0) -> None:
         """Key hidden-layer dropout by ``(seed, epoch)``; ``seed=None`` restores torch's."""
@@ -139,7 +167,8 @@ class GNN(nn.Module):
         if why is not None:
             raise ValueError(why)
         dst_ids = None if block.src_ids is None else block.src_ids[: block.num_dst]
-        return self.update(layer, self.aggregate(layer, x, block), x[: block.num_dst], dst_ids)
+        return self.conv_update(layer, self.edge_sum(layer, x, block), x[: block.num_dst],
+                                dst_ids)
 
     def options(self) -> Mapping[str, Any]:
         """The config options :meth:`why_not_weighted` looks at (default: none)."""
@@ -147,39 +176,61 @@ class GNN(nn.Module):
 
     def layer(self, i: int, x: torch.Tensor, block: Block,
               ids: torch.Tensor | None = None) -> torch.Tensor:
-        """Conv ``i`` plus, for hidden layers, norm, activation and dropout. ``ids`` are the
-        global ids of the output rows (default ``block.src_ids[:num_dst]``); keyed dropout
-        needs them."""
+        """Conv ``i`` plus, for hidden layers, norm, activation and dropout (residual: the
+        block around the conv). ``ids`` are the global ids of the output rows (default
+        ``block.src_ids[:num_dst]``); keyed dropout needs them."""
         if ids is None and block.src_ids is not None:
             ids = block.src_ids[: block.num_dst]
         if i == 0:
             x = self.inputs(x, block.src_ids)
-        return self.post(i, self.conv(i, x, block), ids)
+        h = self.conv(i, self.pre(i, x), block)
+        if self.residual:
+            h = x[: block.num_dst] + self.ffn_tail(i, h, ids)
+        return self.post(i, h, ids)
+
+    def _drop(self, h: torch.Tensor, p: float, stream: int,
+              ids: torch.Tensor | None) -> torch.Tensor:
+        """Dropout of rate ``p``: torch's, or keyed by (:attr:`dropout_key`, ``stream``, the
+        rows' global vertex ids ``ids``) when a strategy set the key."""
+        if not self.training or p == 0.0:
+            return h
+        if self.dropout_key is None:
+            return F.dropout(h, p=p, training=True)
+        if ids is None:
+            raise ValueError("keyed dropout (model.dropout_key set) needs the global vertex ids "
+                             "of the rows: pass ids= or blocks that carry src_ids")
+        return keyed_dropout(h, p, stream_key(*self.dropout_key, stream), ids)
 
     def inputs(self, x: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
         """Input features as layer 0 reads them: ``input_dropout`` applied (keyed by ``ids``,
-        the rows' global vertex ids, when :attr:`dropout_key` is set)."""
-        if not self.training or self.input_dropout == 0.0:
+        the rows' global vertex ids, when :attr:`dropout_key` is set); residual: then the
+        input projection, dropout and activation."""
+        x = self._drop(x, self.input_dropout, -1, ids)
+        if not self.residual:
             return x
-        if self.dropout_key is None:
-            return F.dropout(x, p=self.input_dropout, training=True)
-        if ids is None:
-            raise ValueError("keyed input dropout (model.dropout_key set) needs the global "
-                             "vertex ids of the input rows: blocks that carry src_ids")
-        return keyed_dropout(x, self.input_dropout, stream_key(*self.dropout_key, -1), ids)
+        return self.act(self._drop(self.in_proj(x), self.dropout, -2, ids))
+
+    def pre(self, i: int, x: torch.Tensor) -> torch.Tensor:
+        """What conv ``i`` reads of its source rows: the block's pre-norm (residual), else
+        ``x`` itself. Vertex-wise, so it commutes with any split of the edges."""
+        return self.norms[i](x) if self.residual else x
+
+    def ffn_tail(self, i: int, h: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
+        """Residual block ``i``'s feed-forward after its conv: dropout, activation, linear,
+        dropout (keyed streams ``1000 + 2i`` and ``1001 + 2i``)."""
+        h = self.act(self._drop(h, self.dropout, 1000 + 2 * i, ids))
+        return self._drop(self.ffn[i](h), self.dropout, 1001 + 2 * i, ids)
 
     def post(self, i: int, h: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
         """What follows conv ``i``: for hidden layers norm, activation and dropout (keyed by
-        ``ids``, the rows' global vertex ids, when :attr:`dropout_key` is set)."""
-        if i == self.num_layers - 1:
+        ``ids``, the rows' global vertex ids, when :attr:`dropout_key` is set); residual:
+        nothing, and after the last block the output norm and projection."""
+        last = i == self.num_layers - 1
+        if self.residual:
+            return self.out_proj(self.norms[-1](h)) if last else h
+        if last:
             return h
-        h = self.act(self.norms[i](h))
-        if self.dropout_key is None or not self.training or self.dropout == 0.0:
-            return F.dropout(h, p=self.dropout, training=self.training)
-        if ids is None:
-            raise ValueError("keyed dropout (model.dropout_key set) needs the global vertex ids "
-                             "of the output rows: pass ids= or blocks that carry src_ids")
-        return keyed_dropout(h, self.dropout, stream_key(*self.dropout_key, i), ids)
+        return self._drop(self.act(self.norms[i](h)), self.dropout, i, ids)
 
     # ---- aggregate / update (splittable models) -----------------------------------------------
     def why_not_splittable(self) -> str | None:
@@ -213,7 +264,7 @@ class GNN(nn.Module):
     def reorders(self, layer: int) -> bool:
         """Whether layer ``layer`` transforms before aggregating (``model.reorder_update``:
         ``auto`` does when the linear shrinks the dimension)."""
-        if self.reorder_update == "false" or not self.splittable:
+        if self.reorder_update == "false" or not self.splittable or self.residual:
             return False
         out_dim, in_dim = self.pre_linear(layer).weight.shape
         return self.reorder_update == "true" or out_dim < in_dim
@@ -223,19 +274,34 @@ class GNN(nn.Module):
         return F.linear(x, self.pre_linear(layer).weight)
 
     def aggregate(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
-        """``sum over block edges (u, v) of w_uv * x[u]`` per destination (``num_dst`` rows).
+        """``sum over block edges (u, v) of w_uv * pre(x)[u]`` per destination (``num_dst``
+        rows; :meth:`pre` is the identity unless the model is residual).
 
         ``x`` holds the block's sources (raw, or :meth:`transform`-ed for a reordered layer).
         The weights use graph-level degrees, so aggregates over disjoint edge sets add up to
         the aggregate over their union."""
         self.check_splittable()
+        return self.edge_sum(layer, self.pre(layer, x), block)
+
+    def edge_sum(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
+        """``sum over block edges (u, v) of w_uv * x[u]``: the linear part of
+        :meth:`aggregate`."""
         w = self.edge_weight(layer, block)
         return torch.sparse.mm(block_matrix(block, w, x.dtype), x)
+
+    @property
+    def linear_aggregate(self) -> bool:
+        """Whether :meth:`aggregate` is linear in its source rows (split, and no pre-norm), so
+        :meth:`aggregate_grad` gives its gradient without the source data."""
+        return self.splittable and not self.residual
 
     def aggregate_grad(self, layer: int, grad: torch.Tensor, block: Block) -> torch.Tensor:
         """The gradient of :meth:`aggregate` with respect to its source rows, from the
         gradient ``grad`` of its output (the transpose of the sum: no source data needed)."""
         self.check_splittable()
+        if not self.linear_aggregate:
+            raise ValueError("a residual model normalises source rows before aggregating: the "
+                             "aggregate's gradient needs the rows (recompute the layer)")
         w = self.edge_weight(layer, block)
         return torch.sparse.mm(block_matrix(block, w, grad.dtype).t(), grad)
 
@@ -244,9 +310,35 @@ class GNN(nn.Module):
                z_dst: torch.Tensor | None = None) -> torch.Tensor:
         """Conv ``layer``'s output from the summed aggregate of its destinations and their own
         input rows ``x_dst``; ``z_dst`` (= ``transform(x_dst)``) when the layer was reordered
-        (``agg`` then sums transformed rows)."""
+        (``agg`` then sums transformed rows). Residual: ``x_dst`` plus the block's
+        feed-forward of the conv on the pre-normed rows."""
         self.check_splittable()
-        raise NotImplementedError(f"{type(self).__name__}.update")
+        if not self.residual:
+            return self.conv_update(layer, agg, x_dst, dst_ids, z_dst)
+        h = self.conv_update(layer, agg, self.pre(layer, x_dst), dst_ids, z_dst)
+        return x_dst + self.ffn_tail(layer, h, dst_ids)
+
+    def conv_update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
+                    dst_ids: torch.Tensor | None = None,
+                    z_dst: torch.Tensor | None = None) -> torch.Tensor:
+        """The conv's own vertex-wise part (what :meth:`update` wraps); models override it."""
+        raise NotImplementedError(f"{type(self).__name__}.conv_update")
+
+    def widths(self, in_dim: int) -> list[int]:
+        """Widths of the rows of layers 0..L: the input features, then each layer's output
+        (what strategies ship and store between layers)."""
+        if self.residual:
+            return [in_dim] + [int(self.ffn[0].out_features)] * (self.num_layers - 1) + \
+                [int(self.out_proj.out_features)]
+        dims = [in_dim]
+        for conv in self.convs:
+            out = getattr(conv, "out_channels", None)
+            if out is None:  # GIN: its MLP's last layer
+                out = [m for m in conv.modules() if isinstance(m, nn.Linear)][-1].out_features
+            elif getattr(conv, "concat", False):
+                out *= conv.heads
+            dims.append(int(out))
+        return dims
 
     def forward(self, x: torch.Tensor, blocks: list[Block]) -> torch.Tensor:
         if len(blocks) != self.num_layers:

@@ -143,9 +143,9 @@ class GCN(GNN):
     def pre_linear(self, layer: int) -> nn.Module:
         return self.convs[layer].lin
 
-    def update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
-               dst_ids: torch.Tensor | None = None,
-               z_dst: torch.Tensor | None = None) -> torch.Tensor:
+    def conv_update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
+                    dst_ids: torch.Tensor | None = None,
+                    z_dst: torch.Tensor | None = None) -> torch.Tensor:
         self.check_splittable()
         if dst_ids is None or self.deg_inv_sqrt is None:
             raise ValueError("GCN.update needs the destinations' global ids and bind_graph")

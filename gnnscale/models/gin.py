@@ -45,9 +45,9 @@ class GIN(GNN):
     def pre_linear(self, layer: int) -> nn.Module:
         return self.convs[layer].nn[0]
 
-    def update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
-               dst_ids: torch.Tensor | None = None,
-               z_dst: torch.Tensor | None = None) -> torch.Tensor:
+    def conv_update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
+                    dst_ids: torch.Tensor | None = None,
+                    z_dst: torch.Tensor | None = None) -> torch.Tensor:
         conv = self.convs[layer]
         if z_dst is None:
             return conv.nn((1 + conv.eps) * x_dst + agg)

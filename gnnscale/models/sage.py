@@ -60,7 +60,7 @@ class SAGE(GNN):
 
     @property
     def preaggregatable(self) -> bool:
-        return self.aggr in ("mean", "sum", "add")
+        return self.aggr in ("mean", "sum", "add") and not self.residual
 
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> SAGEConv:
         return SAGEConv(in_dim, out_dim, aggr=self.aggr)
@@ -92,9 +92,9 @@ class SAGE(GNN):
     def pre_linear(self, layer: int) -> nn.Module:
         return self.convs[layer].lin_l
 
-    def update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
-               dst_ids: torch.Tensor | None = None,
-               z_dst: torch.Tensor | None = None) -> torch.Tensor:
+    def conv_update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
+                    dst_ids: torch.Tensor | None = None,
+                    z_dst: torch.Tensor | None = None) -> torch.Tensor:
         self.check_splittable()
         conv = self.convs[layer]
         out = conv.lin_l(agg) if z_dst is None else agg + conv.lin_l.bias

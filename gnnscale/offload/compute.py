@@ -3,7 +3,8 @@ cached (HongTu section 4.2: the aggregate goes to the host in the forward pass a
 update is recomputed) or recomputed (the layer runs again from its reloaded inputs).
 
 Both paths give the gradient of the chunk's source rows from the gradient of its outputs;
-caching needs a model split into aggregate and update (GAT recomputes).
+caching needs a model split into aggregate and update whose aggregate is linear in its source
+rows (GAT and residual models recompute).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def choose(model: GNN, layer: int, setting: str, width: int, dst_rows: int, load
     cache = 3 * dst_rows * width * 4
     recompute = (loaded_rows + edges) * width * 4
     if setting == "auto":
-        mode = "cache" if model.splittable and cache <= recompute else "recompute"
+        mode = "cache" if model.linear_aggregate and cache <= recompute else "recompute"
     else:
         mode = setting
     return LayerChoice(mode, cache, recompute)
