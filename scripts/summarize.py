@@ -22,6 +22,10 @@ def label(cfg: dict) -> str:
     name = ds.get("name") or ds.get("preset") or ds.get("_target_", "?").rsplit(".", 1)[-1]
     model = cfg.get("model", {}).get("_target_", "?").rsplit(".", 1)[-1]
     strategy = cfg.get("strategy", {}).get("_target_", "?").rsplit(".", 1)[-1]
+    if cfg.get("model", {}).get("residual"):
+        model += " (residual)"
+    if ds.get("feature_norm", "none") not in ("none", None):
+        name += f" ({ds['feature_norm']}-normalised features)"
     return f"{name} / {model} / {strategy} / {cfg.get('dist', {}).get('world_size', '?')} ranks"
 
 
@@ -46,17 +50,24 @@ def summarize(groups: dict[str, list[dict]]) -> list[dict]:
     for runs in groups.values():
         s0 = runs[0]["summary"]
         metric = s0.get("metric", "acc")
-        values = [r["summary"].get("test_at_best_val", r["summary"].get("test_acc_at_best_val"))
-                  for r in runs]
-        values = [100 * v for v in values if v is not None]
+        done = [(r, r["summary"].get("test_at_best_val", r["summary"].get("test_acc_at_best_val")))
+                for r in runs]
+        done = [(r, 100 * v) for r, v in done if v is not None]  # unfinished runs left out
+        values = [v for _, v in done]
         rows.append({
             "group": label(runs[0]["config"]), "metric": metric, "seeds": len(values),
             "mean": statistics.mean(values) if values else None,
             "std": statistics.stdev(values) if len(values) > 1 else 0.0,
             "runs": [{"seed": r["config"].get("seed"), "value": v, "path": r["path"]}
-                     for r, v in zip(runs, values)],
+                     for r, v in done],
         })
     return sorted(rows, key=lambda r: r["group"])
+
+
+def merge(old: list[dict], new: list[dict]) -> list[dict]:
+    """``old``'s rows with those of ``new``'s groups replaced (or added)."""
+    fresh = {r["group"] for r in new}
+    return sorted([r for r in old if r["group"] not in fresh] + new, key=lambda r: r["group"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dirs", nargs="+", help="run folders or multirun sweep folders")
     p.add_argument("--out", help="write the table as JSON here")
+    p.add_argument("--merge", action="store_true",
+                   help="keep --out's other groups, replacing those measured again")
     args = p.parse_args(argv)
     rows = summarize(collect(args.dirs))
     if not rows:
@@ -75,7 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['group']:<{width}}  {r['metric']:<7}  {r['seeds']:>5}  "
               f"{r['mean']:.2f} +- {r['std']:.2f}")
     if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=1))
+        out = Path(args.out)
+        if args.merge and out.exists():
+            rows = merge(json.loads(out.read_text()), rows)
+        out.write_text(json.dumps(rows, indent=1))
     return 0
 
 

@@ -1,0 +1,48 @@
+"""scripts/summarize.py: groups runs that differ only in seed, labels them, merges tables."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import summarize  # noqa: E402
+
+
+def _run(root: Path, name: str, seed: int, value: float | None, residual: bool = False) -> None:
+    d = root / name
+    d.mkdir(parents=True)
+    cfg = {"seed": seed, "run_dir": str(d), "dataset": {"name": "tolokers"},
+           "model": {"_target_": "gnnscale.models.gcn.GCN", "residual": residual},
+           "strategy": {"_target_": "gnnscale.executor.data.DataParallel"},
+           "dist": {"world_size": 1}}
+    (d / "results.json").write_text(json.dumps(
+        {"config": cfg, "summary": {"metric": "rocauc", "test_at_best_val": value}}))
+
+
+def test_groups_labels_and_unfinished_runs(tmp_path, capsys):
+    _run(tmp_path, "a0", 0, 0.80)
+    _run(tmp_path, "a1", 1, 0.82)
+    _run(tmp_path, "r0", 0, 0.83, residual=True)
+    _run(tmp_path, "r1", 1, None, residual=True)  # unfinished: left out, seeds stay aligned
+    _run(tmp_path, "r2", 2, 0.85, residual=True)
+    out = tmp_path / "acc.json"
+    assert summarize.main([str(tmp_path), "--out", str(out)]) == 0
+    rows = {r["group"]: r for r in json.loads(out.read_text())}
+    plain = rows["tolokers / GCN / DataParallel / 1 ranks"]
+    assert plain["mean"] == pytest.approx(81.0) and plain["seeds"] == 2
+    res = rows["tolokers / GCN (residual) / DataParallel / 1 ranks"]
+    assert [(r["seed"], r["value"]) for r in res["runs"]] == [(0, 83.0), (2, 85.0)]
+    assert "84.00 +- 1.41" in capsys.readouterr().out
+
+
+def test_merge_replaces_only_the_groups_measured_again(tmp_path):
+    out = tmp_path / "acc.json"
+    out.write_text(json.dumps([{"group": "kept", "mean": 1.0},
+                               {"group": "tolokers / GCN / DataParallel / 1 ranks", "mean": 0}]))
+    _run(tmp_path / "runs", "a0", 0, 0.80)
+    summarize.main([str(tmp_path / "runs"), "--out", str(out), "--merge"])
+    rows = {r["group"]: r for r in json.loads(out.read_text())}
+    assert rows["kept"]["mean"] == 1.0
+    assert rows["tolokers / GCN / DataParallel / 1 ranks"]["mean"] == pytest.approx(80.0)
