@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gnnscale.models.dropout import keyed_dropout, stream_key
+from gnnscale.models.dropout import dropout, keyed_dropout, stream_key
 from gnnscale.sampling.base import Block
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -195,7 +195,7 @@ class GNN(nn.Module):
         if not self.training or p == 0.0:
             return h
         if self.dropout_key is None:
-            return F.dropout(h, p=p, training=True)
+            return dropout(h, p)
         if ids is None:
             raise ValueError("keyed dropout (model.dropout_key set) needs the global vertex ids "
                              "of the rows: pass ids= or blocks that carry src_ids")

@@ -2,14 +2,20 @@
 
 Two ranks that compute the same vertex's row (a replica recomputing what its owner computes)
 draw the same mask, so a partitioned forward equals the single-process one with dropout on.
-The mask comes from a counter-based hash (splitmix64), vectorised in int64 torch arithmetic
-(wrapping multiplication, logical shifts emulated by masking); :func:`mix64_py` is the same
-hash on Python ints, for reference.
+The mask comes from a counter-based hash (splitmix64): on CPU the native kernel
+(``csrc/dropout/``, multi-threaded, recomputing the mask in backward instead of storing it),
+elsewhere the same hash vectorised in int64 torch arithmetic (wrapping multiplication, logical
+shifts emulated by masking); :func:`mix64_py` is the hash on Python ints, for reference.
+
+:func:`dropout` is the unkeyed dropout models use when no strategy keys them: the same kernel
+keyed by one draw from torch's generator per call, in place of ``F.dropout``, whose
+``bernoulli_`` took 40% of a sampled SAGE epoch on CPU.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -65,10 +71,59 @@ def keep_uniform(key: int, ids: torch.Tensor, dim: int) -> torch.Tensor:
 
 def keyed_dropout(h: torch.Tensor, p: float, key: int, ids: torch.Tensor) -> torch.Tensor:
     """Inverted dropout of the rows of ``h`` (row ``r`` is vertex ``ids[r]``) with the mask of
-    :func:`keep_uniform`: a kept element is scaled by ``1 / (1 - p)``."""
+    :func:`keep_uniform`: a kept element is scaled by ``1 / (1 - p)``. CPU float tensors run the
+    native kernel (the same mask, bit for bit, recomputed in backward instead of stored)."""
     if ids.numel() != h.shape[0]:
         raise ValueError(f"keyed dropout got {ids.numel()} vertex ids for {h.shape[0]} rows")
     if p <= 0.0:
         return h
+    if _native_ok(h):
+        return _NativeDropout.apply(h, p, key, ids)
+    return reference_keyed_dropout(h, p, key, ids)
+
+
+def reference_keyed_dropout(h: torch.Tensor, p: float, key: int,
+                            ids: torch.Tensor) -> torch.Tensor:
+    """:func:`keyed_dropout` in torch arithmetic (any device; what CUDA tensors run)."""
     keep = keep_uniform(key, ids.to(h.device), h.shape[1]) >= p
     return h * keep.to(h.dtype) * (1.0 / (1.0 - p))
+
+
+def dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+    """Inverted dropout with a fresh mask per call, like ``F.dropout``: on CPU the native
+    kernel keyed by one draw from torch's generator (reproducible under ``manual_seed`` and
+    resumable from its saved state; rows keyed by position), 10-20x faster than torch's
+    ``bernoulli_`` and storing no mask for backward; elsewhere ``F.dropout``."""
+    if not training or p == 0.0:
+        return h
+    if not 0.0 < p < 1.0 or not _native_ok(h):
+        return F.dropout(h, p=p, training=True)
+    key = int(torch.randint(-(1 << 63), (1 << 63) - 1, (), dtype=torch.int64))
+    return _NativeDropout.apply(h, p, key, None)
+
+
+def _native_ok(h: torch.Tensor) -> bool:
+    from gnnscale.ops import dropout as ops
+
+    return h.device.type == "cpu" and h.dim() == 2 and \
+        h.dtype in (torch.float32, torch.float64) and ops.available()
+
+
+class _NativeDropout(torch.autograd.Function):
+    """The native keyed dropout; backward applies the same mask to the gradient (it is a
+    function of the key and the row ids, so nothing but the ids is saved)."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, p: float, key: int, ids: torch.Tensor | None):
+        from gnnscale.ops import dropout as ops
+
+        ctx.p, ctx.key = p, key
+        ctx.save_for_backward(ids)
+        return ops.keyed_dropout(h, p, key, ids)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        from gnnscale.ops import dropout as ops
+
+        (ids,) = ctx.saved_tensors
+        return ops.keyed_dropout(grad, ctx.p, ctx.key, ids), None, None, None

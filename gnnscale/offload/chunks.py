@@ -46,12 +46,16 @@ class Chunking:
         return sum(x.numel() for part in self.load for x in part) / max(num_nodes, 1)
 
 
-def split_part(graph: GraphStore, masters: torch.Tensor, chunks: int) -> list[torch.Tensor]:
-    """``masters`` (sorted) cut into ``chunks`` non-empty ranges of balanced in-edges."""
-    n = masters.numel()
+def _check_chunks(chunks: int, n: int) -> None:
     if chunks > n:
         raise ValueError(f"strategy.chunks={chunks} is more than the {n} vertices of a part: "
                          f"use strategy.chunks <= {n}")
+
+
+def split_part(graph: GraphStore, masters: torch.Tensor, chunks: int) -> list[torch.Tensor]:
+    """``masters`` (sorted) cut into ``chunks`` non-empty ranges of balanced in-edges."""
+    n = masters.numel()
+    _check_chunks(chunks, n)
     weight = (graph.indptr[masters + 1] - graph.indptr[masters]).double() + 1.0
     cum = torch.cumsum(weight, 0)
     targets = cum[-1] * torch.arange(1, chunks, dtype=torch.float64) / chunks
@@ -67,15 +71,10 @@ def metis_part(graph: GraphStore, masters: torch.Tensor, chunks: int, seed: int 
                ) -> list[torch.Tensor]:
     """``masters`` (sorted) cut by METIS on their induced subgraph into ``chunks`` non-empty
     chunks (each sorted) balanced by in-edges + 1 (the edges a chunk aggregates)."""
-    import numpy as np
-    import pymetis
-
-    from gnnscale.partition._graph import undirected_csr
+    from gnnscale.partition.metis import MetisPartitioner
 
     n = masters.numel()
-    if chunks > n:
-        raise ValueError(f"strategy.chunks={chunks} is more than the {n} vertices of a part: "
-                         f"use strategy.chunks <= {n}")
+    _check_chunks(chunks, n)
     if chunks == 1:
         return [masters]
     if n == graph.num_nodes:  # one part: the graph itself
@@ -87,13 +86,11 @@ def metis_part(graph: GraphStore, masters: torch.Tensor, chunks: int, seed: int 
         keep = local[src] >= 0
         sub = GraphStore.from_edge_index(torch.stack([local[src[keep]], pos[keep]]), n)
         del local, src, pos, keep
-    xadj, adjncy = undirected_csr(sub)
-    weight = (graph.indptr[masters + 1] - graph.indptr[masters] + 1).numpy().astype(np.int64)
-    res = pymetis.part_graph(chunks, adjacency=pymetis.CSRAdjacency(adj_starts=xadj,
-                                                                    adjacent=adjncy),
-                             vweights=weight, options=pymetis.Options(seed=seed, ufactor=30))
-    del xadj, adjncy
-    assign = torch.as_tensor(np.asarray(res.vertex_part, dtype=np.int64))
+    # the whole graph's in-degree + 1, not the induced subgraph's: what a chunk aggregates
+    weight = (graph.indptr[masters + 1] - graph.indptr[masters] + 1).numpy().astype("int64")
+    metis = MetisPartitioner(seed=seed, imbalance=1.03, rebalance=False,  # pymetis' default:
+                             method="recursive" if chunks <= 8 else "kway")  # bisect to 8
+    assign = metis.assign(sub, chunks, weights=weight)
     counts = torch.bincount(assign, minlength=chunks)
     for c in (counts == 0).nonzero().flatten().tolist():  # METIS may leave a part empty
         big = int(counts.argmax())

@@ -95,8 +95,13 @@ class MetisPartitioner(Partitioner):
         cols = [c for c in cols if c.sum() > 0] or [np.ones(n, dtype=np.int64)]
         return np.stack(cols, 1)
 
-    def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None) -> torch.Tensor:
-        weights = self.constraints(graph, vertex_weight)
+    def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None,
+               weights: np.ndarray | None = None) -> torch.Tensor:
+        """``weights``: explicit int64 METIS vertex weights (``[N]`` or ``[N, C]``) in place of
+        the configured constraints (offload balances its chunks by whole-graph in-degree)."""
+        if weights is None:
+            weights = self.constraints(graph, vertex_weight)
+        weights = np.asarray(weights, dtype=np.int64).reshape(graph.num_nodes, -1)
         xadj, adjncy = undirected_csr(graph)
         opts = pymetis.Options(seed=self.seed, ufactor=max(1, round(1000 * (self.imbalance - 1))))
         res = pymetis.part_graph(
