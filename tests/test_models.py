@@ -154,16 +154,19 @@ def test_keyed_mask_is_the_same_in_another_process():
     assert torch.equal(there, _keyed_mask(7, 3, 1, torch.arange(0, 3000, 7)).flatten())
 
 
-@pytest.mark.parametrize("cls", [SAGE, GCN, GIN])
-def test_keyed_dropout_in_the_model_agrees_on_a_sub_block(cls):
-    """The rows of a sub-block (full in-neighbourhoods) equal the whole graph's, dropout on."""
+@pytest.mark.parametrize("cls", [SAGE, GCN, GIN, GAT])
+@pytest.mark.parametrize("residual", [False, True])
+def test_keyed_dropout_in_the_model_agrees_on_a_sub_block(cls, residual):
+    """The rows of a sub-block (full in-neighbourhoods) equal the whole graph's, dropout on
+    (residual: Platonov et al.'s stack, input projection and FFN dropout keyed too)."""
     from gnnscale.sampling.neighbor import NeighborSampler
 
     graph = _graph(seed=3)
     n = graph.num_nodes
     torch.manual_seed(0)
     model = cls(6, 3, hidden=8, num_layers=2, dropout=0.5,
-                **({"gcn_norm": "graph"} if cls is GCN else {}))
+                **({"gcn_norm": "graph"} if cls is GCN else {}),
+                **({"residual": True, "norm": "layer"} if residual else {}))
     model.bind_graph(graph)
     model.train()
     model.set_dropout_key(11, 2)

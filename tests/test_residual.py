@@ -5,7 +5,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gnnscale.models.gat import GAT
 from gnnscale.models.gcn import GCN
 from gnnscale.models.gin import GIN
 from gnnscale.models.sage import SAGE
@@ -89,27 +88,6 @@ def test_split_path_equals_the_layers_with_keyed_dropout(cls, kw):
     torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-4, atol=1e-5)
     for a, b in zip(grads[0][1], grads[1][1], strict=True):  # summation order differs
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("cls,kw", SPLITTABLE + [(GAT, {"heads": 2})])
-def test_sub_block_rows_equal_the_whole_graph(cls, kw):
-    """A sampled block with every neighbour gives the whole graph's rows, dropout keyed."""
-    from gnnscale.sampling.neighbor import NeighborSampler
-
-    graph = _graph(seed=3)
-    n = graph.num_nodes
-    model = _model(cls, kw, dropout=0.5, layers=2)
-    model.bind_graph(graph)
-    model.train()
-    model.set_dropout_key(11, 2)
-    x = torch.randn(n, 7)
-    whole = Block(graph.edge_index(), (n, n), torch.arange(n))
-    expected = model(x, [whole, whole])
-    targets = torch.tensor([1, 4, 17])
-    mb = NeighborSampler([-1, -1]).sample(graph, targets, 0)
-    torch.testing.assert_close(model(x[mb.n_id], mb.blocks), expected[targets])
-    model.set_dropout_key(11, 3)
-    assert not torch.allclose(model(x, [whole, whole]), expected)
 
 
 def test_residual_refusals():
