@@ -1,4 +1,4 @@
-"""Helpers shared by the loaders: locating raw files, staging them, PyG ``Data`` -> GraphStore.
+"""Helpers shared by the loaders: locating raw files, splits, CSR arrays to dense.
 
 Missing raw files raise :class:`DatasetNotFoundError` naming every file expected and every
 folder searched; nothing here downloads.
@@ -7,15 +7,12 @@ folder searched; nothing here downloads.
 from __future__ import annotations
 
 import os
-import shutil
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
-
-from gnnscale.data.graph import GraphStore
 
 SHARED_ENV = "GNNSCALE_SHARED_DATASETS"
 
@@ -56,16 +53,6 @@ def find_raw(candidates: Sequence[Path], files: Sequence[str], what: str) -> Pat
         "Put the files there, or set dataset.raw_dir to the folder holding them "
         "(real copies may exist under ../shared/datasets, see its README)."
     )
-
-
-def stage_raw(src: Path, files: Sequence[str], dest: Path) -> Path:
-    """Copy ``files`` from ``src`` into the writable folder ``dest`` (PyG writes processed/
-    next to raw/, so it must never work inside a shared, read-only copy)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        if not (dest / f).is_file():
-            shutil.copyfile(src / f, dest / f)
-    return dest
 
 
 def index_split(
@@ -136,45 +123,6 @@ def per_class_split(
     return {"train": train_idx, "val": val_idx, "test": test_idx}
 
 
-def from_pyg(
-    data,
-    name: str,
-    num_classes: int | None = None,
-    split: dict[str, torch.Tensor | np.ndarray | None] | None = None,
-    symmetrize: bool = True,
-    **meta,
-) -> GraphStore:
-    """A torch_geometric ``Data`` (edge_index, x, y, optional masks) as a CSC GraphStore."""
-    num_nodes = int(data.num_nodes)
-    if getattr(data, "edge_index", None) is None:
-        raise ValueError(f"{name}: the Data object has no edge_index")
-    y = getattr(data, "y", None)
-    if y is not None:
-        y = torch.as_tensor(y).reshape(num_nodes, -1)
-        if y.shape[1] != 1:
-            raise ValueError(f"{name}: y must hold one class per node, got shape {tuple(y.shape)}")
-        y = y.reshape(-1).long()
-    if split is None:
-        split = {s: getattr(data, f"{s}_mask", None) for s in ("train", "val", "test")}
-    idx = index_split(split, num_nodes)
-    x = getattr(data, "x", None)
-    if num_classes is None:
-        num_classes = int(y.max()) + 1 if y is not None and y.numel() else 0
-    return GraphStore.from_edge_index(
-        data.edge_index,
-        num_nodes,
-        symmetrize=symmetrize,
-        x=None if x is None else torch.as_tensor(x).float().contiguous(),
-        y=y,
-        train_idx=idx["train"],
-        val_idx=idx["val"],
-        test_idx=idx["test"],
-        num_classes=num_classes,
-        name=name,
-        meta=dict(meta),
-    )
-
-
 def ratio_split(
     y: torch.Tensor, train_ratio: float, val_ratio: float, seed: int
 ) -> dict[str, torch.Tensor]:
@@ -188,3 +136,15 @@ def ratio_split(
     n_val = int(round(val_ratio * order.numel()))
     parts = (order[:n_train], order[n_train:n_train + n_val], order[n_train + n_val:])
     return {s: torch.sort(p).values for s, p in zip(("train", "val", "test"), parts)}
+
+
+def csr_to_dense(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
+                 shape: tuple[int, int]) -> np.ndarray:
+    """The dense matrix of CSR arrays (explicitly stored entries, repeated ones summed)."""
+    rows, cols = int(shape[0]), int(shape[1])
+    if indptr.shape != (rows + 1,) or int(indptr[-1]) != indices.size or indices.size != data.size:
+        raise ValueError(f"inconsistent CSR arrays for shape {(rows, cols)}")
+    out = np.zeros((rows, cols), dtype=data.dtype)
+    row = np.repeat(np.arange(rows), np.diff(indptr))
+    np.add.at(out, (row, indices.astype(np.int64)), data)
+    return out

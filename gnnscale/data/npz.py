@@ -1,23 +1,27 @@
 """gnn-benchmark graphs (Shchur et al.): Amazon Computers/Photo, Coauthor CS/Physics.
 
-Read through PyG's ``Amazon`` / ``Coauthor`` classes from their npz files (looked up in
-``raw_dir``, ``<root>/npz/<Name>/raw``, ``<root>/<Name>/raw``, then the shared datasets folder;
-copied into a working folder so PyG never downloads or writes into a shared copy). The files
-carry no split: a seeded random one takes ``train_per_class`` and ``val_per_class`` nodes of
-every class (Shchur et al.'s 20 / 30) and puts every other node in test.
+Read from their npz files (looked up in ``raw_dir``, ``<root>/npz/<Name>/raw``,
+``<root>/<Name>/raw``, then the shared datasets folder; read in place, never pickled objects)
+into the graph PyG's ``Amazon`` / ``Coauthor`` build (the same bytes: tested): binary
+bag-of-words features, self loops dropped, made undirected. The files carry no split: a seeded
+random one takes ``train_per_class`` and ``val_per_class`` nodes of every class (Shchur et
+al.'s 20 / 30) and puts every other node in test.
 """
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
 
 from gnnscale.data.base import Dataset, DatasetConfig
-from gnnscale.data.convert import find_raw, from_pyg, per_class_split, raw_candidates, stage_raw
+from gnnscale.data.convert import csr_to_dense, find_raw, per_class_split, raw_candidates
 from gnnscale.data.graph import GraphStore
 from gnnscale.registry import register
 
-# option -> (PyG class, folder name, raw file)
+# option -> (collection, folder name, raw file)
 GRAPHS = {
     "computers": ("Amazon", "Computers", "amazon_electronics_computers.npz"),
     "photo": ("Amazon", "Photo", "amazon_electronics_photo.npz"),
@@ -48,23 +52,39 @@ class NpzDataset(Dataset):
                 f"-seed{self.split_seed}")
 
     def process(self) -> GraphStore:
-        import torch_geometric.datasets as pyg_datasets
-
-        cls_name, folder, raw_file = GRAPHS[self.name]
+        collection, folder, raw_file = GRAPHS[self.name]
         candidates = raw_candidates(self.raw_dir, self.root, f"npz/{folder}/raw", f"{folder}/raw")
-        src = find_raw(candidates, [raw_file], f"{cls_name} {folder}")
-        work = self.root / self.key / "pyg"
-        stage_raw(src, [raw_file], work / folder / "raw")
-        try:
-            ds = getattr(pyg_datasets, cls_name)(str(work), folder)
-            data = ds[0]
-            split = per_class_split(data.y, ds.num_classes, self.train_per_class,
-                                    self.val_per_class, self.split_seed)
-            return from_pyg(data, self.name, ds.num_classes, split=split, source=str(src),
-                            split_name=f"{self.train_per_class}/{self.val_per_class} per class, "
-                                       f"seed {self.split_seed}")
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        src = find_raw(candidates, [raw_file], f"{collection} {folder}")
+        edges, x, y = read_npz(src / raw_file)
+        num_classes = int(y.max()) + 1
+        split = per_class_split(y, num_classes, self.train_per_class, self.val_per_class,
+                                self.split_seed)
+        return GraphStore.from_edge_index(
+            edges, y.numel(), symmetrize=True, self_loops="remove", x=x, y=y,
+            train_idx=split["train"], val_idx=split["val"], test_idx=split["test"],
+            num_classes=num_classes, name=self.name, meta={
+                "source": str(src), "split_name": f"{self.train_per_class}/"
+                f"{self.val_per_class} per class, seed {self.split_seed}"})
+
+
+def read_npz(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(edge_index, x, y)`` of a gnn-benchmark file: every stored adjacency entry is an edge,
+    features are 1 where the attribute count is positive."""
+    with np.load(path, allow_pickle=False) as f:
+        missing = {"adj_data", "adj_indices", "adj_indptr", "adj_shape", "attr_data",
+                   "attr_indices", "attr_indptr", "attr_shape", "labels"} - set(f.files)
+        if missing:
+            raise ValueError(f"{path} is not a gnn-benchmark npz file: no {sorted(missing)}")
+        x = torch.from_numpy(csr_to_dense(f["attr_data"], f["attr_indices"], f["attr_indptr"],
+                                          tuple(f["attr_shape"]))).to(torch.float)
+        x[x > 0] = 1
+        indptr, indices = f["adj_indptr"], f["adj_indices"]
+        src = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+        edges = torch.from_numpy(np.stack([src, indices.astype(np.int64)]))
+        y = torch.from_numpy(f["labels"]).to(torch.long).reshape(-1)
+    if y.numel() != x.shape[0]:
+        raise ValueError(f"{path}: {y.numel()} labels for {x.shape[0]} attribute rows")
+    return edges, x.contiguous(), y
 
 
 @register("dataset", "npz")
