@@ -91,7 +91,7 @@ def _rank(topo, graph, books: dict, variants: list[tuple], epochs: int) -> dict:
     from gnnscale.deps.depcache import DepCache
     from gnnscale.deps.depcomm import DepComm
     from gnnscale.deps.hybrid import Hybrid
-    from gnnscale.executor.edge_cut import EdgeCutPlan, row_widths
+    from gnnscale.executor.edge_cut import EdgeCutPlan
     from gnnscale.executor.vertex_cut import VertexCutPlan
 
     hybrid = Hybrid()  # probed once per rank (collective), reused; timed apart from planning
@@ -112,7 +112,7 @@ def _rank(topo, graph, books: dict, variants: list[tuple], epochs: int) -> dict:
             base = deps.split("+")[0]
             dm = {"depcache": DepCache(), "depcomm": DepComm(), "hybrid": hybrid}[base]
             plan = EdgeCutPlan(graph, book.part, topo.rank, WORLD, dm,
-                               row_widths(model, graph.num_features), **OPTIONS.get(deps, {}))
+                               model.widths(graph.num_features), **OPTIONS.get(deps, {}))
             extra = {"footprint_bytes": _footprint(plan),
                      **({"probe_s": probe_s} if base == "hybrid" else {}),
                      "replicated_bytes": plan.layout.report["replicated_bytes"],

@@ -15,7 +15,7 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.deps.depcache import DepCache
 from gnnscale.deps.depcomm import DepComm
 from gnnscale.deps.hybrid import Hybrid
-from gnnscale.executor.edge_cut import EdgeCutPlan, row_widths
+from gnnscale.executor.edge_cut import EdgeCutPlan
 from gnnscale.models.gat import GAT
 from gnnscale.models.gcn import GCN
 from gnnscale.models.gin import GIN
@@ -118,7 +118,7 @@ def edge_cut_cases(topo, part: torch.Tensor, cases: list[tuple[str, str, dict]])
         graph = make_graph()
         model = make_model(model_name, graph)
         plan = EdgeCutPlan(graph, part, topo.rank, topo.world_size, make_deps(deps_name),
-                           row_widths(model, graph.num_features), **opts)
+                           model.widths(graph.num_features), **opts)
         res = _train(graph, model, lambda p=plan, m=model: p.forward(m), plan.masters,
                      topo.world_size)
         res["stats"] = plan.stats()

@@ -53,14 +53,14 @@ def offload_cases(topo, part: torch.Tensor, cases: list[tuple[str, dict]]) -> li
 def depcomm_grads(topo, part: torch.Tensor, models: tuple[str, ...]) -> dict[str, dict]:
     """``fullgraph`` + depcomm on the same book: per model the first epoch's loss and
     gradients."""
-    from gnnscale.executor.edge_cut import EdgeCutPlan, row_widths
+    from gnnscale.executor.edge_cut import EdgeCutPlan
 
     out = {}
     for name in models:
         graph = F.make_graph()
         model = F.make_model(name, graph)
         plan = EdgeCutPlan(graph, part, topo.rank, topo.world_size, DepComm(),
-                           row_widths(model, graph.num_features))
+                           model.widths(graph.num_features))
         out[name] = F._train(graph, model, lambda p=plan, m=model: p.forward(m), plan.masters,
                              topo.world_size)
     return out

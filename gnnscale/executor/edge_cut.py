@@ -74,11 +74,6 @@ def _conv_block(graph: GraphStore, dst: torch.Tensor, held: torch.Tensor, recv: 
     return block, gather
 
 
-def row_widths(model: GNN, in_dim: int) -> list[int]:
-    """Widths of the rows of layers 0..L: the inputs, then each layer's output."""
-    return model.widths(in_dim)
-
-
 class EdgeCutPlan(FullGraphPlan):
     """One rank's full-graph forward on an edge-cut partition, dependencies per ``deps``.
 

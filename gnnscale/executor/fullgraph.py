@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from gnnscale.distributed.collectives import sum_gradients
 from gnnscale.executor.base import RunContext, Strategy
-from gnnscale.executor.edge_cut import EdgeCutPlan, row_widths
+from gnnscale.executor.edge_cut import EdgeCutPlan
 from gnnscale.executor.fullgraph_plan import FullGraphPlan
 from gnnscale.registry import register
 from gnnscale.runner.validate import ConfigError
@@ -125,7 +125,7 @@ class FullGraph(Strategy):
             part = book.part if book is not None else torch.zeros(graph.num_nodes,
                                                                    dtype=torch.int64)
             self.plan = EdgeCutPlan(graph, part, topo.rank, world, ctx.deps,
-                                    row_widths(self._module, graph.num_features),
+                                    self._module.widths(graph.num_features),
                                     group=self.group, ring=self.ring, overlap=self.overlap,
                                     device=topo.device)
             self.plan_report = self.plan.layout.report

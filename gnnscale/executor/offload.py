@@ -26,7 +26,6 @@ import torch.nn.functional as F
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import sum_gradients
 from gnnscale.executor.base import RunContext, Strategy
-from gnnscale.executor.edge_cut import row_widths
 from gnnscale.executor.fullgraph import owned_accuracy, present_splits
 from gnnscale.offload import compute
 from gnnscale.offload.bound import layer_bound
@@ -72,7 +71,7 @@ def check_options(chunks: int, dedup: str, intermediate: str, budget: float | No
         raise ConfigError(f"strategy.intermediate=cache keeps aggregates, but "
                           f"{model.why_not_splittable()}: use strategy.intermediate=recompute "
                           "or auto")
-    if intermediate == "cache" and getattr(model, "residual", False):
+    if intermediate == "cache" and not model.linear_aggregate:
         raise ConfigError("strategy.intermediate=cache backpropagates through the aggregate "
                           "without the source rows, but model.residual normalises them before "
                           "aggregating: use strategy.intermediate=recompute or auto")
@@ -145,7 +144,7 @@ class Offload(Strategy):
                                         self.dedup, graph)
         self.blocks = [Block(t.edge_index, (t.src_ids.numel(), t.dst.numel()), t.src_ids)
                        for t in self.transfers]
-        self.dims = row_widths(self._module, graph.num_features)
+        self.dims = self._module.widths(graph.num_features)
         self.choices = [compute.choose(
             self._module, k, self.intermediate, self.dims[k],
             sum(t.dst.numel() for t in self.transfers),

@@ -17,6 +17,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from gnnscale.ops import dropout as ops
+
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _M1, _M2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
@@ -103,8 +105,6 @@ def dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
 
 
 def _native_ok(h: torch.Tensor) -> bool:
-    from gnnscale.ops import dropout as ops
-
     return h.device.type == "cpu" and h.dim() == 2 and \
         h.dtype in (torch.float32, torch.float64) and ops.available()
 
@@ -115,15 +115,11 @@ class _NativeDropout(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h: torch.Tensor, p: float, key: int, ids: torch.Tensor | None):
-        from gnnscale.ops import dropout as ops
-
         ctx.p, ctx.key = p, key
         ctx.save_for_backward(ids)
         return ops.keyed_dropout(h, p, key, ids)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        from gnnscale.ops import dropout as ops
-
         (ids,) = ctx.saved_tensors
         return ops.keyed_dropout(grad, ctx.p, ctx.key, ids), None, None, None
