@@ -10,7 +10,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import summarize  # noqa: E402
 
 
-def _run(root: Path, name: str, seed: int, value: float | None, residual: bool = False) -> None:
+def _run(root: Path, name: str, seed: int, value: float | None, residual: bool = False,
+         history: list[dict] | None = None) -> None:
     d = root / name
     d.mkdir(parents=True)
     cfg = {"seed": seed, "run_dir": str(d), "dataset": {"name": "tolokers"},
@@ -18,7 +19,8 @@ def _run(root: Path, name: str, seed: int, value: float | None, residual: bool =
            "strategy": {"_target_": "gnnscale.executor.data.DataParallel"},
            "dist": {"world_size": 1}}
     (d / "results.json").write_text(json.dumps(
-        {"config": cfg, "summary": {"metric": "rocauc", "test_at_best_val": value}}))
+        {"config": cfg, "summary": {"metric": "rocauc", "test_at_best_val": value},
+         "history": history or []}))
 
 
 def test_groups_labels_and_unfinished_runs(tmp_path, capsys):
@@ -46,3 +48,18 @@ def test_merge_replaces_only_the_groups_measured_again(tmp_path):
     rows = {r["group"]: r for r in json.loads(out.read_text())}
     assert rows["kept"]["mean"] == 1.0
     assert rows["tolokers / GCN / DataParallel / 1 ranks"]["mean"] == pytest.approx(80.0)
+
+
+def test_tail_averages_the_last_evaluated_epochs(tmp_path, capsys):
+    hist = [{"epoch": 0, "test_rocauc": 0.5}, {"epoch": 1},  # epoch 1 not evaluated
+            {"epoch": 2, "test_rocauc": 0.7}, {"epoch": 3, "test_rocauc": 0.9}]
+    _run(tmp_path, "a0", 0, 0.80, history=hist)
+    _run(tmp_path, "a1", 1, 0.82, history=hist[:3])
+    out = tmp_path / "acc.json"
+    assert summarize.main([str(tmp_path), "--out", str(out), "--tail", "2"]) == 0
+    (row,) = json.loads(out.read_text())
+    assert [r["tail"] for r in row["runs"]] == [pytest.approx(80.0), pytest.approx(60.0)]
+    assert row["tail"]["epochs"] == 2 and row["tail"]["mean"] == pytest.approx(70.0)
+    assert "70.00 +- 14.14" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        summarize.main([str(tmp_path), "--tail", "0"])
