@@ -61,3 +61,27 @@ def test_split_sample_checks_its_inputs():
         split_sample(COUNTS, EDGES, OWNER, OWNER, 2, 0, False, torch.zeros(5), 0)
     with pytest.raises(RuntimeError, match="edges must be"):
         split_sample(COUNTS, [EDGES[0][0]], OWNER, OWNER, 2, 0, False, NO_COSTS, 0)
+
+
+def test_mu_discounts_recomputation_in_the_split_greedy():
+    """``deps.mu`` (NeutronStar Eq. 3) scales a replica's compute, not the inputs it fetches:
+    a smaller mu replicates more (before, split's greedy ignored it)."""
+    from gnnscale.deps.hybrid import Hybrid
+    from gnnscale.executor.splitter import split_sample as split_plan
+    from gnnscale.sampling.neighbor import NeighborSampler
+    from tests._data_fns import make_graph
+    from tests._split_fns import scattered_part
+
+    g = make_graph()
+    mb = NeighborSampler([4, 3]).sample(g, g.train_idx[:48], 0)
+    part = scattered_part(g.num_nodes, 2).int()
+    dims = [g.num_features, 16, g.num_classes]
+    replicated = []
+    for mu in (1.0, 0.5, 0.1):
+        deps = Hybrid(costs={"t_vertex": 0.05, "t_edge": 0.05, "t_comm": 1.0}, mu=mu)
+        deps.prepare()
+        costs = deps.replication_costs(dims)
+        assert torch.equal(costs[:3], deps.layer_costs(dims)[:3])  # communication unscaled
+        assert torch.allclose(costs[3:], mu * deps.layer_costs(dims)[3:])
+        replicated.append(split_plan(mb, part, part, 2, 0, costs=costs, budget=1 << 40).replicated)
+    assert replicated[0] < replicated[1] < replicated[2]

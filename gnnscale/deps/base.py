@@ -50,6 +50,14 @@ class DependencyManager(ABC):
             return torch.zeros(3 * len(dims), dtype=torch.float64)
         return layer_costs(costs, dims, self.comm_weight)
 
+    def replication_costs(self, dims: list[int]) -> torch.Tensor:
+        """:meth:`layer_costs` with the recomputation figures (per edge, per vertex) times
+        :attr:`mu` (Eq. 3): for a greedy that adds to a replica's cost the communication of
+        inputs it lacks, which ``mu`` does not discount (``split``'s native greedy)."""
+        costs = self.layer_costs(dims).clone()
+        costs[len(dims):] *= self.mu
+        return costs
+
     def prepare_costs(self) -> Costs | None:
         """The costs fixed by :meth:`prepare` (None without a cost model)."""
         return None

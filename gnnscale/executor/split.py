@@ -126,7 +126,7 @@ class SplitParallel(SamplingStrategy):
         self.costs = None
         if self.budget > 0:
             ctx.deps.prepare(group=None)  # the planning interface fullgraph calls too
-            self.costs = ctx.deps.layer_costs(dims)
+            self.costs = ctx.deps.replication_costs(dims)
         if topo.rank == 0:  # the leader samples for everyone
             self.start_sampler_pool()
 
