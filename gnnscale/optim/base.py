@@ -3,7 +3,9 @@
 Strategies never pick an optimizer: they call ``ctx.optim(model)``, so every strategy trains
 with the same optimizer and settings (``optim=adam optim.lr=0.01``). ``weight_decay_layers``
 decays only the parameters of the listed conv layers (Kipf & Welling decay the first layer
-only: ``optim.weight_decay_layers=[0]``); None decays every parameter.
+only: ``optim.weight_decay_layers=[0]``); None decays every parameter. Only the convs' own
+parameters: a residual stack's norms, FFN linears and input/output projections are not decayed
+by a layer list (None decays them too).
 """
 
 from __future__ import annotations
