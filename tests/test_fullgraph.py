@@ -42,6 +42,22 @@ def test_runner_fullgraph_matches_one_process(tmp_path):
     assert last["edge_redundancy"] > 1.0  # replicated rows recompute edges
 
 
+@pytest.mark.slow
+def test_binary_task_reports_and_selects_rocauc_on_every_full_graph_path(tmp_path):
+    """fullgraph and offload evaluate their own forward: on a two-class graph they report
+    ROC-AUC like the layer-wise evaluation and select by it, equal on 1 and 2 ranks."""
+    binary = ("dataset.num_classes=2", "eval_every=1")
+    one = run(make_cfg(tmp_path, *FULL, *GCN, *binary, "dist.world_size=1", run="one"))
+    two = run(make_cfg(tmp_path, *FULL, *GCN, *binary, "dist.world_size=2", run="two"))
+    off = run(make_cfg(tmp_path, *FULL, *GCN, *binary, "dist.world_size=2", "strategy=offload",
+                       run="offload"))
+    for res in (one, two, off):
+        assert res["summary"]["metric"] == "rocauc"
+        assert all("val_rocauc" in h and "test_rocauc" in h for h in res["history"])
+        assert [h["val_rocauc"] for h in res["history"]] == pytest.approx(
+            [h["val_rocauc"] for h in one["history"]], abs=1e-6)
+
+
 def _check(tmp_path, *overrides: str) -> None:
     cfg = make_cfg(tmp_path, *FULL, *overrides)
     check_data(cfg, registry.build(cfg.dataset).load())

@@ -129,3 +129,23 @@ def test_reduction_keeps_each_ranks_hit_rate():
     out = reduce_over_ranks({"hits": 3.0, "misses": 1.0, "epoch_time": 2.0})
     assert out["cache_hit_rate"] == 0.75 and out["cache_hit_rate_per_rank"] == [0.75]
     assert reduce_over_ranks({"hits": 0.0, "misses": 0.0})["cache_hit_rate_per_rank"] == [0.0]
+
+
+def test_owned_metrics_equal_the_layerwise_evaluation_order():
+    """fullgraph/offload evaluate the logits of their masters (any order); the figures,
+    ROC-AUC included, are those of the vertices in split order (the layer-wise evaluation)."""
+    from gnnscale.executor.fullgraph import owned_metrics
+    from gnnscale.runner.evaluate import split_metrics
+    from tests._data_fns import make_graph
+
+    g = make_graph()
+    g.y = g.y % 2
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(g.num_nodes, 2, generator=gen)
+    masters = torch.randperm(g.num_nodes, generator=gen)
+    got = owned_metrics(logits[masters], masters, g, ["val", "test"], None)
+    nodes = torch.cat([g.val_idx, g.test_idx])
+    want = split_metrics(logits[nodes], g.y[nodes], torch.arange(nodes.numel()),
+                         [g.val_idx.numel(), g.test_idx.numel()], ["val", "test"])
+    assert set(got) == {"val_acc", "test_acc", "val_rocauc", "test_rocauc"}
+    assert got == pytest.approx(want)

@@ -27,6 +27,7 @@ from gnnscale.executor.base import RunContext, Strategy
 from gnnscale.executor.edge_cut import EdgeCutPlan
 from gnnscale.executor.fullgraph_plan import FullGraphPlan
 from gnnscale.registry import register
+from gnnscale.runner.evaluate import split_metrics
 from gnnscale.runner.validate import ConfigError
 
 EDGE_CUT_DEPS = ("depcache", "depcomm", "hybrid")
@@ -203,7 +204,8 @@ class FullGraph(Strategy):
     @torch.no_grad()
     def evaluate(self, batch_size: int, splits: tuple[str, ...] = ("val", "test")
                  ) -> dict[str, float]:
-        """Accuracy from the same partitioned forward (collective)."""
+        """Accuracy (and ROC-AUC for two classes) from the same partitioned forward
+        (collective)."""
         g = self.ctx.graph
         present = present_splits(g, splits)
         if not present:
@@ -211,9 +213,9 @@ class FullGraph(Strategy):
         model = self._module
         was = model.training
         model.eval()
-        pred = self.plan.forward(model).argmax(-1).cpu()
+        logits = self.plan.forward(model)
         model.train(was)
-        return owned_accuracy(pred, self.masters, g, present, self.group)
+        return owned_metrics(logits, self.masters, g, present, self.group)
 
 
 def present_splits(g, splits: tuple[str, ...]) -> list[str]:
@@ -222,17 +224,25 @@ def present_splits(g, splits: tuple[str, ...]) -> list[str]:
             and getattr(g, f"{s}_idx").numel()]
 
 
-def owned_accuracy(pred: torch.Tensor, masters: torch.Tensor, g, present: list[str],
-                   group) -> dict[str, float]:
-    """``<split>_acc`` from this rank's predictions of its masters, summed over ``group``
-    (collective when a process group is up)."""
-    right = pred == g.y[masters]
-    correct = torch.tensor([float((right & g.mask(s)[masters]).sum()) for s in present],
-                           dtype=torch.float64)
-    if dist.is_initialized() and dist.get_world_size(group) > 1:
-        dist.all_reduce(correct, group=group)
-    return {f"{s}_acc": float(c) / getattr(g, f"{s}_idx").numel()
-            for s, c in zip(present, correct)}
+def owned_metrics(logits: torch.Tensor, masters: torch.Tensor, g, present: list[str],
+                  group) -> dict[str, float]:
+    """``<split>_acc`` (and ``<split>_rocauc`` for two classes) from this rank's logits of its
+    masters (each vertex is one rank's master), over the ranks of ``group`` (collective),
+    as the layer-wise evaluation computes them."""
+    rows, positions, sizes, offset = [], [], [], 0
+    for s in present:
+        idx = getattr(g, f"{s}_idx")
+        where = torch.full((g.num_nodes,), -1, dtype=torch.long)
+        where[idx] = torch.arange(idx.numel())
+        pos = where[masters]
+        mine = (pos >= 0).nonzero().reshape(-1)
+        rows.append(mine)
+        positions.append(pos[mine] + offset)
+        sizes.append(idx.numel())
+        offset += idx.numel()
+    rows_t = torch.cat(rows)
+    return split_metrics(logits[rows_t.to(logits.device)], g.y[masters[rows_t]],
+                         torch.cat(positions), sizes, present, group)
 
 
 class _NoDeps:

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import sum_gradients
 from gnnscale.executor.base import RunContext, Strategy
-from gnnscale.executor.fullgraph import owned_accuracy, present_splits
+from gnnscale.executor.fullgraph import owned_metrics, present_splits
 from gnnscale.offload import compute
 from gnnscale.offload.bound import layer_bound
 from gnnscale.offload.chunks import LEVEL2, Chunking, two_level
@@ -451,7 +451,8 @@ class Offload(Strategy):
     @torch.no_grad()
     def evaluate(self, batch_size: int, splits: tuple[str, ...] = ("val", "test")
                  ) -> dict[str, float]:
-        """Accuracy from the same chunked forward (collective)."""
+        """Accuracy (and ROC-AUC for two classes) from the same chunked forward
+        (collective)."""
         g = self.ctx.graph
         present = present_splits(g, splits)
         if not present:
@@ -461,5 +462,4 @@ class Offload(Strategy):
         model.eval()
         self._forward(cache_aggregates=False)
         model.train(was)
-        return owned_accuracy(self.store.rows[-1].argmax(-1), self.masters, g, present,
-                              self.group)
+        return owned_metrics(self.store.rows[-1], self.masters, g, present, self.group)
