@@ -3,6 +3,10 @@
 Layer ``l`` is computed for every vertex from layer ``l-1`` of all its in-neighbors, so the
 accuracy does not depend on sampling. The ranks of a group split the vertices of each layer
 and all-gather the hidden features; the last layer is computed only for the evaluated vertices.
+A layer whose linear map shrinks the rows (:meth:`GNN.reorders`, e.g. GCN on wide features)
+is evaluated reordered: each rank transforms only its share of the rows, the narrow results
+are all-gathered, and the aggregation reads those, instead of every rank gathering and
+transforming the wide rows of its whole in-neighbourhood (most of the graph).
 This is :meth:`Strategy.evaluate`'s default; a strategy may evaluate its own way.
 """
 
@@ -19,10 +23,10 @@ from gnnscale.sampling.neighbor import NeighborSampler
 
 @torch.no_grad()
 def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device: torch.device,
-                     batch_size: int = 4096, group: dist.ProcessGroup | None = None
-                     ) -> torch.Tensor:
+                     batch_size: int = 4096, group: dist.ProcessGroup | None = None,
+                     reorder: bool = True) -> torch.Tensor:
     """Logits of this rank's share of ``nodes`` (``torch.tensor_split(nodes, world)[rank]``,
-    ranks and world of ``group``)."""
+    ranks and world of ``group``); ``reorder=False`` runs every layer as a conv."""
     was_training = model.training
     model.eval()
     one_hop = NeighborSampler(fanouts=[-1])
@@ -32,15 +36,49 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
         last = layer == model.num_layers - 1
         targets = nodes if last else torch.arange(graph.num_nodes)
         mine = torch.tensor_split(targets, world)[rank]
+        z = _transformed(model, layer, h, device, batch_size, group) if (
+            reorder and model.reorders(layer)) else None
         outs = []
         for chunk in torch.split(mine, batch_size):
             mb = one_hop.sample(graph, chunk, 0)
-            x = h[mb.n_id].to(device, non_blocking=True)
-            outs.append(model.layer(layer, x, mb.blocks[0].to(device)))
+            block = mb.blocks[0].to(device)
+            if z is None:
+                outs.append(model.layer(layer, h[mb.n_id].to(device, non_blocking=True), block))
+                continue
+            ids = chunk.to(device)
+            x_dst = _rows(h, chunk, contiguous=not last).to(device, non_blocking=True)
+            if layer == 0:
+                x_dst = model.inputs(x_dst, ids)
+            agg = model.aggregate(layer, z[mb.n_id].to(device, non_blocking=True), block)
+            out = model.update(layer, agg, x_dst, ids, z[chunk].to(device, non_blocking=True))
+            outs.append(model.post(layer, out, ids))
         out = torch.cat(outs) if outs else h.new_zeros((0, 0))
         h = out if last else torch.cat(all_gather_rows(out, group)).cpu()
     model.train(was_training)
     return h
+
+
+def _transformed(model: GNN, layer: int, h: torch.Tensor, device: torch.device,
+                 batch_size: int, group: dist.ProcessGroup | None) -> torch.Tensor:
+    """``transform(layer, rows)`` of every vertex (CPU): each rank transforms its share of
+    ``h`` (layer 0: through :meth:`GNN.inputs`), then the ranks all-gather the results."""
+    share = torch.tensor_split(torch.arange(h.shape[0]), group_size(group))[group_rank(group)]
+    outs = []
+    for chunk in torch.split(share, batch_size):
+        x = _rows(h, chunk, contiguous=True).to(device, non_blocking=True)
+        if layer == 0:
+            x = model.inputs(x, chunk.to(device))
+        outs.append(model.transform(layer, x))
+    width = model.pre_linear(layer).weight.shape[0]  # a rank may have no rows
+    out = torch.cat(outs) if outs else h.new_zeros((0, width))
+    return torch.cat(all_gather_rows(out, group)).cpu()
+
+
+def _rows(h: torch.Tensor, ids: torch.Tensor, contiguous: bool) -> torch.Tensor:
+    """``h[ids]``; a view, not a copy, when ``ids`` is an ascending run of ids."""
+    if contiguous and ids.numel():
+        return h[int(ids[0]): int(ids[0]) + ids.numel()]
+    return h[ids]
 
 
 def evaluate(model: GNN, graph: GraphStore, device: torch.device, batch_size: int = 4096,

@@ -1,0 +1,37 @@
+"""Layer-wise evaluation: reordered layers (transform, all-gather, aggregate) equal the convs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gnnscale.distributed import spawn
+from gnnscale.runner.evaluate import layerwise_logits
+from tests import _evaluate_fns as E
+
+
+@pytest.mark.parametrize("name", E.MODELS)
+@pytest.mark.parametrize("batch", [7, 1000])
+def test_reordered_layers_equal_the_convs(name, batch):
+    g = E.binary_graph()
+    model = E.make_model(name, g)
+    assert model.reorders(0) and not model.reorders(1)  # 40 -> 8 shrinks, 8 -> 8 does not
+    model.train()
+    nodes = torch.cat([g.val_idx, g.test_idx])
+    cpu = torch.device("cpu")
+    got = layerwise_logits(model, g, nodes, cpu, batch)
+    want = layerwise_logits(model, g, nodes, cpu, batch, reorder=False)
+    assert model.training  # restored
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_two_ranks_evaluate_as_one_process():
+    ranks = spawn(E.evaluate_ranks, 2, E.MODELS)
+    for name in E.MODELS:
+        logits, metrics = E.reference(name)
+        torch.testing.assert_close(torch.cat([r[name][0] for r in ranks]), logits,
+                                   rtol=1e-5, atol=1e-6)
+        for r in ranks:
+            assert set(r[name][1]) == {"val_acc", "test_acc", "val_rocauc", "test_rocauc"}
+            assert r[name][1] == pytest.approx(metrics)
