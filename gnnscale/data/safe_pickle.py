@@ -103,5 +103,8 @@ def dense(obj: object) -> np.ndarray:
         return obj
     if not isinstance(obj, SparseRecord):
         raise TypeError(f"expected a matrix, got {type(obj).__name__}")
+    missing = {"data", "indices", "indptr"} - set(obj.__dict__)
+    if missing or not ({"_shape", "shape"} & set(obj.__dict__)):
+        raise ValueError(f"a pickled CSR matrix without {sorted(missing) or ['shape']}")
     data, indices, indptr = (np.asarray(obj.__dict__[k]) for k in ("data", "indices", "indptr"))
     return csr_to_dense(data, indices, indptr, obj.shape)
