@@ -147,5 +147,20 @@ def test_owned_metrics_equal_the_layerwise_evaluation_order():
     nodes = torch.cat([g.val_idx, g.test_idx])
     want = split_metrics(logits[nodes], g.y[nodes], torch.arange(nodes.numel()),
                          [g.val_idx.numel(), g.test_idx.numel()], ["val", "test"])
-    assert set(got) == {"val_acc", "test_acc", "val_rocauc", "test_rocauc"}
+    assert set(got) == {"val_acc", "test_acc", "val_loss", "test_loss", "val_rocauc",
+                        "test_rocauc"}
     assert got == pytest.approx(want)
+
+
+def test_split_metrics_report_the_mean_cross_entropy_per_split():
+    import torch.nn.functional as F
+
+    gen = torch.Generator().manual_seed(1)
+    logits, labels = torch.randn(9, 3, generator=gen), torch.randint(0, 3, (9,), generator=gen)
+    positions = torch.randperm(9, generator=gen)  # rows in any order, split by position
+    out = split_metrics(logits, labels, positions, [4, 5], ["val", "test"])
+    val = positions < 4
+    assert out["val_loss"] == pytest.approx(float(F.cross_entropy(logits[val], labels[val])))
+    assert out["test_loss"] == pytest.approx(float(F.cross_entropy(logits[~val], labels[~val])))
+    assert out["val_acc"] == pytest.approx(
+        float((logits[val].argmax(-1) == labels[val]).float().mean()))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.distributed.collectives import all_gather_rows, group_rank, group_size
@@ -99,10 +100,17 @@ def evaluate(model: GNN, graph: GraphStore, device: torch.device, batch_size: in
 def split_metrics(logits: torch.Tensor, labels: torch.Tensor, positions: torch.Tensor,
                   split_sizes: list[int], names: list[str],
                   group: dist.ProcessGroup | None = None) -> dict[str, float]:
-    """``<name>_acc`` per split, plus ``<name>_rocauc`` for a binary task, from this rank's
-    ``logits`` of the rows at ``positions`` of the concatenated splits (collective)."""
-    out = accuracy_counts((logits.argmax(-1).cpu() == labels.cpu()).float(), positions,
-                          split_sizes, names, group)
+    """``<name>_acc`` and ``<name>_loss`` (mean cross-entropy) per split, plus
+    ``<name>_rocauc`` for a binary task, from this rank's ``logits`` of the rows at
+    ``positions`` of the concatenated splits (collective)."""
+    right = (logits.argmax(-1).cpu() == labels.cpu()).double()
+    loss = F.cross_entropy(logits.float(), labels.to(logits.device), reduction="none")
+    sums = split_sums(torch.stack([right, loss.double().cpu()], 1), positions, split_sizes,
+                      group)
+    out = {}
+    for k, (s, n) in enumerate(zip(names, split_sizes)):
+        out[f"{s}_acc"] = float(sums[k, 0]) / n
+        out[f"{s}_loss"] = float(sums[k, 1]) / n
     if logits.shape[1] == 2:
         out.update(rocauc_per_split(logits, labels, positions, split_sizes, names, group))
     return out
@@ -136,15 +144,14 @@ def roc_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     return (rank_sum - pos * (pos + 1) / 2) / (pos * (n - pos))
 
 
-def accuracy_counts(correct: torch.Tensor, positions: torch.Tensor, split_sizes: list[int],
-                    names: list[str], group: dist.ProcessGroup | None = None
-                    ) -> dict[str, float]:
-    """``<name>_acc`` from this rank's 0/1 ``correct`` at ``positions`` of the concatenated
-    splits, summed over the ranks of ``group``."""
+def split_sums(values: torch.Tensor, positions: torch.Tensor, split_sizes: list[int],
+               group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """Per split, the column sums of this rank's ``values`` rows (at ``positions`` of the
+    concatenated splits), summed over the ranks of ``group``: ``[splits, columns]``."""
     which = torch.repeat_interleave(torch.arange(len(split_sizes)),
                                     torch.tensor(split_sizes))[positions]
-    counts = torch.zeros(len(split_sizes), dtype=torch.float64).index_add_(
-        0, which, correct.double().cpu())
+    sums = torch.zeros(len(split_sizes), values.shape[1], dtype=torch.float64).index_add_(
+        0, which, values.double())
     if group_size(group) > 1:
-        dist.all_reduce(counts, group=group)
-    return {f"{s}_acc": float(counts[k]) / n for k, (s, n) in enumerate(zip(names, split_sizes))}
+        dist.all_reduce(sums, group=group)
+    return sums
