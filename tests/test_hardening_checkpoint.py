@@ -12,24 +12,15 @@ import pytest
 import torch
 
 from gnnscale.runner import checkpoint
+from tests._payload import RunsShell
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-class _Payload:
-    """Unpickling this would run a shell command (the attack of a planted checkpoint)."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
 
 
 def test_planted_checkpoint_is_refused_and_runs_nothing(tmp_path):
     marker = tmp_path / "pwned"
     path = tmp_path / checkpoint.FILENAME
-    torch.save({"model": {}, "payload": _Payload(marker)}, path)
+    torch.save({"model": {}, "payload": RunsShell(marker)}, path)
     with pytest.raises(checkpoint.CheckpointError, match="can load safely"):
         checkpoint.load(path)
     assert not marker.exists()
@@ -57,6 +48,7 @@ def test_rng_states_round_trip_through_a_checkpoint(tmp_path):
 WRITE_FAILS = """
 import resource, signal, sys, torch
 from gnnscale.runner import checkpoint
+from tests._payload import RunsShell
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 checkpoint.save(sys.argv[1], {"w": torch.zeros(100_000)})

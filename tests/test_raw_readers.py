@@ -6,7 +6,6 @@ cannot run code; the graphs it builds are PyG's (same edges, features, labels, s
 
 from __future__ import annotations
 
-import os
 import pickle
 from collections import defaultdict
 from pathlib import Path
@@ -19,6 +18,7 @@ import torch
 from gnnscale.data import safe_pickle
 from gnnscale.data.npz import read_npz
 from gnnscale.data.planetoid import PlanetoidDataset, read_planetoid
+from tests._payload import RunsShell
 
 
 def write_planetoid(folder: Path, prefix: str, gap: bool, seed: int = 0) -> None:
@@ -71,19 +71,11 @@ def test_planetoid_reader_builds_pygs_graph(tmp_path, gap):
         assert float(ours.x[525:527].abs().sum()) == 0 and ours.y[525:527].tolist() == [0, 0]
 
 
-class _RunsCode:
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
-
-
 def test_planted_planetoid_file_is_refused_without_running_it(tmp_path):
     raw = tmp_path / "raw"
     write_planetoid(raw, "cora", gap=False)
     marker = tmp_path / "ran"
-    (raw / "ind.cora.ally").write_bytes(pickle.dumps(_RunsCode(str(marker)), protocol=2))
+    (raw / "ind.cora.ally").write_bytes(pickle.dumps(RunsShell(marker), protocol=2))
     with pytest.raises(safe_pickle.UnsafePickleError, match=r"ind\.cora\.ally.*system"):
         PlanetoidDataset(tmp_path / "data", "cora", raw_dir=str(raw)).load()
     assert not marker.exists()
