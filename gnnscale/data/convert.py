@@ -55,6 +55,13 @@ def find_raw(candidates: Sequence[Path], files: Sequence[str], what: str) -> Pat
     )
 
 
+def require_arrays(f, names: set[str], path: Path, what: str) -> None:
+    """Refuse an opened npz ``f`` (at ``path``) that lacks any of ``names``."""
+    missing = names - set(f.files)
+    if missing:
+        raise ValueError(f"{path} is not a {what} file: no {sorted(missing)}")
+
+
 def index_split(
     masks_or_idx: dict[str, torch.Tensor | np.ndarray | None], num_nodes: int,
     kinds: dict[str, str] | None = None,

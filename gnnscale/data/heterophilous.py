@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from gnnscale.data.base import Dataset, DatasetConfig
-from gnnscale.data.convert import find_raw, index_split, raw_candidates
+from gnnscale.data.convert import find_raw, index_split, raw_candidates, require_arrays
 from gnnscale.data.graph import GraphStore
 from gnnscale.registry import register
 
@@ -46,11 +46,9 @@ class HeterophilousDataset(Dataset):
         )
         src = find_raw(candidates, [raw_file], f"heterophilous graph {self.name}")
         with np.load(src / raw_file, allow_pickle=False) as f:
-            missing = {"node_features", "node_labels", "edges", "train_masks", "val_masks",
-                       "test_masks"} - set(f.files)
-            if missing:
-                raise ValueError(f"{src / raw_file} is not a heterophilous-benchmark file: "
-                                 f"no {sorted(missing)}")
+            require_arrays(f, {"node_features", "node_labels", "edges", "train_masks",
+                               "val_masks", "test_masks"}, src / raw_file,
+                           "heterophilous-benchmark")
             x = torch.from_numpy(f["node_features"]).float().contiguous()
             y = torch.from_numpy(f["node_labels"]).long().reshape(-1)
             edges = torch.from_numpy(f["edges"]).long().t()

@@ -17,7 +17,13 @@ import numpy as np
 import torch
 
 from gnnscale.data.base import Dataset, DatasetConfig
-from gnnscale.data.convert import csr_to_dense, find_raw, per_class_split, raw_candidates
+from gnnscale.data.convert import (
+    csr_to_dense,
+    find_raw,
+    per_class_split,
+    raw_candidates,
+    require_arrays,
+)
 from gnnscale.data.graph import GraphStore
 from gnnscale.registry import register
 
@@ -71,10 +77,9 @@ def read_npz(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(edge_index, x, y)`` of a gnn-benchmark file: every stored adjacency entry is an edge,
     features are 1 where the attribute count is positive."""
     with np.load(path, allow_pickle=False) as f:
-        missing = {"adj_data", "adj_indices", "adj_indptr", "adj_shape", "attr_data",
-                   "attr_indices", "attr_indptr", "attr_shape", "labels"} - set(f.files)
-        if missing:
-            raise ValueError(f"{path} is not a gnn-benchmark npz file: no {sorted(missing)}")
+        require_arrays(f, {"adj_data", "adj_indices", "adj_indptr", "adj_shape", "attr_data",
+                           "attr_indices", "attr_indptr", "attr_shape", "labels"}, path,
+                       "gnn-benchmark npz")
         x = torch.from_numpy(csr_to_dense(f["attr_data"], f["attr_indices"], f["attr_indptr"],
                                           tuple(f["attr_shape"]))).to(torch.float)
         x[x > 0] = 1

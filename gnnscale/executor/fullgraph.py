@@ -229,20 +229,13 @@ def owned_metrics(logits: torch.Tensor, masters: torch.Tensor, g, present: list[
     """``<split>_acc`` (and ``<split>_rocauc`` for two classes) from this rank's logits of its
     masters (each vertex is one rank's master), over the ranks of ``group`` (collective),
     as the layer-wise evaluation computes them."""
-    rows, positions, sizes, offset = [], [], [], 0
-    for s in present:
-        idx = getattr(g, f"{s}_idx")
-        where = torch.full((g.num_nodes,), -1, dtype=torch.long)
-        where[idx] = torch.arange(idx.numel())
-        pos = where[masters]
-        mine = (pos >= 0).nonzero().reshape(-1)
-        rows.append(mine)
-        positions.append(pos[mine] + offset)
-        sizes.append(idx.numel())
-        offset += idx.numel()
-    rows_t = torch.cat(rows)
-    return split_metrics(logits[rows_t.to(logits.device)], g.y[masters[rows_t]],
-                         torch.cat(positions), sizes, present, group)
+    idx = [getattr(g, f"{s}_idx") for s in present]
+    where = torch.full((g.num_nodes,), -1, dtype=torch.long)  # position in the split concat
+    where[torch.cat(idx)] = torch.arange(sum(i.numel() for i in idx))
+    pos = where[masters]
+    mine = (pos >= 0).nonzero().reshape(-1)
+    return split_metrics(logits[mine.to(logits.device)], g.y[masters[mine]], pos[mine],
+                         [i.numel() for i in idx], present, group)
 
 
 class _NoDeps:
