@@ -12,7 +12,12 @@ import torch
 
 from gnnscale import registry
 from gnnscale.data import processed
-from gnnscale.data.convert import DatasetNotFoundError
+from gnnscale.data.convert import (
+    DatasetNotFoundError,
+    component_labels,
+    induced_subgraph,
+    largest_component,
+)
 from gnnscale.data.custom import CustomDataset
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.heterophilous import HeterophilousDataset
@@ -424,3 +429,56 @@ def test_custom_bad_files_raise_clear_errors(tmp_path):
     (tmp_path / "junk.pt").write_bytes(b"not a graph")
     with pytest.raises(ValueError, match="cannot read it"):
         CustomDataset(tmp_path, path=str(tmp_path / "junk.pt")).load()
+
+
+# ---- Shchur et al.'s standardisation: the largest connected component ------------------------
+
+def _bfs_components(edges: torch.Tensor, n: int) -> list[set[int]]:
+    """Reference: breadth-first search over the undirected edges."""
+    adj: list[list[int]] = [[] for _ in range(n)]
+    for u, v in edges.t().tolist():
+        adj[u].append(v)
+        adj[v].append(u)
+    seen, comps = set(), []
+    for s in range(n):
+        if s in seen:
+            continue
+        comp, frontier = {s}, [s]
+        while frontier:
+            frontier = [w for u in frontier for w in adj[u] if w not in comp and not comp.add(w)]
+        seen |= comp
+        comps.append(comp)
+    return comps
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_component_labels_match_breadth_first_search(seed):
+    g = torch.Generator().manual_seed(seed)
+    n = 300
+    edges = torch.randint(0, n, (2, 260), generator=g)  # sparse: many components, long chains
+    edges = torch.cat([edges, torch.stack([torch.arange(50, 120), torch.arange(51, 121)])], 1)
+    label = component_labels(edges, n)
+    comps = _bfs_components(edges, n)
+    assert sorted(int(label[list(c)[0]]) for c in comps) == sorted(min(c) for c in comps)
+    assert all(len({int(label[v]) for v in c}) == 1 for c in comps)
+    biggest = max(comps, key=lambda c: (len(c), -min(c)))
+    keep = largest_component(edges, n)
+    assert keep.tolist() == sorted(biggest)
+    sub = induced_subgraph(edges, n, keep)
+    inside = [(u, v) for u, v in edges.t().tolist() if u in biggest]
+    assert sub.shape[1] == len(inside) and int(sub.max()) < keep.numel()
+
+
+@pytest.mark.parametrize("name, nodes, edges", [("photo", 7487, 238086),
+                                                ("computers", 13381, 491556)])
+def test_largest_component_gives_shchurs_graph_sizes(name, nodes, edges, shared_datasets,
+                                                     tmp_path):
+    """Shchur et al. (2018), Table 1: Photo 7,487 vertices / 119,043 edges, Computers 13,381 /
+    245,778, once reduced to the largest component (directed edges here: twice)."""
+    shared_datasets("npz")
+    ds = NpzDataset(tmp_path, name, largest_component=True)
+    g = ds.load()
+    assert (g.num_nodes, g.num_edges) == (nodes, edges)
+    assert g.meta["largest_component"] is True and "-lcc-" in str(ds.processed_dir)
+    assert int(component_labels(g.edge_index(), nodes).max()) == 0
+    assert sum(t.numel() for t in (g.train_idx, g.val_idx, g.test_idx)) == nodes

@@ -10,7 +10,7 @@ from gnnscale.models.gcn import GCN
 from gnnscale.optim.adam import Adam
 from gnnscale.optim.sgd import SGD
 from gnnscale.runner.evaluate import roc_auc, split_metrics
-from gnnscale.runner.metrics import selection_metric
+from gnnscale.runner.selection import selection_metric
 
 
 def pairwise_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:

@@ -155,3 +155,34 @@ def csr_to_dense(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
     row = np.repeat(np.arange(rows), np.diff(indptr))
     np.add.at(out, (row, indices.astype(np.int64)), data)
     return out
+
+
+def component_labels(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """Each vertex's connected component (edges taken as undirected), named by its smallest
+    vertex id: min-label propagation with pointer jumping, a few passes over the edges."""
+    label = torch.arange(num_nodes)
+    src = torch.cat([edge_index[0], edge_index[1]])
+    dst = torch.cat([edge_index[1], edge_index[0]])
+    while True:
+        new = label.scatter_reduce(0, dst, label[src], reduce="amin")  # incl. its own label
+        new = new[new]  # a label is a vertex of the same component with a label <= its own
+        if torch.equal(new, label):
+            return label
+        label = new
+
+
+def largest_component(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """The ids (ascending) of the largest connected component (ties: the one holding the
+    smallest id), as Shchur et al. standardise the gnn-benchmark graphs."""
+    label = component_labels(edge_index, num_nodes)
+    sizes = torch.bincount(label, minlength=num_nodes)
+    return (label == int(sizes.argmax())).nonzero().flatten()
+
+
+def induced_subgraph(edge_index: torch.Tensor, num_nodes: int, keep: torch.Tensor
+                     ) -> torch.Tensor:
+    """``edge_index`` restricted to the vertices ``keep`` (ascending), renumbered 0..len-1."""
+    new_id = torch.full((num_nodes,), -1, dtype=torch.long)
+    new_id[keep] = torch.arange(keep.numel())
+    mapped = new_id[edge_index]
+    return mapped[:, (mapped >= 0).all(dim=0)]

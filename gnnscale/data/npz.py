@@ -5,7 +5,9 @@ Read from their npz files (looked up in ``raw_dir``, ``<root>/npz/<Name>/raw``,
 into the graph PyG's ``Amazon`` / ``Coauthor`` build (the same bytes: tested): binary
 bag-of-words features, self loops dropped, made undirected. The files carry no split: a seeded
 random one takes ``train_per_class`` and ``val_per_class`` nodes of every class (Shchur et
-al.'s 20 / 30) and puts every other node in test.
+al.'s 20 / 30) and puts every other node in test. ``largest_component=true`` first keeps the
+largest connected component only, renumbered in id order (their ``standardize``: Amazon
+Computers 13,752 -> 13,381 vertices, Photo 7,650 -> 7,487; the Coauthor graphs are connected).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from gnnscale.data.base import Dataset, DatasetConfig
 from gnnscale.data.convert import (
     csr_to_dense,
     find_raw,
+    induced_subgraph,
+    largest_component,
     per_class_split,
     raw_candidates,
     require_arrays,
@@ -41,7 +45,7 @@ class NpzDataset(Dataset):
 
     def __init__(self, root: str = "data", name: str = "computers", raw_dir: str | None = None,
                  train_per_class: int = 20, val_per_class: int = 30, split_seed: int = 0,
-                 feature_norm: str = "none") -> None:
+                 feature_norm: str = "none", largest_component: bool = False) -> None:
         super().__init__(root, feature_norm)
         if name.lower() not in GRAPHS:
             raise ValueError(f"unknown gnn-benchmark graph {name!r}; choose one of {list(GRAPHS)}")
@@ -51,17 +55,21 @@ class NpzDataset(Dataset):
         self.raw_dir = raw_dir
         self.train_per_class, self.val_per_class = int(train_per_class), int(val_per_class)
         self.split_seed = int(split_seed)
+        self.largest_component = bool(largest_component)
 
     @property
     def key(self) -> str:
-        return (f"{self.name}-split{self.train_per_class}-{self.val_per_class}"
-                f"-seed{self.split_seed}")
+        return (f"{self.name}{'-lcc' if self.largest_component else ''}-split"
+                f"{self.train_per_class}-{self.val_per_class}-seed{self.split_seed}")
 
     def process(self) -> GraphStore:
         collection, folder, raw_file = GRAPHS[self.name]
         candidates = raw_candidates(self.raw_dir, self.root, f"npz/{folder}/raw", f"{folder}/raw")
         src = find_raw(candidates, [raw_file], f"{collection} {folder}")
         edges, x, y = read_npz(src / raw_file)
+        if self.largest_component:
+            keep = largest_component(edges, y.numel())
+            edges, x, y = induced_subgraph(edges, y.numel(), keep), x[keep], y[keep]
         num_classes = int(y.max()) + 1
         split = per_class_split(y, num_classes, self.train_per_class, self.val_per_class,
                                 self.split_seed)
@@ -69,7 +77,8 @@ class NpzDataset(Dataset):
             edges, y.numel(), symmetrize=True, self_loops="remove", x=x, y=y,
             train_idx=split["train"], val_idx=split["val"], test_idx=split["test"],
             num_classes=num_classes, name=self.name, meta={
-                "source": str(src), "split_name": f"{self.train_per_class}/"
+                "source": str(src), "largest_component": self.largest_component,
+                "split_name": f"{self.train_per_class}/"
                 f"{self.val_per_class} per class, seed {self.split_seed}"})
 
 
@@ -103,3 +112,4 @@ class NpzConfig(DatasetConfig):
     train_per_class: int = 20
     val_per_class: int = 30
     split_seed: int = 0
+    largest_component: bool = False  # Shchur et al.'s standardisation

@@ -64,14 +64,6 @@ def _rate(hits: float, total: float) -> float:
     return float(hits) / float(total) if total else 0.0
 
 
-def selection_metric(choice: str, history: list[dict]) -> str:
-    """The metric that picks the best epoch: ``acc``, ``rocauc``, or for ``auto`` ROC-AUC when
-    the evaluation reported it (binary tasks: accuracy says little on unbalanced classes)."""
-    if choice != "auto":
-        return choice
-    return "rocauc" if any("val_rocauc" in h for h in history) else "acc"
-
-
 class MetricsWriter:
     """Appends one JSON object per epoch to ``metrics.jsonl`` in the run folder."""
 

@@ -2,7 +2,8 @@
 
 Changes that would make the resumed run differ from an uninterrupted one (world size, model,
 strategy, data, sampler, optimizer, seed...) are refused with the keys named; changes that do
-not touch training (epochs, evaluation, logging, paths, timeouts) are applied and reported.
+not touch training (epochs, evaluation, the reported epoch and early stopping, logging,
+paths, timeouts) are applied and reported.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from gnnscale.runner import checkpoint
 
 SAFE_KEYS = ("epochs", "eval_every", "eval_batch_size", "progress", "checkpoint", "resume",
              "run_dir", "data_root", "experiment", "logger", "dist.timeout_s",
-             "dist.threads_per_rank", "dataset.root", "footprint")
+             "dist.threads_per_rank", "dataset.root", "footprint", "metric", "select",
+             "early_stop")
 
 
 class ResumeError(ValueError):

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from gnnscale.runner.selection import Select, StopRule
+
 
 class Metric(str, Enum):
-    """What selects the best epoch (and is reported first)."""
+    """The metric reported first (and selecting the epoch under ``select=metric``)."""
 
     auto = "auto"  # rocauc for binary tasks, else acc
     acc = "acc"
     rocauc = "rocauc"
+
+
+@dataclass
+class EarlyStopConfig:
+    """Stop before ``epochs`` by the validation loss (runner/selection.py)."""
+
+    rule: StopRule = StopRule.none  # patience (Shchur et al.) | window (Kipf & Welling)
+    patience: int = 0  # evaluations
 
 
 @dataclass
@@ -36,6 +46,8 @@ class RootConfig:
     eval_every: int = 1  # 0: evaluate only after the last epoch
     eval_batch_size: int = 4096
     metric: Metric = Metric.auto
+    select: Select = Select.metric  # the epoch reported: best val metric | lowest val loss | last
+    early_stop: EarlyStopConfig = field(default_factory=EarlyStopConfig)
     resume: bool = False
     checkpoint: bool = True
     data_root: str = "${oc.env:GNNSCALE_DATA,data}"

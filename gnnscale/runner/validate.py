@@ -25,6 +25,7 @@ def check_config(cfg: DictConfig) -> None:
         value = cfg.model.get(key)
         if value is not None and value < 1:
             raise ConfigError(f"model.{key} must be >= 1, got {value}")
+    check_early_stop(cfg)
     check_unused_cache_budget(cfg)
     from gnnscale.runner.resume import ResumeError, check_resume
 
@@ -32,6 +33,21 @@ def check_config(cfg: DictConfig) -> None:
         check_resume(cfg)
     except ResumeError as err:
         raise ConfigError(str(err)) from err
+
+
+def check_early_stop(cfg: DictConfig) -> None:
+    """Early stopping reads validation losses: it needs a patience and evaluations."""
+    stop = cfg.get("early_stop")
+    rule = getattr(stop.rule, "value", stop.rule) if stop is not None else "none"
+    if rule == "none":
+        return
+    if stop.patience < 1:
+        raise ConfigError(f"early_stop.rule={rule} needs early_stop.patience >= 1 (evaluations; "
+                          f"Shchur et al. 50, Kipf & Welling 10), got {stop.patience}")
+    if cfg.eval_every < 1:
+        raise ConfigError(f"early_stop.rule={rule} reads the validation loss of each "
+                          "evaluation: set eval_every >= 1 (eval_every=0 evaluates only "
+                          "after the last epoch)")
 
 
 def check_unused_cache_budget(cfg: DictConfig) -> None:

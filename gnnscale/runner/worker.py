@@ -23,9 +23,9 @@ from gnnscale.runner.metrics import (
     MetricsWriter,
     peak_memory,
     reduce_over_ranks,
-    selection_metric,
     summary_table,
 )
+from gnnscale.runner.selection import agree, selected_record, selection_metric, stop_reason
 
 
 def build_context(topo: Topology, cfg) -> RunContext:
@@ -82,8 +82,14 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
         _rewrite_metrics(writer.path, history)  # what the checkpoint holds, nothing more
         logger.start(OmegaConf.to_container(cfg), run_dir)
         print(ctx.graph.summary(), flush=True)
+    rule, patience = _value(cfg.early_stop.rule), cfg.early_stop.patience
+    stopped = None
     try:
         for epoch in range(start, cfg.epochs):
+            reason = stop_reason(history, rule, patience) if leader else None
+            if agree(reason is not None, rule != "none"):  # before the epoch: a resume too
+                stopped = {"after_epoch": epoch - 1, "reason": reason}
+                break
             bar = _progress(cfg, leader, epoch, strategy)
             local = strategy.train_epoch(epoch, bar)
             if bar is not None:
@@ -116,7 +122,11 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
         strategy.close()
     if not leader:
         return None
+    if stopped is not None:
+        print(f"early stop after epoch {stopped['after_epoch']}: {stopped['reason']}",
+              flush=True)
     results = _results(history, cfg, topo)
+    results["summary"]["stopped_after_epoch"] = stopped and stopped["after_epoch"]
     results["graph"] = graph_shape(ctx.graph)
     (Path(run_dir) / "results.json").write_text(json.dumps(results, indent=1))
     logger.finish(results["summary"])
@@ -187,13 +197,19 @@ def _epoch_line(r: dict) -> str:
             f"{r['load_time']:.2f} compute {r['compute_time']:.2f} comm {r['comm_time']:.2f})")
 
 
+def _value(option) -> str:
+    """An enum option's string (configs may hold the enum or its value)."""
+    return getattr(option, "value", option)
+
+
 def _results(history: list[dict], cfg, topo: Topology) -> dict:
     metric = selection_metric(cfg.get("metric", "auto"), history)
     evaluated = [h for h in history if f"val_{metric}" in h]
-    best = max(evaluated, key=lambda h: h[f"val_{metric}"]) if evaluated else {}
+    select = _value(cfg.get("select", "metric"))
+    best = selected_record(history, metric, select)
     last = evaluated[-1] if evaluated else {}
     times = sorted(h["epoch_time"] for h in history)
-    summary = {"metric": metric}
+    summary = {"metric": metric, "select": select}
     for m in ("acc", "rocauc"):
         if any(f"val_{m}" in h for h in evaluated):
             summary.update({f"final_val_{m}": last.get(f"val_{m}"),
