@@ -31,6 +31,10 @@ def label(cfg: dict) -> str:
         model += " (residual)"
     if ds.get("feature_norm", "none") not in ("none", None):
         name += f" ({ds['feature_norm']}-normalised features)"
+    if ds.get("largest_component"):
+        name += " (largest component)"
+    if cfg.get("select", "metric") != "metric":
+        model += f", select={cfg['select']}"
     return f"{name} / {model} / {strategy} / {cfg.get('dist', {}).get('world_size', '?')} ranks"
 
 

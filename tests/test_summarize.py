@@ -11,13 +11,13 @@ import summarize  # noqa: E402
 
 
 def _run(root: Path, name: str, seed: int, value: float | None, residual: bool = False,
-         history: list[dict] | None = None) -> None:
+         history: list[dict] | None = None, **extra) -> None:
     d = root / name
     d.mkdir(parents=True)
     cfg = {"seed": seed, "run_dir": str(d), "dataset": {"name": "tolokers"},
            "model": {"_target_": "gnnscale.models.gcn.GCN", "residual": residual},
            "strategy": {"_target_": "gnnscale.executor.data.DataParallel"},
-           "dist": {"world_size": 1}}
+           "dist": {"world_size": 1}, **extra}
     (d / "results.json").write_text(json.dumps(
         {"config": cfg, "summary": {"metric": "rocauc", "test_at_best_val": value},
          "history": history or []}))
@@ -63,3 +63,19 @@ def test_tail_averages_the_last_evaluated_epochs(tmp_path, capsys):
     assert "70.00 +- 14.14" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         summarize.main([str(tmp_path), "--tail", "0"])
+
+
+def test_protocols_are_their_own_groups(tmp_path):
+    """Runs reported at another epoch (select) or on the largest component never pool."""
+    _run(tmp_path, "m0", 0, 0.80)
+    _run(tmp_path, "l0", 0, 0.90, select="loss")
+    _run(tmp_path, "c0", 0, 0.70, select="loss", dataset={"name": "tolokers",
+                                                          "largest_component": True})
+    out = tmp_path / "acc.json"
+    assert summarize.main([str(tmp_path), "--out", str(out)]) == 0
+    groups = {r["group"]: r["mean"] for r in json.loads(out.read_text())}
+    assert groups == {
+        "tolokers / GCN / DataParallel / 1 ranks": pytest.approx(80.0),
+        "tolokers / GCN, select=loss / DataParallel / 1 ranks": pytest.approx(90.0),
+        "tolokers (largest component) / GCN, select=loss / DataParallel / 1 ranks":
+            pytest.approx(70.0)}
