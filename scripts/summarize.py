@@ -31,6 +31,8 @@ def label(cfg: dict) -> str:
         model += " (residual)"
     if ds.get("feature_norm", "none") not in ("none", None):
         name += f" ({ds['feature_norm']}-normalised features)"
+    if cfg.get("split_per_seed"):
+        name += " (split per seed)"
     if ds.get("largest_component"):
         name += " (largest component)"
     if cfg.get("select", "metric") != "metric":
@@ -38,9 +40,19 @@ def label(cfg: dict) -> str:
     return f"{name} / {model} / {strategy} / {cfg.get('dist', {}).get('world_size', '?')} ranks"
 
 
+def split_per_seed(run_dir: Path) -> bool:
+    """Whether the run drew its random split with its own seed (``dataset.split_seed=${seed}``,
+    as papers average over random splits): Hydra's ``.hydra/config.yaml`` keeps the
+    interpolation that ``results.json`` resolves."""
+    hydra_cfg = run_dir / ".hydra" / "config.yaml"
+    return hydra_cfg.exists() and "split_seed: ${seed}" in hydra_cfg.read_text()
+
+
 def key(cfg: dict) -> str:
     """The config without its seed and run folder: runs with the same key form one group."""
     rest = {k: v for k, v in cfg.items() if k not in ("seed", "run_dir", "resume", "progress")}
+    if cfg.get("split_per_seed"):
+        rest["dataset"] = {**cfg["dataset"], "split_seed": "per seed"}
     return json.dumps(rest, sort_keys=True, default=str)
 
 
@@ -50,6 +62,8 @@ def collect(dirs: list[str]) -> dict[str, list[dict]]:
         for path in sorted(Path(d).rglob("results.json")):
             res = json.loads(path.read_text())
             res["path"] = str(path.parent)
+            if split_per_seed(path.parent):  # marked in the copy the grouping reads
+                res["config"] = {**res["config"], "split_per_seed": True}
             groups.setdefault(key(res["config"]), []).append(res)
     return groups
 

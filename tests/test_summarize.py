@@ -79,3 +79,21 @@ def test_protocols_are_their_own_groups(tmp_path):
         "tolokers / GCN, select=loss / DataParallel / 1 ranks": pytest.approx(90.0),
         "tolokers (largest component) / GCN, select=loss / DataParallel / 1 ranks":
             pytest.approx(70.0)}
+
+
+def test_a_split_per_seed_pools_the_seeds(tmp_path):
+    """``dataset.split_seed=${seed}`` resolves to each seed: those runs still form one group,
+    apart from runs sharing one split (whose seed 0 also has split_seed 0)."""
+    for seed, value in ((0, 0.80), (1, 0.84)):
+        _run(tmp_path, f"s{seed}", seed, value, dataset={"name": "photo", "split_seed": seed})
+        (tmp_path / f"s{seed}" / ".hydra").mkdir()
+        (tmp_path / f"s{seed}" / ".hydra" / "config.yaml").write_text(
+            "dataset:\n  split_seed: ${seed}\n")
+    for seed, value in ((0, 0.70), (1, 0.74)):  # one split for every seed
+        _run(tmp_path, f"f{seed}", seed, value, dataset={"name": "photo", "split_seed": 0})
+    out = tmp_path / "acc.json"
+    assert summarize.main([str(tmp_path), "--out", str(out)]) == 0
+    rows = {r["group"]: r for r in json.loads(out.read_text())}
+    per_seed = rows["photo (split per seed) / GCN / DataParallel / 1 ranks"]
+    assert per_seed["seeds"] == 2 and per_seed["mean"] == pytest.approx(82.0)
+    assert rows["photo / GCN / DataParallel / 1 ranks"]["mean"] == pytest.approx(72.0)
