@@ -3,7 +3,7 @@
 
 Reads ``<suite>.json`` files written by ``scripts/bench.py SUITE --out RESULTS_DIR/<suite>.json``
 (default docs/results) and writes PNGs to OUT_DIR (default docs/img). Suites without a file are
-skipped.
+skipped. ``accuracy.json`` (``scripts/summarize.py --out``) is drawn against the published figures.
 """
 
 from __future__ import annotations
@@ -180,6 +180,65 @@ def factored(rep: dict, out: Path) -> None:
     fig.savefig(out / "factored.png", dpi=110)
 
 
+# Published figure and the issue's band, by the summary group's name up to the strategy.
+PUBLISHED = {
+    "Cora (row-normalised features) / GCN": ("Cora", 81.5, 1.0),
+    "CiteSeer (row-normalised features) / GCN": ("CiteSeer", 70.3, 1.0),
+    "PubMed (row-normalised features) / GCN": ("PubMed", 79.0, 1.0),
+    "photo (largest component) / GCN, select=loss": ("Photo", 91.2, 1.5),
+    "photo (split per seed) (largest component) / GCN, select=loss":
+        ("Photo,\nsplit per seed", 91.2, 1.5),
+    "computers (largest component) / GCN, select=loss": ("Computers", 82.6, 1.5),
+    "computers (split per seed) (largest component) / GCN, select=loss":
+        ("Computers,\nsplit per seed", 82.6, 1.5),
+    "cs (largest component) / GCN, select=loss": ("CS", 91.1, 1.5),
+    "physics (largest component) / GCN, select=loss": ("Physics", 92.8, 1.5),
+    "tolokers / GCN (residual)": ("Tolokers GCN\n(ROC-AUC)", 83.64, 1.5),
+    "tolokers / SAGE (residual)": ("Tolokers SAGE\n(ROC-AUC)", 82.43, 1.5),
+}
+
+
+def accuracy_points(rows: list[dict]) -> dict[str, dict[str, tuple[float, float, int]]]:
+    """``{dataset label: {column: (mean - published, std, seeds)}}`` for the PUBLISHED groups."""
+    points: dict[str, dict[str, tuple[float, float, int]]] = {}
+    for row in rows:
+        prefix, strategy, ranks = row["group"].rsplit(" / ", 2)
+        if prefix not in PUBLISHED:
+            continue
+        label, published, _ = PUBLISHED[prefix]
+        n = ranks.split()[0]
+        column = f"{n} rank{'' if n == '1' else 's'} {strategy.lower().replace('parallel', '')}"
+        points.setdefault(label, {})[column] = (row["mean"] - published, row["std"], row["seeds"])
+    return points
+
+
+def accuracy(rows: list[dict], out: Path) -> None:
+    """gnnscale minus the published figure per experiment and column, the band shaded."""
+    points = accuracy_points(rows)
+    labels = [lab for lab, _, _ in PUBLISHED.values() if lab in points]
+    order = ("data", "split", "fullgraph", "factored", "offload")
+    columns = sorted({c for v in points.values() for c in v}, key=lambda c: (
+        int(c.split()[0]), order.index(c.split()[-1]) if c.split()[-1] in order else len(order)))
+    bands = {lab: band for lab, _, band in PUBLISHED.values()}
+    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(labels)), 4.6))
+    width = 0.8 / max(1, len(columns))
+    for k, lab in enumerate(labels):
+        ax.fill_between([k - 0.45, k + 0.45], -bands[lab], bands[lab], color="0.9", zorder=0)
+    for i, col in enumerate(columns):
+        ks = [k for k, lab in enumerate(labels) if col in points[lab]]
+        vals = [points[labels[k]][col] for k in ks]
+        ax.errorbar([k - 0.4 + (i + 0.5) * width for k in ks], [v[0] for v in vals],
+                    yerr=[v[1] for v in vals], fmt="o", capsize=3, label=col)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylabel("gnnscale - published (points)")
+    ax.set_title("test metric at the selected epoch, mean +- std over seeds; grey: the target band")
+    ax.legend(fontsize=8, ncol=len(columns), loc="upper center", bbox_to_anchor=(0.5, -0.14))
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "accuracy.png", dpi=110)
+
+
 def main(argv: list[str]) -> int:
     results = Path(argv[0]) if argv else ROOT / "docs" / "results"
     out = Path(argv[1]) if len(argv) > 1 else ROOT / "docs" / "img"
@@ -195,6 +254,9 @@ def main(argv: list[str]) -> int:
             continue
         draw(rep, out)
         print(f"{suite}: drawn")
+    if (results / "accuracy.json").is_file():
+        accuracy(json.loads((results / "accuracy.json").read_text()), out)
+        print("accuracy: drawn")
     return 0
 
 
