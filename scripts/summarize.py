@@ -15,10 +15,15 @@ from a selection one.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
+from enum import Enum
 from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # gnnscale from a checkout
 
 
 def label(cfg: dict) -> str:
@@ -48,9 +53,33 @@ def split_per_seed(run_dir: Path) -> bool:
     return hydra_cfg.exists() and "split_seed: ${seed}" in hydra_cfg.read_text()
 
 
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
+
+
+def root_defaults() -> dict:
+    """The top-level options' defaults (runner/schema.py), so that a run written before an
+    option existed (no ``select`` in its config) groups with runs leaving it at its default."""
+    from gnnscale.runner.schema import RootConfig
+
+    root = RootConfig()
+    values = {f.name: _plain(getattr(root, f.name)) for f in dataclasses.fields(root)}
+    return {k: v for k, v in values.items()
+            if v is not None and not (isinstance(v, str) and (v == "???" or "${" in v))}
+
+
+DEFAULTS = root_defaults()
+IGNORED = ("seed", "run_dir", "resume", "progress")
+
+
 def key(cfg: dict) -> str:
-    """The config without its seed and run folder: runs with the same key form one group."""
-    rest = {k: v for k, v in cfg.items() if k not in ("seed", "run_dir", "resume", "progress")}
+    """The config without its seed and run folder, options it lacks at their defaults: runs
+    with the same key form one group."""
+    rest = {k: v for k, v in {**DEFAULTS, **cfg}.items() if k not in IGNORED}
     if cfg.get("split_per_seed"):
         rest["dataset"] = {**cfg["dataset"], "split_seed": "per seed"}
     return json.dumps(rest, sort_keys=True, default=str)
@@ -97,7 +126,32 @@ def summarize(groups: dict[str, list[dict]], tail: int | None = None) -> list[di
             tails = [t for t in tails if t is not None]
             rows[-1]["tail"] = {"epochs": tail, "mean": statistics.mean(tails) if tails else None,
                                 "std": statistics.stdev(tails) if len(tails) > 1 else 0.0}
+    distinguish(rows, [runs[0]["config"] for runs in groups.values()])
     return sorted(rows, key=lambda r: r["group"])
+
+
+def _flat(cfg: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in cfg.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        elif k not in IGNORED:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def distinguish(rows: list[dict], configs: list[dict]) -> None:
+    """Groups whose labels coincide get the options they differ in appended (``[optim.lr=0.01]``),
+    so no two rows of a table (or of a merged JSON) share a name."""
+    by_label: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_label.setdefault(row["group"], []).append(i)
+    for same in (ix for ix in by_label.values() if len(ix) > 1):
+        flats = [_flat({**DEFAULTS, **configs[i]}) for i in same]
+        names = sorted({k for f in flats for k in f})
+        differ = [k for k in names if len({json.dumps(f.get(k), default=str) for f in flats}) > 1]
+        for i, f in zip(same, flats):
+            rows[i]["group"] += " [" + ", ".join(f"{k}={f.get(k)}" for k in differ[:3]) + "]"
 
 
 def merge(old: list[dict], new: list[dict]) -> list[dict]:

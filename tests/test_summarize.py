@@ -97,3 +97,29 @@ def test_a_split_per_seed_pools_the_seeds(tmp_path):
     per_seed = rows["photo (split per seed) / GCN / DataParallel / 1 ranks"]
     assert per_seed["seeds"] == 2 and per_seed["mean"] == pytest.approx(82.0)
     assert rows["photo / GCN / DataParallel / 1 ranks"]["mean"] == pytest.approx(72.0)
+
+
+def test_runs_from_before_an_option_pool_with_its_default(tmp_path):
+    """A results.json written before ``select``/``early_stop`` existed groups with new runs that
+    leave them at their defaults; a run that sets one does not."""
+    _run(tmp_path, "old0", 0, 0.80)
+    _run(tmp_path, "new1", 1, 0.84, select="metric", early_stop={"rule": "none", "patience": 0})
+    _run(tmp_path, "stop2", 2, 0.90, early_stop={"rule": "patience", "patience": 50})
+    out = tmp_path / "acc.json"
+    assert summarize.main([str(tmp_path), "--out", str(out)]) == 0
+    rows = {r["group"]: r for r in json.loads(out.read_text())}
+    assert len(rows) == 2
+    (pooled,) = [r for r in rows.values() if r["seeds"] == 2]
+    assert pooled["mean"] == pytest.approx(82.0)
+    assert "early_stop.rule=patience" in [g for g, r in rows.items() if r["seeds"] == 1][0]
+
+
+def test_groups_with_one_label_are_told_apart(tmp_path):
+    _run(tmp_path, "a0", 0, 0.80, optim={"lr": 0.01})
+    _run(tmp_path, "b0", 0, 0.70, optim={"lr": 0.001})
+    out = tmp_path / "acc.json"
+    assert summarize.main([str(tmp_path), "--out", str(out)]) == 0
+    groups = {r["group"]: r["mean"] for r in json.loads(out.read_text())}
+    base = "tolokers / GCN / DataParallel / 1 ranks"
+    assert groups == {f"{base} [optim.lr=0.01]": pytest.approx(80.0),
+                      f"{base} [optim.lr=0.001]": pytest.approx(70.0)}
