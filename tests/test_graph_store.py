@@ -190,6 +190,53 @@ def test_dataset_processes_once_then_memory_maps(tiny_graph, tmp_path):
     assert _store_fns.mapped_file(second.x.data_ptr()) is not None
 
 
+class SeededSplitDataset(Dataset):
+    """A real Dataset whose split is a seeded draw over one graph (as the npz graphs' split)."""
+
+    def __init__(self, root, seed: int):
+        super().__init__(root)
+        self.seed = seed
+
+    @property
+    def key(self) -> str:
+        return f"wide-seed{self.seed}"
+
+    def process(self) -> GraphStore:
+        gen = torch.Generator().manual_seed(0)
+        n = 600  # 600 x 512 float32 features: 1.2 MB, above SHARE_MIN_BYTES
+        perm = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed))
+        return GraphStore.from_edge_index(
+            torch.randint(0, n, (2, 3000), generator=gen), n, x=torch.rand(n, 512, generator=gen),
+            y=torch.randint(0, 3, (n,), generator=gen), train_idx=perm[:60], val_idx=perm[60:120],
+            test_idx=perm[120:], num_classes=3, name="wide")
+
+
+def test_split_copies_share_their_features_not_their_splits(tmp_path):
+    a, b = SeededSplitDataset(tmp_path, 0).load(), SeededSplitDataset(tmp_path, 1).load()
+    x_a, x_b = (tmp_path / f"wide-seed{s}" / "processed" / "x.npy" for s in (0, 1))
+    assert x_a.stat().st_ino == x_b.stat().st_ino  # one file on disk, two names
+    small = [(tmp_path / f"wide-seed{s}" / "processed" / "train_idx.npy").stat().st_ino
+             for s in (0, 1)]
+    assert small[0] != small[1]
+    assert torch.equal(a.x, b.x) and not torch.equal(a.train_idx, b.train_idx)
+    assert a.meta["checksum"] != b.meta["checksum"]
+    for s in (0, 1):  # each copy verifies in full after the link
+        processed.load(tmp_path / f"wide-seed{s}" / "processed", verify=True)
+
+
+def test_a_changed_copy_is_not_shared(tmp_path):
+    SeededSplitDataset(tmp_path, 0).load()
+    x_a = tmp_path / "wide-seed0" / "processed" / "x.npy"
+    x = np.load(x_a)
+    x[0, 0] += 1.0  # damaged after it was written: its digest no longer matches meta.json
+    np.save(x_a, x)
+    b = SeededSplitDataset(tmp_path, 1).load()
+    x_b = tmp_path / "wide-seed1" / "processed" / "x.npy"
+    assert x_b.stat().st_ino != x_a.stat().st_ino
+    assert_same_graph(processed.load(x_b.parent, verify=True), b)
+    assert float(b.x[0, 0]) != float(x[0, 0])
+
+
 def test_publish_folder_first_complete_copy_wins_and_cleans(tmp_path):
     from gnnscale.data.processed import publish_folder
 

@@ -86,5 +86,5 @@ class Dataset(ABC):
         if not processed.is_processed(self.processed_dir):
             graph = normalize_features(self.process(), self.feature_norm)
             self.check(graph)
-            processed.save(graph, self.processed_dir)
+            processed.save(graph, self.processed_dir, share=self.root)  # split copies share x
         return processed.load(self.processed_dir, mmap=mmap)
