@@ -10,7 +10,7 @@ round r trains every candidate once in an order rotated by r, so slow drift of a
 falls on every candidate alike; a candidate's figures are medians over rounds. Per run: the
 median epoch time of the epochs after the first (auto's warm-up rule), the loss drop per
 epoch from auto's initial loss, and the score auto ranks by
-(:func:`gnnscale.runner.auto.seconds_per_loss`, seconds per unit of training-loss decrease).
+(:func:`~gnnscale.strategies.auto.choice.seconds_per_loss`, seconds per unit of loss decrease).
 All runs share one model, optimizer and seed: SAGE 2x64, fanouts [10,10], Adam, seed 0,
 2 ranks.
 """
@@ -54,7 +54,7 @@ def rotation(names: list[str], rounds: int) -> list[list[str]]:
 
 def run_figures(history: list[dict], loss0: float) -> dict[str, Any]:
     """Epoch time, loss drop per epoch and score of one run, by auto's own rules."""
-    from gnnscale.runner.auto import seconds_per_loss
+    from gnnscale.strategies.auto.choice import seconds_per_loss
 
     times = [h["epoch_time"] for h in history]
     epoch_time = statistics.median(times[1:] if len(times) > 1 else times)

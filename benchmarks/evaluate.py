@@ -36,7 +36,7 @@ def _ranks(topo, name: str, cfg: dict) -> dict:
     """Rank function: time both variants of :func:`evaluate`, alternating."""
     import torch.distributed as dist
 
-    import gnnscale.runner.evaluate as E
+    import gnnscale.evaluation.evaluate as E
     from gnnscale.models.gcn import GCN
 
     g = _graph(name)

@@ -7,7 +7,7 @@ Rows: ``strategy=data`` on every rank, and ``strategy=factored`` with each fixed
 reported), once with the neighbour sampler and once with ``sampler=random_walk`` (PinSAGE:
 4 walks of length 3, top 5). Epoch times are medians over the epochs after the first; queue
 bytes per epoch are what the samplers sent. Footprint similarity (FGNN Table 2, computed by
-:mod:`gnnscale.runner.footprint`): epoch 0's top-10% most visited vertices against epoch 1's,
+:mod:`gnnscale.evaluation.footprint`): epoch 0's top-10% most visited vertices against epoch 1's,
 weighted by visit counts, for 3-hop neighbour, random-walk and weighted neighbour sampling
 (random edge weights when the graph has none). On a CPU-only host the design's point,
 taking sampling off the GPUs that train, cannot show: every rank shares the same cores.
@@ -56,7 +56,7 @@ def _median(history: list[dict], key: str) -> float:
 def footprint_similarity(graph, sampler, batch_size: int, seed: int = 0) -> float:
     """FGNN Table 2 on one rank's draws of epochs 0 and 1 (the run metric's implementation)."""
     from gnnscale.cache.base import visit_counts
-    from gnnscale.runner.footprint import footprint_similarity as similarity
+    from gnnscale.evaluation.footprint import footprint_similarity as similarity
 
     counts = [visit_counts(graph, train_idx=graph.train_idx, sampler=sampler,
                            batch_size=batch_size, seed=seed, epochs=[e]) for e in (0, 1)]

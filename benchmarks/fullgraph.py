@@ -91,8 +91,8 @@ def _rank(topo, graph, books: dict, variants: list[tuple], epochs: int) -> dict:
     from gnnscale.deps.depcache import DepCache
     from gnnscale.deps.depcomm import DepComm
     from gnnscale.deps.hybrid import Hybrid
-    from gnnscale.executor.edge_cut import EdgeCutPlan
-    from gnnscale.executor.vertex_cut import VertexCutPlan
+    from gnnscale.strategies.fullgraph.edge_cut import EdgeCutPlan
+    from gnnscale.strategies.fullgraph.vertex_cut import VertexCutPlan
 
     hybrid = Hybrid()  # probed once per rank (collective), reused; timed apart from planning
     probe_s = 0.0

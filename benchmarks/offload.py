@@ -11,7 +11,7 @@ Three parts:
   Table 8 layout per (first level, chunks, reorganisation): baseline alpha|V| rows, the inter
   and intra savings over |V| and their shares of the baseline.
 - **Memory per doubling of chunks** (section 4.3): the planned device bound of
-  :class:`~gnnscale.executor.offload.Offload` (the largest over ranks) and the largest
+  :class:`~gnnscale.strategies.offload.strategy.Offload` (the largest over ranks) and the largest
   subgraph's rows (HongTu's alpha|V|/N) for chunks 1..32, and the reduction per doubling.
 - **Measured epochs** on real gloo ranks: offload at 1/8/32 chunks (inter+intra, reorganised)
   and ``fullgraph`` with depcomm on the same metis book; median epoch time of the slowest rank
@@ -40,8 +40,8 @@ from benchmarks import ratio
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.synthetic import generate
 from gnnscale.distributed import spawn
-from gnnscale.offload.chunks import Chunking, two_level
-from gnnscale.offload.transfers import DEDUP, plan_transfers
+from gnnscale.strategies.offload.chunks import Chunking, two_level
+from gnnscale.strategies.offload.transfers import DEDUP, plan_transfers
 
 WORLD = 4
 FIRST_LEVELS = ("metis", "random")
@@ -119,10 +119,10 @@ def _book(graph: GraphStore, name: str, seed: int):
 def _context(topo, graph: GraphStore, book, cfg: dict):
     from gnnscale.cache.none import NoCache
     from gnnscale.deps.depcomm import DepComm
-    from gnnscale.executor.base import RunContext
     from gnnscale.optim.adam import Adam
     from gnnscale.partition.provider import FixedPartition
     from gnnscale.registry import build, option
+    from gnnscale.strategies.base import RunContext
 
     torch.manual_seed(cfg["seed"])
     model = build(option("model", cfg["model"], hidden=cfg["hidden"],
@@ -134,7 +134,7 @@ def _context(topo, graph: GraphStore, book, cfg: dict):
 
 
 def _offload(topo, graph: GraphStore, book, cfg: dict, chunks: int, **opts):
-    from gnnscale.executor.offload import Offload
+    from gnnscale.strategies.offload.strategy import Offload
 
     strat = Offload(_context(topo, graph, book, cfg), chunks=chunks, **opts)
     with contextlib.redirect_stdout(io.StringIO()):  # rank 0 prints its plan
@@ -171,7 +171,7 @@ def _rank(topo, graph: GraphStore, book, cfg: dict) -> dict:
     """Per row: epoch times and the strategy's figures on this rank."""
     import torch.distributed as dist
 
-    from gnnscale.executor.fullgraph import FullGraph
+    from gnnscale.strategies.fullgraph.strategy import FullGraph
 
     rows = {}
     variants = [("depcomm", None)] + [(f"offload/{c}", c) for c in cfg["measured_chunks"]]

@@ -292,7 +292,7 @@ def metis_part(graph, world: int, seed: int) -> torch.Tensor:
 def hongtu_alpha(graph, parts: list[int], seed: int) -> dict:
     """Table 3: alpha (loaded rows over |V|) for P partitions = METIS into min(P, 4) GPUs,
     each cut into P / GPUs range chunks (HongTu 4.1)."""
-    from gnnscale.offload.chunks import two_level
+    from gnnscale.strategies.offload.chunks import two_level
 
     books: dict[int, torch.Tensor] = {}
     out = {}

@@ -28,10 +28,10 @@ from benchmarks import ratio
 from gnnscale.cache.store import owner_map, select_cached
 from gnnscale.data.synthetic import generate
 from gnnscale.distributed import spawn
-from gnnscale.executor.splitter import split_sample
 from gnnscale.partition.book import PartitionBook
 from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
+from gnnscale.strategies.split.splitter import split_sample
 
 WORLD = 4
 
@@ -107,8 +107,8 @@ def volumes(graph, part: torch.Tensor, cfg: dict, b: int, r: float) -> dict:
 def _timed_rank(topo, graph, part, cfg: dict, variants: list[tuple]) -> dict:
     """Median step time of each (strategy, deps, batch size, cache ratio) variant."""
     from gnnscale import registry
-    from gnnscale.executor.base import RunContext
     from gnnscale.partition.provider import FixedPartition
+    from gnnscale.strategies.base import RunContext
 
     book = PartitionBook.from_edge_cut(graph, part, WORLD)
     out = {}

@@ -27,7 +27,7 @@ GROUPS = {
     "partitioner": "gnnscale.partition",
     "cache": "gnnscale.cache",
     "deps": "gnnscale.deps",
-    "strategy": "gnnscale.executor",
+    "strategy": "gnnscale.strategies",
     "optim": "gnnscale.optim",
     "dist": "gnnscale.distributed",
     "logger": "gnnscale.runner.loggers",
@@ -53,8 +53,7 @@ def load_all() -> None:
     global _loaded
     if _loaded:
         return
-    importlib.import_module("gnnscale.runner.schema")
-    importlib.import_module("gnnscale.runner.auto")  # strategy=auto lives in the runner
+    importlib.import_module("gnnscale.schema")  # the top-level config
     for package in GROUPS.values():
         pkg = importlib.import_module(package)
         for info in pkgutil.iter_modules(pkg.__path__):

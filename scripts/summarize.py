@@ -62,9 +62,9 @@ def _plain(value: Any) -> Any:
 
 
 def root_defaults() -> dict:
-    """The top-level options' defaults (runner/schema.py), so that a run written before an
+    """The top-level options' defaults (gnnscale/schema.py), so that a run written before an
     option existed (no ``select`` in its config) groups with runs leaving it at its default."""
-    from gnnscale.runner.schema import RootConfig
+    from gnnscale.schema import RootConfig
 
     root = RootConfig()
     values = {f.name: _plain(getattr(root, f.name)) for f in dataclasses.fields(root)}

@@ -8,12 +8,12 @@ import torch.nn.functional as F
 from gnnscale.cache.none import NoCache
 from gnnscale.data.graph import GraphStore
 from gnnscale.deps.depcache import DepCache
-from gnnscale.executor.base import RunContext
-from gnnscale.executor.data import DataParallel
 from gnnscale.models.sage import SAGE
 from gnnscale.optim.adam import Adam
 from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.schedule import epoch_batches, sample_seed
+from gnnscale.strategies.base import RunContext
+from gnnscale.strategies.data.strategy import DataParallel
 
 FANOUTS = [4, 3]
 BATCH = 48

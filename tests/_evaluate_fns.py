@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from gnnscale.evaluation.evaluate import evaluate, layerwise_logits
 from gnnscale.models.gcn import GCN
 from gnnscale.models.gin import GIN
 from gnnscale.models.sage import SAGE
-from gnnscale.runner.evaluate import evaluate, layerwise_logits
 from tests._fullgraph_fns import make_graph
 
 MODELS = ("gcn", "sage", "gin")

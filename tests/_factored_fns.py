@@ -7,13 +7,13 @@ import torch.nn.functional as F
 
 from gnnscale.cache.none import NoCache
 from gnnscale.deps.depcache import DepCache
-from gnnscale.executor.base import RunContext
-from gnnscale.executor.data import DataParallel
-from gnnscale.executor.factored import Factored
 from gnnscale.optim.adam import Adam
 from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.random_walk import RandomWalkSampler
 from gnnscale.sampling.schedule import epoch_batches, sample_seed
+from gnnscale.strategies.base import RunContext
+from gnnscale.strategies.data.strategy import DataParallel
+from gnnscale.strategies.factored.strategy import Factored
 from tests._data_fns import FANOUTS, make_graph, make_model
 
 BATCH = 67  # 200 training vertices: exactly 3 steps per epoch

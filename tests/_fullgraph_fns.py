@@ -15,12 +15,12 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.deps.depcache import DepCache
 from gnnscale.deps.depcomm import DepComm
 from gnnscale.deps.hybrid import Hybrid
-from gnnscale.executor.edge_cut import EdgeCutPlan
 from gnnscale.models.gat import GAT
 from gnnscale.models.gcn import GCN
 from gnnscale.models.gin import GIN
 from gnnscale.models.sage import SAGE
 from gnnscale.sampling.base import Block
+from gnnscale.strategies.fullgraph.edge_cut import EdgeCutPlan
 
 EPOCHS = 3
 DROPOUT_SEED = 9
@@ -133,10 +133,10 @@ def _strategy(topo, book):
     from gnnscale.cache.none import NoCache
     from gnnscale.deps.depcomm import DepComm
     from gnnscale.distributed.topology import Topology
-    from gnnscale.executor.base import RunContext
-    from gnnscale.executor.fullgraph import FullGraph
     from gnnscale.optim.adam import Adam
     from gnnscale.partition.provider import FixedPartition
+    from gnnscale.strategies.base import RunContext
+    from gnnscale.strategies.fullgraph.strategy import FullGraph
 
     graph = make_graph()
     if topo is None:

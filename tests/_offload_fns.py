@@ -12,11 +12,11 @@ import torch
 from gnnscale.cache.none import NoCache
 from gnnscale.deps.depcomm import DepComm
 from gnnscale.distributed.topology import Topology
-from gnnscale.executor.base import RunContext
-from gnnscale.executor.offload import Offload
 from gnnscale.optim.adam import Adam
 from gnnscale.partition import PartitionBook
 from gnnscale.partition.provider import FixedPartition
+from gnnscale.strategies.base import RunContext
+from gnnscale.strategies.offload.strategy import Offload
 from tests import _fullgraph_fns as F
 
 
@@ -53,7 +53,7 @@ def offload_cases(topo, part: torch.Tensor, cases: list[tuple[str, dict]]) -> li
 def depcomm_grads(topo, part: torch.Tensor, models: tuple[str, ...]) -> dict[str, dict]:
     """``fullgraph`` + depcomm on the same book: per model the first epoch's loss and
     gradients."""
-    from gnnscale.executor.edge_cut import EdgeCutPlan
+    from gnnscale.strategies.fullgraph.edge_cut import EdgeCutPlan
 
     out = {}
     for name in models:

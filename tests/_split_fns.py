@@ -8,8 +8,6 @@ import torch.nn.functional as F
 from gnnscale.cache.none import NoCache
 from gnnscale.deps.depcomm import DepComm
 from gnnscale.deps.hybrid import Hybrid
-from gnnscale.executor.base import RunContext
-from gnnscale.executor.split import SplitParallel
 from gnnscale.models.gat import GAT
 from gnnscale.models.gcn import GCN
 from gnnscale.models.sage import SAGE
@@ -18,6 +16,8 @@ from gnnscale.partition import PartitionBook
 from gnnscale.partition.provider import FixedPartition
 from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.schedule import epoch_batches, sample_seed
+from gnnscale.strategies.base import RunContext
+from gnnscale.strategies.split.strategy import SplitParallel
 from tests._data_fns import make_graph
 
 FANOUTS = [4, 3]

@@ -7,7 +7,6 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.executor.vertex_cut import VertexCutPlan
 from gnnscale.models.gcn import GCN
 from gnnscale.models.gin import GIN
 from gnnscale.models.sage import SAGE
@@ -16,6 +15,7 @@ from gnnscale.partition.hvc import HvcPartitioner
 from gnnscale.partition.iec import IecPartitioner
 from gnnscale.partition.oec import OecPartitioner
 from gnnscale.sampling.base import Block
+from gnnscale.strategies.fullgraph.vertex_cut import VertexCutPlan
 
 DROPOUT_KEY = (5, 1)
 PARTITIONERS = {"iec": IecPartitioner, "oec": OecPartitioner, "cvc": CvcPartitioner,

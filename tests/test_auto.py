@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gnnscale.runner.auto import candidate_config, check_auto, choose, seconds_per_loss
-from gnnscale.runner.validate import ConfigError
+from gnnscale.errors import ConfigError
+from gnnscale.strategies.auto.candidates import candidate_config
+from gnnscale.strategies.auto.choice import choose, seconds_per_loss
+from gnnscale.strategies.auto.strategy import check_auto
 from tests._train import TINY, make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +104,7 @@ def test_auto_profiles_every_candidate_and_trains_the_chosen_one(tmp_path):
     run_dir = Path(cfg.run_dir)
     decision = json.loads((run_dir / "auto.json").read_text())
     rows = {r["name"]: r for r in decision["candidates"]}
-    assert list(rows) == ["data", "split", "factored", "fullgraph", "offload"]
+    assert list(rows) == ["data", "factored", "fullgraph", "offload", "split"]  # the registry
     assert rows["factored"]["status"] == "refused"
     assert "placement" in rows["factored"]["reason"]
     ran = [r for r in rows.values() if r["status"] == "ran"]
@@ -120,7 +122,7 @@ def test_auto_profiles_every_candidate_and_trains_the_chosen_one(tmp_path):
 
 
 def test_close_leaders_are_those_within_the_margin_or_the_noise():
-    from gnnscale.runner.auto import close_leaders, pooled, spread
+    from gnnscale.strategies.auto.choice import close_leaders, pooled, spread
 
     def row(name, times, drop):
         r = _row(name, sorted(times[1:])[len(times[1:]) // 2], drop)

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from benchmarks.auto import SETTINGS, over_rounds, pick_ratios, rotation, run, run_figures
-from gnnscale.runner.auto import seconds_per_loss
+from gnnscale.strategies.auto.choice import seconds_per_loss
 
 
 def test_rotation_puts_every_candidate_in_every_position():

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.offload import offload_volumes, table8
-from gnnscale.offload.chunks import two_level
-from gnnscale.offload.transfers import DEDUP
 from gnnscale.partition.metis import MetisPartitioner
 from gnnscale.partition.random import RandomPartitioner
+from gnnscale.strategies.offload.chunks import two_level
+from gnnscale.strategies.offload.transfers import DEDUP
 from tests import _fullgraph_fns as F
 
 WORLD = 2

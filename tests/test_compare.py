@@ -21,7 +21,7 @@ def _run(path: str, strategy: str, accs: list[float], times: list[float], **cfg)
                 "edges_computed": 100.0, "bytes_host_to_rank": 10.0, "peak_memory": 5.0}
                for i, (a, t) in enumerate(zip(accs, times))]
     config = {"dataset": {"preset": "tiny"}, "model": {"hidden": 8}, "optim": {"lr": 0.01},
-              "seed": 0, "strategy": {"_target_": f"gnnscale.executor.{strategy}.X"}, **cfg}
+              "seed": 0, "strategy": {"_target_": f"gnnscale.strategies.{strategy}.X"}, **cfg}
     return Run(path=Path(path), config=config, history=history,
                summary={"metric": "acc", "world_size": 2})
 

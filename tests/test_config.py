@@ -46,12 +46,15 @@ def test_option_composes_and_builds(tmp_path: Path, group: str, option: str):
         obj = registry.build(node, in_channels=8, out_channels=3)
         assert isinstance(obj, torch.nn.Module)
     elif group == "strategy" and option == "auto":  # the launcher composes its candidates
-        from gnnscale.runner.auto import candidate_config
+        from gnnscale.strategies.auto.candidates import candidate_config
+        from gnnscale.strategies.auto.strategy import chosen_candidates
 
-        for name in cfg.strategy.candidates:
+        names = chosen_candidates(cfg)
+        assert names == ["data", "factored", "fullgraph", "offload", "split"]
+        for name in names:
             cand = candidate_config(cfg, name, tmp_path / name, 1)
             obj = registry.build(cand.strategy, ctx=build_context(CPU, cand))
-            assert type(obj).__module__ == f"gnnscale.executor.{name}"
+            assert type(obj).__module__ == f"gnnscale.strategies.{name}.strategy"
         return
     elif group == "strategy":
         ctx = build_context(CPU, cfg)
@@ -100,7 +103,7 @@ def test_batch_smaller_than_world(tmp_path):
 
 def test_cache_auto_needs_cuda(tmp_path):
     """cache.auto sizes the cache from free GPU memory: on CPU it says what to set instead."""
-    from gnnscale.executor.data import DataParallel
+    from gnnscale.strategies.data.strategy import DataParallel
 
     cfg = make_cfg(tmp_path, *TINY, "cache=degree", "cache.auto=true")
     ctx = build_context(CPU, cfg)

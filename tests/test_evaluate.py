@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gnnscale.distributed import spawn
-from gnnscale.runner.evaluate import layerwise_logits
+from gnnscale.evaluation.evaluate import layerwise_logits
 from tests import _evaluate_fns as E
 
 

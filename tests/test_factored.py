@@ -5,12 +5,13 @@ import torch
 
 from gnnscale.distributed import RankFailed, spawn
 from gnnscale.distributed.launch import Topology
-from gnnscale.executor.factored import Factored
-from gnnscale.executor.factored_alloc import allocate, parse_samplers
-from gnnscale.executor.factored_queue import body_size, pack, unpack
+from gnnscale.errors import ConfigError
 from gnnscale.runner.run import run
-from gnnscale.runner.validate import ConfigError
 from gnnscale.sampling.base import Block, MiniBatch
+from gnnscale.strategies.base import Checked
+from gnnscale.strategies.factored.allocation import allocate, parse_samplers
+from gnnscale.strategies.factored.queue import body_size, pack, unpack
+from gnnscale.strategies.factored.strategy import Factored
 from tests import _factored_fns
 from tests._train import TINY, make_cfg
 
@@ -106,13 +107,13 @@ def test_check_refuses_before_ranks_start(tmp_path, tiny_graph):
     cfg = make_cfg(tmp_path, *TINY, "strategy=factored", "dist.world_size=2",
                    "strategy.samplers=2")
     with pytest.raises(ConfigError, match="strategy.samplers=2"):
-        Factored.check(cfg, tiny_graph)
+        Factored.check(cfg, Checked.build(cfg, tiny_graph))
     cfg = make_cfg(tmp_path, *TINY, "strategy=factored", "dist.world_size=3",
                    "cache=degree", "cache.placement=partitioned")
     with pytest.raises(ConfigError, match="cache.placement=replicated"):
-        Factored.check(cfg, tiny_graph)
-    Factored.check(make_cfg(tmp_path, *TINY, "strategy=factored", "dist.world_size=3"),
-                   tiny_graph)
+        Factored.check(cfg, Checked.build(cfg, tiny_graph))
+    ok = make_cfg(tmp_path, *TINY, "strategy=factored", "dist.world_size=3")
+    Factored.check(ok, Checked.build(ok, tiny_graph))
 
 
 def test_queue_wire_format_round_trips():
@@ -212,11 +213,11 @@ def test_bad_switching_and_staleness_fail_clearly(tmp_path, tiny_graph):
             assert override.split("=")[0] in str(err)
             continue
         with pytest.raises(ConfigError, match=match):
-            Factored.check(cfg, tiny_graph)
+            Factored.check(cfg, Checked.build(cfg, tiny_graph))
     cfg = make_cfg(tmp_path, *TINY, "strategy=factored", "dist.world_size=1",
                    "strategy.staleness=2")
     with pytest.raises(ConfigError, match="world_size=1"):
-        Factored.check(cfg, tiny_graph)
+        Factored.check(cfg, Checked.build(cfg, tiny_graph))
 
 
 @pytest.mark.slow

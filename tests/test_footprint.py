@@ -5,7 +5,7 @@ import torch
 
 from gnnscale import registry
 from gnnscale.cache.base import visit_counts
-from gnnscale.runner.footprint import Footprint, footprint_similarity, top_membership
+from gnnscale.evaluation.footprint import Footprint, footprint_similarity, top_membership
 from gnnscale.runner.run import run
 from tests._train import TINY, make_cfg
 
@@ -75,10 +75,10 @@ def test_strategy_counts_every_trained_micro_batch():
     from gnnscale.cache.none import NoCache
     from gnnscale.deps.depcache import DepCache
     from gnnscale.distributed.launch import Topology
-    from gnnscale.executor.base import RunContext
-    from gnnscale.executor.data import DataParallel
     from gnnscale.optim.adam import Adam
     from gnnscale.sampling.neighbor import NeighborSampler
+    from gnnscale.strategies.base import RunContext
+    from gnnscale.strategies.data.strategy import DataParallel
     from tests._data_fns import FANOUTS, make_graph, make_model
 
     graph = make_graph()

@@ -6,10 +6,10 @@ import itertools
 import pytest
 import torch
 
+from gnnscale.evaluation.evaluate import roc_auc, split_metrics
 from gnnscale.models.gcn import GCN
 from gnnscale.optim.adam import Adam
 from gnnscale.optim.sgd import SGD
-from gnnscale.runner.evaluate import roc_auc, split_metrics
 from gnnscale.runner.selection import selection_metric
 
 
@@ -134,8 +134,8 @@ def test_reduction_keeps_each_ranks_hit_rate():
 def test_owned_metrics_equal_the_layerwise_evaluation_order():
     """fullgraph/offload evaluate the logits of their masters (any order); the figures,
     ROC-AUC included, are those of the vertices in split order (the layer-wise evaluation)."""
-    from gnnscale.executor.fullgraph import owned_metrics
-    from gnnscale.runner.evaluate import split_metrics
+    from gnnscale.evaluation.evaluate import split_metrics
+    from gnnscale.evaluation.owned import owned_metrics
     from tests._data_fns import make_graph
 
     g = make_graph()

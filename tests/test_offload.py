@@ -10,10 +10,10 @@ import torch
 
 from gnnscale import registry
 from gnnscale.distributed import RankFailed, spawn
-from gnnscale.offload.chunks import load_set, split_part, two_level
 from gnnscale.partition.metis import MetisPartitioner
 from gnnscale.partition.random import RandomPartitioner
 from gnnscale.runner.validate import ConfigError, check_data
+from gnnscale.strategies.offload.chunks import load_set, split_part, two_level
 from tests import _fullgraph_fns as F
 from tests import _offload_fns as O
 from tests._train import make_cfg
@@ -112,7 +112,7 @@ def test_metis_level2_covers_the_part_balances_edges_and_follows_locality():
     """On a graph whose ids carry no locality, METIS chunks read far fewer rows than id ranges
     (alpha), cover the part once, and stay balanced by in-edges."""
     from gnnscale.data.synthetic import generate
-    from gnnscale.offload.chunks import metis_part
+    from gnnscale.strategies.offload.chunks import metis_part
 
     graph = generate("products_sim", scale=0.004, seed=0)
     part = RandomPartitioner(seed=1).partition(graph, 2).part

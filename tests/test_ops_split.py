@@ -67,8 +67,8 @@ def test_mu_discounts_recomputation_in_the_split_greedy():
     """``deps.mu`` (NeutronStar Eq. 3) scales a replica's compute, not the inputs it fetches:
     a smaller mu replicates more (before, split's greedy ignored it)."""
     from gnnscale.deps.hybrid import Hybrid
-    from gnnscale.executor.splitter import split_sample as split_plan
     from gnnscale.sampling.neighbor import NeighborSampler
+    from gnnscale.strategies.split.splitter import split_sample as split_plan
     from tests._data_fns import make_graph
     from tests._split_fns import scattered_part
 

@@ -5,10 +5,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from gnnscale.errors import ConfigError
 from gnnscale.models.gcn import GCN
 from gnnscale.models.gin import GIN
 from gnnscale.models.sage import SAGE
-from gnnscale.runner.validate import ConfigError
 from gnnscale.sampling.base import Block
 from tests.test_models import _graph
 
@@ -103,7 +103,7 @@ def test_residual_refusals():
     whole = Block(graph.edge_index(), (n, n), torch.arange(n))
     with pytest.raises(ValueError, match="recompute"):
         model.aggregate_grad(0, torch.randn(n, 8), whole)
-    from gnnscale.executor.offload import check_options
+    from gnnscale.strategies.offload.strategy import check_options
     with pytest.raises(ConfigError, match="intermediate=recompute"):
         check_options(2, "inter", "cache", None, model)
     check_options(2, "inter", "auto", None, model)  # auto recomputes: accepted

@@ -55,7 +55,7 @@ def test_split_matches_single_process(world):
 
 
 def test_partition_book_for_other_world_is_refused():
-    from gnnscale.executor.split import SplitParallel
+    from gnnscale.strategies.split.strategy import SplitParallel
 
     ctx = _split_fns.make_ctx(CPU2, "sage", "depcomm", parts=3)
     with pytest.raises(ValueError, match="one per rank"):
@@ -64,8 +64,8 @@ def test_partition_book_for_other_world_is_refused():
 
 def test_vertex_cut_book_is_refused():
     """split reads a vertex -> part map: a vertex-cut book is refused, naming the edge-cuts."""
-    from gnnscale.executor.split import SplitParallel
     from gnnscale.partition.provider import FixedPartition
+    from gnnscale.strategies.split.strategy import SplitParallel
 
     ctx = _split_fns.make_ctx(CPU2, "sage", "depcomm")
     ctx.partition = FixedPartition(OecPartitioner().partition(ctx.graph, 2), "oec")
@@ -79,7 +79,7 @@ def test_rank_failing_mid_shuffle_ends_the_run():
 
 
 def test_preaggregate_refused_where_not_exact(tmp_path):
-    from gnnscale.executor.split import SplitParallel
+    from gnnscale.strategies.split.strategy import SplitParallel
 
     ctx = _split_fns.make_ctx(CPU2, "gat", "depcomm")
     with pytest.raises(ValueError, match="preaggregate"):
@@ -88,7 +88,7 @@ def test_preaggregate_refused_where_not_exact(tmp_path):
 
 def test_depcache_refused(tmp_path):
     from gnnscale import registry
-    from gnnscale.executor.split import SplitParallel
+    from gnnscale.strategies.split.strategy import SplitParallel
 
     assert type(registry.build(make_cfg(tmp_path, "strategy=split").deps)).__name__ == "DepComm"
     cfg = make_cfg(tmp_path, *TINY, "strategy=split", "deps=depcache")

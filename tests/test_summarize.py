@@ -16,7 +16,7 @@ def _run(root: Path, name: str, seed: int, value: float | None, residual: bool =
     d.mkdir(parents=True)
     cfg = {"seed": seed, "run_dir": str(d), "dataset": {"name": "tolokers"},
            "model": {"_target_": "gnnscale.models.gcn.GCN", "residual": residual},
-           "strategy": {"_target_": "gnnscale.executor.data.DataParallel"},
+           "strategy": {"_target_": "gnnscale.strategies.data.strategy.DataParallel"},
            "dist": {"world_size": 1}, **extra}
     (d / "results.json").write_text(json.dumps(
         {"config": cfg, "summary": {"metric": "rocauc", "test_at_best_val": value},

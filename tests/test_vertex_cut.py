@@ -5,12 +5,12 @@ import torch
 
 from gnnscale.distributed import spawn
 from gnnscale.distributed.launch import Topology
-from gnnscale.executor.vertex_cut import VertexCutPlan
 from gnnscale.models.gat import GAT
 from gnnscale.models.sage import SAGE
 from gnnscale.partition.cvc import grid_shape
 from gnnscale.partition.metis import MetisPartitioner
 from gnnscale.partition.oec import OecPartitioner
+from gnnscale.strategies.fullgraph.vertex_cut import VertexCutPlan
 from tests import _vertex_cut_fns as fns
 
 CASES = [(p, "blocked", m, "auto") for p in ("iec", "oec", "cvc", "hvc")

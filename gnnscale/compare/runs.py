@@ -36,8 +36,8 @@ class Run:
 
     @property
     def strategy(self) -> str:
-        """The strategy option name: the module of its ``_target_`` (``configs/strategy/X.yaml``
-        mirrors ``gnnscale/executor/X.py``), so a new strategy needs no change here."""
+        """The strategy option name: the package of its ``_target_`` (``configs/strategy/X.yaml``
+        mirrors ``gnnscale/strategies/X/``), so a new strategy needs no change here."""
         return option_name(self.config.get("strategy", {}).get("_target_", "?"))
 
     @property
@@ -158,6 +158,8 @@ def strategy_reads(config: dict[str, Any]) -> tuple[str, ...]:
     """The component groups the run's strategy uses (its class's ``reads``); all of them when
     the class cannot be imported here (a run from another version of gnnscale)."""
     target = str(config.get("strategy", {}).get("_target_", ""))
+    if target.startswith("gnnscale.executor."):  # runs written before strategies/<name>/
+        target = "gnnscale.strategies." + target.removeprefix("gnnscale.executor.")
     module, _, name = target.rpartition(".")
     try:
         return tuple(getattr(importlib.import_module(module), name).reads)

@@ -18,7 +18,7 @@ def split_sample(counts: torch.Tensor, edges: list[torch.Tensor], own_in: torch.
     (row communication, per-edge and per-vertex compute) of the hybrid greedy, which replicates
     at most ``budget`` rows per rank; ranks are planned on ``num_threads`` threads (0:
     ``torch.get_num_threads()``). The layout of the result is documented in
-    ``csrc/split/cpu/split_sample_kernel.cpp``; :func:`gnnscale.executor.splitter.split_sample`
+    ``csrc/split/cpu/split_sample_kernel.cpp``; ``strategies.split.splitter.split_sample``
     turns it into a ``SplitPlan``.
     """
     return native().split_sample(counts, list(edges), own_in, own_part, int(world), int(rank),

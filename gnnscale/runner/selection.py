@@ -17,24 +17,11 @@ Both read only the metrics history, so a resumed run stops where the uninterrupt
 
 from __future__ import annotations
 
-from enum import Enum
-
 import torch
 import torch.distributed as dist
 
 from gnnscale.distributed.collectives import comm_device
-
-
-class Select(str, Enum):
-    metric = "metric"
-    loss = "loss"
-    last = "last"
-
-
-class StopRule(str, Enum):
-    none = "none"
-    patience = "patience"
-    window = "window"
+from gnnscale.schema import Select, StopRule
 
 
 def selection_metric(choice: str, history: list[dict]) -> str:

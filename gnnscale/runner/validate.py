@@ -6,10 +6,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from gnnscale.data.graph import GraphStore
-
-
-class ConfigError(ValueError):
-    """A config value that cannot work; the message says which key to change and how."""
+from gnnscale.errors import ConfigError, UserError
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -69,22 +66,56 @@ def strategy_class(cfg: DictConfig) -> type:
     return get_object(cfg.strategy._target_)
 
 
-def check_data(cfg: DictConfig, graph: GraphStore) -> None:
-    """Checks that need the loaded dataset: the strategy's own (see ``Strategy.check``), then
-    every component built once from its config, so a bad value fails here, not in a rank."""
-    from gnnscale import registry
-    from gnnscale.distributed.launch import private_temp_dir
+#: Generated graphs that stand in for a real dataset and need no download.
+LOOKALIKES = {"products": "products_sim", "papers100m": "papers_like"}
 
-    strategy_class(cfg).check(cfg, graph)
-    for group in ("sampler", "cache", "deps", "optim"):
+
+def open_dataset(cfg: DictConfig) -> GraphStore:
+    """Process (once) and open the dataset; missing raw files are a short :class:`UserError`
+    that says where to put them and which generated graph needs none."""
+    from gnnscale import registry
+    from gnnscale.data.convert import DatasetNotFoundError
+
+    try:
+        return registry.build(cfg.dataset).load()
+    except DatasetNotFoundError as err:
+        lines = str(err).splitlines()
+        head, _, files = lines[0].partition(" Expected ")
+        files = files.removesuffix(" in one of:")
+        where = f" {lines[1].strip()}" if len(lines) > 2 else ""
+        more = f" (or {len(lines) - 3} other folders)" if len(lines) > 4 else ""
+        alike = LOOKALIKES.get(str(cfg.dataset.get("name") or "").lower(), "synthetic")
+        raise UserError(f"{head}\nput {files} in{where}{more}, or set dataset.raw_dir (or "
+                        "GNNSCALE_DATA) to the folder holding them;\na generated graph needs no "
+                        f"download: dataset={alike}") from None
+
+
+def check_data(cfg: DictConfig, graph: GraphStore) -> None:
+    """Checks that need the loaded dataset: every component built once from its config, so a
+    bad value fails here, not in a rank, then the strategy's own (``Strategy.check``) on the
+    objects built here."""
+    from gnnscale import registry
+    from gnnscale.strategies.base import Checked
+
+    for group in ("partitioner", "sampler", "cache", "optim", "dist"):
         if cfg.get(group) is not None:
             try:
                 registry.build(cfg[group])
             except (ValueError, TypeError) as err:
                 raise ConfigError(f"{group}: {err}") from err
-    try:
-        with private_temp_dir():  # PyG writes its generated modules to the temp folder
-            registry.build(cfg.model, in_channels=graph.num_features,
-                           out_channels=graph.num_classes)
-    except (ValueError, TypeError, RuntimeError) as err:
-        raise ConfigError(f"model: {err}") from err
+    world = cfg.dist.world_size
+    if graph.num_nodes < world:
+        raise ConfigError(f"dataset {graph.name} has {graph.num_nodes} vertices, fewer than "
+                          f"dist.world_size={world} ranks: use at most {graph.num_nodes} ranks")
+    strategy_class(cfg).check(cfg, Checked.build(cfg, graph))
+
+
+def validate(cfg: DictConfig) -> None:
+    """The one validation pass, in the launcher before any rank starts: the config's own
+    checks, then the dataset (processed once here), then every component and the strategy."""
+    check_config(cfg)
+    cls = strategy_class(cfg)
+    if getattr(cls, "meta", False):  # checks its own keys; each candidate is validated alone
+        cls.check(cfg)
+        return
+    check_data(cfg, open_dataset(cfg))

@@ -15,10 +15,9 @@ from omegaconf import OmegaConf
 from gnnscale import registry
 from gnnscale.distributed.collectives import group_rank, group_size
 from gnnscale.distributed.launch import Topology
-from gnnscale.executor.base import RunContext, SamplingStrategy
+from gnnscale.evaluation.footprint import Footprint
 from gnnscale.partition.provider import CachedPartitions
 from gnnscale.runner import checkpoint
-from gnnscale.runner.footprint import Footprint
 from gnnscale.runner.metrics import (
     MetricsWriter,
     peak_memory,
@@ -26,6 +25,7 @@ from gnnscale.runner.metrics import (
     summary_table,
 )
 from gnnscale.runner.selection import agree, selected_record, selection_metric, stop_reason
+from gnnscale.strategies.base import RunContext, SamplingStrategy
 
 
 def build_context(topo: Topology, cfg) -> RunContext:

@@ -1,6 +1,9 @@
 """Strategy base: who computes what, in which order. One class per strategy, same few methods.
 
-The runner (:mod:`gnnscale.runner.worker`) knows only this contract:
+A strategy declares itself with class attributes (:attr:`Strategy.samples`, :attr:`deps`,
+:attr:`default_deps`, :attr:`default_cache`, :attr:`auto_candidate`, ...) and checks a config
+once, in the launcher, with :meth:`Strategy.check`. The runner (:mod:`gnnscale.runner.worker`)
+knows only this contract:
 
 - :meth:`Strategy.check` (class method, in the launching process before any rank starts):
   refuse a config this strategy cannot run, with the key to change;
@@ -9,21 +12,24 @@ The runner (:mod:`gnnscale.runner.worker`) knows only this contract:
 - :attr:`group` is the process group of the ranks that report: the runner reduces metrics,
   gathers RNG states, evaluates and barriers on it, and only on the ranks where
   :attr:`reports` is True (a rank that only samples reports nothing); the group's rank 0 leads
-  (writes metrics, checkpoints and results).
+  (writes metrics, checkpoints and results);
+- a *meta* strategy (``auto``) is never built in a rank: :meth:`Strategy.train_meta` turns the
+  config into runs of concrete strategies in the launcher.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 import torch.distributed as dist
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.distributed.launch import Topology
-from gnnscale.runner.validate import ConfigError
+from gnnscale.errors import ConfigError
 from gnnscale.sampling.base import Sampler
 
 if TYPE_CHECKING:
@@ -31,10 +37,38 @@ if TYPE_CHECKING:
 
     from gnnscale.cache.base import CachePolicy
     from gnnscale.deps.base import DependencyManager
+    from gnnscale.evaluation.footprint import Footprint
     from gnnscale.models.base import GNN
     from gnnscale.optim.base import OptimizerFactory
     from gnnscale.partition.provider import PartitionProvider
-    from gnnscale.runner.footprint import Footprint
+
+
+@dataclass
+class Checked:
+    """What the launcher built once from a config, for every strategy check to read (nothing
+    is rebuilt to validate): the loaded graph, the model and the dependency manager."""
+
+    graph: GraphStore
+    model: GNN
+    deps: DependencyManager
+
+    @classmethod
+    def build(cls, cfg: DictConfig, graph: GraphStore) -> Checked:
+        """Build the model and the deps manager of ``cfg`` for ``graph`` (one pass)."""
+        from gnnscale import registry
+        from gnnscale.distributed.launch import private_temp_dir
+
+        try:
+            with private_temp_dir():  # PyG writes its generated modules to the temp folder
+                model = registry.build(cfg.model, in_channels=graph.num_features,
+                                       out_channels=graph.num_classes)
+        except (ValueError, TypeError, RuntimeError) as err:
+            raise ConfigError(f"model: {err}") from err
+        try:
+            deps = registry.build(cfg.deps)
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"deps: {err}") from err
+        return cls(graph=graph, model=model, deps=deps)
 
 
 @dataclass
@@ -55,29 +89,64 @@ class RunContext:
 class Strategy(ABC):
     """Trains one epoch at a time; metrics come back as a dict of per-rank figures."""
 
+    #: The option name (``strategy=<name>``); defaults to the class name in lower case.
+    name: ClassVar[str] = ""
     #: Whether this strategy draws mini-batches with ``sampler`` (its fanouts are checked).
-    samples: bool = True
+    samples: ClassVar[bool] = True
     #: Whether it trains on blocks that carry ``edge_weight`` (``sampler=random_walk``).
-    takes_weighted_blocks: bool = True
+    takes_weighted_blocks: ClassVar[bool] = True
     #: The component config groups whose settings this strategy uses (the others are composed
     #: but ignored; ``scripts/compare.py`` leaves them out of its run labels).
-    reads: tuple[str, ...] = ("sampler", "cache", "deps", "partition")
+    reads: ClassVar[tuple[str, ...]] = ("sampler", "cache", "deps", "partition")
+    #: The dependency managers it runs with: ``replicate`` (every dependency replicated:
+    #: deps=depcache), ``communicate`` (deps that communicate: depcomm, hybrid) or ``any``.
+    deps: ClassVar[str] = "any"
+    #: Its deps and cache options when the user set none (the papers' settings; ``auto``
+    #: composes each candidate with them).
+    default_deps: ClassVar[str] = "depcache"
+    default_cache: ClassVar[str] = "none"
+    #: Whether ``strategy=auto`` may profile it.
+    auto_candidate: ClassVar[bool] = True
+    #: A meta strategy is resolved in the launcher into runs of concrete ones (``auto``).
+    meta: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("name"):
+            cls.name = cls.__name__.lower()
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
         self.group: dist.ProcessGroup | None = None  # None: the world
         self.reports = True
 
-    # -- checks before any rank starts --------------------------------------------------------
+    # -- what it declares, and its checks before any rank starts --------------------------------
     @classmethod
-    def check(cls, cfg: DictConfig, graph: GraphStore) -> None:
+    def preferred(cls, cfg: DictConfig) -> dict[str, str]:
+        """The deps and cache options it runs with on ``cfg`` when the user set none."""
+        return {"deps": cls.default_deps, "cache": cls.default_cache}
+
+    @classmethod
+    def why_not_candidate(cls, cfg: DictConfig) -> str | None:
+        """Why ``strategy=auto`` should not profile it on ``cfg`` (None: it may)."""
+        return None if cls.auto_candidate else f"strategy={cls.name} is not an auto candidate"
+
+    @classmethod
+    def check(cls, cfg: DictConfig, built: Checked) -> None:
         """Raise :class:`ConfigError` for a config (or dataset) this strategy cannot run."""
+        graph = built.graph
         if cfg.dataset is not None and (graph.x is None or graph.y is None
                                         or graph.train_idx is None):
             raise ConfigError(f"dataset {graph.name} lacks features, labels or a training split")
         if cls.samples:
             check_fanouts(cfg)
             check_weighted_blocks(cfg, cls)
+        check_deps(cls, built.deps)
+
+    @classmethod
+    def train_meta(cls, cfg: DictConfig, train: Callable[[DictConfig], dict]) -> dict:
+        """A meta strategy's whole run, in the launcher; ``train`` runs one concrete config."""
+        raise NotImplementedError(f"strategy={cls.name} is not a meta strategy")
 
     # -- what the runner calls ----------------------------------------------------------------
     @abstractmethod
@@ -96,7 +165,7 @@ class Strategy(ABC):
                  ) -> dict[str, float]:
         """``<split>_acc`` per split, the same on every reporting rank (collective on
         :attr:`group`). Default: layer-wise full-neighbourhood inference."""
-        from gnnscale.runner.evaluate import evaluate
+        from gnnscale.evaluation.evaluate import evaluate
 
         return evaluate(self.module, self.ctx.graph, self.ctx.topo.device, batch_size, splits,
                         group=self.group)
@@ -113,6 +182,16 @@ class Strategy(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release threads and buffers."""
+
+
+def check_deps(strategy: type[Strategy], deps: DependencyManager) -> None:
+    """The dependency manager must be one the strategy runs with (:attr:`Strategy.deps`)."""
+    if strategy.deps == "replicate" and not deps.replicates_all:
+        raise ConfigError(f"strategy={strategy.name} replicates every dependency: use "
+                          "deps=depcache")
+    if strategy.deps == "communicate" and deps.replicates_all:
+        raise ConfigError(f"strategy={strategy.name} communicates dependencies: use "
+                          "deps=depcomm or deps=hybrid")
 
 
 def check_fanouts(cfg: DictConfig) -> None:
@@ -184,13 +263,22 @@ class SamplingStrategy(Strategy):
             self.footprint.add(input_nodes)
 
     @classmethod
-    def check(cls, cfg: DictConfig, graph: GraphStore) -> None:
-        super().check(cfg, graph)
+    def check(cls, cfg: DictConfig, built: Checked) -> None:
+        super().check(cfg, built)
+        graph = built.graph
         world, batch = cfg.dist.world_size, cfg.strategy.batch_size
+        for key, low in (("batch_size", 1), ("prefetch", 0), ("sample_workers", 0)):
+            value = cfg.strategy.get(key)
+            if value is not None and value < low:
+                raise ConfigError(f"strategy.{key} must be >= {low}, got {value}")
         if batch < world:
             raise ConfigError(f"strategy.batch_size={batch} is smaller than dist.world_size="
                               f"{world}: every rank needs at least one target per step")
         n_train = graph.train_idx.numel()
+        if n_train == 0:
+            raise ConfigError(f"the training set of {graph.name} is empty ({graph.num_nodes} "
+                              "vertices, none marked for training): give a dataset with a "
+                              "training split")
         if n_train < world:
             raise ConfigError(f"the training set of {graph.name} has {n_train} vertices but "
                               f"dist.world_size={world}: every rank needs a training vertex; "

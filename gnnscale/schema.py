@@ -9,7 +9,21 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from gnnscale.runner.selection import Select, StopRule
+
+class Select(str, Enum):
+    """The epoch a run reports (runner/selection.py)."""
+
+    metric = "metric"
+    loss = "loss"
+    last = "last"
+
+
+class StopRule(str, Enum):
+    """When a run stops before ``epochs`` (runner/selection.py)."""
+
+    none = "none"
+    patience = "patience"
+    window = "window"
 
 
 class Metric(str, Enum):
@@ -30,6 +44,8 @@ class EarlyStopConfig:
 
 @dataclass
 class RootConfig:
+    """The top-level config: one option per group, then the run's own keys."""
+
     dataset: Any = MISSING
     model: Any = MISSING
     sampler: Any = MISSING

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gnnscale.offload.chunks import Chunking
+from gnnscale.strategies.offload.chunks import Chunking
 
 DEDUP = ("none", "inter", "inter+intra")
 

@@ -2,18 +2,18 @@
 
 Ranks ``0 .. T-1`` train, ranks ``T .. N-1`` sample (``strategy.samplers``: a count, or
 ``auto``: GNNLab's rule on times profiled on the first micro-batches, see
-:mod:`~gnnscale.executor.factored_alloc`). The trainers draw exactly ``strategy=data``'s
+:mod:`~gnnscale.strategies.factored.allocation`). The trainers draw exactly ``strategy=data``'s
 mini-batches with T ranks: step ``s`` of epoch ``e`` gives trainer ``t`` the micro-batch
 ``micro_batch(batch, T, t)`` sampled with ``sample_seed(seed, e, s, t)``. A static scheduler
 hands job ``j = s * T + t`` to sampler ``j mod S`` (each job exactly once, each sampler in
 job order); samplers send jobs through the bounded global queue
-(:mod:`~gnnscale.executor.factored_queue`) and trainers train exactly as ``DataParallel`` does,
+(:mod:`~gnnscale.strategies.factored.queue`) and trainers train exactly as ``DataParallel`` does,
 with gradients averaged over the trainers' process group, so with no staleness a step equals
 ``strategy=data`` on the same samples. One rank samples the whole epoch, then trains.
 
 With ``strategy.switching=true`` (GNNLab's behaviour; off by default) or ``strategy.staleness > 0``
 every rank joins each step's gradient reduction and a finished sampler may train jobs as a
-standby trainer: see :mod:`~gnnscale.executor.factored_sync`.
+standby trainer: see :mod:`~gnnscale.strategies.factored.sync`.
 """
 
 from __future__ import annotations
@@ -27,22 +27,22 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from gnnscale.executor.base import RunContext
-from gnnscale.executor.data import DataParallel
-from gnnscale.executor.factored_alloc import Allocation, allocate, parse_samplers, profile
-from gnnscale.executor.factored_presc import presample_hotness
-from gnnscale.executor.factored_queue import STATS_TAG, JobSender, pack, receive
-from gnnscale.executor.factored_sync import (
+from gnnscale.errors import ConfigError
+from gnnscale.registry import register
+from gnnscale.sampling.base import MiniBatch
+from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
+from gnnscale.strategies.base import RunContext
+from gnnscale.strategies.data.strategy import DataParallel
+from gnnscale.strategies.factored.allocation import Allocation, allocate, parse_samplers, profile
+from gnnscale.strategies.factored.presample import presample_hotness
+from gnnscale.strategies.factored.queue import STATS_TAG, JobSender, pack, receive
+from gnnscale.strategies.factored.sync import (
     StepReducer,
     StepStats,
     sampler_epoch,
     sync_replicas,
     trainer_epoch,
 )
-from gnnscale.registry import register
-from gnnscale.runner.validate import ConfigError
-from gnnscale.sampling.base import MiniBatch
-from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
 
 FOOTPRINT_TAG = 2  # standby trainers' input-node visits (footprint=true, synced loop)
 _SAMPLER_STATS = ("samples_produced", "queue_bytes", "sampler_busy_time", "sampler_idle_time",
@@ -52,7 +52,7 @@ _SAMPLER_STATS = ("samples_produced", "queue_bytes", "sampler_busy_time", "sampl
 @register("strategy", "factored")
 @dataclass
 class FactoredConfig:
-    _target_: str = "gnnscale.executor.factored.Factored"
+    _target_: str = "gnnscale.strategies.factored.Factored"
     batch_size: int = 1024  # global mini-batch (all trainers together)
     samplers: str = "auto"  # sampler ranks: a count, or auto (GNNLab's rule, profiled)
     queue_depth: int = 2  # jobs one sampler may have in flight per trainer
@@ -61,6 +61,10 @@ class FactoredConfig:
 
 
 class Factored(DataParallel):
+    """Sampler ranks and trainer ranks joined by a queue (GNNLab); trainers train as ``data``."""
+
+    name = "factored"
+
     def __init__(self, ctx: RunContext, batch_size: int = 1024, samplers: str = "auto",
                  queue_depth: int = 2, staleness: int = 0, switching: bool = False) -> None:
         super().__init__(ctx, batch_size, prefetch=0)
@@ -77,8 +81,8 @@ class Factored(DataParallel):
         self.record: dict | None = None  # tests: {"losses": [(job, loss)], "grads": [step's]}
 
     @classmethod
-    def check(cls, cfg, graph) -> None:
-        super().check(cfg, graph)
+    def check(cls, cfg, built) -> None:
+        super().check(cfg, built)
         world = cfg.dist.world_size
         count = parse_samplers(cfg.strategy.samplers, world)
         if count is not None and world - count < 1:

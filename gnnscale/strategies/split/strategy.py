@@ -29,19 +29,19 @@ import torch.nn.functional as F
 from gnnscale.cache.store import build_feature_store
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import sum_gradients
-from gnnscale.executor.base import RunContext, SamplingStrategy
-from gnnscale.executor.prefetch import Prefetcher
-from gnnscale.executor.splitter import SplitPlan, split_sample
+from gnnscale.errors import ConfigError
 from gnnscale.registry import register
-from gnnscale.runner.validate import ConfigError
 from gnnscale.sampling.base import Block, MiniBatch
+from gnnscale.sampling.prefetch import Prefetcher
 from gnnscale.sampling.schedule import sample_seed
+from gnnscale.strategies.base import RunContext, SamplingStrategy
+from gnnscale.strategies.split.splitter import SplitPlan, split_sample
 
 
 @register("strategy", "split")
 @dataclass
 class SplitParallelConfig:
-    _target_: str = "gnnscale.executor.split.SplitParallel"
+    _target_: str = "gnnscale.strategies.split.SplitParallel"
     batch_size: int = 1024  # global mini-batch, split over the ranks by owner
     prefetch: int = 2  # mini-batches sampled and split ahead; 0 = inline
     preaggregate: bool = False  # senders average edges into remote destinations (SAGE)
@@ -75,23 +75,30 @@ def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None) -> MiniB
 
 
 class SplitParallel(SamplingStrategy):
+    """Every rank trains its split of one shared mini-batch sample (see the module docstring)."""
+
+    name = "split"
     #: The split plans (pre-aggregation, GCN's source scaling) assume unweighted edges.
     takes_weighted_blocks = False
+    deps = "communicate"
+    default_deps, default_cache = "depcomm", "presample"  # GSplit's setting
+
+    @classmethod
+    def check(cls, cfg, built) -> None:
+        super().check(cfg, built)
+        model = built.model
+        if cfg.strategy.get("preaggregate") and not model.preaggregatable:
+            raise ConfigError("strategy.preaggregate=true is exact only for a mean/sum "
+                              "aggregation of the raw source rows (model=sage with aggr=mean|sum "
+                              "and model.residual=false);"
+                              f" {type(model).__name__} "
+                              f"(aggr={getattr(model, 'aggr', None)!r}) is not: set "
+                              "strategy.preaggregate=false")
 
     def __init__(self, ctx: RunContext, batch_size: int = 1024, prefetch: int = 2,
                  preaggregate: bool = False, sample_workers: int = 0) -> None:
         super().__init__(ctx, batch_size, prefetch, sample_workers)
         self._pool_feed: Any = None
-        if ctx.deps.replicates_all:
-            raise ConfigError("strategy=split communicates dependencies: use deps=depcomm or "
-                             "deps=hybrid (deps=depcache is for strategy=data)")
-        if preaggregate and not ctx.model.preaggregatable:
-            raise ConfigError("strategy.preaggregate=true is exact only for a mean/sum "
-                              "aggregation of the raw source rows (model=sage with aggr=mean|sum "
-                              "and model.residual=false);"
-                              f" {type(ctx.model).__name__} "
-                              f"(aggr={getattr(ctx.model, 'aggr', None)!r}) is not: set "
-                              "strategy.preaggregate=false")
         self.preagg = preaggregate
         self.gcn_block = getattr(ctx.model, "gcn_norm", None) == "block"
 

@@ -5,8 +5,8 @@ Rank ``r`` computes the rows of its part's vertices (its masters). How the rows 
 that its convs read get there is the plan's business (:class:`FullGraphPlan`): on an edge-cut,
 ``deps=depcache`` recomputes them from an L-hop feature cache, ``deps=depcomm`` receives them
 from their owners each layer, ``deps=hybrid`` mixes both by NeutronStar's cost model
-(:class:`~gnnscale.executor.edge_cut.EdgeCutPlan`); on a vertex-cut, masters and mirrors
-synchronise (:class:`~gnnscale.executor.vertex_cut.VertexCutPlan`, ``deps=depcomm`` only).
+(:class:`~gnnscale.strategies.fullgraph.edge_cut.EdgeCutPlan`); on a vertex-cut, masters and mirrors
+synchronise (:class:`~.vertex_cut.VertexCutPlan`, ``deps=depcomm`` only).
 The loss is the summed cross-entropy of the rank's training vertices over the global
 training-set size and gradients are sum-all-reduced, so an epoch equals one process training
 on the whole graph (``dist.world_size=1``). Evaluation runs the same partitioned forward.
@@ -23,12 +23,12 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from gnnscale.distributed.collectives import sum_gradients
-from gnnscale.executor.base import RunContext, Strategy
-from gnnscale.executor.edge_cut import EdgeCutPlan
-from gnnscale.executor.fullgraph_plan import FullGraphPlan
+from gnnscale.errors import ConfigError
+from gnnscale.evaluation.owned import evaluate_owned
 from gnnscale.registry import register
-from gnnscale.runner.evaluate import split_metrics
-from gnnscale.runner.validate import ConfigError
+from gnnscale.strategies.base import RunContext, Strategy
+from gnnscale.strategies.fullgraph.edge_cut import EdgeCutPlan
+from gnnscale.strategies.fullgraph.plan import FullGraphPlan
 
 EDGE_CUT_DEPS = ("depcache", "depcomm", "hybrid")
 
@@ -36,9 +36,16 @@ EDGE_CUT_DEPS = ("depcache", "depcomm", "hybrid")
 @register("strategy", "fullgraph")
 @dataclass
 class FullGraphConfig:
-    _target_: str = "gnnscale.executor.fullgraph.FullGraph"
+    _target_: str = "gnnscale.strategies.fullgraph.FullGraph"
     ring: bool = False  # peer-ordered point-to-point exchange instead of one all-to-all
     overlap: bool = False  # convolve all-local destinations while remote rows are in flight
+
+
+def partition_kind(cfg) -> str:
+    """``edge_cut`` or ``vertex_cut``: what ``cfg.partitioner`` produces."""
+    from hydra.utils import get_object
+
+    return getattr(get_object(cfg.partitioner._target_), "kind", "edge_cut")
 
 
 def check_combination(kind: str, deps: Any, model: Any, feature_dim: int, partitioner: str,
@@ -77,8 +84,16 @@ def check_combination(kind: str, deps: Any, model: Any, feature_dim: int, partit
 class FullGraph(Strategy):
     """One full-graph epoch per ``train_epoch``; see the module docstring."""
 
+    name = "fullgraph"
     samples = False
     reads = ("deps", "partition")
+    default_deps, default_cache = "hybrid", "none"  # NeutronStar's cost model
+
+    @classmethod
+    def preferred(cls, cfg) -> dict[str, str]:
+        """NeutronStar's hybrid on an edge-cut; depcomm (the only deps) on a vertex-cut."""
+        return {"deps": "depcomm" if partition_kind(cfg) != "edge_cut" else "hybrid",
+                "cache": "none"}
 
     def __init__(self, ctx: RunContext, ring: bool = False, overlap: bool = False) -> None:
         super().__init__(ctx)
@@ -87,22 +102,15 @@ class FullGraph(Strategy):
         self.plan_report: dict = {}
 
     @classmethod
-    def check(cls, cfg, graph) -> None:
-        super().check(cfg, graph)
-        from hydra.utils import get_object
-
-        from gnnscale import registry
-
-        kind = getattr(get_object(cfg.partitioner._target_), "kind", "edge_cut")
-        deps = registry.build(cfg.deps)
-        model = registry.build(cfg.model, in_channels=graph.num_features,
-                               out_channels=graph.num_classes)
+    def check(cls, cfg, built) -> None:
+        super().check(cfg, built)
+        kind, model, graph = partition_kind(cfg), built.model, built.graph
         name = cfg.partitioner._target_.rsplit(".", 1)[-1].replace("Partitioner", "").lower()
         if cfg.dist.world_size > 1:
-            check_combination(kind, deps, model, graph.num_features, name,
+            check_combination(kind, built.deps, model, graph.num_features, name,
                               overlap=bool(cfg.strategy.get("overlap", False)))
         elif getattr(model, "gcn_norm", "graph") != "graph":
-            check_combination("edge_cut", deps, model, graph.num_features, name)
+            check_combination("edge_cut", built.deps, model, graph.num_features, name)
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -118,7 +126,7 @@ class FullGraph(Strategy):
                           graph.num_features, getattr(ctx.partition, "name", "?"),
                           overlap=self.overlap and world > 1)
         if kind == "vertex_cut":
-            from gnnscale.executor.vertex_cut import VertexCutPlan
+            from gnnscale.strategies.fullgraph.vertex_cut import VertexCutPlan
 
             self.plan = VertexCutPlan(graph, book, self._module, topo, group=self.group,
                                       ring=self.ring)
@@ -201,41 +209,12 @@ class FullGraph(Strategy):
     def num_steps(self, epoch: int) -> int:
         return 1
 
-    @torch.no_grad()
     def evaluate(self, batch_size: int, splits: tuple[str, ...] = ("val", "test")
                  ) -> dict[str, float]:
         """Accuracy (and ROC-AUC for two classes) from the same partitioned forward
         (collective)."""
-        g = self.ctx.graph
-        present = present_splits(g, splits)
-        if not present:
-            return {}
-        model = self._module
-        was = model.training
-        model.eval()
-        logits = self.plan.forward(model)
-        model.train(was)
-        return owned_metrics(logits, self.masters, g, present, self.group)
-
-
-def present_splits(g, splits: tuple[str, ...]) -> list[str]:
-    """The splits of ``splits`` the graph has vertices in."""
-    return [s for s in splits if getattr(g, f"{s}_idx") is not None
-            and getattr(g, f"{s}_idx").numel()]
-
-
-def owned_metrics(logits: torch.Tensor, masters: torch.Tensor, g, present: list[str],
-                  group) -> dict[str, float]:
-    """``<split>_acc`` (and ``<split>_rocauc`` for two classes) from this rank's logits of its
-    masters (each vertex is one rank's master), over the ranks of ``group`` (collective),
-    as the layer-wise evaluation computes them."""
-    idx = [getattr(g, f"{s}_idx") for s in present]
-    where = torch.full((g.num_nodes,), -1, dtype=torch.long)  # position in the split concat
-    where[torch.cat(idx)] = torch.arange(sum(i.numel() for i in idx))
-    pos = where[masters]
-    mine = (pos >= 0).nonzero().reshape(-1)
-    return split_metrics(logits[mine.to(logits.device)], g.y[masters[mine]], pos[mine],
-                         [i.numel() for i in idx], present, group)
+        return evaluate_owned(self._module, lambda: self.plan.forward(self._module),
+                              self.masters, self.ctx.graph, splits, self.group)
 
 
 class _NoDeps:

@@ -2,10 +2,10 @@
 visit the device.
 
 Every rank owns one part of an edge-cut book (its masters); each part is cut into ``chunks``
-chunks and batch ``b`` runs one chunk of every part at once (:mod:`gnnscale.offload.chunks`).
-Every layer's rows and gradients live in host buffers (:class:`~gnnscale.offload.tiers.HostStore`).
+chunks and batch ``b`` runs one chunk of every part at once (:mod:`.chunks`).
+Every layer's rows and gradients live in host buffers (:class:`~.tiers.HostStore`).
 Forward, layer by layer, batch by batch: the owners load the rows the batch reads
-(deduplicated per ``dedup``, :mod:`gnnscale.offload.transfers`), share them over the Shuffle,
+(deduplicated per ``dedup``, :mod:`.transfers`), share them over the Shuffle,
 each rank computes its chunk and writes the outputs back to the host. The loss is the summed
 cross-entropy of the rank's training vertices over the global training-set size. Backward,
 from the top layer down, batch by batch (Algorithm 1): reload the inputs and recompute, or
@@ -25,17 +25,17 @@ import torch.nn.functional as F
 
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import sum_gradients
-from gnnscale.executor.base import RunContext, Strategy
-from gnnscale.executor.fullgraph import owned_metrics, present_splits
-from gnnscale.offload import compute
-from gnnscale.offload.bound import layer_bound
-from gnnscale.offload.chunks import LEVEL2, Chunking, two_level
-from gnnscale.offload.memory import ActivationModel
-from gnnscale.offload.tiers import DeviceTier, HostStore, TransferStats
-from gnnscale.offload.transfers import DEDUP, BatchTransfer, plan_transfers
+from gnnscale.errors import ConfigError
+from gnnscale.evaluation.owned import evaluate_owned
 from gnnscale.registry import register
-from gnnscale.runner.validate import ConfigError
 from gnnscale.sampling.base import Block
+from gnnscale.strategies.base import RunContext, Strategy
+from gnnscale.strategies.offload import compute
+from gnnscale.strategies.offload.bound import layer_bound
+from gnnscale.strategies.offload.chunks import LEVEL2, Chunking, two_level
+from gnnscale.strategies.offload.memory import ActivationModel
+from gnnscale.strategies.offload.tiers import DeviceTier, HostStore, TransferStats
+from gnnscale.strategies.offload.transfers import DEDUP, BatchTransfer, plan_transfers
 
 GB = 1e9
 _ACTIVATIONS: dict[tuple, ActivationModel] = {}  # per layer architecture, fitted once
@@ -44,7 +44,7 @@ _ACTIVATIONS: dict[tuple, ActivationModel] = {}  # per layer architecture, fitte
 @register("strategy", "offload")
 @dataclass
 class OffloadConfig:
-    _target_: str = "gnnscale.executor.offload.Offload"
+    _target_: str = "gnnscale.strategies.offload.Offload"
     chunks: int = 8                     # chunks per part; batch b = chunk b of every part
     dedup: str = "inter+intra"          # none | inter | inter+intra
     reorganize: bool = False            # HongTu's Algorithm 4 before training
@@ -86,8 +86,10 @@ def check_options(chunks: int, dedup: str, intermediate: str, budget: float | No
 class Offload(Strategy):
     """One offloaded full-graph epoch per ``train_epoch``; see the module docstring."""
 
+    name = "offload"
     samples = False
     reads = ("partition",)  # its own transfers stand in for a dependency manager
+    default_deps, default_cache = "depcomm", "none"
 
     def __init__(self, ctx: RunContext, chunks: int = 8, dedup: str = "inter+intra",
                  reorganize: bool = False, intermediate: str = "auto",
@@ -99,15 +101,11 @@ class Offload(Strategy):
         self.intermediate, self.budget_gb = intermediate, device_budget_gb
 
     @classmethod
-    def check(cls, cfg, graph) -> None:
-        super().check(cfg, graph)
+    def check(cls, cfg, built) -> None:
+        super().check(cfg, built)
         from hydra.utils import get_object
 
-        from gnnscale import registry
-
-        s = cfg.strategy
-        model = registry.build(cfg.model, in_channels=graph.num_features,
-                               out_channels=graph.num_classes)
+        s, model, graph = cfg.strategy, built.model, built.graph
         check_options(s.chunks, s.dedup, s.intermediate, s.device_budget_gb, model,
                       s.get("level2", "range"))
         kind = getattr(get_object(cfg.partitioner._target_), "kind", "edge_cut")
@@ -448,18 +446,14 @@ class Offload(Strategy):
     def num_steps(self, epoch: int) -> int:
         return 1
 
-    @torch.no_grad()
     def evaluate(self, batch_size: int, splits: tuple[str, ...] = ("val", "test")
                  ) -> dict[str, float]:
         """Accuracy (and ROC-AUC for two classes) from the same chunked forward
         (collective)."""
-        g = self.ctx.graph
-        present = present_splits(g, splits)
-        if not present:
-            return {}
-        model = self._module
-        was = model.training
-        model.eval()
-        self._forward(cache_aggregates=False)
-        model.train(was)
-        return owned_metrics(self.store.rows[-1], self.masters, g, present, self.group)
+
+        def forward() -> torch.Tensor:
+            self._forward(cache_aggregates=False)
+            return self.store.rows[-1]
+
+        return evaluate_owned(self._module, forward, self.masters, self.ctx.graph, splits,
+                              self.group)

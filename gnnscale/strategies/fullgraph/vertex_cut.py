@@ -34,11 +34,11 @@ from torch import nn
 from gnnscale.data.graph import GraphStore
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.launch import Topology
-from gnnscale.executor.fullgraph_plan import FullGraphPlan
 from gnnscale.models.base import GNN
 from gnnscale.partition._graph import edge_dst, edge_src
 from gnnscale.partition.book import PartitionBook
 from gnnscale.sampling.base import Block
+from gnnscale.strategies.fullgraph.plan import FullGraphPlan
 
 
 @dataclass

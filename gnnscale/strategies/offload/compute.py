@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import torch
 
 from gnnscale.models.base import GNN
-from gnnscale.offload.memory import SavedBytes
 from gnnscale.sampling.base import Block
+from gnnscale.strategies.offload.memory import SavedBytes
 
 INTERMEDIATE = ("cache", "recompute", "auto")
 

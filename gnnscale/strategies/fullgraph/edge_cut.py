@@ -18,9 +18,9 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.deps.base import DependencyManager
 from gnnscale.deps.planner import EdgeCutLayout, in_edges, plan_edge_cut
 from gnnscale.deps.shuffle import ShuffleStats, shuffle, start_shuffle
-from gnnscale.executor.fullgraph_plan import FullGraphPlan
 from gnnscale.models.base import GNN
 from gnnscale.sampling.base import Block
+from gnnscale.strategies.fullgraph.plan import FullGraphPlan
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from gnnscale.runner.validate import ConfigError
+from gnnscale.errors import ConfigError
 from gnnscale.sampling.schedule import PRESAMPLE, epoch_batches, micro_batch, sample_seed
 
 

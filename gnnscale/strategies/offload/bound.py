@@ -1,15 +1,15 @@
 """The planned device bound: for every layer, the largest size each device buffer takes over
 the batches, summed, plus the largest bytes autograd saves for one chunk.
 
-The strategy holds exactly the buffers named here (:class:`~gnnscale.offload.tiers.DeviceTier`
+The strategy holds exactly the buffers named here (:class:`~.tiers.DeviceTier`
 tracks them by the same names), so the measured peak can never exceed the bound as long as the
 activation model bounds what autograd saves.
 """
 
 from __future__ import annotations
 
-from gnnscale.offload.memory import ActivationModel
-from gnnscale.offload.transfers import BatchTransfer
+from gnnscale.strategies.offload.memory import ActivationModel
+from gnnscale.strategies.offload.transfers import BatchTransfer
 
 FLOAT, INDEX = 4, 8
 

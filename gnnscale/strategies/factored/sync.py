@@ -33,9 +33,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from gnnscale.executor.factored_queue import JobSender, pack, receive, taken_marker
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.schedule import micro_batch, sample_seed
+from gnnscale.strategies.factored.queue import JobSender, pack, receive, taken_marker
 
 EXTRA = 3  # loss sum, trainers' seconds, trainers' jobs
 

@@ -21,18 +21,17 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gnnscale.cache.store import build_feature_store
-from gnnscale.executor.base import RunContext, SamplingStrategy
-from gnnscale.executor.prefetch import Prefetcher
 from gnnscale.registry import register
-from gnnscale.runner.validate import ConfigError
 from gnnscale.sampling.base import MiniBatch
+from gnnscale.sampling.prefetch import Prefetcher
 from gnnscale.sampling.schedule import micro_batch, sample_seed
+from gnnscale.strategies.base import RunContext, SamplingStrategy
 
 
 @register("strategy", "data")
 @dataclass
 class DataParallelConfig:
-    _target_: str = "gnnscale.executor.data.DataParallel"
+    _target_: str = "gnnscale.strategies.data.DataParallel"
     batch_size: int = 1024  # global mini-batch (all ranks together)
     prefetch: int = 2  # mini-batches sampled ahead; 0 samples inline
     sample_workers: int = 0  # sampler processes per rank; 0 = the prefetch thread
@@ -69,11 +68,15 @@ _timed_allreduce.__annotations__ = {"state": object, "bucket": dist.GradBucket,
 
 
 class DataParallel(SamplingStrategy):
+    """Each rank trains its own micro-batch of every global mini-batch; gradients all-reduced."""
+
+    name = "data"
+    deps = "replicate"
+    default_deps, default_cache = "depcache", "presample"  # PaGraph/GNNLab's pre-sampled cache
+
     def __init__(self, ctx: RunContext, batch_size: int = 1024, prefetch: int = 2,
                  sample_workers: int = 0) -> None:
         super().__init__(ctx, batch_size, prefetch, sample_workers)
-        if not ctx.deps.replicates_all:
-            raise ConfigError("strategy=data replicates every dependency: use deps=depcache")
         self.hotness: torch.Tensor | None = None  # cache ranking computed elsewhere (factored)
 
     def setup(self) -> None:

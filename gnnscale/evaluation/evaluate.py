@@ -25,11 +25,12 @@ from gnnscale.sampling.neighbor import NeighborSampler
 @torch.no_grad()
 def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device: torch.device,
                      batch_size: int = 4096, group: dist.ProcessGroup | None = None,
-                     reorder: bool = True) -> torch.Tensor:
+                     reorder: bool = True, train_mode: bool = False) -> torch.Tensor:
     """Logits of this rank's share of ``nodes`` (``torch.tensor_split(nodes, world)[rank]``,
-    ranks and world of ``group``); ``reorder=False`` runs every layer as a conv."""
+    ranks and world of ``group``); ``reorder=False`` runs every layer as a conv;
+    ``train_mode=True`` keeps the model's training mode (its dropout) instead of eval."""
     was_training = model.training
-    model.eval()
+    model.train(train_mode)
     one_hop = NeighborSampler(fanouts=[-1])
     h = graph.x
     world, rank = group_size(group), group_rank(group)

@@ -1,0 +1,2 @@
+"""Evaluation below the strategies: layer-wise inference, metrics over owned vertices, the
+input-footprint similarity."""

@@ -1,1 +1,0 @@
-"""Executor strategies: data, split, factored, fullgraph, offload."""

@@ -1,0 +1,99 @@
+"""The strategies ``auto`` may profile, read from the registry: the options of Hydra's
+``strategy`` config group (``configs/strategy/*.yaml`` and any folder on ``hydra.searchpath``),
+each asked through its class whether it is a candidate and what it prefers."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.utils import get_object
+from omegaconf import DictConfig, OmegaConf
+
+from gnnscale.errors import ConfigError
+
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+
+
+def _searchpath() -> list[str]:
+    """The run's ``hydra.searchpath`` (outside strategies' config folders), if under Hydra."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    return list(HydraConfig.get().searchpath)
+
+
+@contextmanager
+def _hydra():
+    """Hydra's loader: the running app's, or one over the project's configs/."""
+    if GlobalHydra.instance().is_initialized():
+        yield GlobalHydra.instance()
+        return
+    with initialize_config_dir(str(CONFIGS), version_base=None):
+        yield GlobalHydra.instance()
+
+
+def _overrides(extra: list[str]) -> list[str]:
+    path = _searchpath()
+    return ([f"hydra.searchpath=[{','.join(path)}]"] if path else []) + extra
+
+
+def strategy_options() -> list[str]:
+    """Every option of the ``strategy`` group, in name order."""
+    with _hydra() as gh:
+        return sorted(gh.config_loader().get_group_options(
+            "strategy", config_name="config", overrides=_overrides([])))
+
+
+def option_node(group: str, name: str) -> DictConfig:
+    """What ``group=name`` composes for that group (its schema and yaml, nothing else)."""
+    with _hydra():
+        try:
+            return compose("config", overrides=_overrides([f"{group}={name}"]))[group]
+        except Exception as err:  # noqa: BLE001 - Hydra raises several kinds
+            raise ConfigError(f"no option {name!r} in config group {group!r}: {err}") from err
+
+
+def strategy_class(node: DictConfig) -> type:
+    """The class a strategy option's ``_target_`` names."""
+    return get_object(str(node._target_))
+
+
+def candidates(cfg: DictConfig) -> list[tuple[str, str | None]]:
+    """(name, why not) for every registered strategy: why not is None for a candidate."""
+    out = []
+    for name in strategy_options():
+        cls = strategy_class(option_node("strategy", name))
+        why = ("a meta strategy" if getattr(cls, "meta", False)
+               else cls.why_not_candidate(cfg))
+        out.append((name, why))
+    return out
+
+
+def candidate_config(cfg: DictConfig, name: str, run_dir: Path, epochs: int) -> DictConfig:
+    """``cfg`` (strategy=auto) as ``strategy=<name>`` would compose it, training ``epochs``
+    in ``run_dir``; deps and cache the user left unset are the candidate's preferred ones."""
+    auto = cfg.strategy
+    base = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    node = option_node("strategy", name)
+    overrides: dict[str, Any] = {}
+    if auto.batch_size is not None and "batch_size" in node:
+        overrides["batch_size"] = auto.batch_size
+    if auto.options.get(name):
+        overrides.update(OmegaConf.to_container(auto.options[name]))
+    try:
+        node = OmegaConf.merge(node, overrides)
+    except Exception as err:  # noqa: BLE001 - OmegaConf raises several kinds
+        raise ConfigError(f"strategy.options.{name}: {err}") from err
+    base["strategy"] = OmegaConf.to_container(node, enum_to_str=True)
+    preferred = strategy_class(node).preferred(cfg)
+    for group in ("deps", "cache"):
+        if OmegaConf.is_missing(cfg, group):
+            base[group] = OmegaConf.to_container(option_node(group, preferred[group]),
+                                                 enum_to_str=True)
+    base.update(run_dir=str(run_dir), epochs=epochs)
+    return OmegaConf.create(base)

@@ -1,0 +1,292 @@
+"""``strategy=auto``: profile the strategies that can run a config, pick one, train with it.
+
+The candidates are the registry's: every option of the ``strategy`` config group whose class
+says it may be profiled (:meth:`~gnnscale.strategies.base.Strategy.why_not_candidate`), or
+``strategy.candidates`` when given. For each, the launcher composes the config that
+``strategy=<candidate>`` would give (every other group and key as the user gave them; deps and
+cache the user left unset are the candidate's :meth:`preferred` ones), runs it through the
+normal validation (a refusal is logged with its reason and the candidate skipped), and trains
+it for ``strategy.profile_epochs`` epochs with the normal runner, real ranks, in
+``<run_dir>/auto/<candidate>``. The choice rule is :func:`~.choice.choose`; the decision table
+is printed and written to ``<run_dir>/auto.json``; then the chosen config trains for
+``epochs`` in ``<run_dir>`` and its ``results.json`` carries an ``auto`` entry saying so. On
+``resume=true`` with a checkpoint in ``<run_dir>``, the recorded choice trains on, unprofiled.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from gnnscale import registry
+from gnnscale.errors import ConfigError
+from gnnscale.strategies.auto.candidates import candidate_config, candidates, option_node
+from gnnscale.strategies.auto.choice import choose, close_leaders, pooled, seconds_per_loss, table
+from gnnscale.strategies.base import Strategy
+
+Train = Callable[[DictConfig], dict]
+
+
+class Criterion(str, Enum):
+    """What time the choice rule divides by the loss decrease per epoch."""
+
+    measured = "measured"  # median measured epoch time of the profile
+    modelled = "modelled"  # the cost model's projected epoch time on strategy.hardware
+
+
+@registry.register("strategy", "auto")
+@dataclass
+class AutoConfig:
+    """``strategy=auto``'s options."""
+
+    _target_: str = "gnnscale.strategies.auto.Auto"
+    candidates: list[str] = field(default_factory=list)  # empty: every registered candidate
+    profile_epochs: int = 3  # epochs each candidate trains; the first is a warm-up
+    criterion: Criterion = Criterion.measured
+    hardware: str | None = None  # configs/hardware/<name> (criterion=modelled)
+    batch_size: int | None = None  # global mini-batch of the sampling candidates (null: theirs)
+    # when the two best scores are closer than rematch_within (or than either one's own
+    # epoch-time spread), both train rematch_rounds more profiles, alternating (0: never)
+    rematch_rounds: int = 2
+    rematch_within: float = 0.10
+    options: dict[str, Any] = field(default_factory=dict)  # {candidate: {key: value}}
+
+
+class Auto(Strategy):
+    """A meta strategy: resolved in the launcher into profile runs and one chosen run."""
+
+    name = "auto"
+    meta = True
+    auto_candidate = False
+
+    def __init__(self, *_: Any, **__: Any) -> None:
+        raise ConfigError("strategy=auto is resolved by the launcher into a concrete strategy "
+                          "before any rank starts; it cannot be built in a rank")
+
+    @classmethod
+    def check(cls, cfg: DictConfig, built: Any = None) -> None:
+        """The auto config's own keys (its candidates are checked one by one when profiled)."""
+        check_auto(cfg)
+
+    @classmethod
+    def train_meta(cls, cfg: DictConfig, train: Train) -> dict:
+        return run_auto(cfg, train)
+
+    def setup(self) -> None:  # never built
+        raise NotImplementedError
+
+    def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
+        raise NotImplementedError
+
+
+def chosen_candidates(cfg: DictConfig) -> list[str]:
+    """``strategy.candidates``, or every registered strategy that is a candidate."""
+    known = candidates(cfg)
+    given = list(cfg.strategy.candidates)
+    if not given:
+        return [name for name, why in known if why is None]
+    names = {name for name, _ in known}
+    bad = [c for c in given if c not in names or c == "auto"]
+    if bad or len(set(given)) != len(given):
+        raise ConfigError(f"strategy.candidates={given}: give distinct names among "
+                          f"{sorted(n for n, why in known if why is None)}")
+    return given
+
+
+def check_auto(cfg: DictConfig) -> None:
+    """The auto config's own keys."""
+    auto = cfg.strategy
+    names = chosen_candidates(cfg)
+    extra = [k for k in auto.options if k not in names]
+    if extra:
+        raise ConfigError(f"strategy.options names {extra}, which are not candidates "
+                          f"({names})")
+    if auto.profile_epochs < 1:
+        raise ConfigError(f"strategy.profile_epochs must be >= 1, got {auto.profile_epochs}")
+    if auto.rematch_rounds < 0 or auto.rematch_within < 0:
+        raise ConfigError("strategy.rematch_rounds and strategy.rematch_within must be >= 0, "
+                          f"got {auto.rematch_rounds} and {auto.rematch_within}")
+    if auto.criterion == Criterion.modelled:
+        from gnnscale.cost import ProfileError, load_profile
+
+        if not auto.hardware:
+            raise ConfigError("strategy.criterion=modelled projects onto a hardware profile: "
+                              "set strategy.hardware=<name of configs/hardware/*.yaml>")
+        try:
+            load_profile(auto.hardware)
+        except ProfileError as err:
+            raise ConfigError(f"strategy.hardware: {err}") from err
+    from gnnscale.distributed.topology import under_torchrun
+
+    if under_torchrun():
+        raise ConfigError("strategy=auto profiles its candidates from one launcher; under "
+                          "torchrun run it on one host to pick, then launch the picked strategy")
+
+
+def rematch(cfg: DictConfig, rows: list[dict], run_dir: Path, loss0: float, train: Train
+            ) -> dict[str, Any] | None:
+    """Profile the two close leaders ``rematch_rounds`` more times in alternating order
+    (a, b, then b, a, ...) and replace their rows by :func:`pooled` ones; what was done."""
+    auto = cfg.strategy
+    if auto.rematch_rounds == 0 or auto.criterion != Criterion.measured:
+        return None
+    leaders = close_leaders(rows, auto.rematch_within)
+    if leaders is None:
+        return None
+    a, b, why = leaders
+    print(f"[auto] rematch {a} and {b}: {why}; {auto.rematch_rounds} more profile(s) each, "
+          "alternating", flush=True)
+    more: dict[str, list[dict]] = {a: [], b: []}
+    order = []
+    for r in range(auto.rematch_rounds):
+        for name in ((a, b) if r % 2 == 0 else (b, a)):
+            order.append(name)
+            row = profile(cfg, name, run_dir, loss0, train, tag=f"rematch{r + 1}")
+            if row.get("status") == "ran":
+                more[name].append(row)
+            else:  # its first profile stands; the pooled figure uses the runs that ran
+                print(f"[auto] {name}: rematch {r + 1} {row['status']} ({row.get('reason')}); "
+                      "pooling the profiles that ran", flush=True)
+    for i, row in enumerate(rows):
+        if row["name"] in more:
+            rows[i] = pooled(row, more[row["name"]])
+    return {"between": [a, b], "why": why, "rounds": auto.rematch_rounds, "order": order}
+
+
+# -- profiling --------------------------------------------------------------------------------
+def initial_loss(cfg: DictConfig, graph) -> float:
+    """The training loss of the initial parameters every candidate starts from (the ranks
+    seed the model the same way), measured as training measures it: in training mode, with
+    the run's keyed dropout of epoch 0."""
+    import torch
+    import torch.nn.functional as F
+
+    from gnnscale.distributed.launch import private_temp_dir
+    from gnnscale.evaluation.evaluate import layerwise_logits
+
+    torch.manual_seed(cfg.seed)
+    with private_temp_dir():
+        model = registry.build(cfg.model, in_channels=graph.num_features,
+                               out_channels=graph.num_classes)
+    model.bind_graph(graph)
+    model.set_dropout_key(cfg.seed, 0)
+    logits = layerwise_logits(model, graph, graph.train_idx, torch.device("cpu"),
+                              cfg.eval_batch_size, train_mode=True)
+    return float(F.cross_entropy(logits, graph.y[graph.train_idx]))
+
+
+def profile_row(name: str, ccfg: DictConfig, results: dict, loss0: float, auto) -> dict:
+    """The figures :func:`choose` reads, from a finished profile run."""
+    hist = results["history"]
+    times = [h["epoch_time"] for h in hist]
+    row = {"name": name, "status": "ran", "run_dir": str(ccfg.run_dir),
+           "epoch_time": statistics.median(times[1:] if len(times) > 1 else times),
+           "epoch_times": times, "losses": [h["train_loss"] for h in hist],
+           "loss_drop_per_epoch": (loss0 - hist[-1]["train_loss"]) / len(hist),
+           "val_acc": results["summary"].get("final_val_acc")}
+    if auto.criterion == Criterion.modelled:
+        from gnnscale.compare.runs import load_run
+        from gnnscale.cost import load_profile, project_run
+
+        row["projected_epoch_time"] = project_run(load_run(ccfg.run_dir),
+                                                  load_profile(auto.hardware)).total
+        row["hardware"] = auto.hardware
+    row["seconds_per_loss"] = seconds_per_loss(
+        row["projected_epoch_time" if auto.criterion == Criterion.modelled else "epoch_time"],
+        row["loss_drop_per_epoch"])
+    return row
+
+
+def profile(cfg: DictConfig, name: str, run_dir: Path, loss0: float, train: Train,
+            tag: str = "") -> dict:
+    """Validate and profile one candidate (in ``<run_dir>/auto/<name>[-<tag>]``) through
+    ``train``; a row with status ran, refused or crashed."""
+    from gnnscale.compare.runs import option_name
+
+    row: dict[str, Any] = {"name": name}
+    try:
+        where = run_dir / "auto" / (f"{name}-{tag}" if tag else name)
+        ccfg = candidate_config(cfg, name, where, cfg.strategy.profile_epochs)
+        row.update(deps=option_name(ccfg.deps._target_), cache=option_name(ccfg.cache._target_))
+        with_flags = OmegaConf.merge(ccfg, {"eval_every": 0, "checkpoint": False,
+                                            "resume": False,
+                                            "logger": option_node("logger", "none")})
+    except ConfigError as err:
+        print(f"[auto] {name}: refused: {err}", flush=True)
+        return {**row, "status": "refused", "reason": str(err)}
+    print(f"[auto] {name}: profiling {cfg.strategy.profile_epochs} epoch(s) in "
+          f"{with_flags.run_dir}", flush=True)
+    try:
+        results = train(with_flags)  # validates first: a ConfigError is a refusal
+        return {**row, **profile_row(name, with_flags, results, loss0, cfg.strategy)}
+    except ConfigError as err:
+        print(f"[auto] {name}: refused: {err}", flush=True)
+        return {**row, "status": "refused", "reason": str(err)}
+    except Exception as err:  # noqa: BLE001 - a crashing candidate must not end the others
+        trace = traceback.format_exc()
+        Path(with_flags.run_dir, "crash.txt").write_text(trace)
+        print(f"[auto] {name}: CRASHED ({type(err).__name__}: {err}); traceback in "
+              f"{with_flags.run_dir}/crash.txt\n{trace}", flush=True)
+        return {**row, "status": "crashed", "reason": f"{type(err).__name__}: {err}"}
+
+
+def recorded_choice(cfg: DictConfig, run_dir: Path) -> str | None:
+    """On ``resume=true`` with a checkpoint in ``run_dir``: the strategy ``auto.json`` says was
+    chosen (the one the checkpoint is of); None otherwise."""
+    decision = run_dir / "auto.json"
+    if not (cfg.resume and decision.is_file() and (run_dir / "checkpoint.pt").is_file()):
+        return None
+    return json.loads(decision.read_text()).get("chosen")
+
+
+def run_auto(cfg: DictConfig, train: Train) -> dict:
+    """Profile every candidate, write ``auto.json``, train the chosen one; its results.
+    ``train`` runs one concrete config (validation included) and returns its results."""
+    check_auto(cfg)
+    run_dir = Path(OmegaConf.to_container(cfg, resolve=True)["run_dir"])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    resumed = recorded_choice(cfg, run_dir)
+    if resumed is not None:
+        print(f"[auto] resuming {resumed}, the strategy {run_dir / 'auto.json'} records",
+              flush=True)
+        results = train(candidate_config(cfg, resumed, run_dir, cfg.epochs))
+        results["auto"] = {"strategy": resumed, "chosen_by": "auto", "resumed": True,
+                           "decision": "auto.json"}
+        (run_dir / "results.json").write_text(json.dumps(results, indent=1))
+        return results
+    graph = registry.build(cfg.dataset).load()
+    loss0 = initial_loss(cfg, graph)
+    del graph
+    auto = cfg.strategy
+    rows = [profile(cfg, name, run_dir, loss0, train) for name in chosen_candidates(cfg)]
+    decision = {"criterion": str(auto.criterion.value if isinstance(auto.criterion, Enum)
+                                 else auto.criterion),
+                "hardware": auto.hardware, "profile_epochs": auto.profile_epochs,
+                "initial_loss": loss0, "candidates": rows, "chosen": None, "why": None,
+                "rematch": None}
+    try:
+        decision["rematch"] = rematch(cfg, rows, run_dir, loss0, train)
+        chosen, why = choose(rows, decision["criterion"])
+        if decision["rematch"] is not None:
+            why += (f"; after a rematch of {' and '.join(decision['rematch']['between'])} "
+                    f"({decision['rematch']['rounds']} more profiles each, alternating)")
+    finally:
+        (run_dir / "auto.json").write_text(json.dumps(decision, indent=1))
+    decision.update(chosen=chosen, why=why)
+    (run_dir / "auto.json").write_text(json.dumps(decision, indent=1))
+    print(f"\n[auto] decision (initial loss {loss0:.3f}; score = {decision['criterion']} "
+          f"s/epoch / loss drop per epoch):\n{table(rows, chosen)}\n[auto] chose {why}\n",
+          flush=True)
+    results = train(candidate_config(cfg, chosen, run_dir, cfg.epochs))
+    results["auto"] = {"strategy": chosen, "chosen_by": "auto", "why": why,
+                       "criterion": decision["criterion"], "decision": "auto.json"}
+    (run_dir / "results.json").write_text(json.dumps(results, indent=1))
+    return results
