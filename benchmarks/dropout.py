@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import statistics
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -44,7 +43,6 @@ def _op_times(rows: int, cols: int, p: float, repeats: int) -> dict:
 
 def _epochs(topo, overrides: list[str], epochs: int) -> dict:
     """Rank function: alternate epochs between torch's and the native dropout."""
-    import sys
 
     from omegaconf import OmegaConf
 
@@ -52,9 +50,7 @@ def _epochs(topo, overrides: list[str], epochs: int) -> dict:
     from gnnscale import registry
     from gnnscale.models import dropout as D
     from gnnscale.runner.worker import build_context
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    from partition import compose
+    from scripts.partition import compose
 
     cfg = compose(overrides)
     cfg.run_dir = "/tmp/gnnscale-bench-dropout"

@@ -14,10 +14,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from gnnscale import registry  # noqa: E402
-from gnnscale.partition import PartitionBook, get_partition  # noqa: E402
+from gnnscale import registry
+from gnnscale.partition import PartitionBook, get_partition
 
 EXTRA_KEYS = ("num_parts", "cache_root", "out")
 

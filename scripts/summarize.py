@@ -23,8 +23,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # gnnscale from a checkout
-
 
 def label(cfg: dict) -> str:
     """What identifies a group: dataset, model, strategy, world size."""

@@ -1,10 +1,7 @@
 """The accuracy figure: summary groups matched to the published figures, one PNG drawn."""
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import plots  # noqa: E402
+from scripts import plots
 
 
 def _row(group: str, mean: float, std: float = 0.5, seeds: int = 5) -> dict:

@@ -1,13 +1,11 @@
 """scripts/summarize.py: groups runs that differ only in seed, labels them, merges tables."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import summarize  # noqa: E402
+from scripts import summarize
 
 
 def _run(root: Path, name: str, seed: int, value: float | None, residual: bool = False,

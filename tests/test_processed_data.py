@@ -13,7 +13,7 @@ import torch
 from gnnscale.data import processed
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.publish import default_dir_mode
-from tests import _hardening_fns
+from tests import _launch_fns
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_readers_never_see_a_gap_while_others_publish(tiny_graph, tmp_path):
     processed.save(tiny_graph, folder)
     ctx = mp.get_context("spawn")
     with ctx.Pool(2) as pool:
-        writers = pool.starmap_async(_hardening_fns.save_repeatedly,
+        writers = pool.starmap_async(_launch_fns.save_repeatedly,
                                      [(str(src), str(folder), 4.0)] * 2)
         loads, errors = 0, []
         while not writers.ready():

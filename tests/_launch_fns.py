@@ -1,4 +1,5 @@
-"""Module-level rank functions for the hardening tests (spawn needs importable targets)."""
+"""Module-level rank functions for the launch and processed-data tests (spawn needs importable
+targets)."""
 
 import os
 import signal

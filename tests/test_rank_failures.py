@@ -12,7 +12,7 @@ import pytest
 
 from gnnscale.distributed import RankFailed, resolve_backend, spawn
 from gnnscale.distributed.local import Launcher
-from tests import _hardening_fns
+from tests import _launch_fns
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_killed_rank_is_named_before_the_survivors_consequence():
     with pytest.raises(RankFailed) as err:
-        spawn(_hardening_fns.killed_after_barrier, 2, timeout_s=30, grace_s=3)
+        spawn(_launch_fns.killed_after_barrier, 2, timeout_s=30, grace_s=3)
     msg = str(err.value)
     assert msg.startswith("rank 1 failed first (killed by signal SIGKILL)"), msg
     assert "then, as a consequence:\n  rank 0:" in msg
@@ -29,13 +29,13 @@ def test_killed_rank_is_named_before_the_survivors_consequence():
 @pytest.mark.slow
 def test_bad_thread_count_reports_the_rank_traceback():
     with pytest.raises(RankFailed, match=r"(?s)rank \d failed first.*set_num_threads"):
-        spawn(_hardening_fns.killed_after_barrier, 2, timeout_s=30, grace_s=3,
+        spawn(_launch_fns.killed_after_barrier, 2, timeout_s=30, grace_s=3,
               threads_per_rank=-2)
 
 
 @pytest.mark.slow
 def test_rank_temp_files_go_to_a_folder_that_is_removed():
-    (folder, files), _ = spawn(_hardening_fns.pyg_temp_files, 2, timeout_s=60)
+    (folder, files), _ = spawn(_launch_fns.pyg_temp_files, 2, timeout_s=60)
     assert Path(folder).name.startswith("gnnscale-ranks-")
     assert any(f.endswith(".py") for f in files)  # PyG's generated propagate module
     assert not Path(folder).exists()
@@ -44,8 +44,8 @@ def test_rank_temp_files_go_to_a_folder_that_is_removed():
 LAUNCHER = """
 import sys
 from gnnscale.distributed import spawn
-from tests import _hardening_fns
-spawn(_hardening_fns.train_forever, 2, sys.argv[1], timeout_s=60)
+from tests import _launch_fns
+spawn(_launch_fns.train_forever, 2, sys.argv[1], timeout_s=60)
 """
 
 

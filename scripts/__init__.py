@@ -1,0 +1,2 @@
+"""Command-line scripts (``python scripts/NAME.py``); importable as ``scripts.NAME`` for tests
+and benchmarks."""
