@@ -247,3 +247,34 @@ def test_presc_hotness_from_the_samplers_equals_one_process():
     for r in ranks[:2]:
         assert r["cached"] == want
         assert r["presample_time"] > 0 and r["metrics"]["presample_time"] > 0
+
+
+@pytest.mark.slow
+def test_switched_loss_is_the_global_batch_mean_like_data(tmp_path):
+    """With switching on, factored reports the mean loss over the global batch, as data does
+    on the same sample sequence (2 trainers = data's 2 ranks), not the sum over trainers."""
+    common = (*TINY, "epochs=1", "model.dropout=0", "eval_every=0")
+    data = run(make_cfg(tmp_path / "d", *common, "strategy=data", "dist.world_size=2"))
+    fact = run(make_cfg(tmp_path / "f", *common, "strategy=factored", "dist.world_size=3",
+                        "strategy.samplers=1", "strategy.switching=true"))
+    assert fact["history"][0]["trainers"] == 2
+    assert fact["history"][0]["train_loss"] == pytest.approx(data["history"][0]["train_loss"],
+                                                             rel=1e-4)
+
+
+@pytest.mark.slow
+def test_switched_runs_and_a_resumed_one_give_identical_losses(tmp_path):
+    """Dropout masks of a job are keyed by (seed, epoch, step, vertex), whichever rank trains
+    it: two switched runs and a run resumed from its checkpoint give the same losses."""
+    common = (*TINY, "strategy=factored", "dist.world_size=3", "strategy.samplers=1",
+              "strategy.switching=true", "model.dropout=0.5", "eval_every=0")
+
+    def losses(where, *extra):
+        out = run(make_cfg(tmp_path / where, *common, *extra))
+        assert out["history"][-1]["standby_jobs"] > 0  # the sampler did train jobs
+        return [h["train_loss"] for h in out["history"]]
+
+    first = losses("a", "epochs=2")
+    assert losses("b", "epochs=2") == first
+    losses("c", "epochs=1")
+    assert losses("c", "epochs=2", "resume=true") == first

@@ -278,7 +278,8 @@ class Factored(DataParallel):
         m = {"epoch_time": time.perf_counter() - t_epoch, "steps": float(len(batches)),
              "sample_time": stats.queue_wait, "load_time": stats.load_seconds,
              "compute_time": stats.train_seconds, "comm_time": stats.reduce_wait,
-             "train_loss": stats.loss_sum / max(len(batches), 1),
+             # the mean over the step's T jobs (= the global batch), as every strategy reports
+             "train_loss": stats.loss_sum / max(len(batches) * self.alloc.trainers, 1),
              "edges_computed": float(stats.edges), "nodes_loaded": float(stats.nodes),
              "bytes_allreduce": float(stats.bytes_reduced)}
         m.update(self.store.epoch_stats())

@@ -102,13 +102,23 @@ class StepReducer:
                 self.stats.last_t_train = seconds / jobs
 
 
+def job_key(epoch: int, step: int) -> int:
+    """The dropout key of a step's jobs: masks are a function of (seed, epoch, step, layer,
+    vertex), whichever rank trains the job, so a switched run is reproducible."""
+    return (int(epoch) << 32) | int(step)
+
+
 def train_job(strat, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor, stats: StepStats,
               slot: tuple[int, int, int]) -> float:
     """Forward and backward of one job, gradients of ``loss / T`` accumulated; returns the loss."""
     module = strat._module
     module.train()
     t0 = time.perf_counter()
-    out = module(x, [b.to(x.device) for b in mb.blocks])
+    module.set_dropout_key(strat.ctx.seed, job_key(slot[0], slot[1]))
+    try:
+        out = module(x, [b.to(x.device) for b in mb.blocks])
+    finally:
+        module.set_dropout_key(None)
     loss = F.cross_entropy(out, y)
     (loss / strat.alloc.trainers).backward()
     stats.train_seconds += time.perf_counter() - t0
