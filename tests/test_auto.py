@@ -178,3 +178,44 @@ def test_auto_is_one_value_of_a_hydra_sweep(tmp_path):
     assert len(decision["candidates"]) == 5 and decision["chosen"]
     assert json.loads((auto_dir / "results.json").read_text())["auto"]["chosen_by"] == "auto"
     assert "auto" not in json.loads((data_dir / "results.json").read_text())
+
+
+def test_initial_loss_is_measured_with_training_dropout(tmp_path):
+    """The loss drop compares training losses (dropout on) with an initial loss measured the
+    same way, not in eval mode, or small models with dropout never seem to learn."""
+    import torch
+    import torch.nn.functional as F
+
+    from gnnscale import registry
+    from gnnscale.evaluation.evaluate import layerwise_logits
+    from gnnscale.strategies.auto.strategy import initial_loss
+
+    cfg = make_cfg(tmp_path, *TINY, "strategy=auto", "model.dropout=0.8")
+    graph = registry.build(cfg.dataset).load()
+    with_dropout = initial_loss(cfg, graph)
+    assert initial_loss(cfg, graph) == with_dropout  # keyed: the same masks every time
+    torch.manual_seed(cfg.seed)
+    model = registry.build(cfg.model, in_channels=graph.num_features,
+                           out_channels=graph.num_classes)
+    model.bind_graph(graph)
+    logits = layerwise_logits(model, graph, graph.train_idx, torch.device("cpu"))
+    eval_mode = float(F.cross_entropy(logits, graph.y[graph.train_idx]))
+    assert with_dropout != pytest.approx(eval_mode, rel=1e-3)
+
+
+@pytest.mark.slow
+def test_resume_trains_on_the_recorded_choice_without_profiling(tmp_path):
+    from gnnscale.runner.run import run
+
+    common = (*TINY, "strategy=auto", "strategy.candidates=[data,fullgraph]",
+              "strategy.profile_epochs=1", "strategy.rematch_rounds=0")
+    first = run(make_cfg(tmp_path, *common, "epochs=1"))
+    chosen = first["auto"]["strategy"]
+    profiled = sorted(p.name for p in (tmp_path / "run" / "auto").iterdir())
+    assert json.loads((tmp_path / "run" / "auto.json").read_text())["chosen"] == chosen
+    again = run(make_cfg(tmp_path, *common, "epochs=2", "resume=true"))
+    assert again["auto"] == {"strategy": chosen, "chosen_by": "auto", "resumed": True,
+                             "decision": "auto.json"}
+    assert [h["epoch"] for h in again["history"]] == [0, 1]
+    assert again["history"][0] == first["history"][0]
+    assert sorted(p.name for p in (tmp_path / "run" / "auto").iterdir()) == profiled

@@ -24,6 +24,8 @@ def check_config(cfg: DictConfig) -> None:
             raise ConfigError(f"model.{key} must be >= 1, got {value}")
     check_early_stop(cfg)
     check_unused_cache_budget(cfg)
+    if getattr(strategy_class(cfg), "meta", False):
+        return  # the concrete run it resumes is checked against its checkpoint
     from gnnscale.runner.resume import ResumeError, check_resume
 
     try:
