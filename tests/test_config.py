@@ -133,3 +133,16 @@ def test_sample_frequency_weights_from_train_py(tmp_path):
     res = run(make_cfg(tmp_path, *TINY, "strategy=split", "dist.world_size=2", "epochs=1",
                        "partitioner.vertex_weights=sample_frequency", "checkpoint=false"))
     assert res["history"][-1]["local_edge_ratio"] > 0.5
+
+
+def test_empty_training_set_is_named_not_use_at_most_0_ranks(tmp_path, tiny_graph):
+    """No "use at most 0 ranks": an empty training set says so, before any rank starts."""
+    import dataclasses
+
+    import torch
+
+    empty = dataclasses.replace(tiny_graph, train_idx=torch.empty(0, dtype=torch.long))
+    cfg = make_cfg(tmp_path, *TINY, "dist.world_size=2")
+    with pytest.raises(ConfigError, match="training set of .* is empty") as err:
+        check_data(cfg, empty)
+    assert "at most 0" not in str(err.value)

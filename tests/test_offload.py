@@ -177,6 +177,7 @@ def _check(tmp_path, *overrides: str) -> None:
     (("model=gcn",), "model.gcn_norm=graph"),
     (("model.norm=batch",), "model.norm=layer or none"),
     (("strategy.device_budget_gb=0",), "device_budget_gb must be > 0"),
+    (("strategy.device_budget_gb=1e-7",), r"smaller than the working set.* at least"),
 ])
 def test_refused_before_training(tmp_path, overrides, match):
     with pytest.raises(ConfigError, match=match):
@@ -203,6 +204,28 @@ def test_runner_offload_matches_fullgraph(tmp_path):
                 "device_bound_bytes", "recompute_time", "plan_time"):
         assert key in last, key
     assert last["peak_device_bytes"] <= last["device_bound_bytes"]
+
+
+def test_too_small_budget_is_refused_at_launch_with_the_smallest_that_works(tmp_path):
+    """The launcher plans every rank and names the budget that fits all of them: just above
+    it passes, just below it is refused."""
+    from gnnscale import registry
+    from gnnscale.strategies.base import Checked
+    from gnnscale.strategies.offload.strategy import Offload
+
+    graph = registry.build(make_cfg(tmp_path, *FULL).dataset).load()
+
+    def check(budget: float) -> None:
+        cfg = make_cfg(tmp_path, *FULL, "dist.world_size=2", "strategy.chunks=2",
+                       f"strategy.device_budget_gb={budget}")
+        Offload.check(cfg, Checked.build(cfg, graph))
+
+    with pytest.raises(ConfigError, match="at least") as err:
+        check(1e-7)
+    need = float(str(err.value).split("at least ")[1].split(",")[0])
+    check(need * 1.001)
+    with pytest.raises(ConfigError, match="at least"):
+        check(need * 0.99)
 
 
 @pytest.mark.slow

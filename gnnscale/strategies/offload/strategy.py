@@ -103,6 +103,12 @@ class Offload(Strategy):
     @classmethod
     def check(cls, cfg, built) -> None:
         super().check(cfg, built)
+        cls.check_options_and_shape(cfg, built)
+        cls.check_budget(cfg, built)
+
+    @classmethod
+    def check_options_and_shape(cls, cfg, built) -> None:
+        """The options, the partitioner kind and the chunk count against the graph."""
         from hydra.utils import get_object
 
         s, model, graph = cfg.strategy, built.model, built.graph
@@ -119,8 +125,57 @@ class Offload(Strategy):
                               f"of a part ({graph.num_nodes} vertices, dist.world_size="
                               f"{cfg.dist.world_size}): use strategy.chunks <= {per_part}")
 
+    @classmethod
+    def check_budget(cls, cfg, built) -> None:
+        """``strategy.device_budget_gb``: plan every rank's chunks here, in the launcher, and
+        refuse a budget below the largest device bound, naming the smallest that works."""
+        if cfg.strategy.get("device_budget_gb") is None:
+            return
+        import copy
+        from pathlib import Path
+
+        from gnnscale import registry
+        from gnnscale.distributed.topology import Topology
+        from gnnscale.partition.provider import CachedPartitions
+
+        world = cfg.dist.world_size
+        partitions = CachedPartitions(built.graph, cfg.partitioner,
+                                      Path(cfg.data_root) / "partitions", log=None)
+        worst = None
+        for rank in range(world):
+            topo = Topology(rank, world, rank, world, torch.device("cpu"))
+            ctx = RunContext(topo=topo, graph=built.graph, model=copy.deepcopy(built.model),
+                             sampler=None, cache_policy=None, deps=built.deps,
+                             partition=partitions, optim=registry.build(cfg.optim),
+                             seed=cfg.seed)
+            plan = registry.build(cfg.strategy, ctx=ctx)
+            plan.plan()
+            if worst is None or plan.bound > worst.bound:
+                worst = plan
+        worst._check_budget(need=worst.bound)
+
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
+        self.plan()
+        graph, topo = self.ctx.graph, self.ctx.topo
+        self.stats = TransferStats()
+        self.shuffle_stats = ShuffleStats()
+        self.tier = DeviceTier(self.device, self.stats)
+        self.store = HostStore(graph.x[self.masters], self.dims, self.device.type == "cuda")
+        n = self.masters.numel()
+        self.agg_host = [torch.empty(n, self.dims[k]) if c.mode == "cache" else None
+                         for k, c in enumerate(self.choices)]
+        self._check_budget()
+        self.train_mask = graph.mask("train")[self.masters]
+        self.labels = graph.y[self.masters[self.train_mask]]
+        self.n_train = int(graph.train_idx.numel())
+        self.alpha = self.chunking.replication(graph.num_nodes)
+        if topo.rank == 0:
+            print(self.describe(), flush=True)
+
+    def plan(self) -> None:
+        """This rank's chunks, transfers, per-layer recompute/cache choices and device bound
+        (no buffers allocated, no collective: the launcher plans every rank with it)."""
         ctx, topo = self.ctx, self.ctx.topo
         world, graph = topo.world_size, ctx.graph
         self.device = topo.device
@@ -150,21 +205,7 @@ class Offload(Strategy):
             sum(b.num_edges for b in self.blocks)) for k in range(len(self.dims) - 1)]
         self.plan_time = time.perf_counter() - t0
         self.masters = self.masters_all[topo.rank]
-        self.stats = TransferStats()
-        self.shuffle_stats = ShuffleStats()
-        self.tier = DeviceTier(self.device, self.stats)
-        self.store = HostStore(graph.x[self.masters], self.dims, self.device.type == "cuda")
-        n = self.masters.numel()
-        self.agg_host = [torch.empty(n, self.dims[k]) if c.mode == "cache" else None
-                         for k, c in enumerate(self.choices)]
         self.bound, self.bound_where = self._plan_bound()
-        self._check_budget()
-        self.train_mask = graph.mask("train")[self.masters]
-        self.labels = graph.y[self.masters[self.train_mask]]
-        self.n_train = int(graph.train_idx.numel())
-        self.alpha = self.chunking.replication(graph.num_nodes)
-        if topo.rank == 0:
-            print(self.describe(), flush=True)
 
     def _plan_bound(self) -> tuple[int, tuple[int, int]]:
         """The device bound (max over layers) and where it is reached (layer, batch)."""
@@ -215,9 +256,12 @@ class Offload(Strategy):
             return compute.backward_recompute(model, k, x, block, grad, True)[1]
         return run
 
-    def _check_budget(self) -> None:
+    def _check_budget(self, need: int | None = None) -> None:
+        """Refuse a plan whose device bound exceeds the budget; ``need`` is the smallest
+        budget that fits every rank (the launcher's figure), else this rank's bound."""
         if self.budget_gb is None or self.bound <= self.budget_gb * GB:
             return
+        need = self.bound if need is None else need
         k, i = self.bound_where
         fits = self._smallest_chunks()
         hint = (f"or use strategy.chunks={fits} (its bound fits)" if fits else
@@ -226,7 +270,7 @@ class Offload(Strategy):
             f"strategy.device_budget_gb={self.budget_gb} ({int(self.budget_gb * GB)} bytes) is "
             f"smaller than the working set of one chunk plus the transition buffer: "
             f"{self.bound} bytes (layer {k}, batch {i}, strategy.chunks={self.chunks}). Raise "
-            f"strategy.device_budget_gb to at least {self.bound / GB:.4g}, {hint}")
+            f"strategy.device_budget_gb to at least {need / GB:.4g}, {hint}")
 
     def _smallest_chunks(self) -> int | None:
         """The smallest doubling of ``chunks`` whose planned bound fits the budget."""
