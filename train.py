@@ -1,13 +1,17 @@
 #!/usr/bin/env python
 """Train a GNN: ``python train.py [group=option ...] [key=value ...]`` (``--help`` lists them)."""
 
+import os
 import sys
+import time
 
-import hydra
-from omegaconf import DictConfig
+os.environ.setdefault("GNNSCALE_T0", repr(time.time()))  # runner/phases.py: the import phase
 
-from gnnscale import registry
-from gnnscale.errors import UserError
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from gnnscale import registry  # noqa: E402
+from gnnscale.errors import UserError  # noqa: E402
 
 registry.load_all()  # every option's typed schema into Hydra's ConfigStore
 

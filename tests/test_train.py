@@ -34,7 +34,13 @@ def test_two_ranks_train_and_report(tmp_path):
     for key in METRICS:
         assert key in lines[-1], key
     assert lines[-1]["bytes_host_to_rank"] > 0 and lines[-1]["edges_computed"] > 0
-    assert json.loads((run_dir / "results.json").read_text())["summary"] == res["summary"]
+    saved = json.loads((run_dir / "results.json").read_text())
+    assert saved["summary"] == res["summary"]
+    phases = saved["startup"]  # where the run's time went, launcher and rank 0
+    for key in ("validate", "ranks_start", "dataset", "model_build",
+                "strategy_setup", "epochs", "evaluation", "write_results"):
+        assert phases[key] >= 0, key
+    assert phases["epochs"] == pytest.approx(sum(r["epoch_time"] for r in lines), rel=0.2)
     chance = 1.0 / registry.build(cfg.dataset).load().num_classes
     assert res["summary"]["final_test_acc"] > chance + 0.2
     assert lines[-1]["train_loss"] < lines[0]["train_loss"]

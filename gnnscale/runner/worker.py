@@ -24,19 +24,39 @@ from gnnscale.runner.metrics import (
     reduce_over_ranks,
     summary_table,
 )
+from gnnscale.runner.phases import LAUNCH_ENV, Phases
 from gnnscale.runner.selection import agree, selected_record, selection_metric, stop_reason
 from gnnscale.strategies.base import RunContext, SamplingStrategy
 
 
-def build_context(topo: Topology, cfg) -> RunContext:
+class TimedPartitions:
+    """The run's partition provider, timing each ``get`` as the ``partition`` phase."""
+
+    def __init__(self, inner: CachedPartitions, phases: Phases) -> None:
+        self.inner, self.phases = inner, phases
+
+    def get(self, *args, **kwargs):
+        """The inner provider's book, timed."""
+        with self.phases.time("partition"):
+            return self.inner.get(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+
+def build_context(topo: Topology, cfg, phases: Phases | None = None) -> RunContext:
     """Every component from its own sub-config plus the runtime objects it needs."""
+    phases = phases or Phases()
     registry.load_all()
-    graph = registry.build(cfg.dataset).load()
-    torch.manual_seed(cfg.seed)  # identical initial parameters on every rank
-    model = registry.build(cfg.model, in_channels=graph.num_features,
-                           out_channels=graph.num_classes)
-    model.bind_graph(graph)
-    partitions = CachedPartitions(graph, cfg.partitioner, Path(cfg.data_root) / "partitions")
+    with phases.time("dataset"):
+        graph = registry.build(cfg.dataset).load()
+    with phases.time("model_build"):
+        torch.manual_seed(cfg.seed)  # identical initial parameters on every rank
+        model = registry.build(cfg.model, in_channels=graph.num_features,
+                               out_channels=graph.num_classes)
+        model.bind_graph(graph)
+    partitions = TimedPartitions(CachedPartitions(graph, cfg.partitioner,
+                                                  Path(cfg.data_root) / "partitions"), phases)
     return RunContext(
         topo=topo, graph=graph, model=model,
         sampler=registry.build(cfg.sampler) if cfg.get("sampler") is not None else None,
@@ -51,11 +71,17 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     The runner's collectives (metrics, RNG states, evaluation, checkpoint barrier) run on the
     strategy's ``group`` and only on the ranks that report; rank 0 must report and leads.
     """
+    phases = Phases()
+    launched = os.environ.get(LAUNCH_ENV)
+    if launched is not None:  # forking (or spawning) and the process group's start
+        phases.add("ranks_start", max(0.0, time.time() - float(launched)))
     cfg = OmegaConf.create(cfg_dict)
-    ctx = build_context(topo, cfg)
+    ctx = build_context(topo, cfg, phases)
+    t0 = time.perf_counter()
     strategy = registry.build(cfg.strategy, ctx=ctx)
     attach_footprint(strategy, cfg, topo.rank == 0)
     strategy.setup()
+    phases.add("strategy_setup", time.perf_counter() - t0 - phases.seconds.get("partition", 0))
     group, reports = strategy.group, strategy.reports
     leader = topo.rank == 0
     if leader and not reports:
@@ -91,7 +117,9 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
                 stopped = {"after_epoch": epoch - 1, "reason": reason}
                 break
             bar = _progress(cfg, leader, epoch, strategy)
+            t_epoch = time.perf_counter()
             local = strategy.train_epoch(epoch, bar)
+            phases.add("epochs", time.perf_counter() - t_epoch)
             if bar is not None:
                 bar.close()
             if not reports:
@@ -107,6 +135,7 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
                 t0 = time.perf_counter()
                 record.update(strategy.evaluate(cfg.eval_batch_size))
                 record["eval_time"] = time.perf_counter() - t0
+                phases.add("evaluation", record["eval_time"])
             if not math.isfinite(record["train_loss"]):
                 raise FloatingPointError(
                     f"train_loss is {record['train_loss']} after epoch {epoch}: training "
@@ -125,10 +154,13 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     if stopped is not None:
         print(f"early stop after epoch {stopped['after_epoch']}: {stopped['reason']}",
               flush=True)
+    t0 = time.perf_counter()
     results = _results(history, cfg, topo)
     results["summary"]["stopped_after_epoch"] = stopped and stopped["after_epoch"]
     results["graph"] = graph_shape(ctx.graph)
+    results["startup"] = phases.seconds
     (Path(run_dir) / "results.json").write_text(json.dumps(results, indent=1))
+    phases.add("write_results", time.perf_counter() - t0)
     logger.finish(results["summary"])
     print("\n" + summary_table(history), flush=True)
     print(f"\nresults: {os.path.join(run_dir, 'results.json')}", flush=True)
