@@ -72,6 +72,7 @@ class MetricsWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, record: dict) -> None:
+        """Append one epoch's record as a JSON line."""
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
 

@@ -264,6 +264,7 @@ class SamplingStrategy(Strategy):
 
     @classmethod
     def check(cls, cfg: DictConfig, built: Checked) -> None:
+        """The sampling options, then a batch and a training set every rank can share."""
         super().check(cfg, built)
         graph = built.graph
         world, batch = cfg.dist.world_size, cfg.strategy.batch_size
@@ -292,6 +293,7 @@ class SamplingStrategy(Strategy):
                              min_size=self.ctx.topo.world_size)
 
     def num_steps(self, epoch: int) -> int:
+        """The global mini-batches of ``epoch``."""
         return len(self.epoch_batches(epoch))
 
     def partition_book(self, kind: str = "edge_cut"):
@@ -316,6 +318,7 @@ class SamplingStrategy(Strategy):
                                     depth=self.prefetch + self.sample_workers)
 
     def close(self) -> None:
+        """Stop the sampler processes, if any."""
         if self.pool is not None:
             self.pool.close()
             self.pool = None

@@ -78,12 +78,15 @@ class Auto(Strategy):
 
     @classmethod
     def train_meta(cls, cfg: DictConfig, train: Train) -> dict:
+        """Profile the candidates, choose, train the chosen one (see :func:`run_auto`)."""
         return run_auto(cfg, train)
 
     def setup(self) -> None:  # never built
+        """Never called: a meta strategy is not built in a rank."""
         raise NotImplementedError
 
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
+        """Never called: a meta strategy is not built in a rank."""
         raise NotImplementedError
 
 

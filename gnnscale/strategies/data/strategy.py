@@ -31,6 +31,7 @@ from gnnscale.strategies.base import RunContext, SamplingStrategy
 @register("strategy", "data")
 @dataclass
 class DataParallelConfig:
+    """``strategy=data``'s options."""
     _target_: str = "gnnscale.strategies.data.DataParallel"
     batch_size: int = 1024  # global mini-batch (all ranks together)
     prefetch: int = 2  # mini-batches sampled ahead; 0 samples inline
@@ -80,6 +81,7 @@ class DataParallel(SamplingStrategy):
         self.hotness: torch.Tensor | None = None  # cache ranking computed elsewhere (factored)
 
     def setup(self) -> None:
+        """Model under DDP, optimizer and feature store on every rank."""
         self.setup_training(self.ctx.topo)
 
     def setup_training(self, topo) -> None:
@@ -134,6 +136,7 @@ class DataParallel(SamplingStrategy):
         return micro_batch(batch, self.ctx.topo.world_size, self.ctx.topo.rank)
 
     def sample(self, job: tuple[int, int, torch.Tensor]) -> MiniBatch:
+        """This rank's sample of one job ``(epoch, step, targets)``, seeded by its slot."""
         epoch, step, targets = job
         seed = sample_seed(self.ctx.seed, epoch, step, self.ctx.topo.rank)
         return self.ctx.sampler.sample(self.ctx.graph, targets, seed)
@@ -164,6 +167,7 @@ class DataParallel(SamplingStrategy):
         return float(loss.detach())
 
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
+        """Every global mini-batch of ``epoch``: sample, gather, train this rank's share."""
         topo = self.ctx.topo
         jobs = [(epoch, s, self.micro_batch(b)) for s, b in enumerate(self.epoch_batches(epoch))]
         m = dict.fromkeys(("sample_time", "load_time", "compute_time", "train_loss",

@@ -31,6 +31,7 @@ STATS_TAG = 1  # end-of-epoch sampler statistics travel on their own tag
 
 
 def header_size(num_layers: int) -> int:
+    """Entries of a job header for a model of ``num_layers`` layers."""
     return HEAD + PER_LAYER * num_layers
 
 
@@ -64,6 +65,7 @@ def taken_marker(num_layers: int, epoch: int, step: int, taker: int) -> torch.Te
 
 
 def body_size(header: torch.Tensor) -> int:
+    """Entries of the body a ``header`` announces."""
     h = header.tolist()
     layers = h[HEAD:]
     size = h[2]
@@ -108,6 +110,7 @@ class JobSender:
         self.peak_in_flight = 0  # most jobs ever in flight to one trainer (<= depth)
 
     def send(self, dst: int, header: torch.Tensor, body: torch.Tensor | None) -> None:
+        """Send one job to trainer ``dst`` without waiting, bounded by the queue depth."""
         pending = self.in_flight.setdefault(dst, deque())
         if len(pending) >= self.depth:
             self._wait(pending.popleft())

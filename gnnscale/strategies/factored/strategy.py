@@ -52,6 +52,7 @@ _SAMPLER_STATS = ("samples_produced", "queue_bytes", "sampler_busy_time", "sampl
 @register("strategy", "factored")
 @dataclass
 class FactoredConfig:
+    """``strategy=factored``'s options."""
     _target_: str = "gnnscale.strategies.factored.Factored"
     batch_size: int = 1024  # global mini-batch (all trainers together)
     samplers: str = "auto"  # sampler ranks: a count, or auto (GNNLab's rule, profiled)
@@ -82,6 +83,7 @@ class Factored(DataParallel):
 
     @classmethod
     def check(cls, cfg, built) -> None:
+        """Sampler count, queue depth, switching/staleness and the cache placement."""
         super().check(cfg, built)
         world = cfg.dist.world_size
         count = parse_samplers(cfg.strategy.samplers, world)
@@ -98,6 +100,7 @@ class Factored(DataParallel):
 
     # -- roles ----------------------------------------------------------------------------------
     def setup(self) -> None:
+        """Groups, the sampler/trainer allocation, then each role's set-up."""
         topo = self.ctx.topo
         self.queue_group = None
         if topo.world_size > 1:
@@ -143,13 +146,16 @@ class Factored(DataParallel):
 
     # -- the schedule (data's with T ranks) -----------------------------------------------------
     def epoch_batches(self, epoch: int) -> list[torch.Tensor]:
+        """The global mini-batches, each with one target per trainer at least."""
         return epoch_batches(self.ctx.graph.train_idx, self.batch_size, self.ctx.seed, epoch,
                              min_size=self.alloc.trainers)
 
     def micro_batch(self, batch: torch.Tensor) -> torch.Tensor:
+        """A trainer's share of a global mini-batch (its trainer rank among trainers)."""
         return micro_batch(batch, self.alloc.trainers, self.train_topo.rank)
 
     def sample(self, job: tuple[int, int, torch.Tensor]) -> MiniBatch:
+        """The sample of job ``(epoch, step, targets)``, seeded by its trainer slot."""
         epoch, step, targets = job
         seed = sample_seed(self.ctx.seed, epoch, step, self.train_topo.rank)
         return self.ctx.sampler.sample(self.ctx.graph, targets, seed)
@@ -188,6 +194,7 @@ class Factored(DataParallel):
         self._received_bytes += nbytes
 
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
+        """One epoch in this rank's role (sampler or trainer), fixed routes or synchronised."""
         self.job_log, self.trained_log = [], []
         if self.synced:
             return self._synced_epoch(epoch, progress)

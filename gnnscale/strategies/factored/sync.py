@@ -70,6 +70,7 @@ class StepReducer:
         self.pending: deque = deque()
 
     def contribute(self, loss_sum: float, seconds: float, jobs: int) -> None:
+        """Launch this rank's share of a step's reduction (gradients, loss, seconds, jobs)."""
         grads = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
                  for p in self.params]
         buf = torch.cat([g.detach().cpu().double() for g in grads]

@@ -120,6 +120,7 @@ class EdgeCutPlan(FullGraphPlan):
         self._updates = sum(r.numel() for r in lay.rows[1:])
 
     def forward(self, model: GNN) -> torch.Tensor:
+        """This rank's logits of its masters, layer by layer with the planned exchanges."""
         h = self.x
         for k, step in enumerate(self.steps):
             if not step.exchange:
@@ -147,6 +148,7 @@ class EdgeCutPlan(FullGraphPlan):
         return torch.cat([out_local, out_rest])[order]
 
     def stats(self) -> dict[str, float]:
+        """Edges computed, rows sent and replicated in the last pass."""
         s = self.shuffle_stats
         out = {"bytes_forward": float(s.bytes_forward), "bytes_backward": float(s.bytes_backward),
                "comm_seconds": s.seconds}

@@ -36,6 +36,7 @@ EDGE_CUT_DEPS = ("depcache", "depcomm", "hybrid")
 @register("strategy", "fullgraph")
 @dataclass
 class FullGraphConfig:
+    """``strategy=fullgraph``'s options."""
     _target_: str = "gnnscale.strategies.fullgraph.FullGraph"
     ring: bool = False  # peer-ordered point-to-point exchange instead of one all-to-all
     overlap: bool = False  # convolve all-local destinations while remote rows are in flight
@@ -103,6 +104,7 @@ class FullGraph(Strategy):
 
     @classmethod
     def check(cls, cfg, built) -> None:
+        """The partition kind, deps and model combinations full-graph training can run."""
         super().check(cfg, built)
         kind, model, graph = partition_kind(cfg), built.model, built.graph
         name = cfg.partitioner._target_.rsplit(".", 1)[-1].replace("Partitioner", "").lower()
@@ -114,6 +116,7 @@ class FullGraph(Strategy):
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
+        """Model, optimizer and the edge- or vertex-cut plan of this rank's part."""
         ctx, topo = self.ctx, self.ctx.topo
         world, graph = topo.world_size, ctx.graph
         self._module = ctx.model.to(topo.device)
@@ -161,6 +164,7 @@ class FullGraph(Strategy):
 
     # -- epoch -------------------------------------------------------------------------------
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
+        """One full-graph forward and backward over the partitions, one optimizer step."""
         ctx, world = self.ctx, self.ctx.topo.world_size
         model, plan = self._module, self.plan
         plan.stats()  # drop what evaluation sent
@@ -207,6 +211,7 @@ class FullGraph(Strategy):
         return sum_gradients(list(self._module.parameters()), loss, self.group)
 
     def num_steps(self, epoch: int) -> int:
+        """One step per epoch."""
         return 1
 
     def evaluate(self, batch_size: int, splits: tuple[str, ...] = ("val", "test")

@@ -156,6 +156,7 @@ class VertexCutPlan(FullGraphPlan):
         return own.index_add(0, self.reduce_into, recv)
 
     def forward(self, model: GNN) -> torch.Tensor:
+        """This rank's logits of its masters, synchronising masters and mirrors per layer."""
         before = self.shuffle_stats.bytes_sent
         nm, nl = self.masters.numel(), self.local_ids.numel()
         x = model.inputs(self.x, self.local_ids[: self.num_read])
@@ -174,6 +175,7 @@ class VertexCutPlan(FullGraphPlan):
         return h
 
     def stats(self) -> dict[str, float]:
+        """Edges computed and rows synchronised in the last pass."""
         s = self.shuffle_stats
         total = s.bytes_sent - self._mark
         out = {

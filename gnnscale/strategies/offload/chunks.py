@@ -35,6 +35,7 @@ class Chunking:
 
     @property
     def num_chunks(self) -> int:
+        """Chunks per part."""
         return len(self.order)
 
     def batch(self, p: int, step: int) -> int:

@@ -56,6 +56,7 @@ class ActivationModel:
     coef: tuple[float, float, float, float]  # per edge, per source, per destination, constant
 
     def __call__(self, edges: int, sources: int, destinations: int) -> int:
+        """Bytes autograd saves for a batch of this many edges, sources and destinations."""
         a, b, c, d = self.coef
         return int(max(a * edges + b * sources + c * destinations + d, 0.0)) + 1
 

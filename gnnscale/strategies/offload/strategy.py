@@ -44,6 +44,7 @@ _ACTIVATIONS: dict[tuple, ActivationModel] = {}  # per layer architecture, fitte
 @register("strategy", "offload")
 @dataclass
 class OffloadConfig:
+    """``strategy=offload``'s options."""
     _target_: str = "gnnscale.strategies.offload.Offload"
     chunks: int = 8                     # chunks per part; batch b = chunk b of every part
     dedup: str = "inter+intra"          # none | inter | inter+intra
@@ -102,6 +103,7 @@ class Offload(Strategy):
 
     @classmethod
     def check(cls, cfg, built) -> None:
+        """Options, partition kind, chunk count and the device budget, in the launcher."""
         super().check(cfg, built)
         cls.check_options_and_shape(cfg, built)
         cls.check_budget(cfg, built)
@@ -156,6 +158,7 @@ class Offload(Strategy):
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
+        """Plan, then the host store and device tier of this rank's part."""
         self.plan()
         graph, topo = self.ctx.graph, self.ctx.topo
         self.stats = TransferStats()
@@ -292,6 +295,7 @@ class Offload(Strategy):
             self.chunks, self.chunking, self.transfers = saved
 
     def describe(self) -> str:
+        """The plan in a few lines (chunks, dedup, bound, per-layer choice)."""
         lines = [f"offload plan (rank 0): {self.chunks} chunks x {self.ctx.topo.world_size} "
                  f"parts, dedup={self.dedup}, reorganize={self.reorganize}, alpha="
                  f"{self.chunking.replication(self.ctx.graph.num_nodes):.3f}, planned in "
@@ -432,6 +436,7 @@ class Offload(Strategy):
 
     # -- epoch -------------------------------------------------------------------------------
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
+        """One offloaded full-graph epoch: chunked forward, backward, one optimizer step."""
         model = self._module
         self.stats.reset()
         self.shuffle_stats.reset()
@@ -488,6 +493,7 @@ class Offload(Strategy):
         return per_pass * self.passes()
 
     def num_steps(self, epoch: int) -> int:
+        """One step per epoch."""
         return 1
 
     def evaluate(self, batch_size: int, splits: tuple[str, ...] = ("val", "test")

@@ -29,6 +29,7 @@ class TransferStats:
     extra: dict = field(default_factory=dict)
 
     def reset(self) -> None:
+        """Zero the counters."""
         self.__init__()
 
 
@@ -44,11 +45,13 @@ class HostStore:
         self.grads: list[torch.Tensor | None] = [None] + [alloc(n, w) for w in widths[1:]]
 
     def zero_grads(self) -> None:
+        """Zero every layer's host gradient buffer."""
         for g in self.grads[1:]:
             g.zero_()
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the host buffers."""
         ts = self.rows + [g for g in self.grads if g is not None]
         return sum(t.numel() * t.element_size() for t in ts)
 
@@ -73,10 +76,12 @@ class DeviceTier:
         return t
 
     def release(self, *names: str) -> None:
+        """Drop the named device buffers."""
         for name in names:
             self.live -= self._held.pop(name, 0)
 
     def release_all(self) -> None:
+        """Drop every device buffer."""
         self._held.clear()
         self.live = 0
 
@@ -85,6 +90,7 @@ class DeviceTier:
         self.peak = max(self.peak, self.live + nbytes)
 
     def reset_peak(self) -> None:
+        """Start a new peak from the bytes held now."""
         self.peak = self.live
 
     # -- copies between the tiers ----------------------------------------------------------

@@ -44,10 +44,12 @@ class BatchTransfer:
 
     @property
     def rows_loaded(self) -> int:
+        """Rows this batch loads from the host."""
         return int(self.load.numel())
 
     @property
     def rows_reused(self) -> int:
+        """Rows this batch takes from the previous batch instead of the host."""
         return int(self.reuse_dst.numel())
 
 

@@ -41,6 +41,7 @@ from gnnscale.strategies.split.splitter import SplitPlan, split_sample
 @register("strategy", "split")
 @dataclass
 class SplitParallelConfig:
+    """``strategy=split``'s options."""
     _target_: str = "gnnscale.strategies.split.SplitParallel"
     batch_size: int = 1024  # global mini-batch, split over the ranks by owner
     prefetch: int = 2  # mini-batches sampled and split ahead; 0 = inline
@@ -85,6 +86,7 @@ class SplitParallel(SamplingStrategy):
 
     @classmethod
     def check(cls, cfg, built) -> None:
+        """Pre-aggregation only where the model's aggregation makes it exact."""
         super().check(cfg, built)
         model = built.model
         if cfg.strategy.get("preaggregate") and not model.preaggregatable:
@@ -104,6 +106,7 @@ class SplitParallel(SamplingStrategy):
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
+        """Model, optimizer, feature store, partition book and the sample group."""
         ctx, topo = self.ctx, self.ctx.topo
         world, n = topo.world_size, ctx.graph.num_nodes
         self._module = ctx.model.to(topo.device)
@@ -156,6 +159,7 @@ class SplitParallel(SamplingStrategy):
         return broadcast_sample(mb, ctx.sampler.num_layers, self.sample_group)
 
     def split(self, mb: MiniBatch) -> SplitPlan:
+        """The native split of one shared sample into this run's per-rank plans."""
         topo = self.ctx.topo
         return split_sample(mb, self.own_in, self.own_part, topo.world_size, topo.rank,
                             preagg=self.preagg, costs=self.costs, budget=self.budget,
@@ -224,6 +228,7 @@ class SplitParallel(SamplingStrategy):
 
     # -- epoch -------------------------------------------------------------------------------
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
+        """Every shared mini-batch of ``epoch``: split, load owned rows, shuffle, train."""
         ctx, world = self.ctx, self.ctx.topo.world_size
         jobs = [(epoch, s, b) for s, b in enumerate(self.epoch_batches(epoch))]
         m = dict.fromkeys(("sample_time", "split_time", "load_time", "compute_time",
