@@ -121,8 +121,8 @@ def run(quick: bool = False) -> dict:
                                     repeats, ROOT)
             saved = json.loads((run_dir / "results.json").read_text())
             phases[label] = saved.get("startup", {})
-        sweep = [*train, "-m", "dist.world_size=1", "seed=0,1,2,3,4",
-                 f"hydra.sweep.dir={work / 'sweep'}"]
+        sweep = [sys.executable, str(ROOT / "train.py"), "-m", f"data_root={data_root}", *TINY,
+                 "dist.world_size=1", "seed=0,1,2,3,4", f"hydra.sweep.dir={work / 'sweep'}"]
         one = [*train, "dist.world_size=1", f"hydra.run.dir={work / 'one'}"]
         results["sweep5_vs_one_run"] = {
             k.replace("plain", "one_run").replace("gnnscale", "sweep5"): v
