@@ -28,6 +28,10 @@ from gnnscale.runner.phases import LAUNCH_ENV, Phases
 from gnnscale.runner.selection import agree, selected_record, selection_metric, stop_reason
 from gnnscale.strategies.base import RunContext, SamplingStrategy
 
+# The fork server preloads this module (distributed/launch.py PRELOAD): importing every option
+# module here (torch, PyG, every strategy) means a forked rank imports nothing more.
+registry.load_all()
+
 
 class TimedPartitions:
     """The run's partition provider, timing each ``get`` as the ``partition`` phase."""
