@@ -59,6 +59,11 @@ class Launcher:
             raise ValueError(f"dist.world_size must be >= 1, got {world_size}")
 
     def launch(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
+        """``fn(topology, *args)`` on every rank: one rank runs in this process, more are
+        spawned from the fork server, under torchrun this process is one of its ranks."""
+        if not under_torchrun() and self.world_size == 1:
+            return [run_here(fn, args, self.backend, self.device, self.timeout_s,
+                             self.threads_per_rank or (os.cpu_count() or 1))]
         if not under_torchrun():
             return spawn(fn, self.world_size, *args, backend=self.backend, device=self.device,
                          timeout_s=self.timeout_s,
@@ -74,3 +79,28 @@ class Launcher:
                 dist.destroy_process_group()
         finally:
             shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
+def run_here(fn: Callable[..., Any], args: tuple, backend: str, device: str, timeout_s: float,
+             threads: int) -> Any:
+    """One rank in the launcher itself: no fork server and no rank process to start (a crash
+    keeps its traceback, nothing outlives the launcher), a world-1 process group as a spawned
+    rank has, and temp files in a private folder removed on the way out."""
+    import torch
+
+    from gnnscale.distributed.launch import free_port, private_temp_dir
+    from gnnscale.distributed.topology import init_process_group
+
+    owned = not dist.is_initialized()
+    before = torch.get_num_threads()
+    with private_temp_dir("gnnscale-rank-"):
+        torch.set_num_threads(threads)
+        try:
+            topo = init_process_group(0, 1, backend=backend, device=device, port=free_port(),
+                                      timeout_s=timeout_s)
+            return fn(topo, *args)
+        finally:
+            if owned and dist.is_initialized():
+                dist.destroy_process_group()
+            torch.set_num_threads(before)
+

@@ -1,0 +1,56 @@
+"""Start the rank fork server early, before the launcher's own heavy imports, so that it
+imports torch, PyG and gnnscale on the second core while the launcher composes and validates.
+
+Torch-free on purpose: ``train.py`` calls :func:`warm_fork_server` first thing.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import signal
+from collections.abc import Sequence
+from multiprocessing import forkserver
+
+#: The module every rank runs from; the fork server imports it (and through it every option
+#: module) once, so a forked rank imports nothing.
+WORKER_MODULE = "gnnscale.runner.worker"
+_NO_RUN = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "--version",
+           "--shell-completion", "-sc"}
+
+
+def needs_ranks(argv: Sequence[str], environ: dict | None = None) -> bool:
+    """Whether a ``train.py`` command line will start rank processes: not for ``--help``-like
+    flags, ``dist.world_size=1`` (trained in the launcher), torchrun (its own processes) or
+    ``GNNSCALE_START_METHOD=spawn``."""
+    env = os.environ if environ is None else environ
+    if any(a in _NO_RUN or a.split("=")[0] in _NO_RUN for a in argv):
+        return False
+    if env.get("GNNSCALE_START_METHOD", "forkserver") != "forkserver" or "LOCAL_RANK" in env:
+        return False
+    worlds = [m.group(1) for a in argv if (m := re.fullmatch(r"\+*dist\.world_size=(.+)", a))]
+    return not worlds or any(w.strip() != "1" for w in worlds[-1].split(","))
+
+
+def warm_fork_server(argv: Sequence[str]) -> bool:
+    """Start the fork server now when ``argv`` will start ranks; True when started."""
+    if not needs_ranks(argv) or "forkserver" not in multiprocessing.get_all_start_methods():
+        return False
+    forkserver.set_forkserver_preload([WORKER_MODULE])
+    forkserver.ensure_running()
+    return True
+
+
+def stop_fork_server() -> None:
+    """End the fork server now (at the launcher's exit) rather than when it next reads its
+    pipe: one still importing when a configuration error ends the launcher would otherwise
+    outlive it by a second or two."""
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
