@@ -75,8 +75,9 @@ def test_nan_loss_stops_the_run(tmp_path):
 def test_failed_checkpoint_write_names_the_path(tmp_path):
     cfg = make_cfg(tmp_path, *TINY, "epochs=1", "dist.world_size=1")
     (Path(cfg.run_dir) / checkpoint.FILENAME).mkdir(parents=True)  # nothing can replace it
-    with pytest.raises(checkpoint.CheckpointError, match=f"cannot write the checkpoint {cfg.run_dir}/"
-                                         "checkpoint.pt: Is a directory"):
+    with pytest.raises(checkpoint.CheckpointError,
+                       match=f"cannot write the checkpoint {cfg.run_dir}/checkpoint.pt: Is a "
+                             "directory"):
         run(cfg)
     assert not list(Path(cfg.run_dir).glob(".checkpoint.pt.tmp*"))
     assert not (Path(cfg.run_dir) / "metrics.jsonl").read_text()  # no epoch without its state
