@@ -78,24 +78,23 @@ def test_rank_failing_mid_shuffle_ends_the_run():
         spawn(_split_fns.fail_mid_shuffle, 2, timeout_s=60.0, grace_s=2.0)
 
 
-def test_preaggregate_refused_where_not_exact(tmp_path):
-    from gnnscale.strategies.split.strategy import SplitParallel
+def test_preaggregate_refused_where_not_exact(tmp_path, tiny_graph):
+    from gnnscale.runner.validate import check_data
 
-    ctx = _split_fns.make_ctx(CPU2, "gat", "depcomm")
+    cfg = make_cfg(tmp_path, *TINY, "strategy=split", "deps=depcomm", "model=gat",
+                   "strategy.preaggregate=true")
     with pytest.raises(ValueError, match="preaggregate"):
-        SplitParallel(ctx, preaggregate=True)
+        check_data(cfg, tiny_graph)
 
 
-def test_depcache_refused(tmp_path):
+def test_depcache_refused(tmp_path, tiny_graph):
     from gnnscale import registry
-    from gnnscale.strategies.split.strategy import SplitParallel
+    from gnnscale.runner.validate import check_data
 
     assert type(registry.build(make_cfg(tmp_path, "strategy=split").deps)).__name__ == "DepComm"
     cfg = make_cfg(tmp_path, *TINY, "strategy=split", "deps=depcache")
-    ctx = _split_fns.make_ctx(CPU2, "sage", "depcomm")
-    ctx.deps = registry.build(cfg.deps)
     with pytest.raises(ValueError, match="deps=depcomm or deps=hybrid"):
-        SplitParallel(ctx)
+        check_data(cfg, tiny_graph)
 
 
 def test_train_split_matches_data_accuracy_band(tmp_path):

@@ -38,6 +38,8 @@ def run(cfg: DictConfig) -> dict:
         results = launcher.launch(rank_main, cfg_dict, str(run_dir))[0]
     finally:
         os.environ.pop(LAUNCH_ENV, None)
+    if results is None:  # a torchrun rank other than the leader
+        return results
     results["startup"] = {**phases.seconds, **results.get("startup", {})}
     (run_dir / "results.json").write_text(json.dumps(results, indent=1))
     print(f"startup and phases (launcher, rank 0): {Phases.format(results['startup'])}",
