@@ -2,8 +2,10 @@
 
 Run once, when a dataset is processed (before it is saved): finite features, disjoint splits,
 every split vertex labelled with a class in ``[0, num_classes)``, and a class count that the
-labels back. A tolerable oddity (classes without any vertex) is a warning saying what was
-assumed.
+labels back: above the largest label, and at most ``max(1000, 10 * (largest label + 1))``
+(more classes only inflate the output layer; see :func:`class_limit`). A tolerable oddity
+(classes without any vertex) is a warning saying what was assumed. Problems are
+:class:`~gnnscale.errors.ConfigError` naming the dataset (or file) and what to change.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import warnings
 import torch
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.errors import ConfigError
 
 SPLITS = ("train", "val", "test")
 
@@ -25,9 +28,9 @@ def check_features(x: torch.Tensor | None, where: str) -> None:
     if bool(bad.any()):
         rows = bad.any(dim=1) if bad.dim() == 2 else bad
         first = int(rows.nonzero()[0])
-        raise ValueError(f"{where}: x holds {int(bad.sum())} NaN/Inf values in "
-                         f"{int(rows.sum())} rows (first: row {first}); replace them, e.g. "
-                         "with 0 or the column mean, before training")
+        raise ConfigError(f"{where}: x holds {int(bad.sum())} NaN/Inf values in "
+                          f"{int(rows.sum())} rows (first: row {first}); replace them, e.g. "
+                          "with 0 or the column mean, before training")
 
 
 def check_splits(graph: GraphStore, where: str) -> None:
@@ -38,18 +41,36 @@ def check_splits(graph: GraphStore, where: str) -> None:
         if idx is None:
             continue
         if torch.unique(idx).numel() != idx.numel():
-            raise ValueError(f"{where}: the {s} split lists some vertices twice")
+            raise ConfigError(f"{where}: the {s} split lists some vertices twice")
         overlap = seen[idx] != 0
         if bool(overlap.any()):
             other = SPLITS[int(seen[idx[overlap][0]]) - 1]
-            raise ValueError(f"{where}: {int(overlap.sum())} vertices are in both the {other} "
-                             f"and the {s} split (first: vertex {int(idx[overlap][0])}); "
-                             "splits must be disjoint")
+            raise ConfigError(f"{where}: {int(overlap.sum())} vertices are in both the {other} "
+                              f"and the {s} split (first: vertex {int(idx[overlap][0])}); "
+                              "splits must be disjoint")
         seen[idx] = SPLITS.index(s) + 1
+
+
+def class_limit(max_label: int) -> int:
+    """The most classes a graph whose largest label is ``max_label`` may declare."""
+    return max(1000, 10 * (max_label + 1))
+
+
+def check_num_classes(num_classes: int, max_label: int, where: str) -> None:
+    """Refuse a negative or absurd class count (more than :func:`class_limit`)."""
+    limit = class_limit(max_label)
+    if num_classes < 0 or num_classes > limit:
+        labels = f"the largest label is {max_label}" if max_label >= 0 else "there are no labels"
+        raise ConfigError(f"{where}: num_classes = {num_classes} but {labels}: between "
+                          f"{max_label + 1} and max(1000, 10 x (largest label + 1)) = {limit} "
+                          f"classes are accepted; give num_classes = {max(max_label + 1, 0)} "
+                          "or leave it out")
 
 
 def check_labels(graph: GraphStore, where: str, inferred_classes: bool = False) -> None:
     """Every split vertex has a label in ``[0, num_classes)``; the classes are backed."""
+    largest = int(graph.y.max()) if graph.y is not None and graph.y.numel() else -1
+    check_num_classes(graph.num_classes, largest, where)
     if graph.y is None:
         return
     for s in SPLITS:
@@ -59,19 +80,24 @@ def check_labels(graph: GraphStore, where: str, inferred_classes: bool = False) 
         y = graph.y[idx]
         unlabelled = int((y < 0).sum())
         if unlabelled:
-            raise ValueError(f"{where}: {unlabelled} vertices of the {s} split have no label "
-                             "(y < 0); leave unlabelled vertices out of every split")
+            raise ConfigError(f"{where}: {unlabelled} vertices of the {s} split have no label "
+                              "(y < 0); leave unlabelled vertices out of every split")
         top = int(y.max())
         if top >= graph.num_classes:
-            raise ValueError(f"{where}: the {s} split has label {top} but num_classes = "
-                             f"{graph.num_classes}: labels must lie in [0, num_classes)")
+            raise ConfigError(f"{where}: the {s} split has label {top} but num_classes = "
+                              f"{graph.num_classes}: labels must lie in [0, num_classes)")
+    if largest >= graph.num_classes:
+        vertex = int((graph.y == largest).nonzero()[0])
+        raise ConfigError(f"{where}: vertex {vertex} (in no split) has label {largest} but "
+                          f"num_classes = {graph.num_classes}: labels must lie in "
+                          f"[0, num_classes); give num_classes > {largest} or leave it out")
     labelled = graph.y[graph.y >= 0]
     present = int(torch.unique(labelled).numel()) if labelled.numel() else 0
     empty = graph.num_classes - present
     if not inferred_classes or empty <= 0:
         return
     if empty > present:
-        raise ValueError(
+        raise ConfigError(
             f"{where}: the largest label is {graph.num_classes - 1}, so {graph.num_classes} "
             f"classes would be assumed, but only {present} distinct labels occur: relabel the "
             "classes as 0..K-1, or give num_classes explicitly"

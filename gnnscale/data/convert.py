@@ -1,18 +1,27 @@
-"""Helpers shared by the loaders: locating raw files, splits, CSR arrays to dense.
+"""Helpers shared by the loaders: locating raw files, reading npz files safely, splits, CSR
+arrays to dense.
 
 Missing raw files raise :class:`DatasetNotFoundError` naming every file expected and every
-folder searched; nothing here downloads.
+folder searched; nothing here downloads. An ``.npz`` is read member by member after its
+declared sizes were checked (:func:`scan_npz`, :func:`read_member`): a member is never
+inflated past what its header declares, and a damaged one is named.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
-from collections.abc import Sequence
+import zipfile
+import zlib
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from gnnscale.errors import ConfigError
 
 SHARED_ENV = "GNNSCALE_SHARED_DATASETS"
 
@@ -56,10 +65,127 @@ def find_raw(candidates: Sequence[Path], files: Sequence[str], what: str) -> Pat
 
 
 def require_arrays(f, names: set[str], path: Path, what: str) -> None:
-    """Refuse an opened npz ``f`` (at ``path``) that lacks any of ``names``."""
-    missing = names - set(f.files)
+    """Refuse an opened npz ``f`` (or the names it holds, at ``path``) that lacks any of
+    ``names``."""
+    missing = names - set(getattr(f, "files", f))
     if missing:
         raise ValueError(f"{path} is not a {what} file: no {sorted(missing)}")
+
+
+def memory_budget() -> int:
+    """Bytes a file may declare: half the host's physical memory."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err)
+    return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def gib_text(nbytes: int) -> str:
+    """A byte limit in GiB, as an option in GiB would be written: ``64``, ``0.5``."""
+    return f"{nbytes / 2**30:.3g}"
+
+
+def size_text(nbytes: int) -> str:
+    """``384 bytes``, ``3,500,000,128 bytes (3.3 GiB)``."""
+    if nbytes < 1 << 20:
+        return f"{nbytes:,} bytes"
+    unit, scale = ("GiB", 2**30) if nbytes >= 1 << 30 else ("MiB", 2**20)
+    return f"{nbytes:,} bytes ({nbytes / scale:.1f} {unit})"
+
+
+@dataclass(frozen=True)
+class NpzMember:
+    """One array of an ``.npz`` as its zip entry and ``.npy`` header declare it."""
+
+    name: str  # without ".npy"
+    info: zipfile.ZipInfo
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def entries(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of data the header declares (Python ints: no overflow)."""
+        return self.entries * self.dtype.itemsize
+
+
+def _npy_header(f, where: str) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype from the ``.npy`` header at the start of the stream ``f``."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(f)
+        if version not in ((1, 0), (2, 0)):
+            raise ValueError(f".npy format version {version[0]}.{version[1]} is not read here")
+        read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, _, dtype = read(f)
+    except (OSError, zipfile.BadZipFile, zlib.error) as err:
+        raise ConfigError(f"{where} cannot be read ({_first_line(err)}): the file is damaged; "
+                          "write it again with np.savez") from err
+    except (ValueError, EOFError) as err:
+        raise ConfigError(f"{where} has no valid .npy header ({_first_line(err)}): the file is "
+                          "damaged or not written by np.savez; write it again") from err
+    return tuple(int(d) for d in shape), dtype
+
+
+def scan_npz(zf: zipfile.ZipFile, path: Path, ceiling: int, ceiling_key: str | None,
+             names: Collection[str] | None = None) -> dict[str, NpzMember]:
+    """The members of the opened ``.npz`` ``zf`` (those in ``names``, when given) as their
+    headers declare them; nothing of their data is read. Refuses a member that declares more
+    than ``ceiling`` bytes (zip entry or ``.npy`` header; ``ceiling_key`` is the option that
+    sets it, None: the ceiling is half this host's memory), holds Python objects, or whose
+    header disagrees with its stored size."""
+    members = {}
+    for info in zf.infolist():
+        name = info.filename.removesuffix(".npy")
+        if names is not None and name not in names:
+            continue  # never read, so never checked
+        where = f"{path}: member {name!r}"
+        allowed = f"more than the {gib_text(ceiling)} GiB " + (
+            f"allowed by {ceiling_key} (raise it if the file is genuine)" if ceiling_key
+            else "allowed (half this host's memory)")
+        if info.file_size > ceiling:
+            raise ConfigError(f"{where} declares {size_text(info.file_size)} uncompressed, "
+                              f"{allowed}")
+        try:
+            with zf.open(info) as f:
+                shape, dtype = _npy_header(f, where)
+                header = f.tell()
+        except (RuntimeError, NotImplementedError) as err:  # encrypted; unknown compression
+            raise ConfigError(f"{where} cannot be opened ({err}): write the file with "
+                              "np.savez or np.savez_compressed") from err
+        if dtype.hasobject:
+            raise ConfigError(f"{path}: array {name!r} holds Python objects, which are never "
+                              "loaded from user files; save plain numeric arrays")
+        member = NpzMember(name, info, shape, dtype)
+        declared = f"{where}: its header declares shape {shape} {dtype}, " \
+                   f"{size_text(member.nbytes)}"
+        if member.nbytes > ceiling:
+            raise ConfigError(f"{declared}, {allowed}")
+        stored = info.file_size - header
+        if stored != member.nbytes:
+            state = "truncated" if stored < member.nbytes else "damaged or forged"
+            raise ConfigError(f"{declared}, but it holds {size_text(max(stored, 0))} of data: "
+                              f"the file is {state}; write it again with np.savez")
+        members[name] = member
+    return members
+
+
+def read_member(zf: zipfile.ZipFile, member: NpzMember, path: Path) -> np.ndarray:
+    """The array of one member that :func:`scan_npz` checked (reads its declared size)."""
+    try:
+        with zf.open(member.info) as f:
+            return np.lib.format.read_array(f, allow_pickle=False)
+    except (ValueError, EOFError, OSError, zipfile.BadZipFile, zlib.error) as err:
+        raise ConfigError(f"{path}: member {member.name!r} cannot be read ({_first_line(err)}): "
+                          "the file is damaged; write it again with np.savez") from err
 
 
 def index_split(
@@ -149,12 +275,23 @@ def csr_to_dense(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
                  shape: tuple[int, int]) -> np.ndarray:
     """The dense matrix of CSR arrays (explicitly stored entries, repeated ones summed)."""
     rows, cols = int(shape[0]), int(shape[1])
-    if indptr.shape != (rows + 1,) or int(indptr[-1]) != indices.size or indices.size != data.size:
+    check_csr(indptr, indices, rows, f"CSR arrays for shape {(rows, cols)}")
+    if indices.size != data.size or (indices.size and not 0 <= int(indices.min()) <= int(
+            indices.max()) < cols):
         raise ValueError(f"inconsistent CSR arrays for shape {(rows, cols)}")
     out = np.zeros((rows, cols), dtype=data.dtype)
     row = np.repeat(np.arange(rows), np.diff(indptr))
     np.add.at(out, (row, indices.astype(np.int64)), data)
     return out
+
+
+def check_csr(indptr: np.ndarray, indices: np.ndarray, rows: int, what: str) -> None:
+    """``indptr`` must start at 0, never decrease and end at ``indices.size`` (so that
+    expanding it allocates no more than the indices)."""
+    if rows < 0 or indptr.shape != (rows + 1,) or int(indptr[0]) != 0 \
+            or int(indptr[-1]) != indices.size or bool((np.diff(indptr) < 0).any()):
+        raise ValueError(f"inconsistent {what}: indptr must have {rows + 1} entries, start "
+                         f"at 0, never decrease and end at the {indices.size} indices")
 
 
 def component_labels(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:

@@ -12,12 +12,20 @@
 * ``edge_weight`` ``[E]``, optional.
 
 The graph is symmetrized unless ``symmetrize=false``; repeated edges are merged.
+
+A hostile or broken file fails with a message, not by exhausting memory: an ``.npz`` is read
+member by member only after the sizes its zip entries and ``.npy`` headers declare were
+checked against ``dataset.max_member_gb`` (each), half this host's memory (together) and the
+graph they describe (x, y and the masks agree on the node count; edges, ids and weights are
+bounded by it); a truncated or forged member is named. ``num_classes`` must exceed the
+largest label and be at most ``max(1000, 10 * (largest label + 1))``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import zipfile
 from dataclasses import dataclass
@@ -27,63 +35,127 @@ import numpy as np
 import torch
 
 from gnnscale.data.base import Dataset, DatasetConfig
-from gnnscale.data.checks import check_task
-from gnnscale.data.convert import DatasetNotFoundError, index_split, ratio_split
+from gnnscale.data.checks import check_num_classes, check_task
+from gnnscale.data.convert import (
+    DatasetNotFoundError,
+    NpzMember,
+    gib_text,
+    index_split,
+    memory_budget,
+    ratio_split,
+    read_member,
+    scan_npz,
+    size_text,
+)
 from gnnscale.data.graph import GraphStore
+from gnnscale.errors import ConfigError
 from gnnscale.registry import register
 
 SPLITS = ("train", "val", "test")
+SCALARS = ("num_nodes", "num_classes")
+SPLIT_ARRAYS = tuple(f"{s}_{kind}" for s in SPLITS for kind in ("mask", "idx"))
+KNOWN = ("edge_index", "x", "y", "edge_weight", *SCALARS, *SPLIT_ARRAYS)
+CEILING_KEY = "dataset.max_member_gb"
+INT64_MAX = np.iinfo(np.int64).max
 
 
-def memory_budget() -> int:
-    """Bytes a user file may declare: half the host's physical memory."""
+def _refuse_member(members: dict[str, NpzMember], name: str, path: Path, problem: str) -> None:
+    raise ConfigError(f"{path}: {problem}; nothing was read (member {name!r} declares "
+                      f"{size_text(members[name].nbytes)})")
+
+
+def _check_declared(members: dict[str, NpzMember], claimed: int | None, path: Path) -> None:
+    """Refuse, from the headers alone, members whose shapes the graph they describe does not
+    back: x, y and the masks must agree on the node count (``claimed``: num_nodes, when
+    given), ids and edge weights are bounded by it, and the edges by the node pairs."""
+    def refuse(name: str, problem: str) -> None:
+        _refuse_member(members, name, path, problem)
+
+    shape = {name: m.shape for name, m in members.items()}
+    num_edges = shape["edge_index"][1] if "edge_index" in shape else None
+    if "x" in shape and "y" in shape and shape["x"][0] != math.prod(shape["y"]):
+        big = max(("x", "y"), key=lambda n: members[n].nbytes)
+        refuse(big, f"x has {shape['x'][0]} rows but y has {math.prod(shape['y'])} entries")
+    backed = shape["x"][0] if "x" in shape else math.prod(shape["y"]) if "y" in shape else None
+    n = backed if backed is not None else claimed
+    if claimed is not None and backed is not None and claimed != backed:
+        refuse("x" if "x" in shape else "y", f"num_nodes = {claimed} but "
+               f"{'x has' if 'x' in shape else 'y has'} {backed} rows: they must agree")
+    if num_edges is not None and n is not None and num_edges > max(n * n, 1 << 20):
+        refuse("edge_index", f"edge_index declares {num_edges} edges for {n} nodes, more than "
+               f"the {n * n} ordered pairs of nodes")
+    top = n if n is not None else max(2 * (num_edges or 0), 1)  # the ids must be dense then
+    for name in SPLIT_ARRAYS:
+        if name not in shape:
+            continue
+        entries = math.prod(shape[name])
+        if name.endswith("_mask") and n is not None and entries != n:
+            refuse(name, f"{name} has {entries} entries for {n} nodes")
+        if entries > top:
+            refuse(name, f"{name} has {entries} entries for at most {top} nodes")
+    if "edge_weight" in shape and num_edges is not None \
+            and math.prod(shape["edge_weight"]) != num_edges:
+        refuse("edge_weight", f"edge_weight has {math.prod(shape['edge_weight'])} entries for "
+               f"{num_edges} edges")
+
+
+def read_npz(path: Path, max_member_bytes: int = 64 << 30) -> dict:
+    """The arrays of a user's ``.npz``, read only after every member's declared size was
+    checked: against ``max_member_bytes`` (``dataset.max_member_gb``), half this host's
+    memory (all of them), and the shapes the graph they describe backs. Only the arrays the
+    loader uses are read."""
     try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
+        with zipfile.ZipFile(path) as zf:
+            members = scan_npz(zf, path, max_member_bytes, CEILING_KEY, KNOWN)
+            total, budget = sum(m.nbytes for m in members.values()), memory_budget()
+            if total > budget:
+                biggest = max(members, key=lambda n: members[n].nbytes)
+                raise ConfigError(
+                    f"{path}: its arrays declare {total / 2**30:.1f} GiB (largest: {biggest!r}, "
+                    f"{members[biggest].nbytes / 2**30:.1f} GiB), more than the "
+                    f"{budget / 2**30:.1f} GiB allowed (half this host's memory)")
+            for name, m in members.items():
+                _check_shape(name, m.shape, m.dtype, path, refuse=lambda problem, n=name:
+                             _refuse_member(members, n, path, problem))
+            out = {name: read_member(zf, members[name], path)
+                   for name in SCALARS if name in members}
+            claimed = out.get("num_nodes")
+            _check_declared(members, None if claimed is None else
+                            _scalar(claimed, "num_nodes", path), path)
+            out.update({name: read_member(zf, m, path) for name, m in members.items()
+                        if name not in out})
+            return out
+    except (zipfile.BadZipFile, OSError, EOFError) as err:
+        raise ConfigError(f"{path}: not a readable .npz file (np.savez output expected: "
+                          f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+                          ) from err
 
 
-def _npz_sizes(path: Path) -> dict[str, int]:
-    """Bytes every array of an ``.npz`` declares in its header (nothing is loaded)."""
-    sizes = {}
-    with zipfile.ZipFile(path) as zf:
-        for info in zf.infolist():
-            name = info.filename.removesuffix(".npy")
-            with zf.open(info) as f:
-                version = np.lib.format.read_magic(f)
-                read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                        else np.lib.format.read_array_header_2_0)
-                shape, _, dtype = read(f)
-            if dtype.hasobject:
-                raise ValueError(f"{path}: array {name!r} holds Python objects, which are never "
-                                 "loaded from user files; save plain numeric arrays")
-            sizes[name] = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
-    return sizes
-
-
-def read_npz(path: Path) -> dict:
-    """The arrays of a user's ``.npz``, after checking that their declared sizes fit."""
+def _check_zip_sizes(path: Path, max_member_bytes: int) -> None:
+    """A ``torch.save`` file is a zip too: refuse entries declaring more than the ceiling or,
+    together, more than half this host's memory, before torch reads any."""
     try:
-        sizes = _npz_sizes(path)
-        budget = memory_budget()
-        if sum(sizes.values()) > budget:
-            biggest = max(sizes, key=sizes.get)
-            raise ValueError(f"{path}: its arrays declare {sum(sizes.values()) / 2**30:.1f} GiB "
-                             f"(largest: {biggest!r}, {sizes[biggest] / 2**30:.1f} GiB), more "
-                             f"than the {budget / 2**30:.1f} GiB allowed (half this host's "
-                             "memory)")
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except (zipfile.BadZipFile, OSError, EOFError, KeyError) as err:
-        raise ValueError(f"{path}: not a readable .npz file (np.savez output expected: "
-                         f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
-                         ) from err
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError):
+        return  # not a zip: torch.load says what it is
+    total, budget = sum(i.file_size for i in infos), memory_budget()
+    for info in infos:
+        if info.file_size > max_member_bytes:
+            raise ConfigError(f"{path}: entry {info.filename!r} declares "
+                              f"{size_text(info.file_size)}, more than the "
+                              f"{gib_text(max_member_bytes)} GiB allowed by {CEILING_KEY} "
+                              "(raise it if the file is genuine)")
+    if total > budget:
+        raise ConfigError(f"{path}: its entries declare {total / 2**30:.1f} GiB, more than the "
+                          f"{budget / 2**30:.1f} GiB allowed (half this host's memory)")
 
 
-def read_graph_file(path: Path) -> dict:
+def read_graph_file(path: Path, max_member_bytes: int = 64 << 30) -> dict:
     """The arrays of an ``.npz`` or a ``torch.save``d Data/dict, as a plain dict."""
     if path.suffix == ".npz":
-        return read_npz(path)
+        return read_npz(path, max_member_bytes)
+    _check_zip_sizes(path, max_member_bytes)
     from torch_geometric.data import Data
     from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
     from torch_geometric.data.storage import GlobalStorage
@@ -92,7 +164,7 @@ def read_graph_file(path: Path) -> dict:
         try:
             obj = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:
-            raise ValueError(
+            raise ConfigError(
                 f"{path}: cannot read it as .npz or as a torch.save of a torch_geometric Data "
                 f"or a dict of tensors ({type(err).__name__}: {str(err).splitlines()[0]})"
             ) from err
@@ -102,15 +174,93 @@ def read_graph_file(path: Path) -> dict:
         return out
     if isinstance(obj, dict):
         return dict(obj)
-    raise ValueError(f"{path} holds a {type(obj).__name__}: expected a torch_geometric Data "
-                     "or a dict of arrays")
+    raise ConfigError(f"{path} holds a {type(obj).__name__}: expected a torch_geometric Data "
+                      "or a dict of arrays")
+
+
+def _numpy(value, what: str, path: Path) -> np.ndarray:
+    """``value`` (array, tensor, list or number) as a numpy array of plain numbers."""
+    try:
+        if torch.is_tensor(value):
+            value = value.detach().cpu()
+            if value.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
+                value = value.float()  # no numpy dtype
+            a = value.numpy()
+        else:
+            a = np.asarray(value)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise ConfigError(f"{path}: {what} is not an array of numbers ({err})") from err
+    if a.dtype.kind not in "biuf":
+        raise ConfigError(f"{path}: {what} holds {a.dtype} values: save plain numeric arrays")
+    return a
+
+
+def _check_shape(name: str, shape: tuple[int, ...], dtype: np.dtype, path: Path,
+                 refuse=None) -> None:
+    """The shape and kind of number each array must have (``refuse(problem)`` raises)."""
+    def fail(problem: str) -> None:
+        if refuse is not None:
+            refuse(problem)
+        raise ConfigError(f"{path}: {problem}")
+
+    if dtype.kind not in "biuf":
+        fail(f"{name} holds {dtype} values: save plain numeric arrays")
+    if name == "edge_index":
+        if len(shape) != 2 or shape[0] != 2:
+            fail(f"edge_index must have shape [2, E], got {tuple(shape)}")
+        if dtype.kind not in "iu":
+            fail(f"edge_index must hold integer ids, got {dtype}: save it with an integer "
+                 "dtype, e.g. edge_index.astype(np.int64)")
+    elif name == "x" and len(shape) not in (1, 2):
+        fail(f"x must be [N, F] (one feature row per node; [N] for one feature), got shape "
+             f"{tuple(shape)}: flatten each node's features, e.g. x.reshape(len(x), -1)")
+    elif name == "y" and not (len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)):
+        fail(f"y must be 1-D [N] (one class label per node, -1 = unlabelled) or [N, 1], got "
+             f"shape {tuple(shape)}")
+    elif name in SCALARS and math.prod(shape) != 1:
+        fail(f"{name} must be a single integer, got an array of shape {tuple(shape)}")
+
+
+def _scalar(value, what: str, path: Path) -> int:
+    """A non-negative integer stored as a number or a one-entry array."""
+    a = _numpy(value, what, path)
+    _check_shape(what, a.shape, a.dtype, path)
+    v = a.reshape(-1)[0]
+    if a.dtype.kind == "f" and not (np.isfinite(v) and float(v).is_integer()):
+        raise ConfigError(f"{path}: {what} must be an integer, got {v}")
+    if int(v) < 0 or int(v) > INT64_MAX:
+        raise ConfigError(f"{path}: {what} = {int(v)} is out of range")
+    return int(v)
+
+
+def _edge_index(value, path: Path) -> torch.Tensor:
+    """``edge_index`` as int64 ids: any integer dtype whose values fit."""
+    a = _numpy(value, "edge_index", path)
+    _check_shape("edge_index", a.shape, a.dtype, path)
+    if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and int(a.max()) > INT64_MAX:
+        raise ConfigError(f"{path}: edge_index holds ids up to {int(a.max())}, beyond int64: "
+                          "number the nodes densely from 0")
+    return torch.from_numpy(a.astype(np.int64, copy=False))
+
+
+def _labels(value, path: Path) -> torch.Tensor:
+    """``y`` as int64 labels: integers, or floats with integral values."""
+    a = _numpy(value, "y", path)
+    _check_shape("y", a.shape, a.dtype, path)
+    a = a.reshape(-1)
+    if a.dtype.kind == "f" and not bool(np.all(np.isfinite(a) & (a == np.round(a)))):
+        raise ConfigError(f"{path}: y must hold integer class labels")
+    if a.size and float(a.max()) > INT64_MAX:
+        raise ConfigError(f"{path}: y holds labels up to {a.max()}: labels must be class ids "
+                          "0..K-1 (-1 = unlabelled)")
+    return torch.from_numpy(a.astype(np.int64, copy=False))
 
 
 def _tensor(value, what: str, path: Path) -> torch.Tensor:
     try:
         return torch.as_tensor(np.asarray(value) if not torch.is_tensor(value) else value)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{path}: {what} is not an array ({err})") from err
+        raise ConfigError(f"{path}: {what} is not an array ({err})") from err
 
 
 def _num_nodes(arrays: dict, ei: torch.Tensor, x: torch.Tensor | None,
@@ -118,27 +268,27 @@ def _num_nodes(arrays: dict, ei: torch.Tensor, x: torch.Tensor | None,
     """The node count, checked against what backs it, before anything is allocated."""
     backed = {k: v.shape[0] for k, v in (("x", x), ("y", y)) if v is not None}
     if len(set(backed.values())) > 1:
-        raise ValueError(f"{path}: x has {backed['x']} rows but y has {backed['y']} entries")
+        raise ConfigError(f"{path}: x has {backed['x']} rows but y has {backed['y']} entries")
     claimed = arrays.get("num_nodes")
     if claimed is not None:
-        claimed = int(np.asarray(claimed))
-        if claimed < 0 or (backed and claimed != next(iter(backed.values()))):
-            raise ValueError(f"{path}: num_nodes = {claimed} but "
-                             + ", ".join(f"{k} has {v} rows" for k, v in backed.items())
-                             + ": they must agree" if backed else f"{path}: num_nodes < 0")
+        claimed = _scalar(claimed, "num_nodes", path)
+        if backed and claimed != next(iter(backed.values())):
+            raise ConfigError(f"{path}: num_nodes = {claimed} but "
+                              + ", ".join(f"{k} has {v} rows" for k, v in backed.items())
+                              + ": they must agree")
     n = next(iter(backed.values())) if backed else claimed
     top = int(ei.max()) if ei.numel() else -1
     if ei.numel() and int(ei.min()) < 0:
-        raise ValueError(f"{path}: edge_index holds negative ids ({int(ei.min())})")
+        raise ConfigError(f"{path}: edge_index holds negative ids ({int(ei.min())})")
     if n is None:
         n = top + 1
     if top >= n:
-        raise ValueError(f"{path}: edge_index holds ids up to {top} but num_nodes = {n} (from "
-                         f"{'x/y rows' if backed else 'num_nodes'}): ids must lie in "
-                         "[0, num_nodes)")
+        raise ConfigError(f"{path}: edge_index holds ids up to {top} but num_nodes = {n} (from "
+                          f"{'x/y rows' if backed else 'num_nodes'}): ids must lie in "
+                          "[0, num_nodes)")
     if not backed and n > max(2 * ei.shape[1], 1):
-        raise ValueError(f"{path}: {n} nodes for {ei.shape[1]} edges and no x or y to back "
-                         "them: number the nodes densely from 0, or give x")
+        raise ConfigError(f"{path}: {n} nodes for {ei.shape[1]} edges and no x or y to back "
+                          "them: number the nodes densely from 0, or give x")
     return n
 
 
@@ -146,20 +296,15 @@ def graph_from_arrays(arrays: dict, path: Path, symmetrize: bool, train_ratio: f
                       val_ratio: float, split_seed: int) -> GraphStore:
     """Validate the arrays of a user file and build the GraphStore."""
     if "edge_index" not in arrays:
-        raise ValueError(f"{path}: no 'edge_index' array (found {sorted(arrays)})")
-    ei = _tensor(arrays["edge_index"], "edge_index", path)
-    if ei.dim() != 2 or ei.shape[0] != 2:
-        raise ValueError(f"{path}: edge_index must have shape [2, E], got {tuple(ei.shape)}")
-    if ei.is_floating_point() or ei.dtype == torch.bool:
-        raise ValueError(f"{path}: edge_index must hold integer ids, got {ei.dtype}")
-    x = None if arrays.get("x") is None else _tensor(arrays["x"], "x", path).float()
-    if x is not None and x.dim() == 1:
-        x = x.reshape(-1, 1)
-    y = None if arrays.get("y") is None else _tensor(arrays["y"], "y", path)
-    if y is not None:
-        if y.is_floating_point() and not torch.equal(y, y.round()):
-            raise ValueError(f"{path}: y must hold integer class labels")
-        y = y.reshape(-1).long()
+        raise ConfigError(f"{path}: no 'edge_index' array (found {sorted(arrays)})")
+    ei = _edge_index(arrays["edge_index"], path)
+    x = None
+    if arrays.get("x") is not None:
+        xa = _numpy(arrays["x"], "x", path)
+        _check_shape("x", xa.shape, xa.dtype, path)
+        x = torch.from_numpy(np.asarray(xa.reshape(-1, 1) if xa.ndim == 1 else xa,
+                                        dtype=np.float32))
+    y = None if arrays.get("y") is None else _labels(arrays["y"], path)
     num_nodes = _num_nodes(arrays, ei, x, y, path)
     split, kinds = {}, {}
     for s in SPLITS:
@@ -175,11 +320,13 @@ def graph_from_arrays(arrays: dict, path: Path, symmetrize: bool, train_ratio: f
         else:
             split = {s: None for s in SPLITS}
     except ValueError as err:
-        raise ValueError(f"{path}: {err}") from err
+        raise ConfigError(f"{path}: {err}") from err
+    largest = int(y.max()) if y is not None and y.numel() else -1
     if arrays.get("num_classes") is not None:
-        num_classes = int(np.asarray(arrays["num_classes"]))
+        num_classes = _scalar(arrays["num_classes"], "num_classes", path)
+        check_num_classes(num_classes, largest, str(path))  # before a layer is sized by it
     else:
-        num_classes = int(y.max()) + 1 if y is not None and y.numel() else 0
+        num_classes = largest + 1
     try:
         return GraphStore.from_edge_index(
             ei, num_nodes, symmetrize=symmetrize, edge_weight=arrays.get("edge_weight"),
@@ -188,7 +335,7 @@ def graph_from_arrays(arrays: dict, path: Path, symmetrize: bool, train_ratio: f
             meta={"source": str(path), "inferred_classes": arrays.get("num_classes") is None},
         )
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{path}: {err}") from err
+        raise ConfigError(f"{path}: {err}") from err
 
 
 class CustomDataset(Dataset):
@@ -196,10 +343,14 @@ class CustomDataset(Dataset):
 
     def __init__(self, root: str = "data", path: str | None = None, symmetrize: bool = True,
                  train_ratio: float = 0.6, val_ratio: float = 0.2, split_seed: int = 0,
-                 feature_norm: str = "none") -> None:
+                 feature_norm: str = "none", max_member_gb: float = 64.0) -> None:
         super().__init__(root, feature_norm)
         if not path:
-            raise ValueError("dataset=custom needs dataset.path=FILE (.npz or torch.save of Data)")
+            raise ConfigError("dataset=custom needs dataset.path=FILE (.npz or torch.save of "
+                              "Data)")
+        if not max_member_gb > 0:
+            raise ConfigError(f"dataset.max_member_gb = {max_member_gb}: give the largest array "
+                              "a user file may hold, in GiB (> 0; default 64)")
         self.path = Path(os.path.expanduser(str(path))).resolve()
         if not self.path.is_file():
             raise DatasetNotFoundError(
@@ -208,6 +359,7 @@ class CustomDataset(Dataset):
             )
         self.symmetrize = bool(symmetrize)
         self.train_ratio, self.val_ratio, self.split_seed = train_ratio, val_ratio, split_seed
+        self.max_member_bytes = int(max_member_gb * 2**30)
 
     @property
     def key(self) -> str:
@@ -225,8 +377,9 @@ class CustomDataset(Dataset):
         check_task(graph, self.source, inferred_classes=graph.meta.get("inferred_classes", False))
 
     def process(self) -> GraphStore:
-        return graph_from_arrays(read_graph_file(self.path), self.path, self.symmetrize,
-                                 self.train_ratio, self.val_ratio, self.split_seed)
+        arrays = read_graph_file(self.path, self.max_member_bytes)
+        return graph_from_arrays(arrays, self.path, self.symmetrize, self.train_ratio,
+                                 self.val_ratio, self.split_seed)
 
 
 @register("dataset", "custom")
@@ -240,3 +393,4 @@ class CustomConfig(DatasetConfig):
     train_ratio: float = 0.6
     val_ratio: float = 0.2
     split_seed: int = 0
+    max_member_gb: float = 64.0  # the largest array a file may declare (GiB), checked unread

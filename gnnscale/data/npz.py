@@ -8,10 +8,13 @@ random one takes ``train_per_class`` and ``val_per_class`` nodes of every class 
 al.'s 20 / 30) and puts every other node in test. ``largest_component=true`` first keeps the
 largest connected component only, renumbered in id order (their ``standardize``: Amazon
 Computers 13,752 -> 13,381 vertices, Photo 7,650 -> 7,487; the Coauthor graphs are connected).
+A file is read only after the sizes its headers declare were checked (at most half this
+host's memory, the dense features included); a damaged file is named.
 """
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,16 +23,25 @@ import torch
 
 from gnnscale.data.base import Dataset, DatasetConfig
 from gnnscale.data.convert import (
+    check_csr,
     csr_to_dense,
     find_raw,
     induced_subgraph,
     largest_component,
+    memory_budget,
     per_class_split,
     raw_candidates,
+    read_member,
     require_arrays,
+    scan_npz,
+    size_text,
 )
 from gnnscale.data.graph import GraphStore
+from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+
+ARRAYS = {"adj_data", "adj_indices", "adj_indptr", "adj_shape", "attr_data", "attr_indices",
+          "attr_indptr", "attr_shape", "labels"}
 
 # option -> (collection, folder name, raw file)
 GRAPHS = {
@@ -85,19 +97,41 @@ class NpzDataset(Dataset):
 def read_npz(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(edge_index, x, y)`` of a gnn-benchmark file: every stored adjacency entry is an edge,
     features are 1 where the attribute count is positive."""
-    with np.load(path, allow_pickle=False) as f:
-        require_arrays(f, {"adj_data", "adj_indices", "adj_indptr", "adj_shape", "attr_data",
-                           "attr_indices", "attr_indptr", "attr_shape", "labels"}, path,
-                       "gnn-benchmark npz")
+    budget = memory_budget()
+    try:
+        with zipfile.ZipFile(path) as zf:
+            members = scan_npz(zf, path, budget, None, ARRAYS)
+            require_arrays(members, ARRAYS, path, "gnn-benchmark npz")
+            total = sum(m.nbytes for m in members.values())
+            if total > budget:
+                raise ConfigError(f"{path}: its arrays declare {size_text(total)}, more than "
+                                  "half this host's memory")
+            f = {name: read_member(zf, members[name], path) for name in ARRAYS}
+    except (zipfile.BadZipFile, OSError, EOFError) as err:
+        raise ConfigError(f"{path}: not a readable .npz file ({type(err).__name__}: {err})"
+                          ) from err
+    try:
+        rows, cols = (int(v) for v in f["attr_shape"].reshape(-1))
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{path}: attr_shape must hold 2 numbers, got {f['attr_shape']}"
+                          ) from err
+    if rows != f["labels"].size or rows < 0 or cols < 0:
+        raise ConfigError(f"{path}: attr_shape {(rows, cols)} for {f['labels'].size} labels")
+    dense = rows * cols * max(f["attr_data"].dtype.itemsize, 4)
+    if dense > budget:
+        raise ConfigError(f"{path}: attr_shape {(rows, cols)} makes dense features of "
+                          f"{size_text(dense)}, more than half this host's memory")
+    try:
+        check_csr(f["adj_indptr"], f["adj_indices"], rows, "adjacency CSR arrays")
         x = torch.from_numpy(csr_to_dense(f["attr_data"], f["attr_indices"], f["attr_indptr"],
-                                          tuple(f["attr_shape"]))).to(torch.float)
-        x[x > 0] = 1
-        indptr, indices = f["adj_indptr"], f["adj_indices"]
-        src = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
-        edges = torch.from_numpy(np.stack([src, indices.astype(np.int64)]))
-        y = torch.from_numpy(f["labels"]).to(torch.long).reshape(-1)
-    if y.numel() != x.shape[0]:
-        raise ValueError(f"{path}: {y.numel()} labels for {x.shape[0]} attribute rows")
+                                          (rows, cols))).to(torch.float)
+    except ValueError as err:
+        raise ConfigError(f"{path}: {err}") from err
+    x[x > 0] = 1
+    indptr, indices = f["adj_indptr"], f["adj_indices"]
+    src = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+    edges = torch.from_numpy(np.stack([src, indices.astype(np.int64)]))
+    y = torch.from_numpy(f["labels"]).to(torch.long).reshape(-1)
     return edges, x.contiguous(), y
 
 

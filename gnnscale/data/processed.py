@@ -7,8 +7,11 @@ share the page cache, nothing is copied until (unless) someone writes.
 Every load is verified. The first load of a folder (and any load with ``verify=True``) hashes
 every array; a successful check leaves a stamp (``.verified.json``) with each file's size,
 inode and modification/change times, so later loads only compare those (microseconds: any
-write to a file changes its change time, which no user can set back). On a mismatch the error
-names the bad file and says that deleting the processed folder rebuilds it.
+write to a file changes its change time, which no user can set back) and hash only the files
+that changed. A file changed in the same clock tick as the stamp was written is not trusted
+(time stamps are coarse): it is hashed again on the next load. On a mismatch the error names
+the bad file and says that deleting the processed folder rebuilds it. A file cut short, even
+inside its header, is named too (it is never read as a pickle).
 
 Copies of one graph that differ in a small array (one per split seed, say) share the large
 ones: ``save(..., share=root)`` hard-links an array that a complete copy under ``root`` already
@@ -24,6 +27,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -33,7 +37,8 @@ import torch
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.publish import publish_folder
 
-__all__ = ["ProcessedDataError", "checksum", "is_processed", "load", "publish_folder", "save"]
+__all__ = ["ProcessedDataError", "array_digest", "checksum", "is_processed", "load", "load_npy",
+           "publish_folder", "save", "unverified", "write_stamp"]
 
 ARRAYS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx", "edge_weight")
 FORMAT_VERSION = 2
@@ -50,7 +55,8 @@ class ProcessedDataError(ValueError):
                          f"delete {folder} and it is rebuilt from the raw data on the next run")
 
 
-def _digest(a: np.ndarray) -> str:
+def array_digest(a: np.ndarray) -> str:
+    """SHA-256 (32 hex chars) of an array's shape, dtype and bytes."""
     h = hashlib.sha256()  # SHA-256: hardware-accelerated on current CPUs, 2x BLAKE2b here
     h.update(str((a.shape, a.dtype.str)).encode())
     flat = a.reshape(-1).view(np.uint8)
@@ -63,7 +69,7 @@ def _array_digests(arrays: dict[str, np.ndarray]) -> dict[str, str]:
     """SHA-256 of every array, hashed on parallel threads (hashlib releases the GIL)."""
     names = list(arrays)
     with ThreadPoolExecutor(max_workers=min(4, max(1, len(names)))) as pool:
-        return dict(zip(names, pool.map(lambda n: _digest(arrays[n]), names)))
+        return dict(zip(names, pool.map(lambda n: array_digest(arrays[n]), names)))
 
 
 def _combine(digests: dict[str, str], num_classes: int) -> str:
@@ -97,22 +103,49 @@ def _file_stats(path: Path, names: list[str]) -> dict[str, list[int]]:
     return out
 
 
-def _write_stamp(path: Path, names: list[str]) -> None:
+def load_npy(file: Path, mmap_mode: str | None = None) -> np.ndarray:
+    """``np.load`` of one ``.npy`` file that never falls back to unpickling: a file without
+    the ``.npy`` magic (cut short, or overwritten) is a ValueError saying so."""
+    magic = np.lib.format.MAGIC_PREFIX
+    with open(file, "rb") as f:
+        head = f.read(len(magic))
+    if head != magic:
+        raise ValueError(f"no .npy header ({len(head)} bytes where the {len(magic)}-byte .npy "
+                         "magic should be): the file is truncated or was overwritten")
+    return np.load(file, mmap_mode=mmap_mode, allow_pickle=False)
+
+
+def write_stamp(path: Path, names: list[str], settle: bool = False) -> None:
     """Record that ``names`` in ``path`` were verified as they are now (best effort: a
-    read-only folder is verified in full on every load instead)."""
+    read-only folder is verified in full on every load instead). ``settle``: wait (a clock
+    tick at most) until the stamp is newer than every file, so that :func:`unverified`
+    trusts them all (for a folder just written by this process)."""
     tmp = path / f"{STAMP}.{os.getpid()}.tmp"
     try:
-        tmp.write_text(json.dumps(_file_stats(path, names)))
+        for _ in range(200 if settle else 1):
+            stats = _file_stats(path, names)
+            tmp.write_text(json.dumps(stats))
+            if max((s[3] for s in stats.values()), default=0) < tmp.stat().st_mtime_ns:
+                break
+            time.sleep(0.001)
         os.replace(tmp, path / STAMP)
     except OSError:
         tmp.unlink(missing_ok=True)
 
 
-def _stamp_matches(path: Path, names: list[str]) -> bool:
+def unverified(path: Path, names: list[str]) -> set[str]:
+    """The files among ``names`` in ``path`` that the stamp does not vouch for: changed since
+    it was written, or changed in the clock tick it was written in (a later write in that
+    tick would leave the same times), or all of them when there is no readable stamp."""
     try:
-        return json.loads((path / STAMP).read_text()) == _file_stats(path, names)
+        stamp_time = (path / STAMP).stat().st_mtime_ns
+        recorded = json.loads((path / STAMP).read_text())
+        now = _file_stats(path, names)
     except (OSError, ValueError):
-        return False
+        return set(names)
+    if not isinstance(recorded, dict):
+        return set(names)
+    return {n for n in names if recorded.get(n) != now[n] or now[n][3] >= stamp_time}
 
 
 def _shared_copies(share: Path, digests: dict[str, str],
@@ -132,7 +165,7 @@ def _shared_copies(share: Path, digests: dict[str, str],
             if name in found:
                 continue
             try:
-                same = _digest(np.load(file, mmap_mode="r", allow_pickle=False)) == digests[name]
+                same = array_digest(load_npy(file, mmap_mode="r")) == digests[name]
             except (OSError, ValueError, EOFError):
                 same = False
             if same:
@@ -183,7 +216,7 @@ def save(graph: GraphStore, path: str | os.PathLike, share: str | os.PathLike | 
             "meta": graph.meta,
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        _write_stamp(tmp, ["meta.json", *(f"{n}.npy" for n in arrays)])
+        write_stamp(tmp, ["meta.json", *(f"{n}.npy" for n in arrays)], settle=True)
         publish_folder(tmp, path, "meta.json")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -215,7 +248,7 @@ def _map_arrays(path: Path, meta: dict, mmap: bool) -> dict[str, np.ndarray]:
     for name, info in meta["arrays"].items():
         file = path / f"{name}.npy"
         try:
-            a = np.load(file, mmap_mode="c" if mmap else None, allow_pickle=False)
+            a = load_npy(file, mmap_mode="c" if mmap else None)
         except (OSError, ValueError, EOFError) as err:
             raise ProcessedDataError(file, path, f"cannot be read ({err})") from err
         if list(a.shape) != info["shape"] or a.dtype.str != info["dtype"]:
@@ -226,13 +259,16 @@ def _map_arrays(path: Path, meta: dict, mmap: bool) -> dict[str, np.ndarray]:
     return out
 
 
-def _verify(path: Path, meta: dict, arrays: dict[str, np.ndarray]) -> None:
-    digests = _array_digests(arrays)
+def _verify(path: Path, meta: dict, arrays: dict[str, np.ndarray],
+            only: set[str] | None = None) -> None:
+    """Hash ``arrays`` (those named in ``only`` when given: meta.json is then trusted, so
+    the checksum over all of them is not recomputed) and compare with meta.json."""
+    digests = _array_digests(arrays if only is None else {n: arrays[n] for n in only})
     for name, got in digests.items():
         if got != meta["arrays"][name].get("sha256"):
             raise ProcessedDataError(path / f"{name}.npy", path, "checksum mismatch: its "
                                      "content changed since it was written")
-    if _combine(digests, meta["num_classes"]) != meta["checksum"]:
+    if only is None and _combine(digests, meta["num_classes"]) != meta["checksum"]:
         raise ProcessedDataError(path / "meta.json", path, "checksum mismatch: its checksum "
                                  "or number of classes was edited")
 
@@ -240,16 +276,19 @@ def _verify(path: Path, meta: dict, arrays: dict[str, np.ndarray]) -> None:
 def load(path: str | os.PathLike, mmap: bool = True, verify: bool | None = None) -> GraphStore:
     """Read a processed graph; arrays memory-mapped copy-on-write unless ``mmap=False``.
 
-    ``verify=None`` hashes every array unless the folder's verification stamp still matches
-    its files; ``True`` always hashes; ``False`` only checks shapes and graph invariants.
+    ``verify=None`` hashes the arrays that the folder's verification stamp does not vouch for
+    (every one when meta.json changed); ``True`` always hashes all; ``False`` only checks
+    shapes and graph invariants.
     """
     path = Path(path)
     meta = _read_meta(path)
     arrays = _map_arrays(path, meta, mmap)
     names = ["meta.json", *(f"{n}.npy" for n in arrays)]
-    if verify or (verify is None and not _stamp_matches(path, names)):
-        _verify(path, meta, arrays)
-        _write_stamp(path, names)
+    todo = set(names) if verify else unverified(path, names) if verify is None else set()
+    if todo:
+        _verify(path, meta, arrays, None if "meta.json" in todo else
+                {n for n in arrays if f"{n}.npy" in todo})
+        write_stamp(path, names)
     try:
         graph = GraphStore(num_classes=meta["num_classes"], name=meta["name"],
                            meta=meta.get("meta", {}),

@@ -6,10 +6,16 @@ Vertex-cuts (``kind="vertex_cut"``) assign every edge (``edge_part``, CSC order)
 vertex one *master* part (``part``); a part's mirrors are the vertices it holds an edge of
 without being their master. Renumbering sorts vertices by part (stable), so the new ids of part
 ``q`` are ``part_ranges[q]:part_ranges[q + 1]`` and an owner is found by a range check.
+
+A saved book is verified like processed data (:mod:`gnnscale.data.processed`): ``book.json``
+records every array's shape, dtype and SHA-256 digest and a checksum over itself; a load
+hashes the arrays its verification stamp does not vouch for. A damaged, truncated or edited
+file is a :class:`PartitionBookError` naming it (the cache then rebuilds the book).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -21,12 +27,33 @@ import numpy as np
 import torch
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.data.processed import publish_folder
+from gnnscale.data.processed import (
+    array_digest,
+    load_npy,
+    publish_folder,
+    unverified,
+    write_stamp,
+)
 from gnnscale.partition._graph import edge_dst, edge_src
 
 KINDS = ("edge_cut", "vertex_cut")
-BOOK_FORMAT = 1
+BOOK_FORMAT = 2  # 2: digests and a checksum in book.json
+ARRAYS = ("part", "mirror_ids", "mirror_ptr", "edge_part")
 _MASK_LIMIT = 1 << 30
+
+
+class PartitionBookError(ValueError):
+    """A saved book whose files are damaged or changed; the message names the file."""
+
+    def __init__(self, file: Path, problem: str) -> None:
+        self.file = file
+        super().__init__(f"{file}: {problem}")
+
+
+def _info_checksum(info: dict) -> str:
+    """Hash of ``book.json``'s content other than the checksum itself (JSON-normalised)."""
+    body = {k: v for k, v in info.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
 
 
 @dataclass(eq=False)
@@ -128,36 +155,87 @@ class PartitionBook:
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
         try:
             small = np.int16 if self.num_parts < 2**15 else np.int64
-            np.save(tmp / "part.npy", self.part.numpy().astype(small))
-            np.save(tmp / "mirror_ids.npy", self.mirror_ids.numpy())
-            np.save(tmp / "mirror_ptr.npy", self.mirror_ptr.numpy())
+            arrays = {"part": self.part.numpy().astype(small),
+                      "mirror_ids": self.mirror_ids.numpy(), "mirror_ptr": self.mirror_ptr.numpy()}
             if self.edge_part is not None:
-                np.save(tmp / "edge_part.npy", self.edge_part.numpy().astype(small))
+                arrays["edge_part"] = self.edge_part.numpy().astype(small)
+            for name, a in arrays.items():
+                np.save(tmp / f"{name}.npy", np.ascontiguousarray(a))
             info = {"format": BOOK_FORMAT, "num_parts": self.num_parts, "kind": self.kind,
-                    "quality": self.quality, "meta": self.meta}
-            (tmp / "book.json").write_text(json.dumps(info, indent=1, default=str))
+                    "quality": self.quality, "meta": self.meta,
+                    "arrays": {name: {"shape": list(a.shape), "dtype": a.dtype.str,
+                                      "sha256": array_digest(np.ascontiguousarray(a))}
+                               for name, a in arrays.items()}}
+            info = json.loads(json.dumps(info, default=str))  # what a load reads back
+            info["checksum"] = _info_checksum(info)
+            (tmp / "book.json").write_text(json.dumps(info, indent=1))
+            write_stamp(tmp, ["book.json", *(f"{n}.npy" for n in arrays)], settle=True)
             publish_folder(tmp, path, "book.json", replace=True)  # a recomputed book wins
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> PartitionBook:
+    def load(cls, path: str | os.PathLike, verify: bool | None = None) -> PartitionBook:
+        """Read a saved book, verified: ``verify=None`` hashes the arrays the folder's
+        verification stamp does not vouch for, ``True`` all of them, ``False`` none. A
+        damaged or edited file is a :class:`PartitionBookError` naming it; a book of another
+        format is a plain ValueError."""
         path = Path(path)
         info_file = path / "book.json"
         if not info_file.is_file():
             raise FileNotFoundError(f"no partition book at {path} (missing book.json)")
-        info = json.loads(info_file.read_text())
-        if info.get("format") != BOOK_FORMAT:
-            raise ValueError(f"{path} holds book format {info.get('format')}: delete it")
-
-        def arr(name: str) -> torch.Tensor:
-            return torch.from_numpy(np.load(path / f"{name}.npy").astype(np.int64))
-
-        edge_part = arr("edge_part") if (path / "edge_part.npy").is_file() else None
-        return cls(info["num_parts"], info["kind"], arr("part"), arr("mirror_ids"),
-                   arr("mirror_ptr"), edge_part=edge_part, quality=info["quality"],
-                   meta=info["meta"])
+        try:
+            info = json.loads(info_file.read_text())
+            if "checksum" not in info and info.get("format") != BOOK_FORMAT:
+                raise ValueError(f"{path} holds book format {info.get('format')}, this "
+                                 f"gnnscale reads {BOOK_FORMAT}: delete it")
+            listed = info["arrays"]
+            if not {"part", "mirror_ids", "mirror_ptr"} <= set(listed) <= set(ARRAYS):
+                raise KeyError(f"arrays {sorted(listed)}")
+            if not all(isinstance(spec, dict) and {"shape", "dtype", "sha256"} <= set(spec)
+                       for spec in listed.values()):
+                raise KeyError("every array needs shape, dtype and sha256")
+            if _info_checksum(info) != info["checksum"]:
+                raise PartitionBookError(info_file, "checksum mismatch: it was edited since "
+                                         "it was written")
+            if info["format"] != BOOK_FORMAT:  # intact, from another gnnscale version
+                raise ValueError(f"{path} holds book format {info['format']}, this gnnscale "
+                                 f"reads {BOOK_FORMAT}: delete it")
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError,
+                AttributeError) as err:
+            raise PartitionBookError(info_file, f"not a valid book.json ({err})") from err
+        arrays = {}
+        for name, spec in listed.items():
+            file = path / f"{name}.npy"
+            try:
+                a = load_npy(file)
+            except (OSError, ValueError, EOFError) as err:
+                raise PartitionBookError(file, f"cannot be read ({err})") from err
+            if list(a.shape) != spec["shape"] or a.dtype.str != spec["dtype"]:
+                raise PartitionBookError(file, f"shape {list(a.shape)} / dtype {a.dtype.str} "
+                                         f"do not match book.json ({spec['shape']} / "
+                                         f"{spec['dtype']})")
+            arrays[name] = a
+        names = ["book.json", *(f"{n}.npy" for n in arrays)]
+        todo = set(names) if verify else unverified(path, names) if verify is None else set()
+        if "book.json" in todo:  # the digests themselves may be new: check every array
+            todo = set(names)
+        for name in arrays:
+            if f"{name}.npy" in todo and array_digest(arrays[name]) != listed[name]["sha256"]:
+                raise PartitionBookError(path / f"{name}.npy", "checksum mismatch: its content "
+                                         "changed since it was written")
+        if todo:
+            write_stamp(path, names)
+        ids = {name: torch.from_numpy(a.astype(np.int64, copy=False))
+               for name, a in arrays.items()}
+        try:
+            return cls(info["num_parts"], info["kind"], ids["part"], ids["mirror_ids"],
+                       ids["mirror_ptr"], edge_part=ids.get("edge_part"),
+                       quality=info["quality"], meta=info["meta"])
+        except (ValueError, TypeError, RuntimeError, KeyError) as err:
+            raise PartitionBookError(info_file, f"does not describe a valid book ({err})"
+                                     ) from err
 
 
 def _split_keys(keys: torch.Tensor, n: int, num_parts: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -4,6 +4,9 @@ Layout: ``<cache_root>/<checksum[:16]>/<option>-p<num_parts>-<config hash>/`` (a
 :class:`PartitionBook`). ``cache_root`` defaults to ``partitions/`` next to the processed
 dataset when ``graph.meta["processed_dir"]`` is known; otherwise nothing is cached. A changed
 dataset (checksum) or config (hash) lands in another folder, so stale books are never read.
+A cached book is verified when it is loaded (digests in ``book.json``, see
+:meth:`PartitionBook.load`): a damaged, truncated or edited file is named in a warning and the
+book is computed again, never used.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,7 +25,7 @@ import torch
 from gnnscale.data import processed
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition.base import Partitioner
-from gnnscale.partition.book import PartitionBook
+from gnnscale.partition.book import PartitionBook, PartitionBookError
 
 
 def as_partitioner(spec: Partitioner | Mapping | Any) -> Partitioner:
@@ -83,6 +87,10 @@ def get_partition(
     if (folder / "book.json").is_file():
         try:
             book = PartitionBook.load(folder)
+        except PartitionBookError as err:
+            warnings.warn(f"partition cache damaged: {err}; computing the book again",
+                          stacklevel=2)
+            log(f"partition: damaged cache {err.file}; recomputing")
         except (OSError, ValueError) as err:
             log(f"partition: unreadable cache at {folder} ({err}); recomputing")
         else:
