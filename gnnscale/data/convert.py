@@ -109,6 +109,7 @@ class NpzMember:
 
     @property
     def entries(self) -> int:
+        """Array entries the header declares."""
         return math.prod(self.shape)
 
     @property

@@ -363,6 +363,7 @@ class CustomDataset(Dataset):
 
     @property
     def key(self) -> str:
+        """The processed folder's name for this dataset and its options."""
         st = self.path.stat()
         ident = [str(self.path), st.st_size, st.st_mtime_ns, self.symmetrize,
                  self.train_ratio, self.val_ratio, self.split_seed]
@@ -371,12 +372,15 @@ class CustomDataset(Dataset):
 
     @property
     def source(self) -> str:
+        """Where the graph comes from, for the summary line."""
         return str(self.path)
 
     def check(self, graph: GraphStore) -> None:
+        """Refuse a converted graph this loader cannot train on."""
         check_task(graph, self.source, inferred_classes=graph.meta.get("inferred_classes", False))
 
     def process(self) -> GraphStore:
+        """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""
         arrays = read_graph_file(self.path, self.max_member_bytes)
         return graph_from_arrays(arrays, self.path, self.symmetrize, self.train_ratio,
                                  self.val_ratio, self.split_seed)

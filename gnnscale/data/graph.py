@@ -87,14 +87,17 @@ class GraphStore:
 
     @property
     def num_nodes(self) -> int:
+        """Vertices in the graph."""
         return self.indptr.numel() - 1
 
     @property
     def num_edges(self) -> int:
+        """Edges (directed, as stored)."""
         return self.indices.numel()
 
     @property
     def num_features(self) -> int:
+        """Feature columns (0 without features)."""
         return 0 if self.x is None else int(self.x.shape[1])
 
     def in_degree(self) -> torch.Tensor:
@@ -119,6 +122,7 @@ class GraphStore:
         return m
 
     def summary(self) -> str:
+        """One line: name, sizes and splits."""
         parts = [f"{self.name}: {self.num_nodes:,} nodes", f"{self.num_edges:,} edges"]
         if self.x is not None:
             parts.append(f"{self.num_features} features")

@@ -37,9 +37,11 @@ class HeterophilousDataset(Dataset):
 
     @property
     def key(self) -> str:
+        """The processed folder's name for this dataset and its options."""
         return f"{self.name}-split{self.split}"
 
     def process(self) -> GraphStore:
+        """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""
         raw_file = f"{self.name}.npz"
         candidates = raw_candidates(
             self.raw_dir, self.root, f"heterophilous/{self.name}/raw", f"{self.name}/raw"

@@ -71,10 +71,12 @@ class NpzDataset(Dataset):
 
     @property
     def key(self) -> str:
+        """The processed folder's name for this dataset and its options."""
         return (f"{self.name}{'-lcc' if self.largest_component else ''}-split"
                 f"{self.train_per_class}-{self.val_per_class}-seed{self.split_seed}")
 
     def process(self) -> GraphStore:
+        """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""
         collection, folder, raw_file = GRAPHS[self.name]
         candidates = raw_candidates(self.raw_dir, self.root, f"npz/{folder}/raw", f"{folder}/raw")
         src = find_raw(candidates, [raw_file], f"{collection} {folder}")

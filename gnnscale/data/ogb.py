@@ -63,6 +63,7 @@ class OgbNodeDataset(Dataset):
 
     @property
     def key(self) -> str:
+        """The processed folder's name for this dataset and its options."""
         return f"ogbn-{self.name}" + ("" if self.symmetrize else "-directed")
 
     def _locate(self) -> tuple[Path, Path]:
@@ -107,6 +108,7 @@ class OgbNodeDataset(Dataset):
         return edge_index, x, y, num_nodes
 
     def process(self) -> GraphStore:
+        """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""
         raw, split_dir = self._locate()
         edge_index, x, y, num_nodes = self._read_raw(raw)
         split = {}

@@ -42,13 +42,16 @@ class PlanetoidDataset(Dataset):
 
     @property
     def key(self) -> str:
+        """The processed folder's name for this dataset and its options."""
         return self.name.lower()
 
     @property
     def raw_files(self) -> list[str]:
+        """The raw files this dataset needs."""
         return [f"ind.{self.name.lower()}.{part}" for part in PARTS]
 
     def process(self) -> GraphStore:
+        """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""
         candidates = raw_candidates(
             self.raw_dir, self.root, f"planetoid/{self.name}/raw", f"{self.name}/raw"
         )

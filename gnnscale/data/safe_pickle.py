@@ -31,6 +31,7 @@ class SparseRecord:
 
     @property
     def shape(self) -> tuple[int, int]:
+        """The matrix's (rows, columns)."""
         shape = self.__dict__.get("_shape", self.__dict__.get("shape"))
         return int(shape[0]), int(shape[1])
 

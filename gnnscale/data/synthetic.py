@@ -67,6 +67,7 @@ class SyntheticParams:
 
     @property
     def num_undirected_edges(self) -> int:
+        """Edges before symmetrisation."""
         return int(round(self.num_nodes * self.avg_degree / 2))
 
 
@@ -395,11 +396,13 @@ class SyntheticDataset(Dataset):
 
     @property
     def key(self) -> str:
+        """The processed folder's name for this dataset and its options."""
         blob = json.dumps([GENERATOR_VERSION, asdict(self.params)], sort_keys=True)
         digest = hashlib.blake2b(blob.encode(), digest_size=4).hexdigest()
         return f"synthetic-{self.preset}-x{self.scale:g}-seed{self.seed}-{digest}"
 
     def process(self) -> GraphStore:
+        """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""
         return generate_params(self.params, self.seed, name=_name(self.preset, self.scale))
 
 

@@ -29,6 +29,7 @@ class Partitioner(ABC):
 
     @property
     def name(self) -> str:
+        """The option name (its module's name)."""
         return type(self).__module__.rsplit(".", 1)[-1]
 
     def config(self) -> dict:

@@ -116,6 +116,7 @@ class PartitionBook:
     # ---- queries --------------------------------------------------------------------------
     @property
     def num_nodes(self) -> int:
+        """Vertices in the graph."""
         return self.part.numel()
 
     @property
@@ -143,6 +144,7 @@ class PartitionBook:
         return self.part[edge_dst(graph)]
 
     def report(self) -> str:
+        """The book's quality figures in a few lines."""
         from gnnscale.partition.quality import format_table
 
         return format_table(self.quality)

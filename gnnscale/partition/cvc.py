@@ -27,6 +27,7 @@ from gnnscale.registry import register
 @register("partitioner", "cvc")
 @dataclass
 class CvcConfig:
+    """``partitioner=cvc``'s options."""
     _target_: str = "gnnscale.partition.cvc.CvcPartitioner"
     seed: int = 0
     masters: str = "blocked"
@@ -67,6 +68,7 @@ class CvcPartitioner(VertexCutPartitioner):
         self.rows, self.require_square = rows, require_square
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None):
+        """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         _, c = grid_shape(num_parts, self.rows, self.require_square)
         master = self.master_parts(graph, num_parts, vertex_weight)
         row_of_src = torch.div(master[edge_src(graph)], c, rounding_mode="floor")

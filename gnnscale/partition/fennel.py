@@ -21,6 +21,7 @@ from gnnscale.registry import register
 @register("partitioner", "fennel")
 @dataclass
 class FennelConfig:
+    """``partitioner=fennel``'s options."""
     _target_: str = "gnnscale.partition.fennel.FennelPartitioner"
     seed: int = 0
     imbalance: float = 1.1
@@ -43,6 +44,7 @@ class FennelPartitioner(Partitioner):
         self.imbalance, self.gamma, self.alpha, self.order = float(imbalance), gamma, alpha, order
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None) -> torch.Tensor:
+        """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         n, g = graph.num_nodes, self.gamma
         m = max(graph.num_edges / 2, 1.0)
         alpha = self.alpha if self.alpha is not None else math.sqrt(num_parts) * m / n**g

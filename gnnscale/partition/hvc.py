@@ -18,6 +18,7 @@ from gnnscale.registry import register
 @register("partitioner", "hvc")
 @dataclass
 class HvcConfig:
+    """``partitioner=hvc``'s options."""
     _target_: str = "gnnscale.partition.hvc.HvcPartitioner"
     seed: int = 0
     masters: str = "blocked"
@@ -34,6 +35,7 @@ class HvcPartitioner(VertexCutPartitioner):
         self.threshold = int(threshold)
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None):
+        """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         master = self.master_parts(graph, num_parts, vertex_weight)
         indeg = graph.in_degree()
         by_dst = torch.repeat_interleave(master, indeg)

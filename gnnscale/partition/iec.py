@@ -19,6 +19,7 @@ from gnnscale.registry import register
 @register("partitioner", "iec")
 @dataclass
 class IecConfig:
+    """``partitioner=iec``'s options."""
     _target_: str = "gnnscale.partition.iec.IecPartitioner"
     seed: int = 0
     masters: str = "blocked"
@@ -28,5 +29,6 @@ class IecPartitioner(VertexCutPartitioner):
     """Every edge with its destination's master."""
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None):
+        """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         master = self.master_parts(graph, num_parts, vertex_weight)
         return master, torch.repeat_interleave(master, graph.in_degree())

@@ -20,6 +20,7 @@ from gnnscale.registry import register
 @register("partitioner", "ldg")
 @dataclass
 class LdgConfig:
+    """``partitioner=ldg``'s options."""
     _target_: str = "gnnscale.partition.ldg.LdgPartitioner"
     seed: int = 0
     imbalance: float = 1.05
@@ -37,6 +38,7 @@ class LdgPartitioner(Partitioner):
         self.imbalance, self.order = float(imbalance), order
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None) -> torch.Tensor:
+        """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         n = graph.num_nodes
         cap = max(math.ceil(self.imbalance * n / num_parts), math.ceil(n / num_parts))
         return stream_assign(graph, num_parts, cap, stream_order(n, self.order, self.seed),

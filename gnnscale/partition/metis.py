@@ -33,6 +33,7 @@ class VertexWeights(str, Enum):
 
 
 class Method(str, Enum):
+    """METIS's algorithm: k-way or recursive bisection."""
     kway = "kway"
     recursive = "recursive"
 
@@ -44,6 +45,7 @@ METHODS = tuple(m.value for m in Method)
 @register("partitioner", "metis")
 @dataclass
 class MetisConfig:
+    """``partitioner=metis``'s options."""
     _target_: str = "gnnscale.partition.metis.MetisPartitioner"
     seed: int = 0
     balance_vertices: bool = True

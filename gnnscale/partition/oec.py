@@ -18,6 +18,7 @@ from gnnscale.registry import register
 @register("partitioner", "oec")
 @dataclass
 class OecConfig:
+    """``partitioner=oec``'s options."""
     _target_: str = "gnnscale.partition.oec.OecPartitioner"
     seed: int = 0
     masters: str = "blocked"
@@ -27,5 +28,6 @@ class OecPartitioner(VertexCutPartitioner):
     """Every edge with its source's master."""
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None):
+        """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         master = self.master_parts(graph, num_parts, vertex_weight)
         return master, master[edge_src(graph)]

@@ -59,6 +59,7 @@ class FixedPartition(PartitionProvider):
 
     def get(self, num_parts: int, kind: str | None = None,
             vertex_weights: torch.Tensor | None = None) -> PartitionBook:
+        """A partition book with ``num_parts`` parts of ``kind``, checked for size and kind."""
         check_book(self.book, num_parts, kind, self.name)
         return self.book
 
@@ -84,6 +85,7 @@ class CachedPartitions(PartitionProvider):
 
     def get(self, num_parts: int, kind: str | None = None,
             vertex_weights: torch.Tensor | None = None) -> PartitionBook:
+        """A partition book with ``num_parts`` parts of ``kind``, checked for size and kind."""
         from gnnscale.partition.store import get_partition
 
         if self.wants_sample_frequency and vertex_weights is None:

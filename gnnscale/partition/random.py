@@ -14,6 +14,7 @@ from gnnscale.registry import register
 @register("partitioner", "random")
 @dataclass
 class RandomConfig:
+    """``partitioner=random``'s options."""
     _target_: str = "gnnscale.partition.random.RandomPartitioner"
     seed: int = 0
 
@@ -22,6 +23,7 @@ class RandomPartitioner(Partitioner):
     """A seeded random permutation dealt round-robin: parts differ in size by at most one."""
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None) -> torch.Tensor:
+        """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         gen = torch.Generator().manual_seed(self.seed)
         perm = torch.randperm(graph.num_nodes, generator=gen)
         part = torch.empty(graph.num_nodes, dtype=torch.int64)

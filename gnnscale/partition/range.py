@@ -21,6 +21,7 @@ from gnnscale.registry import register
 @register("partitioner", "range")
 @dataclass
 class RangeConfig:
+    """``partitioner=range``'s options."""
     _target_: str = "gnnscale.partition.range.RangePartitioner"
     seed: int = 0
     alpha: float | None = None
@@ -36,6 +37,7 @@ class RangePartitioner(Partitioner):
         self.alpha = alpha
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None) -> torch.Tensor:
+        """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         alpha = 8.0 * (num_parts - 1) if self.alpha is None else float(self.alpha)
         w = graph.in_degree().numpy().astype(np.float64) + alpha
         return torch.from_numpy(contiguous_ranges(w, num_parts))

@@ -58,6 +58,7 @@ def config_hash(partitioner: Partitioner, vertex_weight: torch.Tensor | None = N
 
 
 def default_cache_root(graph: GraphStore) -> Path | None:
+    """``partitions/`` beside the graph's processed folder (None when it has none)."""
     d = graph.meta.get("processed_dir")
     return Path(d).parent / "partitions" if d else None
 
@@ -66,6 +67,7 @@ def cache_dir(
     graph: GraphStore, partitioner: Partitioner, num_parts: int, cache_root: str | os.PathLike,
     vertex_weight: torch.Tensor | None = None,
 ) -> Path:
+    """The cache folder of one book: graph checksum, partitioner, parts, config hash."""
     key = f"{partitioner.name}-p{num_parts}-{config_hash(partitioner, vertex_weight)}"
     return Path(os.path.expanduser(str(cache_root))) / graph_checksum(graph)[:16] / key
 
