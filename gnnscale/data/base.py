@@ -31,6 +31,15 @@ class DatasetConfig:
     feature_norm: FeatureNorm = FeatureNorm.none
 
 
+@dataclass
+class RawDatasetConfig(DatasetConfig):
+    """Fields of a dataset read from raw files: which one, and where its files are (None:
+    ``<root>/<name>/raw``, then the shared datasets folder)."""
+
+    name: str = ""
+    raw_dir: str | None = None
+
+
 def normalize_features(graph: GraphStore, norm: str) -> GraphStore:
     """``graph`` with its features transformed by ``norm`` (recorded in ``graph.meta``)."""
     graph.meta["feature_norm"] = norm

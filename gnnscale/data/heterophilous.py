@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gnnscale.data.base import Dataset, DatasetConfig
+from gnnscale.data.base import Dataset, RawDatasetConfig
 from gnnscale.data.convert import find_raw, index_split, raw_candidates, require_arrays
 from gnnscale.data.graph import GraphStore
 from gnnscale.registry import register
@@ -65,10 +65,9 @@ class HeterophilousDataset(Dataset):
 
 @register("dataset", "heterophilous")
 @dataclass
-class HeterophilousConfig(DatasetConfig):
+class HeterophilousConfig(RawDatasetConfig):
     """Option ``tolokers``."""
 
     _target_: str = "gnnscale.data.heterophilous.HeterophilousDataset"
     name: str = "tolokers"
-    raw_dir: str | None = None
     split: int = 0

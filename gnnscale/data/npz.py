@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnscale.data.base import Dataset, DatasetConfig
+from gnnscale.data.base import Dataset, RawDatasetConfig
 from gnnscale.data.convert import (
     check_csr,
     csr_to_dense,
@@ -139,12 +139,11 @@ def read_npz(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 @register("dataset", "npz")
 @dataclass
-class NpzConfig(DatasetConfig):
+class NpzConfig(RawDatasetConfig):
     """Options ``computers``, ``photo``, ``cs``, ``physics``."""
 
     _target_: str = "gnnscale.data.npz.NpzDataset"
     name: str = "computers"
-    raw_dir: str | None = None
     train_per_class: int = 20
     val_per_class: int = 30
     split_seed: int = 0

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnscale.data.base import Dataset, DatasetConfig
+from gnnscale.data.base import Dataset, RawDatasetConfig
 from gnnscale.data.convert import DatasetNotFoundError, find_raw, raw_candidates
 from gnnscale.data.graph import GraphStore
 from gnnscale.registry import register
@@ -128,10 +128,9 @@ class OgbNodeDataset(Dataset):
 
 @register("dataset", "ogb")
 @dataclass
-class OgbConfig(DatasetConfig):
+class OgbConfig(RawDatasetConfig):
     """Options ``arxiv``, ``products``, ``papers100m``."""
 
     _target_: str = "gnnscale.data.ogb.OgbNodeDataset"
     name: str = "arxiv"
-    raw_dir: str | None = None
     symmetrize: bool = True

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from gnnscale.data import safe_pickle
-from gnnscale.data.base import Dataset, DatasetConfig
+from gnnscale.data.base import Dataset, RawDatasetConfig
 from gnnscale.data.convert import find_raw, raw_candidates
 from gnnscale.data.graph import GraphStore
 from gnnscale.registry import register
@@ -100,9 +100,8 @@ def _spread(rows: torch.Tensor, at: torch.Tensor, n: int) -> torch.Tensor:
 
 @register("dataset", "planetoid")
 @dataclass
-class PlanetoidConfig(DatasetConfig):
+class PlanetoidConfig(RawDatasetConfig):
     """Options ``cora``, ``citeseer``, ``pubmed``."""
 
     _target_: str = "gnnscale.data.planetoid.PlanetoidDataset"
     name: str = "Cora"
-    raw_dir: str | None = None

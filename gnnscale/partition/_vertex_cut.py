@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from dataclasses import dataclass
 
 import torch
 
@@ -23,6 +24,15 @@ from gnnscale.partition.quality import evaluate
 
 EDGE_CUT_MASTERS = ("metis", "random", "range", "ldg", "fennel")
 MASTER_SOURCES = ("blocked",) + EDGE_CUT_MASTERS
+
+
+@dataclass
+class VertexCutConfig:
+    """Options every vertex-cut partitioner takes: its seed and where masters come from."""
+
+    _target_: str = ""
+    seed: int = 0
+    masters: str = "blocked"
 
 
 def edge_cut_partitioner(name: str, seed: int) -> Partitioner:

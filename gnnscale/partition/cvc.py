@@ -20,17 +20,16 @@ import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition._graph import edge_src
-from gnnscale.partition._vertex_cut import VertexCutPartitioner
+from gnnscale.partition._vertex_cut import VertexCutConfig, VertexCutPartitioner
 from gnnscale.registry import register
 
 
 @register("partitioner", "cvc")
 @dataclass
-class CvcConfig:
+class CvcConfig(VertexCutConfig):
     """``partitioner=cvc``'s options."""
+
     _target_: str = "gnnscale.partition.cvc.CvcPartitioner"
-    seed: int = 0
-    masters: str = "blocked"
     rows: int | None = None
     require_square: bool = False
 

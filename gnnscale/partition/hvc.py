@@ -11,17 +11,16 @@ import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition._graph import edge_src
-from gnnscale.partition._vertex_cut import VertexCutPartitioner
+from gnnscale.partition._vertex_cut import VertexCutConfig, VertexCutPartitioner
 from gnnscale.registry import register
 
 
 @register("partitioner", "hvc")
 @dataclass
-class HvcConfig:
+class HvcConfig(VertexCutConfig):
     """``partitioner=hvc``'s options."""
+
     _target_: str = "gnnscale.partition.hvc.HvcPartitioner"
-    seed: int = 0
-    masters: str = "blocked"
     threshold: int = 100
 
 

@@ -12,17 +12,16 @@ from dataclasses import dataclass
 import torch
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.partition._vertex_cut import VertexCutPartitioner
+from gnnscale.partition._vertex_cut import VertexCutConfig, VertexCutPartitioner
 from gnnscale.registry import register
 
 
 @register("partitioner", "iec")
 @dataclass
-class IecConfig:
+class IecConfig(VertexCutConfig):
     """``partitioner=iec``'s options."""
+
     _target_: str = "gnnscale.partition.iec.IecPartitioner"
-    seed: int = 0
-    masters: str = "blocked"
 
 
 class IecPartitioner(VertexCutPartitioner):

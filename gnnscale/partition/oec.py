@@ -11,17 +11,16 @@ from dataclasses import dataclass
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition._graph import edge_src
-from gnnscale.partition._vertex_cut import VertexCutPartitioner
+from gnnscale.partition._vertex_cut import VertexCutConfig, VertexCutPartitioner
 from gnnscale.registry import register
 
 
 @register("partitioner", "oec")
 @dataclass
-class OecConfig:
+class OecConfig(VertexCutConfig):
     """``partitioner=oec``'s options."""
+
     _target_: str = "gnnscale.partition.oec.OecPartitioner"
-    seed: int = 0
-    masters: str = "blocked"
 
 
 class OecPartitioner(VertexCutPartitioner):
