@@ -75,7 +75,7 @@ def test_candidates_keep_user_keys_and_get_their_best_settings(tmp_path):
     ("strategy.candidates=[data,nope]", "strategy.candidates"),
     ("strategy.candidates=[data,data]", "strategy.candidates"),
     ("strategy.criterion=modelled", "strategy.hardware"),
-    ("strategy.profile_epochs=0", "profile_epochs"),
+    ("strategy.profile_epochs=1", "profile_epochs must be >= 2"),
     ("strategy.rematch_rounds=-1", "rematch_rounds"),
     ("+strategy.options={split: {batch_size: 8}}", "not candidates"),
 ])
@@ -208,7 +208,7 @@ def test_resume_trains_on_the_recorded_choice_without_profiling(tmp_path):
     from gnnscale.runner.run import run
 
     common = (*TINY, "strategy=auto", "strategy.candidates=[data,fullgraph]",
-              "strategy.profile_epochs=1", "strategy.rematch_rounds=0")
+              "strategy.profile_epochs=2", "strategy.rematch_rounds=0")
     first = run(make_cfg(tmp_path, *common, "epochs=1"))
     chosen = first["auto"]["strategy"]
     profiled = sorted(p.name for p in (tmp_path / "run" / "auto").iterdir())

@@ -63,7 +63,7 @@ def test_outside_strategy_trains_on_two_ranks_like_one_process(tmp_path):
 def test_auto_profiles_the_outside_strategy(tmp_path):
     tmp = install(tmp_path)
     proc = train(tmp, "auto", "strategy=auto", "dist.world_size=2", "epochs=1",
-                 "strategy.profile_epochs=1", "strategy.rematch_rounds=0",
+                 "strategy.profile_epochs=2", "strategy.rematch_rounds=0",
                  "strategy.batch_size=128")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     decision = json.loads((tmp / "auto" / "auto.json").read_text())

@@ -112,8 +112,10 @@ def check_auto(cfg: DictConfig) -> None:
     if extra:
         raise ConfigError(f"strategy.options names {extra}, which are not candidates "
                           f"({names})")
-    if auto.profile_epochs < 1:
-        raise ConfigError(f"strategy.profile_epochs must be >= 1, got {auto.profile_epochs}")
+    if auto.profile_epochs < 2:
+        raise ConfigError(f"strategy.profile_epochs must be >= 2 (a full-graph strategy's "
+                          f"first epoch reports the initial parameters' loss: one epoch shows "
+                          f"no decrease), got {auto.profile_epochs}")
     if auto.rematch_rounds < 0 or auto.rematch_within < 0:
         raise ConfigError("strategy.rematch_rounds and strategy.rematch_within must be >= 0, "
                           f"got {auto.rematch_rounds} and {auto.rematch_within}")
