@@ -13,6 +13,8 @@ from gnnscale.registry import register
 @register("cache", "degree")
 @dataclass
 class DegreeCacheConfig(CacheConfig):
+    """``cache=degree``'s options."""
+
     _target_: str = "gnnscale.cache.degree.DegreePolicy"
 
 
@@ -22,4 +24,5 @@ class DegreePolicy(CachePolicy):
     name = "degree"
 
     def hotness(self, graph, **kwargs) -> torch.Tensor:
+        """Out-degree of every vertex (sampler, training set and seed unused)."""
         return graph.out_degree().to(torch.float64)

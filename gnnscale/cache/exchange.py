@@ -22,6 +22,8 @@ class Exchange:
 
     def fetch(self, ids: torch.Tensor, owners: torch.Tensor, serve: Serve,
               num_features: int, dtype: torch.dtype) -> torch.Tensor:
+        """Rows ``[len(ids), num_features]`` of ``dtype``, row ``i`` from rank ``owners[i]``;
+        ``serve`` answers the ids peers ask of this rank."""
         raise NotImplementedError
 
 
@@ -37,6 +39,8 @@ class DistExchange(Exchange):
 
     def fetch(self, ids: torch.Tensor, owners: torch.Tensor, serve: Serve,
               num_features: int, dtype: torch.dtype) -> torch.Tensor:
+        """Three ``all_to_all_single`` calls (counts, ids by owner, the rows ``serve`` reads for
+        peers); collective: every rank calls it, also with no ids."""
         device = ids.device
         order = torch.argsort(owners, stable=True)
         send_ids = ids[order].contiguous()
@@ -62,6 +66,7 @@ class LocalExchange(Exchange):
 
     def fetch(self, ids: torch.Tensor, owners: torch.Tensor, serve: Serve,
               num_features: int, dtype: torch.dtype) -> torch.Tensor:
+        """Reads each owner's rows straight from its in-process store; not collective."""
         rows = torch.empty(ids.numel(), num_features, dtype=dtype, device=ids.device)
         for rank in torch.unique(owners).tolist():
             sel = owners == rank

@@ -14,6 +14,8 @@ from gnnscale.registry import register
 @register("cache", "none")
 @dataclass
 class NoCacheConfig(CacheConfig):
+    """``cache=none``'s options."""
+
     _target_: str = "gnnscale.cache.none.NoCache"
 
 
@@ -23,7 +25,9 @@ class NoCache(CachePolicy):
     name = "none"
 
     def capacity(self, num_nodes: int, row_bytes: int, **kwargs) -> int:
+        """Always 0, whatever the budget."""
         return 0
 
     def hotness(self, graph, **kwargs) -> torch.Tensor:
+        """All zeros: no vertex is hotter than another."""
         return torch.zeros(graph.num_nodes, dtype=torch.float64)

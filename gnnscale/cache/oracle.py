@@ -20,6 +20,8 @@ from gnnscale.registry import register
 @register("cache", "oracle")
 @dataclass
 class OracleCacheConfig(CacheConfig):
+    """``cache=oracle``'s options."""
+
     _target_: str = "gnnscale.cache.oracle.OraclePolicy"
     epochs: int = 1
     first_epoch: int = 0
@@ -43,6 +45,8 @@ class OraclePolicy(CachePolicy):
     def hotness(self, graph, *, train_idx=None, sampler=None, batch_size: int = 1024,
                 seed: int = 0, visits: torch.Tensor | None = None, world_size: int = 1,
                 **kwargs) -> torch.Tensor:
+        """The true visit counts: ``visits`` (else the policy's own), or a replay of the measured
+        epochs on stream ``TRAIN``."""
         counts = visits if visits is not None else self.visits
         if counts is not None:
             counts = torch.as_tensor(counts).cpu().to(torch.float64)

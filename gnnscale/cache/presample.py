@@ -19,6 +19,8 @@ from gnnscale.registry import register
 @register("cache", "presample")
 @dataclass
 class PresampleCacheConfig(CacheConfig):
+    """``cache=presample``'s options."""
+
     _target_: str = "gnnscale.cache.presample.PresamplePolicy"
     epochs: int = 1
 
@@ -36,6 +38,7 @@ class PresamplePolicy(CachePolicy):
 
     def hotness(self, graph, *, train_idx=None, sampler=None, batch_size: int = 1024,
                 seed: int = 0, world_size: int = 1, **kwargs) -> torch.Tensor:
+        """:meth:`rank` of the :meth:`counts` of the K pre-sampled epochs."""
         counts = self.counts(graph, train_idx=train_idx, sampler=sampler,
                              batch_size=batch_size, seed=seed, world_size=world_size)
         return self.rank(graph, counts)

@@ -14,6 +14,8 @@ from gnnscale.sampling.schedule import mix_seed
 @register("cache", "random")
 @dataclass
 class RandomCacheConfig(CacheConfig):
+    """``cache=random``'s options."""
+
     _target_: str = "gnnscale.cache.random.RandomPolicy"
     seed: int | None = None
 
@@ -28,6 +30,7 @@ class RandomPolicy(CachePolicy):
         self.seed = seed
 
     def hotness(self, graph, *, seed: int = 0, **kwargs) -> torch.Tensor:
+        """Uniform random scores keyed by ``self.seed`` (else the run's ``seed``)."""
         s = self.seed if self.seed is not None else seed
         gen = torch.Generator().manual_seed(mix_seed(s, 0x5EED))
         return torch.rand(graph.num_nodes, generator=gen, dtype=torch.float64)

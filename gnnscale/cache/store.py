@@ -96,22 +96,27 @@ class FeatureStore:
     # -- properties --------------------------------------------------------------------------
     @property
     def num_nodes(self) -> int:
+        """Vertices in the feature table."""
         return int(self.host.shape[0])
 
     @property
     def num_features(self) -> int:
+        """Features per row."""
         return int(self.host.shape[1])
 
     @property
     def row_bytes(self) -> int:
+        """Bytes of one feature row."""
         return self.num_features * self.host.element_size()
 
     @property
     def num_cached(self) -> int:
+        """Rows in this rank's device tier."""
         return int(self.cached_ids.numel())
 
     @property
     def cache_bytes(self) -> int:
+        """Bytes of this rank's device tier."""
         return self.num_cached * self.row_bytes
 
     @property
@@ -207,6 +212,7 @@ class FeatureStore:
         return _with_rates(totals)
 
     def reset_epoch(self) -> None:
+        """Zero the counters :meth:`epoch_stats` reports."""
         self.totals = dict.fromkeys(COUNTERS, 0)
 
 

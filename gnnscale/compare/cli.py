@@ -14,6 +14,7 @@ from gnnscale.compare.table import build_rows, default_target, markdown, report
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line: run folders, ``--target-acc``, ``--hardware`` and ``--out``."""
     p = argparse.ArgumentParser(prog="compare", description=__doc__)
     p.add_argument("runs", nargs="+", help="run folders (each with results.json)")
     p.add_argument("--target-acc", type=float, default=None,
@@ -26,6 +27,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Write ``compare.md``, ``compare.json`` and the figure for the runs; 2 when they cannot
+    be read or compared."""
     args = parse_args(argv)
     try:
         runs = [load_run(p) for p in args.runs]

@@ -42,10 +42,12 @@ class Run:
 
     @property
     def metric(self) -> str:
+        """Name of the validation score (the summary's ``metric``, default ``acc``)."""
         return str(self.summary.get("metric") or "acc")
 
     @property
     def world_size(self) -> int:
+        """Ranks the run trained on (summary, else ``dist.world_size``, else 1)."""
         return int(self.summary.get("world_size") or self.config.get("dist", {}).get(
             "world_size", 1))
 

@@ -36,6 +36,7 @@ class Projection:
     modelled: bool = True
 
     def as_dict(self) -> dict:
+        """The projection as a plain dict (for JSON)."""
         return asdict(self)
 
 

@@ -170,6 +170,7 @@ def _entry(what: str, hardware: str, projected: float, published: tuple | None, 
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
+    """The comparison rows as a markdown table."""
     lines = ["| comparison | hardware | projected (modelled) | published | measured here (CPU) "
              "| gap |", "|---|---|---|---|---|---|"]
     for r in rows:
@@ -183,6 +184,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Project each paper's comparison (and ``--runs``), print the table, write the JSON to
+    ``--out``."""
     p = argparse.ArgumentParser(prog="gnnscale.cost.papers", description=__doc__)
     p.add_argument("--results", type=Path, default=ROOT / "docs" / "results")
     p.add_argument("--runs", nargs="*", default=[], help="run folders of one comparison")

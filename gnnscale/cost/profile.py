@@ -37,6 +37,7 @@ class HardwareProfile:
 
     @property
     def devices(self) -> int:
+        """Devices in the testbed (``nodes * devices_per_node``)."""
         return self.nodes * self.devices_per_node
 
 

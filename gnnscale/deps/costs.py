@@ -17,6 +17,8 @@ import torch.distributed as dist
 
 @dataclass
 class Costs:
+    """Per-dimension seconds: a vertex-update multiply-add, an edge per feature, a float sent."""
+
     t_vertex: float
     t_edge: float
     t_comm: float

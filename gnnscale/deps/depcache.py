@@ -13,12 +13,17 @@ from gnnscale.registry import register
 @register("deps", "depcache")
 @dataclass
 class DepCacheConfig:
+    """``deps=depcache``'s options."""
+
     _target_: str = "gnnscale.deps.depcache.DepCache"
 
 
 class DepCache(DependencyManager):
+    """Replicates every remote dependency: no communication, each rank its whole k-hop input."""
+
     replicates_all = True
 
     def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor,
              mem_bytes: torch.Tensor | None = None, budget: int | None = None) -> torch.Tensor:
+        """All True: every candidate is replicated."""
         return torch.ones_like(torch.as_tensor(recompute_cost), dtype=torch.bool)

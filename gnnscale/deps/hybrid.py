@@ -33,6 +33,8 @@ class CostsConfig:
 @register("deps", "hybrid")
 @dataclass
 class HybridConfig:
+    """``deps=hybrid``'s options."""
+
     _target_: str = "gnnscale.deps.hybrid.Hybrid"
     memory_cap_mb: float = 256.0  # replicated features + rows + edges per rank, at most
     comm_weight: float = 1.0  # scales the communication cost (>1 favours replication)
@@ -42,6 +44,9 @@ class HybridConfig:
 
 
 class Hybrid(DependencyManager):
+    """NeutronStar's hybrid: replicates where recomputing is cheaper than communicating, within
+    ``memory_cap_mb``."""
+
     replicates_all = False
 
     def __init__(self, memory_cap_mb: float = 256.0, comm_weight: float = 1.0, mu: float = 1.0,
@@ -63,6 +68,8 @@ class Hybrid(DependencyManager):
 
     def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor,
              mem_bytes: torch.Tensor | None = None, budget: int | None = None) -> torch.Tensor:
+        """:func:`greedy` with this manager's ``mu`` (``comm_cost`` already carries
+        ``comm_weight``)."""
         # comm_cost comes from layer_costs, which already applies comm_weight
         return greedy(recompute_cost, comm_cost, mem_bytes, budget, self.mu)
 
@@ -73,9 +80,11 @@ class Hybrid(DependencyManager):
         return self.costs
 
     def prepare_costs(self) -> Costs:
+        """The probed or configured costs; raises before :meth:`prepare`."""
         if self.costs is None:
             raise RuntimeError("call prepare() before layer_costs()")
         return self.costs
 
     def budget_bytes(self) -> int:
+        """``memory_cap_mb`` in bytes."""
         return int(self.memory_cap_mb * 2**20)

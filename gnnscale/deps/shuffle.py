@@ -33,9 +33,11 @@ class ShuffleStats:
     bytes_backward: int = 0
 
     def reset(self) -> None:
+        """Zero every figure."""
         self.seconds, self.bytes_sent, self.bytes_forward, self.bytes_backward = 0.0, 0, 0, 0
 
     def add(self, seconds: float, nbytes: int, backward: bool) -> None:
+        """Count one exchange: ``seconds`` and ``nbytes`` sent, forward or backward."""
         self.seconds += seconds
         self.bytes_sent += nbytes
         if backward:
@@ -106,6 +108,8 @@ class Shuffle(torch.autograd.Function):
     def forward(ctx, x: torch.Tensor, send_idx: torch.Tensor, send_counts: list[int],
                 recv_counts: list[int], group=None, stats: ShuffleStats | None = None,
                 ring: bool = False, pending: _Pending | None = None):
+        """Send ``x[send_idx]`` to the peers slice by slice (or wait on ``pending``, already
+        started); the received rows."""
         ctx.save_for_backward(send_idx)
         ctx.num_rows, ctx.counts, ctx.group, ctx.stats = x.shape[0], (send_counts, recv_counts), \
             group, stats
@@ -117,6 +121,7 @@ class Shuffle(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
+        """Send the received rows' gradients back and sum them into ``x``'s rows (``index_add``)."""
         (send_idx,) = ctx.saved_tensors
         send_counts, recv_counts = ctx.counts
         back = _start(grad, recv_counts, send_counts, ctx.group, ctx.stats, True,

@@ -341,6 +341,8 @@ class GNN(nn.Module):
         return dims
 
     def forward(self, x: torch.Tensor, blocks: list[Block]) -> torch.Tensor:
+        """Every layer in turn on its block (``blocks`` input layer first); ``x`` holds layer 0's
+        sources."""
         if len(blocks) != self.num_layers:
             raise ValueError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model")
         for i, block in enumerate(blocks):

@@ -24,6 +24,8 @@ from gnnscale.sampling.base import Block
 @register("model", "gat")
 @dataclass
 class GATConfig(ModelConfig):
+    """``model=gat``'s options."""
+
     _target_: str = "gnnscale.models.gat.GAT"
     heads: int = 4
     out_heads: int = 1
@@ -31,6 +33,9 @@ class GATConfig(ModelConfig):
 
 
 class GAT(GNN):
+    """Multi-head GAT: hidden layers concatenate ``heads`` heads, the last averages
+    ``out_heads``."""
+
     #: Attention weighs each edge by a softmax over all of the destination's in-edges, so a
     #: partial aggregate over some of them is not a summand of the whole: edge-cuts only.
     splittable = False
@@ -43,17 +48,21 @@ class GAT(GNN):
         super().__init__(in_channels, out_channels, hidden=hidden, **kw)
 
     def why_not_splittable(self) -> str:
+        """Always a reason: the attention softmax spans all of a vertex's in-edges."""
         return ("GAT cannot be split into aggregate and update (its attention softmax spans all "
                 "of a vertex's in-edges), so it cannot run on a vertex-cut: use an edge-cut "
                 "partitioner (metis, random, range, ldg, fennel)")
 
     @classmethod
     def why_not_weighted(cls, options: Mapping[str, Any]) -> str:
+        """Always a reason: attention learns its own edge weights."""
         return ("GAT learns its own edge weights (attention) and cannot use the visit counts "
                 "sampler=random_walk gives as edge weights: use model=sage (PinSAGE's "
                 "importance pooling), gcn or gin, or sampler=neighbor")
 
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> GATConv:
+        """A GATConv: ``heads`` concatenated heads in hidden layers, ``out_heads`` averaged in the
+        last."""
         if layer == self.num_layers - 1:
             return GATConv(in_dim, out_dim, heads=self.out_heads, concat=False,
                            dropout=self.attn_dropout)
@@ -63,6 +72,7 @@ class GAT(GNN):
     sparse_conv = False  # attention weighs each edge: messages per edge
 
     def conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
+        """The base conv, refusing weighted blocks and attention dropout under keyed dropout."""
         if block.edge_weight is not None:
             raise ValueError(self.why_not_weighted({}))
         if self.training and self.attn_dropout > 0 and self.dropout_key is not None:

@@ -48,6 +48,8 @@ NORMS = tuple(n.value for n in GCNNorm)
 @register("model", "gcn")
 @dataclass
 class GCNConfig(ModelConfig):
+    """``model=gcn``'s options."""
+
     _target_: str = "gnnscale.models.gcn.GCN"
     gcn_norm: GCNNorm = GCNNorm.block
 
@@ -75,6 +77,8 @@ def block_gcn_norm(block: Block) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class GCN(GNN):
+    """GCN normalised by block or graph degrees (``gcn_norm``, see the module docstring)."""
+
     def __init__(self, in_channels: int, out_channels: int, gcn_norm: str = "block",
                  **kw) -> None:
         if gcn_norm not in NORMS:
@@ -84,10 +88,12 @@ class GCN(GNN):
         self.register_buffer("deg_inv_sqrt", None, persistent=False)
 
     def bind_graph(self, graph: GraphStore) -> None:
+        """Keep every vertex's ``1 / sqrt(deg_in + 1)`` (for ``gcn_norm=graph`` and the split)."""
         deg = graph.in_degree().float() + 1.0
         self.deg_inv_sqrt = deg.rsqrt().to(next(self.parameters()).device)
 
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> GCNConv:
+        """A GCNConv without its own self loops or normalisation (the edge weights carry them)."""
         return GCNConv(in_dim, out_dim, add_self_loops=False, normalize=False)
 
     def graph_norm(self, block: Block) -> tuple[torch.Tensor, torch.Tensor]:
@@ -101,6 +107,7 @@ class GCN(GNN):
 
     @classmethod
     def why_not_weighted(cls, options: Mapping[str, Any]) -> str | None:
+        """None for ``gcn_norm=block``; the graph's degrees cannot weigh visit counts."""
         norm = options.get("gcn_norm", "block")
         norm = getattr(norm, "value", norm)
         if norm == GCNNorm.block.value:
@@ -110,9 +117,11 @@ class GCN(GNN):
                 "model.gcn_norm=block (weighted degrees, as PyG's GCNConv with edge_weight)")
 
     def options(self) -> Mapping[str, Any]:
+        """The ``gcn_norm`` option (what :meth:`why_not_weighted` looks at)."""
         return {"gcn_norm": self.gcn_norm}
 
     def conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
+        """The GCNConv on the block as a sparse matrix of normalised weights (self loops too)."""
         if block.edge_weight is not None:
             why = self.why_not_weighted(self.options())
             if why is not None:
@@ -124,15 +133,18 @@ class GCN(GNN):
 
     @property
     def splittable(self) -> bool:  # type: ignore[override]
+        """True for ``gcn_norm=graph`` only (block degrees do not add up across parts)."""
         return self.gcn_norm == "graph"
 
     def why_not_splittable(self) -> str | None:
+        """None for ``gcn_norm=graph``, else why block degrees cannot be split."""
         if self.splittable:
             return None
         return ("GCN with model.gcn_norm=block weighs edges by degrees inside each block, which "
                 "do not add up across parts: use model.gcn_norm=graph to split it")
 
     def edge_weight(self, layer: int, block: Block) -> torch.Tensor:
+        """``1 / sqrt((deg(u) + 1) (deg(v) + 1))`` per edge, with the bound graph's degrees."""
         if self.deg_inv_sqrt is None or block.src_ids is None:
             raise ValueError("GCN.aggregate needs the graph's degrees (bind_graph) and blocks "
                              "that carry src_ids")
@@ -141,11 +153,14 @@ class GCN(GNN):
         return s[src] * s[dst]
 
     def pre_linear(self, layer: int) -> nn.Module:
+        """The conv's ``lin``."""
         return self.convs[layer].lin
 
     def conv_update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
                     dst_ids: torch.Tensor | None = None,
                     z_dst: torch.Tensor | None = None) -> torch.Tensor:
+        """Adds the self loop ``x_v / (deg(v) + 1)``, then ``lin`` (unless reordered) and the
+        bias."""
         self.check_splittable()
         if dst_ids is None or self.deg_inv_sqrt is None:
             raise ValueError("GCN.update needs the destinations' global ids and bind_graph")

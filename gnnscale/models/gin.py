@@ -26,28 +26,37 @@ from gnnscale.sampling.base import Block
 @register("model", "gin")
 @dataclass
 class GINConfig(ModelConfig):
+    """``model=gin``'s options."""
+
     _target_: str = "gnnscale.models.gin.GIN"
     train_eps: bool = True
 
 
 class GIN(GNN):
+    """GIN with a two-layer MLP per conv and, with ``train_eps``, a learned ``eps``."""
+
     def __init__(self, in_channels: int, out_channels: int, train_eps: bool = True, **kw) -> None:
         self.train_eps = train_eps
         super().__init__(in_channels, out_channels, **kw)
 
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> GINConv:
+        """A GINConv on ``Linear, ReLU, Linear``."""
         mlp = nn.Sequential(nn.Linear(in_dim, out_dim), nn.ReLU(), nn.Linear(out_dim, out_dim))
         return GINConv(mlp, train_eps=self.train_eps)
 
     def edge_weight(self, layer: int, block: Block) -> torch.Tensor | None:
+        """The block's own weights (visit counts), else None: a plain sum."""
         return block.edge_weight
 
     def pre_linear(self, layer: int) -> nn.Module:
+        """The MLP's first Linear."""
         return self.convs[layer].nn[0]
 
     def conv_update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
                     dst_ids: torch.Tensor | None = None,
                     z_dst: torch.Tensor | None = None) -> torch.Tensor:
+        """``nn((1 + eps) x_v + agg)``; reordered, the first Linear's bias, then the rest of the
+        MLP."""
         conv = self.convs[layer]
         if z_dst is None:
             return conv.nn((1 + conv.eps) * x_dst + agg)

@@ -31,11 +31,15 @@ SPLIT_AGGRS = ("mean", "sum")
 @register("model", "sage")
 @dataclass
 class SAGEConfig(ModelConfig):
+    """``model=sage``'s options."""
+
     _target_: str = "gnnscale.models.sage.SAGE"
     aggr: str = "mean"
 
 
 class SAGE(GNN):
+    """GraphSAGE with aggregator ``aggr`` (mean or sum to split or weigh edges)."""
+
     def __init__(self, in_channels: int, out_channels: int, aggr: str = "mean", **kw) -> None:
         self.aggr = aggr
         super().__init__(in_channels, out_channels, **kw)
@@ -43,30 +47,37 @@ class SAGE(GNN):
 
     @property
     def splittable(self) -> bool:  # type: ignore[override]
+        """True for ``aggr`` mean or sum."""
         return self.aggr in SPLIT_AGGRS
 
     def why_not_splittable(self) -> str | None:
+        """None for ``aggr`` mean or sum, else the reason."""
         if self.splittable:
             return None
         return (f"SAGE with model.aggr={self.aggr!r} cannot be split into aggregate and update "
                 f"(sum-reducible partials): use model.aggr in {SPLIT_AGGRS}")
 
     def bind_graph(self, graph: GraphStore) -> None:
+        """Keep every vertex's in-degree (the split mean divides by it)."""
         self.in_deg = graph.in_degree().float().to(next(self.parameters()).device)
 
     @property
     def sparse_conv(self) -> bool:  # type: ignore[override]
+        """True for mean, sum and add (a sparse matrix product); False for max and the others."""
         return self.aggr in ("mean", "sum", "add")
 
     @property
     def preaggregatable(self) -> bool:
+        """True for mean, sum and add without residual blocks."""
         return self.aggr in ("mean", "sum", "add") and not self.residual
 
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> SAGEConv:
+        """A SAGEConv with ``aggr``."""
         return SAGEConv(in_dim, out_dim, aggr=self.aggr)
 
     @classmethod
     def why_not_weighted(cls, options: Mapping[str, Any]) -> str | None:
+        """None for mean (PinSAGE's importance pooling) or sum, else the reason."""
         aggr = options.get("aggr", "mean")
         if aggr in SPLIT_AGGRS:
             return None
@@ -75,9 +86,12 @@ class SAGE(GNN):
                 f"pooling) or sum")
 
     def options(self) -> Mapping[str, Any]:
+        """The ``aggr`` option (what :meth:`why_not_weighted` looks at)."""
         return {"aggr": self.aggr}
 
     def edge_weight(self, layer: int, block: Block) -> torch.Tensor | None:
+        """Weighted blocks: importance weights (mean) or the raw weights (sum); else
+        ``1 / deg(v)`` (mean) or None (sum)."""
         if block.edge_weight is not None:
             return importance_weights(block) if self.aggr == "mean" else block.edge_weight
         if self.aggr == "sum":
@@ -90,11 +104,13 @@ class SAGE(GNN):
         return deg.clamp(min=1.0).reciprocal()[dst]
 
     def pre_linear(self, layer: int) -> nn.Module:
+        """The conv's ``lin_l``."""
         return self.convs[layer].lin_l
 
     def conv_update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
                     dst_ids: torch.Tensor | None = None,
                     z_dst: torch.Tensor | None = None) -> torch.Tensor:
+        """``lin_l(agg) + lin_r(x_v)``; reordered, only ``lin_l``'s bias is added to ``agg``."""
         self.check_splittable()
         conv = self.convs[layer]
         out = conv.lin_l(agg) if z_dst is None else agg + conv.lin_l.bias

@@ -13,12 +13,16 @@ from gnnscale.registry import register
 @register("optim", "adam")
 @dataclass
 class AdamConfig(OptimConfig):
+    """``optim=adam``'s options."""
+
     _target_: str = "gnnscale.optim.adam.Adam"
     beta1: float = 0.9
     beta2: float = 0.999
 
 
 class Adam(OptimizerFactory):
+    """Adam with betas ``(beta1, beta2)``; weight decay added to the gradient (L2)."""
+
     def __init__(self, lr: float = 0.003, weight_decay: float = 0.0,
                  weight_decay_layers: list[int] | None = None, beta1: float = 0.9,
                  beta2: float = 0.999) -> None:
@@ -29,4 +33,5 @@ class Adam(OptimizerFactory):
         self.betas = (beta1, beta2)
 
     def build(self, groups: list[dict]) -> torch.optim.Optimizer:
+        """``torch.optim.Adam`` over ``groups``."""
         return torch.optim.Adam(groups, lr=self.lr, betas=self.betas)

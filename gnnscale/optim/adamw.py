@@ -13,10 +13,15 @@ from gnnscale.registry import register
 @register("optim", "adamw")
 @dataclass
 class AdamWConfig(AdamConfig):
+    """``optim=adamw``'s options."""
+
     _target_: str = "gnnscale.optim.adamw.AdamW"
     weight_decay: float = 0.01
 
 
 class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter)."""
+
     def build(self, groups: list[dict]) -> torch.optim.Optimizer:
+        """``torch.optim.AdamW`` over ``groups`` (decay applied to the weights)."""
         return torch.optim.AdamW(groups, lr=self.lr, betas=self.betas)

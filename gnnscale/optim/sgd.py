@@ -13,6 +13,8 @@ from gnnscale.registry import register
 @register("optim", "sgd")
 @dataclass
 class SGDConfig(OptimConfig):
+    """``optim=sgd``'s options."""
+
     _target_: str = "gnnscale.optim.sgd.SGD"
     lr: float = 0.01
     momentum: float = 0.0
@@ -20,6 +22,8 @@ class SGDConfig(OptimConfig):
 
 
 class SGD(OptimizerFactory):
+    """SGD with ``momentum`` (Nesterov's when ``nesterov``)."""
+
     def __init__(self, lr: float = 0.01, weight_decay: float = 0.0,
                  weight_decay_layers: list[int] | None = None, momentum: float = 0.0,
                  nesterov: bool = False) -> None:
@@ -31,5 +35,6 @@ class SGD(OptimizerFactory):
         self.momentum, self.nesterov = momentum, nesterov
 
     def build(self, groups: list[dict]) -> torch.optim.Optimizer:
+        """``torch.optim.SGD`` over ``groups`` with ``momentum`` and ``nesterov``."""
         return torch.optim.SGD(groups, lr=self.lr, momentum=self.momentum,
                                nesterov=self.nesterov)

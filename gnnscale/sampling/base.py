@@ -34,17 +34,21 @@ class Block:
 
     @property
     def num_src(self) -> int:
+        """Sources of the block (destinations first)."""
         return self.size[0]
 
     @property
     def num_dst(self) -> int:
+        """Destinations of the block."""
         return self.size[1]
 
     @property
     def num_edges(self) -> int:
+        """Edges of the block."""
         return int(self.edge_index.shape[1])
 
     def to(self, device: torch.device | str) -> Block:
+        """The block with its tensors on ``device`` (non-blocking copies)."""
         ids = None if self.src_ids is None else self.src_ids.to(device, non_blocking=True)
         w = None if self.edge_weight is None else self.edge_weight.to(device, non_blocking=True)
         return Block(self.edge_index.to(device, non_blocking=True), self.size, ids, w)
@@ -65,13 +69,16 @@ class MiniBatch:
 
     @property
     def targets(self) -> torch.Tensor:
+        """Global ids of the seed vertices."""
         return self.n_id[: self.num_targets]
 
     @property
     def num_edges(self) -> int:
+        """Edges over all blocks."""
         return sum(b.num_edges for b in self.blocks)
 
     def to(self, device: torch.device | str) -> MiniBatch:
+        """The mini-batch with its ids and blocks on ``device``."""
         return MiniBatch(self.n_id.to(device, non_blocking=True),
                          [b.to(device) for b in self.blocks], self.num_targets)
 

@@ -54,6 +54,7 @@ class NeighborSampler(Sampler):
         return 1
 
     def sample(self, graph: GraphStore, seeds: torch.Tensor, seed: int = 0) -> MiniBatch:
+        """The ``fanouts`` hops in the native sampler (``weighted``: by ``graph.edge_weight``)."""
         weights = None
         if self.weighted:
             if graph.edge_weight is None:

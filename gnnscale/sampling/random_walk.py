@@ -48,6 +48,7 @@ class RandomWalkSampler(Sampler):
     threads_for_call = NeighborSampler.threads_for_call
 
     def sample(self, graph: GraphStore, seeds: torch.Tensor, seed: int = 0) -> MiniBatch:
+        """Per hop, each vertex's ``top_k`` most walk-visited vertices, visit counts as weights."""
         n_id = torch.as_tensor(seeds).reshape(-1)
         if n_id.is_floating_point() or n_id.dtype == torch.bool:
             raise TypeError(f"seeds must hold integer vertex ids, got {n_id.dtype}")

@@ -151,10 +151,12 @@ class SamplerPool:
 
     @property
     def pids(self) -> list[int | None]:
+        """Process ids of the workers (None before one starts)."""
         return [p.pid for p in self._procs]
 
     @property
     def closed(self) -> bool:
+        """True once the workers are stopped (:meth:`close`)."""
         return not self._finalizer.alive
 
     def close(self) -> None:

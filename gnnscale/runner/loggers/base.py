@@ -6,6 +6,8 @@ from abc import ABC, abstractmethod
 
 
 class Logger(ABC):
+    """An experiment tracker the runner calls on rank 0: start, once per epoch, finish."""
+
     @abstractmethod
     def start(self, config: dict, run_dir: str) -> None:
         """Open the run, recording its config."""

@@ -17,6 +17,8 @@ MODES = ("offline", "online", "disabled")
 @register("logger", "wandb")
 @dataclass
 class WandbConfig:
+    """``logger=wandb``'s options."""
+
     _target_: str = "gnnscale.runner.loggers.wandb.WandbLogger"
     project: str = "gnnscale"
     entity: str | None = None
@@ -26,6 +28,8 @@ class WandbConfig:
 
 
 class WandbLogger(Logger):
+    """Logs to wandb (``mode`` offline, online or disabled)."""
+
     def __init__(self, project: str = "gnnscale", entity: str | None = None,
                  mode: str = "offline", name: str | None = None,
                  tags: list[str] | None = None) -> None:
@@ -36,6 +40,7 @@ class WandbLogger(Logger):
         self.run = None
 
     def start(self, config: dict, run_dir: str) -> None:
+        """``wandb.init`` in ``run_dir``, wandb's cache, config and data folders under it too."""
         import wandb
 
         os.environ.setdefault("WANDB_SILENT", "true")
@@ -50,9 +55,11 @@ class WandbLogger(Logger):
                               reinit="finish_previous")
 
     def log_epoch(self, epoch: int, metrics: dict) -> None:
+        """``run.log`` the metrics at step ``epoch``."""
         self.run.log(metrics, step=epoch)
 
     def finish(self, summary: dict) -> None:
+        """Copy the summary into the run's summary and finish the run."""
         for k, v in summary.items():
             self.run.summary[k] = v
         self.run.finish()
