@@ -13,6 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from gnnscale.compare.runs import flatten
 from gnnscale.runner import checkpoint
 
 SAFE_KEYS = ("epochs", "eval_every", "eval_batch_size", "progress", "checkpoint", "resume",
@@ -23,16 +24,6 @@ SAFE_KEYS = ("epochs", "eval_every", "eval_batch_size", "progress", "checkpoint"
 
 class ResumeError(ValueError):
     """``resume=true`` with a config the checkpoint cannot continue exactly."""
-
-
-def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a.b": leaf}`` for every leaf of nested dicts (lists are leaves)."""
-    if not isinstance(tree, dict):
-        return {prefix: tree}
-    out: dict[str, Any] = {}
-    for k, v in tree.items():
-        out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-    return out
 
 
 def _safe(key: str) -> bool:
