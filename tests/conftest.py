@@ -1,15 +1,28 @@
-"""Shared fixtures: copies of the real datasets in ../shared/datasets and a tiny synthetic graph."""
+"""Shared fixtures: copies of the real datasets in ../shared/datasets and a tiny synthetic graph.
+
+The session's temp files (PyG's generated modules, multiprocessing's ``pymp-*``, torchrun's
+``torchelastic_*``, those of every train.py it starts) go to a private folder removed at its
+end, or by the next session when this one is killed; ``tmp_path`` stays where pytest keeps it.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.distributed.guard import run_temp_dir
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point ``$TMPDIR`` (inherited by ranks and subprocesses) at the session's own folder."""
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())  # tmp_path's root
+    run_temp_dir()
 
 
 def shared_datasets_root() -> Path:

@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import torch
 import torch.distributed as dist
+
+from gnnscale.distributed.topology import run_timeout
+
+
+def new_group(ranks: Sequence[int] | None = None, backend: str | None = None,
+              **kwargs: Any) -> dist.ProcessGroup:
+    """``dist.new_group(ranks, backend=backend, ...)`` with the run's deadline
+    (``dist.timeout_s``, as the world group has) instead of PyTorch's 30-minute default for
+    subgroups; every rank of the world must call it, in the same order."""
+    if "timeout" in kwargs:
+        raise TypeError("new_group takes the run's deadline (dist.timeout_s); pass no timeout")
+    ranks = None if ranks is None else list(ranks)
+    return dist.new_group(ranks, timeout=run_timeout(), backend=backend, **kwargs)
 
 
 def comm_device(group: dist.ProcessGroup | None = None) -> torch.device:

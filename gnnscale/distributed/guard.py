@@ -1,4 +1,5 @@
-"""No orphaned ranks: a rank ends within seconds of its launcher's death, however it died.
+"""No orphaned ranks: a rank ends within seconds of its launcher's death, however it died, and
+no temp folder outlives the process that made it for longer than the next run's start.
 
 On Linux the kernel sends the rank SIGTERM when its parent dies (``PR_SET_PDEATHSIG``); a
 watchdog thread that polls the parent pid is the fallback everywhere. SIGTERM raises
@@ -6,18 +7,27 @@ watchdog thread that polls the parent pid is the fallback everywhere. SIGTERM ra
 stopped, the process group destroyed); a rank stuck in native code is ended after a grace
 period. The launcher turns SIGTERM/SIGHUP into :class:`Terminated` too, stops its ranks and
 exits non-zero.
+
+A launching process keeps its temp files (its ranks', PyG's generated modules, the fork
+server's socket) in one private folder, :func:`run_temp_dir`, removed at its exit; a folder
+whose process was killed is removed by the next one that starts.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
+import re
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from multiprocessing import process, util
 
 PR_SET_PDEATHSIG = 1
 POLL_S = 0.2
@@ -69,6 +79,24 @@ def _kill_children() -> None:
                 os.kill(int(pid), signal.SIGKILL)
         except (OSError, IndexError, ValueError):
             continue
+
+
+def process_state(pid: int | None) -> str | None:
+    """``pid``'s state letter from ``/proc`` (``R`` running, ``S`` sleeping, ``T`` stopped,
+    ``t`` stopped by a debugger, ``Z`` zombie, ...); None when it is gone or unknown."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def is_stopped(pid: int | None) -> bool:
+    """Whether ``pid`` is stopped (SIGSTOP, SIGTSTP, a debugger): it runs no code, answers no
+    peer and acts on no signal but SIGKILL until it is continued."""
+    return process_state(pid) in ("T", "t")
 
 
 def _alive(pid: int) -> bool:
@@ -136,3 +164,108 @@ def launcher_signals() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+# -- temp folders -----------------------------------------------------------------------------
+RUN_TEMP_PREFIX = "gnnscale-run-"
+_RUN_TEMP = re.compile(re.escape(RUN_TEMP_PREFIX) + r"(\d+)-")
+_LOCK = ".owner.lock"  # held (flock) by the owning process while it lives
+_ALSO = ".also-remove"  # folders elsewhere the owner made before its own (multiprocessing's)
+_run_temp: dict[int, tuple[str, int]] = {}  # pid -> (folder, lock fd)
+
+
+def _owner_gone(path: str, pid: int) -> bool:
+    """True when ``pid`` is not alive and nothing holds the folder's lock (a process of the
+    same pid in another pid namespace would hold it)."""
+    if _alive(pid):
+        return False
+    try:
+        fd = os.open(os.path.join(path, _LOCK), os.O_RDONLY)
+    except FileNotFoundError:
+        return True  # killed between creating the folder and its lock
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def remove_stale_temp_dirs(parent: str | None = None) -> list[str]:
+    """Remove the :func:`run_temp_dir` folders in ``parent`` (the temp folder) whose owner
+    process is gone, with the folders they recorded as theirs; returns what was removed.
+
+    Only this user's folders named ``gnnscale-run-<pid>-*`` whose pid is not alive and whose
+    lock nobody holds are touched."""
+    parent = parent or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return removed
+    for name in names:
+        m = _RUN_TEMP.match(name)
+        path = os.path.join(parent, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not m or not os.path.isdir(path) or os.path.islink(path) or st.st_uid != os.getuid():
+            continue
+        if not _owner_gone(path, int(m.group(1))):
+            continue
+        for other in _recorded(path, parent):
+            shutil.rmtree(other, ignore_errors=True)
+            removed.append(other)
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _recorded(path: str, parent: str) -> list[str]:
+    """The folders ``path`` recorded as its owner's: only multiprocessing's (``pymp-*``),
+    only beside it."""
+    try:
+        with open(os.path.join(path, _ALSO)) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    return [p for p in lines if os.path.dirname(p) == parent
+            and os.path.basename(p).startswith("pymp-") and os.path.isdir(p)]
+
+
+def run_temp_dir() -> str:
+    """This process's private temp folder, ``<temp folder>/gnnscale-run-<pid>-*``: made on the
+    first call, it becomes the process's ``$TMPDIR`` and ``tempfile.tempdir`` (so what the
+    process and its ranks write there -- PyG's generated modules, the ranks' folders, the fork
+    server's socket -- lands in it) and is removed at exit; stale ones of processes that are
+    gone (SIGKILLed) are removed first."""
+    pid = os.getpid()
+    if pid in _run_temp:
+        return _run_temp[pid][0]
+    parent = tempfile.gettempdir()
+    remove_stale_temp_dirs(parent)
+    path = tempfile.mkdtemp(prefix=f"{RUN_TEMP_PREFIX}{pid}-", dir=parent)
+    fd = os.open(os.path.join(path, _LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel however this process ends
+    mp_temp = getattr(process.current_process(), "_config", {}).get("tempdir")
+    if mp_temp and os.path.dirname(mp_temp) == parent:  # made before this folder: record it
+        with open(os.path.join(path, _ALSO), "w") as f:
+            f.write(f"{mp_temp}\n")
+    _run_temp[pid] = (path, fd)
+    os.environ["TMPDIR"] = path
+    tempfile.tempdir = path
+    # after multiprocessing's own exit clean-up (its folder may be in this one: priority -100)
+    util.Finalize(None, _remove_run_temp, args=(pid,), exitpriority=-200)
+    return path
+
+
+def _remove_run_temp(pid: int) -> None:
+    if os.getpid() != pid or pid not in _run_temp:
+        return
+    path, fd = _run_temp.pop(pid)
+    shutil.rmtree(path, ignore_errors=True)
+    os.close(fd)

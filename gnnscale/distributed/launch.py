@@ -4,8 +4,13 @@ When a rank fails, the launcher names the rank that failed first -- its exit cod
 and its traceback -- before what the others reported as a consequence (a peer's "connection
 reset"), stops the remaining ranks within a grace period and raises :class:`RankFailed`.
 Ranks die with the launcher (see :mod:`gnnscale.distributed.guard`); SIGTERM to the launcher
-stops them cleanly and exits non-zero. Ranks write temp files (PyG's generated modules) into
-a folder that is removed at the end.
+stops them cleanly and exits non-zero. A rank that stops answering (stopped by SIGSTOP, or
+stuck) makes its peers' collectives time out after ``dist.timeout_s``; the launcher then names
+that rank first, not the peers that timed out, and ends every rank at once.
+
+Temp files (PyG's generated modules, the ranks' folders, the fork server's socket) go to the
+launching process's private folder (:func:`~gnnscale.distributed.guard.run_temp_dir`), removed
+at its exit or, after a SIGKILL, by the next run.
 
 Ranks start from a fork server that has imported torch, PyG and gnnscale once
 (:data:`PRELOAD`), so a rank starts in a fraction of a second instead of spending ~5 s of CPU
@@ -18,6 +23,7 @@ from __future__ import annotations
 import os
 import pickle
 import queue
+import re
 import shutil
 import signal
 import sys
@@ -33,7 +39,14 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from gnnscale.distributed.guard import Terminated, guard_rank, launcher_signals
+from gnnscale.distributed.guard import (
+    Terminated,
+    guard_rank,
+    is_stopped,
+    launcher_signals,
+    process_state,
+    run_temp_dir,
+)
 from gnnscale.distributed.topology import (  # noqa: F401 - re-exported
     Topology,
     free_port,
@@ -59,7 +72,8 @@ def rank_context() -> Any:
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
-    forkserver.ensure_running()  # now, outside any private TMPDIR (its socket lives in /tmp)
+    with temp_dir_as(run_temp_dir()):  # the server's socket folder: not in a shorter-lived one
+        forkserver.ensure_running()
     return ctx
 
 
@@ -68,13 +82,23 @@ class RankFailed(RuntimeError):
 
 
 def stop_processes(procs: list, grace_s: float = 0.0) -> None:
-    """Give ``procs`` ``grace_s`` seconds to exit, then terminate, then kill what remains."""
+    """Give ``procs`` ``grace_s`` seconds to exit, then terminate, then kill what remains.
+
+    A stopped process (SIGSTOP) gets no grace: it is sent SIGTERM and continued, so it
+    unwinds (its sampler workers stopped) instead of waiting, stopped, for SIGKILL."""
+    procs = [p for p in procs if p.pid is not None]  # never started
     end = time.monotonic() + grace_s
     for p in procs:
-        p.join(timeout=max(0.0, end - time.monotonic()))
+        if not is_stopped(p.pid):
+            p.join(timeout=max(0.0, end - time.monotonic()))
     for p in procs:
         if p.is_alive():
             p.terminate()
+            if is_stopped(p.pid):
+                try:
+                    os.kill(p.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
             p.join(timeout=5)
         if p.is_alive():
             p.kill()
@@ -91,11 +115,9 @@ def use_temp_dir(path: str | None) -> None:
 
 
 @contextmanager
-def private_temp_dir(prefix: str = "gnnscale-") -> Iterator[str]:
-    """While inside, temp files (e.g. PyG's generated modules) go to a new folder that is
-    removed on the way out."""
+def temp_dir_as(path: str) -> Iterator[str]:
+    """While inside, this process's temp files go to ``path``; the previous setting after."""
     before_env, before = os.environ.get("TMPDIR"), tempfile.tempdir
-    path = tempfile.mkdtemp(prefix=prefix)
     use_temp_dir(path)
     try:
         yield path
@@ -105,6 +127,17 @@ def private_temp_dir(prefix: str = "gnnscale-") -> Iterator[str]:
             os.environ.pop("TMPDIR", None)
         else:
             os.environ["TMPDIR"] = before_env
+
+
+@contextmanager
+def private_temp_dir(prefix: str = "gnnscale-") -> Iterator[str]:
+    """While inside, temp files (e.g. PyG's generated modules) go to a new folder, inside this
+    process's :func:`run_temp_dir`, that is removed on the way out."""
+    path = tempfile.mkdtemp(prefix=prefix, dir=run_temp_dir())
+    try:
+        with temp_dir_as(path):
+            yield path
+    finally:
         shutil.rmtree(path, ignore_errors=True)
 
 
@@ -144,17 +177,41 @@ def describe_exit(code: int | None) -> str:
     return f"exit code {code}"
 
 
+NO_REPORT = ("(no traceback: the rank never raised, the launcher ended it; to see where a "
+             "rank hangs, look at it while it does, e.g. py-spy dump --pid PID)")
 NO_TRACEBACK = (
     "(no traceback reached the launcher: the rank ended before its worker could report, e.g. "
     "killed, out of memory, or a launching script without an `if __name__ == \"__main__\":` "
     "guard that re-ran when the rank imported it; the rank's own output, above, says which)")
 
 
+#: How a peer's failure reads when a rank stopped answering: its collective (gloo, nccl's
+#: watchdog) or a store wait ran past the deadline.
+TIMED_OUT = re.compile(r"timed out|timeout|timing out", re.IGNORECASE)
+
+
+def _timed_out(tb: str) -> bool:
+    """Whether a rank's formatted traceback is a deadline that fired (its exception lines, the
+    unindented ones, say so: not a source line that merely mentions a timeout)."""
+    return any(TIMED_OUT.search(line) for line in tb.splitlines() if not line.startswith(" "))
+
+
+def _error_line(tb: list[str]) -> str:
+    """The exception line of a formatted traceback (torch may append ``At:`` frames)."""
+    lines = [line for line in tb if line.strip()]
+    if "At:" in lines:
+        at = len(lines) - 1 - lines[::-1].index("At:")
+        if all(line.startswith(" ") for line in lines[at + 1:]):
+            lines = lines[:at] or lines
+    return lines[-1]
+
+
 class _Failures:
     """What went wrong, in the order the launcher saw it."""
 
-    def __init__(self, procs: list) -> None:
+    def __init__(self, procs: list, timeout_s: float | None = None) -> None:
         self.procs = procs
+        self.timeout_s = timeout_s
         self.reports: dict[int, str] = {}  # rank -> traceback, arrival order
         self.silent: list[int] = []  # ranks seen dead before any report of theirs
         self.since: float | None = None
@@ -171,25 +228,56 @@ class _Failures:
         self.reports[rank] = tb
         self.since = self.since or time.monotonic()
 
+    def _quiet(self, done: dict) -> list[int]:
+        """Ranks still running that have neither reported nor finished."""
+        return [r for r, p in enumerate(self.procs)
+                if r not in done and r not in self.reports and p.exitcode is None]
+
     def settled(self, done: dict) -> bool:
         if self.since is None:
             return False
-        pending = [r for r, p in enumerate(self.procs)
-                   if r not in done and r not in self.reports and p.exitcode is None]
+        pending = [r for r in self._quiet(done) if not is_stopped(self.procs[r].pid)]
         return not pending or time.monotonic() - self.since > SETTLE_S
 
-    def message(self) -> str:
+    def _unanswering(self, done: dict) -> list[int]:
+        """When every report is a deadline that fired: the ranks still running that did not
+        time out themselves, stopped ones (SIGSTOP, a debugger) first."""
+        if not self.reports or not all(_timed_out(tb) for tb in self.reports.values()):
+            return []
+        quiet = self._quiet(done)
+        return sorted(quiet, key=lambda r: not is_stopped(self.procs[r].pid))
+
+    def _state(self, rank: int) -> str:
+        pid = self.procs[rank].pid
+        state = process_state(pid)
+        if state in ("T", "t"):
+            return (f"its process (pid {pid}) is stopped (state {state}: SIGSTOP, SIGTSTP or "
+                    "a debugger)")
+        return f"its process (pid {pid}) still runs (state {state}) but not in the collective"
+
+    def message(self, done: dict) -> str:
+        """Who failed first, with its traceback, then the others' last lines; call it before
+        the ranks are stopped (it reads the state of those that still run)."""
         silent = [r for r in self.silent if r not in self.reports]
-        first = silent[0] if silent else next(iter(self.reports))
-        code = self.procs[first].exitcode
-        lines = [f"rank {first} failed first ({describe_exit(code)})"]
-        lines.append(self.reports.get(first, NO_TRACEBACK).rstrip())
-        others = [r for r in [*self.reports, *silent] if r != first]
+        unanswering = [] if silent else self._unanswering(done)
+        if unanswering:
+            first = unanswering[0]
+            deadline = (f"dist.timeout_s={self.timeout_s:g}s" if self.timeout_s
+                        else "their deadline")
+            lines = [f"rank {first} stopped answering: {self._state(first)}; its peers' "
+                     f"collectives timed out waiting for it ({deadline})", NO_REPORT]
+        else:
+            first = silent[0] if silent else next(iter(self.reports))
+            code = self.procs[first].exitcode
+            lines = [f"rank {first} failed first ({describe_exit(code)})"]
+            lines.append(self.reports.get(first, NO_TRACEBACK).rstrip())
+        others = [r for r in [*self.reports, *silent, *unanswering] if r != first]
         if others:
             lines.append("then, as a consequence:")
         for r in others:
             tb = self.reports.get(r, "").strip().splitlines()
-            last = tb[-1] if tb else describe_exit(self.procs[r].exitcode)
+            last = (_error_line(tb) if tb else f"no report, {self._state(r)}" if r in unanswering
+                    else describe_exit(self.procs[r].exitcode))
             lines.append(f"  rank {r}: {last}")
         return "\n".join(lines)
 
@@ -207,7 +295,8 @@ def spawn(
     """Run ``fn(topology, *args)`` on ``world_size`` local ranks; return results in rank order.
 
     ``fn`` must be importable (module level). Raises :class:`RankFailed` naming the rank that
-    failed first; the other ranks are terminated after ``grace_s`` seconds.
+    failed first (or, when its peers' collectives ran past ``timeout_s``, the rank that stopped
+    answering); the other ranks are terminated after ``grace_s`` seconds, a stopped one at once.
     """
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
@@ -215,7 +304,7 @@ def spawn(
     results = ctx.Queue()
     port = free_port()
     threads = threads_per_rank or max(1, (os.cpu_count() or 1) // world_size)
-    tmp_dir = tempfile.mkdtemp(prefix="gnnscale-ranks-")
+    tmp_dir = tempfile.mkdtemp(prefix="gnnscale-ranks-", dir=run_temp_dir())
     # not daemonic: a rank may start processes of its own (sampler workers); ranks end with
     # the launcher (guard_rank) and the ``finally`` below terminates them however spawn ends
     env = {**os.environ, "TMPDIR": tmp_dir}
@@ -227,7 +316,8 @@ def spawn(
         for r in range(world_size)
     ]
     outs: dict[int, Any] = {}
-    failures = _Failures(procs)
+    failures = _Failures(procs, timeout_s)
+    message = None
     try:
         with launcher_signals():
             before = os.environ.get("TMPDIR")
@@ -250,12 +340,14 @@ def spawn(
                     outs[rank] = pickle.loads(payload)
                 else:
                     failures.report(rank, payload, outs)
+            if failures.since is not None:
+                message = failures.message(outs)  # while the ranks still run as they stopped
     except Terminated as err:
         print(f"gnnscale: launcher {err}; stopping the ranks", file=sys.stderr, flush=True)
         raise
     finally:
         stop_processes(procs, grace_s if failures.since is not None else 0.0)
         shutil.rmtree(tmp_dir, ignore_errors=True)
-    if failures.since is not None:
-        raise RankFailed(failures.message())
+    if message is not None:
+        raise RankFailed(message)
     return [outs[r] for r in range(world_size)]

@@ -7,16 +7,14 @@ Multi-node runs go through torchrun (see docs/distributed.md); a single host nee
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch.distributed as dist
 
-from gnnscale.distributed.guard import guard_rank
-from gnnscale.distributed.launch import spawn, use_temp_dir
+from gnnscale.distributed.guard import guard_rank, run_temp_dir
+from gnnscale.distributed.launch import spawn
 from gnnscale.distributed.topology import (
     Backend,
     Device,
@@ -30,6 +28,8 @@ from gnnscale.registry import register
 @register("dist", "local")
 @dataclass
 class LocalDistConfig:
+    """``dist=local``'s options."""
+
     _target_: str = "gnnscale.distributed.local.Launcher"
     world_size: int = 2
     backend: Backend = Backend.auto
@@ -60,7 +60,11 @@ class Launcher:
 
     def launch(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
         """``fn(topology, *args)`` on every rank: one rank runs in this process, more are
-        spawned from the fork server, under torchrun this process is one of its ranks."""
+        spawned from the fork server, under torchrun this process is one of its ranks.
+
+        From here on this process's temp files go to its private folder (``run_temp_dir``),
+        removed at its exit, or by the next run when it is killed."""
+        run_temp_dir()
         if not under_torchrun() and self.world_size == 1:
             return [run_here(fn, args, self.backend, self.device, self.timeout_s,
                              self.threads_per_rank or (os.cpu_count() or 1))]
@@ -69,16 +73,11 @@ class Launcher:
                          timeout_s=self.timeout_s,
                          threads_per_rank=self.threads_per_rank or None)
         guard_rank(os.getppid())  # end with torchrun's agent, however it ends
-        tmp_dir = tempfile.mkdtemp(prefix="gnnscale-rank-")
-        use_temp_dir(tmp_dir)
+        topo = topology_from_env(self.backend, self.device, self.timeout_s)
         try:
-            topo = topology_from_env(self.backend, self.device, self.timeout_s)
-            try:
-                return [fn(topo, *args)]
-            finally:
-                dist.destroy_process_group()
+            return [fn(topo, *args)]
         finally:
-            shutil.rmtree(tmp_dir, ignore_errors=True)
+            dist.destroy_process_group()
 
 
 def run_here(fn: Callable[..., Any], args: tuple, backend: str, device: str, timeout_s: float,

@@ -2,6 +2,12 @@
 
 The backend and device are resolved in one place, :func:`resolve_backend`, for spawned ranks
 and torchrun alike: ``auto`` means nccl on CUDA and gloo on the CPU.
+
+The rendezvous store (a ``TCPStore``, which has no authentication) listens only where the run's
+ranks reach it: a single-host run's on 127.0.0.1, a multi-host run's on the address of
+``MASTER_ADDR`` (torchrun's agent, when it hosts the store, binds its own). The process group,
+its store and every subgroup made by :func:`gnnscale.distributed.collectives.new_group` share
+the run's deadline, ``dist.timeout_s`` (:func:`run_timeout`).
 """
 
 from __future__ import annotations
@@ -81,6 +87,53 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_run_timeout: list[timedelta] = []  # the deadline this process's group was created with
+
+
+def run_timeout() -> timedelta | None:
+    """The deadline (``dist.timeout_s``) the process group was created with by
+    :func:`init_process_group`; None when this process has none from it."""
+    return _run_timeout[-1] if _run_timeout else None
+
+
+def listening_socket(addr: str, port: int) -> socket.socket:
+    """A TCP socket listening on ``addr`` only (not on every interface), at ``port`` (0: any
+    free one)."""
+    family, kind, proto, _, where = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(where)
+        sock.listen(socket.SOMAXCONN)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def rendezvous_store(addr: str, port: int, world_size: int, *, serve: bool,
+                     timeout: timedelta) -> dist.TCPStore:
+    """The run's ``TCPStore`` at ``addr:port``: the server (``serve``, rank 0) listens on
+    ``addr``'s interface only, the others connect to it; every wait on it ends after
+    ``timeout``.
+
+    ``TCPStore(host, port, is_master=True)`` itself listens on every interface; the server
+    here listens on a socket bound to ``addr`` and hands it over (``master_listen_fd``)."""
+    if not serve:
+        return dist.TCPStore(addr, port, world_size, False, timeout)
+    fd = listening_socket(addr, port).detach()  # the store owns (and closes) it from here
+    try:
+        return dist.TCPStore(addr, port, world_size, True, timeout, master_listen_fd=fd)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def agent_hosts_store() -> bool:
+    """True when torchrun's agent hosts the rendezvous store and every rank is its client."""
+    return os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+
+
 def under_torchrun() -> bool:
     """True when torchrun (or another elastic launcher) set up this process."""
     return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
@@ -98,7 +151,13 @@ def init_process_group(
     local_rank: int | None = None,
     local_world_size: int | None = None,
 ) -> Topology:
-    """Join the process group (backend and device as :func:`resolve_backend` says)."""
+    """Join the process group (backend and device as :func:`resolve_backend` says).
+
+    With ``port`` the store is at ``addr:port`` and rank 0 serves it, listening on ``addr``
+    only (127.0.0.1 for a single-host run); without, torchrun's ``MASTER_ADDR`` and
+    ``MASTER_PORT`` say where (rank 0 serves it on ``MASTER_ADDR``'s interface unless
+    torchrun's agent hosts it). ``timeout_s`` is the deadline of every collective and store
+    wait, in subgroups too (:func:`run_timeout`)."""
     local_rank = rank if local_rank is None else local_rank
     backend, device = resolve_backend(backend, device)
     dev = torch.device("cpu")
@@ -107,11 +166,15 @@ def init_process_group(
         torch.cuda.set_device(index)
         dev = torch.device("cuda", index)
     if not dist.is_initialized():
-        init = f"tcp://{addr}:{port}" if port else "env://"
-        dist.init_process_group(
-            backend, init_method=init, rank=rank, world_size=world_size,
-            timeout=timedelta(seconds=timeout_s),
-        )
+        timeout = timedelta(seconds=timeout_s)
+        if not port:
+            addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+        store = rendezvous_store(addr, port, world_size, timeout=timeout,
+                                 serve=rank == 0 and not agent_hosts_store())
+        # the prefix torch's own ``init_method`` rendezvous adds (the store may be shared)
+        dist.init_process_group(backend, store=dist.PrefixStore("default_pg", store),
+                                rank=rank, world_size=world_size, timeout=timeout)
+        _run_timeout[:] = [timeout]
     return Topology(rank, world_size, local_rank, local_world_size or world_size, dev)
 
 
