@@ -10,6 +10,11 @@ of the shared schedule, not whole epochs):
 - host-to-rank bytes: ``split`` (partitioned degree cache) vs ``data`` with its better
   placement (replicated or partitioned degree cache).
 
+Parallel split-samplers (whole epochs, 4 spawned gloo ranks, in one run): ``split`` with
+``sample_on=leader`` (rank 0 samples every step and broadcasts it; every rank splits it) vs
+``sample_on=all`` (step s sampled and split by rank s mod 4, each rank receiving only its part)
+vs ``data``: per rank and step, sampling+split seconds and sample bytes received; epoch times.
+
 Times (4 spawned gloo ranks on this machine): median step time of ``data``, ``split``
 (depcomm), ``split`` + ``hybrid`` (the cost model decides) and ``split`` + ``hybrid_forced``
 (replicates whatever the memory cap allows: what replication costs here) after a warm-up
@@ -40,10 +45,10 @@ def settings(quick: bool) -> dict:
     if quick:
         return {"scale": 0.01, "fanouts": [10, 10, 10], "batch_sizes": [256, 1024],
                 "ratios": [0.0, 0.25], "hidden": 64, "volume_steps": 3, "timed_steps": 2,
-                "seed": 0}
+                "epochs": 2, "seed": 0}
     return {"scale": 0.05, "fanouts": [20, 20, 20], "batch_sizes": [1024, 4096],
             "ratios": [0.0, 0.25], "hidden": 128, "volume_steps": 4, "timed_steps": 3,
-            "seed": 0}
+            "epochs": 3, "seed": 0}
 
 
 def _partition(graph, seed: int) -> torch.Tensor:
@@ -142,6 +147,71 @@ def _timed_rank(topo, graph, part, cfg: dict, variants: list[tuple]) -> dict:
     return out
 
 
+def _epoch_rank(topo, graph, part, cfg: dict, variants: list[tuple], epochs: int) -> dict:
+    """Per (strategy, sample_on, batch) variant: this rank's median epoch time, and per step its
+    sampling+split seconds and sample bytes received (epochs after a warm-up one)."""
+    from gnnscale import registry
+    from gnnscale.partition.provider import FixedPartition
+    from gnnscale.strategies.base import RunContext
+
+    book = PartitionBook.from_edge_cut(graph, part, WORLD)
+    out = {}
+    for name, on, b in variants:
+        torch.manual_seed(0)
+        model = registry.build(registry.option(
+            "model", "sage", hidden=cfg["hidden"], num_layers=len(cfg["fanouts"]), dropout=0.0),
+            in_channels=graph.num_features, out_channels=graph.num_classes)
+        deps = "depcomm" if name == "split" else "depcache"
+        ctx = RunContext(topo=topo, graph=graph, model=model,
+                         sampler=NeighborSampler(cfg["fanouts"]),
+                         cache_policy=registry.build(registry.option("cache", "none")),
+                         deps=registry.build(registry.option("deps", deps)),
+                         partition=FixedPartition(book), seed=cfg["seed"],
+                         optim=registry.build(registry.option("optim", "adam")))
+        extra = {"sample_on": on} if name == "split" else {}
+        strat = registry.build(registry.option("strategy", name, batch_size=b, **extra),
+                               ctx=ctx)
+        strat.setup()
+        rows = [strat.train_epoch(e) for e in range(epochs + 1)][1:]
+        steps = rows[0]["steps"]
+        out[f"{name}/{on}/b{b}"] = {
+            "epoch_s": statistics.median(r["epoch_time"] for r in rows),
+            "sample_split_s_per_step": statistics.median(
+                (r["sample_time"] + r.get("split_time", 0.0)) / steps for r in rows),
+            "bytes_received_per_step": statistics.median(
+                r.get("bytes_sample_received", 0.0) / steps for r in rows)}
+        strat.close()
+    return out
+
+
+def parallel_samplers(graph, part, cfg: dict) -> tuple[dict, dict]:
+    """sample_on=leader vs all vs data, whole epochs in one run: results and ratios."""
+    variants = [(name, on, b) for b in cfg["batch_sizes"]
+                for name, on in (("split", "leader"), ("split", "all"), ("data", "-"))]
+    ranks = spawn(_epoch_rank, WORLD, graph, part, cfg, variants, cfg["epochs"],
+                  timeout_s=1800.0)
+    results, ratios = {}, {}
+    for key in ranks[0]:
+        results[key] = {
+            "epoch_s": max(r[key]["epoch_s"] for r in ranks),
+            "sample_split_s_per_step_max_rank": max(r[key]["sample_split_s_per_step"]
+                                                    for r in ranks),
+            "bytes_received_per_step_per_rank": [r[key]["bytes_received_per_step"]
+                                                 for r in ranks]}
+    for b in cfg["batch_sizes"]:
+        lead, par = (results[f"split/{on}/b{b}"] for on in ("leader", "all"))
+        data = results[f"data/-/b{b}"]
+        ratios[f"b{b}"] = {
+            "sample_split_all_over_leader": ratio(par["sample_split_s_per_step_max_rank"],
+                                                  lead["sample_split_s_per_step_max_rank"]),
+            "bytes_received_all_over_leader": ratio(
+                max(par["bytes_received_per_step_per_rank"]),
+                max(lead["bytes_received_per_step_per_rank"])),
+            "epoch_split_all_over_data": ratio(par["epoch_s"], data["epoch_s"]),
+            "epoch_split_leader_over_data": ratio(lead["epoch_s"], data["epoch_s"])}
+    return results, ratios
+
+
 def run(quick: bool) -> dict:
     cfg = settings(quick)
     graph = generate("products_sim", scale=cfg["scale"], seed=cfg["seed"])
@@ -189,6 +259,8 @@ def run(quick: bool) -> dict:
         ratios["depcomm_over_hybrid_forced"][f"b{b}/r{r}"] = ratio(
             st[f"split/depcomm/b{b}/r{r}"], st[f"split/hybrid_forced/b{b}/r{r}"])
     cfg["timed_wall_s"] = wall
+    results["parallel_samplers"], ratios["parallel_samplers"] = parallel_samplers(graph, part,
+                                                                                cfg)
     cfg["graph"] = {"nodes": graph.num_nodes, "edges": graph.num_edges,
                     "train": int(graph.train_idx.numel())}
     return {"config": cfg, "results": results, "ratios": ratios}

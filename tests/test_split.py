@@ -119,3 +119,20 @@ def test_split_gcn_on_cora(tmp_path, shared_datasets):
                    "dist.world_size=2", "checkpoint=false")
     res = run(cfg)
     assert res["summary"]["final_test_acc"] >= 0.78, res["summary"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", [2, 3])
+def test_parallel_split_samplers_train_bit_for_bit_like_the_leader(tmp_path, world):
+    """sample_on=all (step s sampled and split by rank s mod world, each rank receiving only
+    its part) gives the leader's splits bit for bit: the same losses and metrics, while each
+    rank receives only its own part of each step."""
+    common = (*TINY, "strategy=split", "deps=depcomm", "epochs=2", f"dist.world_size={world}",
+              "checkpoint=false", "model.dropout=0")
+    got = {on: run(make_cfg(tmp_path, *common, f"strategy.sample_on={on}", run=on))
+           for on in ("all", "leader")}
+    for a, b in zip(got["all"]["history"], got["leader"]["history"]):
+        for key in ("train_loss", "val_acc", "edges_computed", "nodes_loaded",
+                    "bytes_shuffled", "local_edge_ratio", "edge_skew"):
+            assert a[key] == b[key], key
+        assert 0 < a["bytes_sample_received"] < b["bytes_sample_received"]

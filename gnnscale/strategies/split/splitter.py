@@ -46,6 +46,9 @@ class SplitPlan:
     local_edges: int           # sample edges whose source and destination have one owner
     total_edges: int
     replicated: int            # remote rows this rank recomputes (hybrid)
+    loaded_ids: torch.Tensor   # global ids of the loaded rows
+    target_ids: torch.Tensor   # global ids of the targets this rank computes the loss of
+    num_targets: int           # targets of the whole mini-batch (the loss's divisor)
 
     @property
     def targets(self) -> torch.Tensor:
@@ -104,4 +107,64 @@ def split_sample(mb: MiniBatch, own_in: torch.Tensor, own_part: torch.Tensor, wo
         layers.append(LayerPlan(block, dst, gather, send_idx, send_c.tolist(), recv_c.tolist(),
                                 agg[0], agg[1], agg[2][:n_slots], scale))
     return SplitPlan(out[0], layers, stats[:world], stats[world], stats[world + 1],
-                     stats[world + 2])
+                     stats[world + 2], mb.n_id[out[0]], mb.n_id[layers[-1].dst], mb.num_targets)
+
+
+# -- one rank's plan on the wire (parallel split-samplers) ----------------------------------
+def pack_plan(plan: SplitPlan) -> torch.Tensor:
+    """What a rank needs of its ``plan`` as one int32 tensor (int64 where an id does not fit;
+    float factors bit for bit): what it receives from the rank that sampled and split the
+    step. Sample-local ids it does not use (``loaded``, ``dst``) stay behind;
+    :func:`unpack_plan` reverses it."""
+    world = len(plan.edges_per_rank)
+    head = [len(plan.layers), world, plan.local_edges, plan.total_edges, plan.replicated,
+            plan.num_targets, *plan.edges_per_rank]
+    parts = [plan.loaded_ids, plan.target_ids]
+    for lp in plan.layers:
+        parts += [lp.block.edge_index.reshape(-1), lp.block.src_ids, lp.gather,
+                  lp.send_idx, lp.agg_row, lp.agg_slot, lp.slot_count,
+                  torch.empty(0) if lp.scale is None else lp.scale.float().view(torch.int32)]
+        head += [lp.block.num_src, lp.block.num_dst, *lp.send_counts, *lp.recv_counts,
+                 int(lp.scale is not None)]
+    head += [p.numel() for p in parts]
+    wide = any(p.numel() and (int(p.max()) > _I32 or int(p.min()) < -_I32) for p in parts)
+    dtype = torch.int64 if wide else torch.int32
+    return torch.cat([torch.tensor([int(wide), len(head)] + head, dtype=dtype)]
+                     + [p.reshape(-1).to(dtype) for p in parts])
+
+
+_I32 = 2**31 - 1
+
+
+def unpack_plan(buf: torch.Tensor) -> SplitPlan:
+    """The :class:`SplitPlan` that :func:`pack_plan` wrote into ``buf`` (``loaded`` and each
+    layer's ``dst`` empty: they are sample-local ids the receiving rank does not use)."""
+    n_head = int(buf[1])
+    head, body = buf[2: 2 + n_head].tolist(), buf[2 + n_head:].long()
+    n_layers, world, local, total, replicated, num_targets = head[:6]
+    edges, pos = head[6: 6 + world], 6 + world
+    per_layer = []
+    for _ in range(n_layers):
+        n_src, n_dst = head[pos: pos + 2]
+        send = head[pos + 2: pos + 2 + world]
+        recv = head[pos + 2 + world: pos + 2 + 2 * world]
+        per_layer.append((n_src, n_dst, send, recv, bool(head[pos + 2 + 2 * world])))
+        pos += 3 + 2 * world
+    sizes = head[pos:]
+    tensors, at = [], 0
+    for n in sizes:
+        tensors.append(body[at: at + n])
+        at += n
+    loaded_ids, target_ids = tensors[:2]
+    empty = torch.empty(0, dtype=torch.int64)
+    layers = []
+    for i, (n_src, n_dst, send, recv, scaled) in enumerate(per_layer):
+        ei, src_ids, gather, send_idx, agg_row, agg_slot, count, scale = \
+            tensors[2 + 8 * i: 10 + 8 * i]
+        block = Block(ei.view(2, -1), (n_src, n_dst), src_ids)
+        factor = scale.to(torch.int32).view(torch.float32) if scaled else None
+        layers.append(LayerPlan(block, empty, gather, send_idx, send, recv, agg_row, agg_slot,
+                                count, factor))
+    return SplitPlan(empty, layers, edges, local, total, replicated, loaded_ids, target_ids,
+                     num_targets)
+

@@ -18,6 +18,7 @@ destination (exact for SAGE with mean/sum aggregation).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
@@ -28,14 +29,14 @@ import torch.nn.functional as F
 
 from gnnscale.cache.store import build_feature_store
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
-from gnnscale.distributed.collectives import sum_gradients
+from gnnscale.distributed.collectives import new_group, sum_gradients
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
 from gnnscale.sampling.base import Block, MiniBatch
 from gnnscale.sampling.prefetch import Prefetcher
 from gnnscale.sampling.schedule import sample_seed
 from gnnscale.strategies.base import RunContext, SamplingStrategy
-from gnnscale.strategies.split.splitter import SplitPlan, split_sample
+from gnnscale.strategies.split.splitter import SplitPlan, pack_plan, split_sample, unpack_plan
 
 
 @register("strategy", "split")
@@ -46,7 +47,13 @@ class SplitParallelConfig:
     batch_size: int = 1024  # global mini-batch, split over the ranks by owner
     prefetch: int = 2  # mini-batches sampled and split ahead; 0 = inline
     preaggregate: bool = False  # senders average edges into remote destinations (SAGE)
-    sample_workers: int = 0  # leader's sampler processes; 0 = it samples in the prefetch thread
+    sample_workers: int = 0  # sampler processes per sampling rank; 0 = the prefetch thread
+    # all: step s is sampled and split by rank s mod world, which sends each rank its part
+    # (GSplit's parallel split-samplers); leader: rank 0 samples every step and broadcasts it
+    sample_on: str = "all"
+
+
+SAMPLE_ON = ("all", "leader")
 
 
 def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None) -> MiniBatch:
@@ -75,6 +82,24 @@ def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None) -> MiniB
     return MiniBatch(n_id, blocks, h[1])
 
 
+def _as_words(part: torch.Tensor) -> torch.Tensor:
+    """An int32 or int64 tensor as int64 words: a leading dtype word, then the data (int32
+    pairs packed two to a word, padded to even length); nothing for an empty part."""
+    if part.numel() == 0:
+        return part.long()
+    if part.dtype == torch.int64:
+        return torch.cat([torch.tensor([64]), part])
+    if part.numel() % 2:
+        part = torch.cat([part, part.new_zeros(1)])
+    return torch.cat([torch.tensor([32]), part.view(torch.int64)])
+
+
+def _from_words(words: torch.Tensor) -> torch.Tensor:
+    """The tensor :func:`_as_words` packed (int32 padding is harmless: lengths are in it)."""
+    body = words[1:]
+    return body if int(words[0]) == 64 else body.view(torch.int32)
+
+
 class SplitParallel(SamplingStrategy):
     """Every rank trains its split of one shared mini-batch sample (see the module docstring)."""
 
@@ -89,6 +114,9 @@ class SplitParallel(SamplingStrategy):
         """Pre-aggregation only where the model's aggregation makes it exact."""
         super().check(cfg, built)
         model = built.model
+        if cfg.strategy.get("sample_on", "all") not in SAMPLE_ON:
+            raise ConfigError(f"strategy.sample_on must be one of {SAMPLE_ON}, got "
+                              f"{cfg.strategy.sample_on!r}")
         if cfg.strategy.get("preaggregate") and not model.preaggregatable:
             raise ConfigError("strategy.preaggregate=true is exact only for a mean/sum "
                               "aggregation of the raw source rows (model=sage with aggr=mean|sum "
@@ -98,8 +126,13 @@ class SplitParallel(SamplingStrategy):
                               "strategy.preaggregate=false")
 
     def __init__(self, ctx: RunContext, batch_size: int = 1024, prefetch: int = 2,
-                 preaggregate: bool = False, sample_workers: int = 0) -> None:
+                 preaggregate: bool = False, sample_workers: int = 0,
+                 sample_on: str = "all") -> None:
         super().__init__(ctx, batch_size, prefetch, sample_workers)
+        if sample_on not in SAMPLE_ON:
+            raise ConfigError(f"strategy.sample_on must be one of {SAMPLE_ON}, got {sample_on!r}")
+        self.sample_on = sample_on
+        self.received_bytes = 0
         self._pool_feed: Any = None
         self.preagg = preaggregate
         self.gcn_block = getattr(ctx.model, "gcn_norm", None) == "block"
@@ -112,7 +145,7 @@ class SplitParallel(SamplingStrategy):
         self._module = ctx.model.to(topo.device)
         self._optimizer = ctx.optim(self._module)
         # samples are broadcast on a gloo group of their own (on the host, under nccl too)
-        self.sample_group = dist.new_group(backend="gloo") if world > 1 else None
+        self.sample_group = new_group(backend="gloo") if world > 1 else None
         self.own_part = (self.partition_book("edge_cut").part.int() if world > 1
                          else torch.zeros(n, dtype=torch.int32))
         part = self.own_part if ctx.cache_policy.placement == "partitioned" else None
@@ -137,8 +170,13 @@ class SplitParallel(SamplingStrategy):
         if self.budget > 0:
             ctx.deps.prepare(group=None)  # the planning interface fullgraph calls too
             self.costs = ctx.deps.replication_costs(dims)
-        if topo.rank == 0:  # the leader samples for everyone
+        if topo.rank == 0 or self.parallel:  # the ranks that sample
             self.start_sampler_pool()
+
+    @property
+    def parallel(self) -> bool:
+        """Whether every rank samples and splits its share of the steps."""
+        return self.sample_on == "all" and self.ctx.topo.world_size > 1
 
     def _dims(self) -> list[int]:
         """Row widths of layers 0..L: the inputs, then each layer's output."""
@@ -156,7 +194,11 @@ class SplitParallel(SamplingStrategy):
             mb = ctx.sampler.sample(ctx.graph, targets, sample_seed(ctx.seed, epoch, step, 0))
         if ctx.topo.world_size == 1:
             return mb
-        return broadcast_sample(mb, ctx.sampler.num_layers, self.sample_group)
+        mb = broadcast_sample(mb, ctx.sampler.num_layers, self.sample_group)
+        if ctx.topo.rank != 0:
+            self.received_bytes += 8 * (mb.n_id.numel() + 2 * mb.num_edges
+                                        + 2 + 3 * len(mb.blocks))
+        return mb
 
     def split(self, mb: MiniBatch) -> SplitPlan:
         """The native split of one shared sample into this run's per-rank plans."""
@@ -172,9 +214,47 @@ class SplitParallel(SamplingStrategy):
         plan = self.split(mb)
         return mb, plan, time.perf_counter() - t0
 
-    def load(self, mb: MiniBatch, plan: SplitPlan) -> torch.Tensor:
+    def prepare_round(self, job: tuple[int, int, list[torch.Tensor]]
+                      ) -> list[tuple[SplitPlan, float, float]]:
+        """Steps ``first .. first + world - 1`` of an epoch (parallel split-samplers): this rank
+        samples step ``first + rank`` and splits it for every rank, one all-to-all hands each
+        rank its parts; returns, in step order, ``(this rank's plan, sampling seconds, split
+        seconds)`` (the seconds are this rank's own, on the step it sampled)."""
+        epoch, first, batches = job
+        ctx, world, rank = self.ctx, self.ctx.topo.world_size, self.ctx.topo.rank
+        parts = [torch.empty(0, dtype=torch.int64)] * world
+        t_sample = t_split = 0.0
+        if rank < len(batches):
+            t0 = time.perf_counter()
+            if self._pool_feed is not None:
+                mb, _ = next(self._pool_feed)  # this rank's steps, in order
+            else:
+                mb = ctx.sampler.sample(ctx.graph, batches[rank],
+                                        sample_seed(ctx.seed, epoch, first + rank, 0))
+            t1 = time.perf_counter()
+            parts = [pack_plan(split_sample(
+                mb, self.own_in, self.own_part, world, r, preagg=self.preagg, costs=self.costs,
+                budget=self.budget, gcn_block_norm=self.gcn_block)) for r in range(world)]
+            t_sample, t_split = t1 - t0, time.perf_counter() - t1
+            self.visited(mb.input_nodes)  # each sample counted once, by the rank drawing it
+        # 8-byte words on the wire: int32 parts travel two to a word (odd lengths padded)
+        words = [_as_words(p) for p in parts]
+        sizes = torch.tensor([w.numel() for w in words], dtype=torch.int64)
+        got = torch.empty(world, dtype=torch.int64)
+        dist.all_to_all_single(got, sizes, group=self.sample_group)
+        recv = torch.empty(int(got.sum()), dtype=torch.int64)
+        dist.all_to_all_single(recv, torch.cat(words), got.tolist(), sizes.tolist(),
+                               group=self.sample_group)
+        mine = got.tolist()
+        # what crossed the wire: every part but the one this rank split for itself
+        self.received_bytes += (sum(mine) - mine[rank]) * recv.element_size()
+        plans = [unpack_plan(_from_words(b)) for b in torch.split(recv, mine) if b.numel()]
+        return [(plan, t_sample if i == rank else 0.0, t_split if i == rank else 0.0)
+                for i, plan in enumerate(plans)]
+
+    def load(self, mb: MiniBatch | None, plan: SplitPlan) -> torch.Tensor:
         """This rank's layer-0 rows: its cached ones and the ones no rank caches."""
-        return self.store.gather(mb.n_id[plan.loaded])
+        return self.store.gather(plan.loaded_ids)
 
     def forward(self, x: torch.Tensor, plan: SplitPlan) -> torch.Tensor:
         """Shuffle + local conv per layer; returns the rows of this rank's targets."""
@@ -204,14 +284,14 @@ class SplitParallel(SamplingStrategy):
         self.last_plan = plan
         return self.train_step(mb, plan, self.load(mb, plan))
 
-    def train_step(self, mb: MiniBatch, plan: SplitPlan, x: torch.Tensor) -> float:
+    def train_step(self, mb: MiniBatch | None, plan: SplitPlan, x: torch.Tensor) -> float:
         """Forward, backward, summed gradient all-reduce and optimizer step; returns the loss
         of the whole mini-batch (the same on every rank)."""
         self._module.train()
         self._optimizer.zero_grad(set_to_none=True)
         out = self.forward(x, plan)
-        y = self.labels[mb.n_id[plan.targets]].to(out.device)
-        loss = F.cross_entropy(out, y, reduction="sum") / mb.num_targets
+        y = self.labels[plan.target_ids].to(out.device)
+        loss = F.cross_entropy(out, y, reduction="sum") / plan.num_targets
         loss.backward()
         total = self.allreduce_grads(loss.detach())
         self._optimizer.step()
@@ -235,12 +315,14 @@ class SplitParallel(SamplingStrategy):
                            "train_loss", "edges_computed", "nodes_loaded", "steps",
                            "replicated_rows", "edge_ratio_sum"), 0.0)
         per_rank = [0] * world
+        self.received_bytes = 0
         self.stats.reset()
         self.allreduce_seconds, self.allreduce_bytes = 0.0, 0
         self.store.reset_epoch()
-        if self.pool is not None:
+        if self.pool is not None:  # the steps this rank samples, in order
+            mine = [j for j in jobs if not self.parallel or j[1] % world == ctx.topo.rank]
             self._pool_feed = self.pool.map(
-                [(b, sample_seed(ctx.seed, epoch, s, 0)) for _, s, b in jobs])
+                [(b, sample_seed(ctx.seed, epoch, s, 0)) for _, s, b in mine])
         t_epoch = time.perf_counter()
         try:
             self._run_steps(jobs, m, per_rank, progress)
@@ -257,30 +339,45 @@ class SplitParallel(SamplingStrategy):
         m["comm_time"] = self.stats.seconds + self.allreduce_seconds
         m["bytes_shuffled"] = float(self.stats.bytes_sent)
         m["bytes_allreduce"] = float(self.allreduce_bytes)
+        m["bytes_sample_received"] = float(self.received_bytes)
         m.update(self.store.epoch_stats())
         return m
 
     def _run_steps(self, jobs: list, m: dict[str, float], per_rank: list[int],
                    progress: Any) -> None:
         """Train ``jobs`` in order, adding to the metrics ``m`` and the per-rank edges."""
-        ctx = self.ctx
+        for plan, t_sample, t_split in self._plans(jobs):
+            m["sample_time"] += t_sample
+            m["split_time"] += t_split
+            t0 = time.perf_counter()
+            x = self.load(None, plan)
+            t1 = time.perf_counter()
+            m["train_loss"] += self.train_step(None, plan, x)
+            m["load_time"] += t1 - t0
+            m["compute_time"] += time.perf_counter() - t1
+            m["edges_computed"] += plan.edges_per_rank[self.ctx.topo.rank]
+            m["nodes_loaded"] += plan.loaded_ids.numel()
+            m["replicated_rows"] += plan.replicated
+            m["edge_ratio_sum"] += plan.local_edges / max(plan.total_edges, 1)
+            for r, e in enumerate(plan.edges_per_rank):
+                per_rank[r] += e
+            m["steps"] += 1
+            if progress is not None:
+                progress.update(1)
+
+    def _plans(self, jobs: list) -> Iterator[tuple[SplitPlan, float, float]]:
+        """``(plan, sampling seconds, split seconds)`` of every step in order, prepared
+        ``prefetch`` steps (or rounds) ahead: rounds of parallel split-samplers, or the
+        leader's broadcast samples split here."""
+        if self.parallel:
+            world = self.ctx.topo.world_size
+            rounds = [(jobs[0][0], s, [b for _, _, b in jobs[s:s + world]])
+                      for s in range(0, len(jobs), world)]
+            with closing(iter(Prefetcher(self.prepare_round, rounds, self.prefetch))) as feed:
+                for steps, _ in feed:
+                    yield from steps
+            return
         with closing(iter(Prefetcher(self.prepare, jobs, self.prefetch))) as feed:
             for (mb, plan, t_split), t_prep in feed:
-                m["sample_time"] += t_prep - t_split
-                m["split_time"] += t_split
-                t0 = time.perf_counter()
-                x = self.load(mb, plan)
-                t1 = time.perf_counter()
-                m["train_loss"] += self.train_step(mb, plan, x)
-                m["load_time"] += t1 - t0
-                m["compute_time"] += time.perf_counter() - t1
-                m["edges_computed"] += plan.edges_per_rank[ctx.topo.rank]
-                m["nodes_loaded"] += plan.loaded.numel()
                 self.visited(mb.input_nodes)  # every rank: the same sample (same ranking)
-                m["replicated_rows"] += plan.replicated
-                m["edge_ratio_sum"] += plan.local_edges / max(plan.total_edges, 1)
-                for r, e in enumerate(plan.edges_per_rank):
-                    per_rank[r] += e
-                m["steps"] += 1
-                if progress is not None:
-                    progress.update(1)
+                yield plan, t_prep - t_split, t_split
