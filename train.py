@@ -23,6 +23,7 @@ registry.load_all()  # every option's typed schema into Hydra's ConfigStore
 
 @hydra.main(config_path="configs", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
+    """Train as the composed ``cfg`` says; a configuration error is one line, status 2."""
     from gnnscale.runner.run import run
 
     try:
