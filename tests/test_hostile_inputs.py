@@ -128,7 +128,7 @@ def bombs(tmp_path: Path) -> dict[str, tuple[Path, float, str]]:
 
 
 LOADER = """
-import json, resource, sys
+import json, sys
 from gnnscale.data.custom import CustomDataset
 out = {}
 for name, path, ceiling in json.loads(sys.argv[1]):
@@ -137,7 +137,10 @@ for name, path, ceiling in json.loads(sys.argv[1]):
         out[name] = "loaded"
     except Exception as err:
         out[name] = f"{type(err).__name__}: {err}"
-out["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# VmHWM: this process's own peak. ru_maxrss would also count the parent's resident set, which
+# Linux carries over exec (a large pytest process would be measured, not the loader)
+status = open("/proc/self/status").read()
+out["maxrss_kib"] = int(status.split("VmHWM:")[1].split()[0])
 print(json.dumps(out))
 """
 
