@@ -16,6 +16,7 @@ from enum import Enum
 import torch
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.distributed import device as device_seam
 from gnnscale.sampling.base import Sampler
 from gnnscale.sampling.schedule import PRESAMPLE, TRAIN, epoch_samples
 
@@ -145,15 +146,15 @@ def auto_rows(row_bytes: int, *, device: torch.device | None, peak_bytes: int | 
     """Rows that fit in ``free - peak - reserve * free`` (PaGraph/GNNLab's budget).
 
     ``free_bytes`` defaults to the CUDA device's free memory now; ``peak_bytes`` is the peak
-    memory of one measured training step (``torch.cuda.max_memory_allocated`` after it).
+    memory of one measured training step (the allocator's peak after it).
     """
     if free_bytes is None:
-        if device is None or torch.device(device).type != "cuda":
+        if device is None or not device_seam.is_accelerator(device):
             raise ValueError("cache.auto sizes the cache from free GPU memory: it needs a CUDA "
                              "device (on CPU set cache.ratio or cache.bytes)")
-        free_bytes = torch.cuda.mem_get_info(torch.device(device))[0]
+        free_bytes = device_seam.free_bytes(device)
     if peak_bytes is None:
         raise ValueError("cache.auto needs peak_bytes: the measured peak memory of one "
-                         "training step (run one step, read torch.cuda.max_memory_allocated)")
+                         "training step (run one step, read the allocator's peak)")
     budget = int(free_bytes * (1.0 - reserve)) - int(peak_bytes)
     return max(0, budget // row_bytes)

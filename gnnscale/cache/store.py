@@ -29,6 +29,7 @@ from gnnscale import ops
 from gnnscale.cache.base import CachePolicy
 from gnnscale.cache.exchange import DistExchange, Exchange
 from gnnscale.data.graph import GraphStore
+from gnnscale.distributed import device as device_seam
 from gnnscale.distributed.collectives import all_gather_rows
 from gnnscale.sampling.base import Sampler
 
@@ -135,12 +136,12 @@ class FeatureStore:
 
     def _from_host(self, ids: torch.Tensor) -> torch.Tensor:
         ids = ids.cpu()
-        if self.device.type != "cuda":
+        if not device_seam.is_accelerator(self.device):
             return _host_rows(self.host, ids)
-        staging = torch.empty(ids.numel(), self.num_features, dtype=self.host.dtype,
-                              pin_memory=True)
+        staging = device_seam.host_empty((ids.numel(), self.num_features), self.device,
+                                         self.host.dtype)
         torch.index_select(self.host, 0, ids, out=staging)
-        return staging.to(self.device, non_blocking=True)
+        return device_seam.to_device(staging, self.device)
 
     def serve(self, ids: torch.Tensor) -> torch.Tensor:
         """Rows of ids this rank caches (answers peers' requests)."""
@@ -205,8 +206,8 @@ class FeatureStore:
         """Counters since :meth:`reset_epoch`; ``reduce=True`` sums them over ranks (collective)."""
         totals = dict(self.totals)
         if reduce and dist.is_initialized() and dist.get_world_size() > 1:
-            dev = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
-            t = torch.tensor([totals[k] for k in COUNTERS], dtype=torch.int64, device=dev)
+            t = torch.tensor([totals[k] for k in COUNTERS], dtype=torch.int64,
+                             device=device_seam.comm_device())
             dist.all_reduce(t)
             totals = dict(zip(COUNTERS, t.tolist()))
         return _with_rates(totals)

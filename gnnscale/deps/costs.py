@@ -14,6 +14,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from gnnscale.distributed.collectives import all_reduce_host
+from gnnscale.distributed.device import comm_device
+
 
 @dataclass
 class Costs:
@@ -46,11 +49,12 @@ def probe_costs(dim: int = 128, rows: int = 4096, edges: int = 32768, group=None
     t_comm = 0.0
     if dist.is_initialized() and dist.get_world_size(group) > 1:
         world = dist.get_world_size(group)
-        send = torch.randn(world * rows // 4, dim, generator=g)
+        # hidden rows travel from the group's device: time them from there
+        send = torch.randn(world * rows // 4, dim, generator=g).to(comm_device(group))
         recv = torch.empty_like(send)
         t_comm = _best(lambda: dist.all_to_all_single(recv, send, group=group)) / send.numel()
         agreed = torch.tensor([t_vertex, t_edge, t_comm], dtype=torch.float64)
-        dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=group)
+        all_reduce_host(agreed, op=dist.ReduceOp.MAX, group=group)
         t_vertex, t_edge, t_comm = agreed.tolist()
     return Costs(t_vertex, t_edge, t_comm)
 

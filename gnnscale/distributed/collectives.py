@@ -8,25 +8,51 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from gnnscale.distributed.device import Purpose, comm_device, group_backend
 from gnnscale.distributed.topology import run_timeout
 
 
-def new_group(ranks: Sequence[int] | None = None, backend: str | None = None,
+def new_group(ranks: Sequence[int] | None = None, purpose: Purpose | str = Purpose.world,
               **kwargs: Any) -> dist.ProcessGroup:
-    """``dist.new_group(ranks, backend=backend, ...)`` with the run's deadline
+    """A subgroup of ``ranks`` for what it carries (``purpose``: its backend is the device
+    seam's choice, :func:`~gnnscale.distributed.device.group_backend`), with the run's deadline
     (``dist.timeout_s``, as the world group has) instead of PyTorch's 30-minute default for
     subgroups; every rank of the world must call it, in the same order."""
-    if "timeout" in kwargs:
-        raise TypeError("new_group takes the run's deadline (dist.timeout_s); pass no timeout")
+    for key in ("timeout", "backend"):
+        if key in kwargs:
+            raise TypeError(f"new_group takes no {key}: the run's deadline (dist.timeout_s) "
+                            "and the purpose's backend apply")
     ranks = None if ranks is None else list(ranks)
-    return dist.new_group(ranks, timeout=run_timeout(), backend=backend, **kwargs)
+    return dist.new_group(ranks, timeout=run_timeout(), backend=group_backend(purpose),
+                          **kwargs)
 
 
-def comm_device(group: dist.ProcessGroup | None = None) -> torch.device:
-    """Where a collective's tensors must live: this rank's GPU under nccl, else the CPU."""
-    if dist.get_backend(group) == "nccl":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
+def all_reduce_host(t: torch.Tensor, op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM,
+                    group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """All-reduce ``t`` in place on any backend, staged through the group's device
+    (:func:`~gnnscale.distributed.device.comm_device`: a host tensor rides a GPU copy under
+    nccl, and is reduced as it is under gloo); returns ``t``."""
+    dev = comm_device(group)
+    if t.device == dev:
+        dist.all_reduce(t, op=op, group=group)
+        return t
+    staged = t.to(dev)
+    dist.all_reduce(staged, op=op, group=group)
+    return t.copy_(staged)
+
+
+def all_to_all_host(out: torch.Tensor, inp: torch.Tensor, out_splits: list[int] | None = None,
+                    in_splits: list[int] | None = None,
+                    group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """``all_to_all_single(out, inp, out_splits, in_splits)`` on any backend, staged through
+    the group's device like :func:`all_reduce_host`; returns ``out``."""
+    dev = comm_device(group)
+    if out.device == dev and inp.device == dev:
+        dist.all_to_all_single(out, inp, out_splits, in_splits, group=group)
+        return out
+    staged = torch.empty_like(out, device=dev)
+    dist.all_to_all_single(staged, inp.to(dev), out_splits, in_splits, group=group)
+    return out.copy_(staged)
 
 
 def all_gather_rows(part: torch.Tensor, group: dist.ProcessGroup | None = None,

@@ -1,7 +1,8 @@
 """Where a rank sits (world, host-local rank, device) and joining the process group.
 
 The backend and device are resolved in one place, :func:`resolve_backend`, for spawned ranks
-and torchrun alike: ``auto`` means nccl on CUDA and gloo on the CPU.
+and torchrun alike: ``auto`` means nccl on CUDA and gloo on the CPU; the rank's device is
+bound by the device seam (:mod:`gnnscale.distributed.device`).
 
 The rendezvous store (a ``TCPStore``, which has no authentication) listens only where the run's
 ranks reach it: a single-host run's on 127.0.0.1, a multi-host run's on the address of
@@ -20,6 +21,8 @@ from enum import Enum
 
 import torch
 import torch.distributed as dist
+
+from gnnscale.distributed import device as device_seam
 
 
 class Backend(str, Enum):
@@ -63,7 +66,7 @@ def resolve_backend(backend: str | Backend = "auto", device: str | Device = "aut
                          f"got {backend!r}")
     if device not in Device.__members__:
         raise ValueError(f"dist.device must be one of {list(Device.__members__)}, got {device!r}")
-    cuda = torch.cuda.is_available() if cuda_available is None else cuda_available
+    cuda = device_seam.cuda_available() if cuda_available is None else cuda_available
     if backend == "nccl" and not cuda:
         raise ValueError("dist.backend=nccl needs CUDA, which this host lacks: set "
                          "dist.backend=gloo (or auto)")
@@ -160,11 +163,7 @@ def init_process_group(
     wait, in subgroups too (:func:`run_timeout`)."""
     local_rank = rank if local_rank is None else local_rank
     backend, device = resolve_backend(backend, device)
-    dev = torch.device("cpu")
-    if device == "cuda":
-        index = local_rank % torch.cuda.device_count()
-        torch.cuda.set_device(index)
-        dev = torch.device("cuda", index)
+    dev = device_seam.bind(device, local_rank)
     if not dist.is_initialized():
         timeout = timedelta(seconds=timeout_s)
         if not port:

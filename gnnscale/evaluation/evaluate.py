@@ -17,7 +17,13 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.distributed.collectives import all_gather_rows, group_rank, group_size
+from gnnscale.distributed.collectives import (
+    all_gather_rows,
+    all_reduce_host,
+    group_rank,
+    group_size,
+)
+from gnnscale.distributed.device import to_device
 from gnnscale.models.base import GNN
 from gnnscale.sampling.neighbor import NeighborSampler
 
@@ -45,14 +51,14 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
             mb = one_hop.sample(graph, chunk, 0)
             block = mb.blocks[0].to(device)
             if z is None:
-                outs.append(model.layer(layer, h[mb.n_id].to(device, non_blocking=True), block))
+                outs.append(model.layer(layer, to_device(h[mb.n_id], device), block))
                 continue
             ids = chunk.to(device)
-            x_dst = _rows(h, chunk, contiguous=not last).to(device, non_blocking=True)
+            x_dst = to_device(_rows(h, chunk, contiguous=not last), device)
             if layer == 0:
                 x_dst = model.inputs(x_dst, ids)
-            agg = model.aggregate(layer, z[mb.n_id].to(device, non_blocking=True), block)
-            out = model.update(layer, agg, x_dst, ids, z[chunk].to(device, non_blocking=True))
+            agg = model.aggregate(layer, to_device(z[mb.n_id], device), block)
+            out = model.update(layer, agg, x_dst, ids, to_device(z[chunk], device))
             outs.append(model.post(layer, out, ids))
         out = torch.cat(outs) if outs else h.new_zeros((0, 0))
         h = out if last else torch.cat(all_gather_rows(out, group)).cpu()
@@ -67,7 +73,7 @@ def _transformed(model: GNN, layer: int, h: torch.Tensor, device: torch.device,
     share = torch.tensor_split(torch.arange(h.shape[0]), group_size(group))[group_rank(group)]
     outs = []
     for chunk in torch.split(share, batch_size):
-        x = _rows(h, chunk, contiguous=True).to(device, non_blocking=True)
+        x = to_device(_rows(h, chunk, contiguous=True), device)
         if layer == 0:
             x = model.inputs(x, chunk.to(device))
         outs.append(model.transform(layer, x))
@@ -154,5 +160,5 @@ def split_sums(values: torch.Tensor, positions: torch.Tensor, split_sizes: list[
     sums = torch.zeros(len(split_sizes), values.shape[1], dtype=torch.float64).index_add_(
         0, which, values.double())
     if group_size(group) > 1:
-        dist.all_reduce(sums, group=group)
+        all_reduce_host(sums, group=group)
     return sums

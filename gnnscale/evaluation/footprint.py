@@ -22,6 +22,8 @@ import math
 import torch
 import torch.distributed as dist
 
+from gnnscale.distributed.collectives import all_reduce_host
+
 TOP = 0.1  # FGNN's definition: the 10% most visited vertices
 
 
@@ -80,7 +82,7 @@ class Footprint:
         when a process group is up. Resets the counts."""
         counts = self.counts
         if dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1:
-            dist.all_reduce(counts, group=group)
+            all_reduce_host(counts, group=group)
         similarity = None if self.previous is None else _similarity(*self.previous, counts,
                                                                      self.top)
         member = top_membership(counts, self.top)

@@ -20,6 +20,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from gnnscale.distributed import device as device_seam
+
 FILENAME = "checkpoint.pt"
 
 
@@ -38,8 +40,9 @@ def rng_state() -> dict[str, Any]:
         "python": {"version": int(version), "internal": torch.tensor(internal, dtype=torch.int64),
                    "gauss_next": gauss_next},
     }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    cuda = device_seam.rng_states()
+    if cuda is not None:
+        state["cuda"] = cuda
     return state
 
 
@@ -52,8 +55,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
     py = state["python"]
     random.setstate((py["version"], tuple(int(v) for v in py["internal"].tolist()),
                      py["gauss_next"]))
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    device_seam.set_rng_states(state.get("cuda"))
 
 
 def all_rng_states(group: dist.ProcessGroup | None = None) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from gnnscale.distributed.collectives import comm_device
+from gnnscale.distributed.device import comm_device
 from gnnscale.schema import Select, StopRule
 
 

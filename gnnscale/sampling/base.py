@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.distributed.device import to_device
 
 
 @dataclass
@@ -48,10 +49,11 @@ class Block:
         return int(self.edge_index.shape[1])
 
     def to(self, device: torch.device | str) -> Block:
-        """The block with its tensors on ``device`` (non-blocking copies)."""
-        ids = None if self.src_ids is None else self.src_ids.to(device, non_blocking=True)
-        w = None if self.edge_weight is None else self.edge_weight.to(device, non_blocking=True)
-        return Block(self.edge_index.to(device, non_blocking=True), self.size, ids, w)
+        """The block with its tensors on ``device`` (copies as the device seam says)."""
+        device = torch.device(device)
+        ids = None if self.src_ids is None else to_device(self.src_ids, device)
+        w = None if self.edge_weight is None else to_device(self.edge_weight, device)
+        return Block(to_device(self.edge_index, device), self.size, ids, w)
 
 
 @dataclass
@@ -79,7 +81,7 @@ class MiniBatch:
 
     def to(self, device: torch.device | str) -> MiniBatch:
         """The mini-batch with its ids and blocks on ``device``."""
-        return MiniBatch(self.n_id.to(device, non_blocking=True),
+        return MiniBatch(to_device(self.n_id, torch.device(device)),
                          [b.to(device) for b in self.blocks], self.num_targets)
 
 

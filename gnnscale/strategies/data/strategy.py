@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gnnscale.cache.store import build_feature_store
+from gnnscale.distributed import device as device_seam
 from gnnscale.registry import register
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.prefetch import Prefetcher
@@ -93,8 +94,8 @@ class DataParallel(SamplingStrategy):
         self._module = model
         self.comm = _CommTimer(self.group)
         if topo.world_size > 1:
-            model = DDP(model, device_ids=[topo.device.index] if topo.device.type == "cuda"
-                        else None, process_group=self.group)
+            model = DDP(model, device_ids=device_seam.ddp_device_ids(topo.device),
+                        process_group=self.group)
             model.register_comm_hook(self.comm, _timed_allreduce)
         self.model = model
         self._optimizer = ctx.optim(self._module)
@@ -116,19 +117,18 @@ class DataParallel(SamplingStrategy):
         without an optimizer step, then clears the gradients (PaGraph/GNNLab's method).
         """
         ctx, dev = self.ctx, self.ctx.topo.device
-        if not getattr(ctx.cache_policy, "auto", False) or dev.type != "cuda":
+        if not getattr(ctx.cache_policy, "auto", False) or not device_seam.is_accelerator(dev):
             return None  # no measurement needed (or cache.auto refuses a non-CUDA device)
         first = self.epoch_batches(0)[0]
         mb = self.sample((0, 0, self.micro_batch(first)))
-        torch.cuda.synchronize(dev)
-        torch.cuda.reset_peak_memory_stats(dev)
+        device_seam.reset_peak(dev)
         x = ctx.graph.x[mb.input_nodes].to(dev)
         out = self._module(x, [b.to(dev) for b in mb.blocks])
         F.cross_entropy(out, ctx.graph.y[mb.targets].to(dev)).backward()
-        peak = int(torch.cuda.max_memory_allocated(dev))
+        peak = device_seam.peak_allocated(dev)
         self._module.zero_grad(set_to_none=True)
         del x, out
-        torch.cuda.empty_cache()
+        device_seam.release_cached(dev)
         return peak
 
     def micro_batch(self, batch: torch.Tensor) -> torch.Tensor:
@@ -180,7 +180,7 @@ class DataParallel(SamplingStrategy):
                 m["sample_time"] += t_sample
                 t0 = time.perf_counter()
                 x = self.store.gather(mb.input_nodes)
-                y = self.labels[mb.targets].to(topo.device, non_blocking=True)
+                y = device_seam.to_device(self.labels[mb.targets], topo.device)
                 t1 = time.perf_counter()
                 m["train_loss"] += self.train_step(mb, x, y)
                 m["load_time"] += t1 - t0

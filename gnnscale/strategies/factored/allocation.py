@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from gnnscale.distributed import device as device_seam
 from gnnscale.errors import ConfigError
 from gnnscale.sampling.schedule import PRESAMPLE, epoch_batches, micro_batch, sample_seed
 
@@ -73,7 +74,7 @@ def profile(strategy, steps: int = 3) -> tuple[float, float]:
                             stream=PRESAMPLE, min_size=world)
     model, dev = ctx.model.to(ctx.topo.device), ctx.topo.device
     t_s, t_t, n = 0.0, 0.0, 0
-    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+    with torch.random.fork_rng(devices=device_seam.rng_devices(dev)):
         for step, batch in enumerate(batches[: steps + 1]):
             t0 = time.perf_counter()
             mb = ctx.sampler.sample(ctx.graph, micro_batch(batch, world, 0),
@@ -82,8 +83,7 @@ def profile(strategy, steps: int = 3) -> tuple[float, float]:
             x = ctx.graph.x[mb.input_nodes].to(dev)
             out = model(x, [b.to(dev) for b in mb.blocks])
             F.cross_entropy(out, ctx.graph.y[mb.targets].to(dev)).backward()
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
+            device_seam.synchronize(dev)
             t2 = time.perf_counter()
             if step > 0:  # step 0 warms up (lazy initialisation, caches)
                 t_s, t_t, n = t_s + t1 - t0, t_t + t2 - t1, n + 1

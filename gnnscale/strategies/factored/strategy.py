@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.distributed.collectives import new_group
+from gnnscale.distributed.device import Purpose
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
 from gnnscale.sampling.base import MiniBatch
@@ -105,14 +106,14 @@ class Factored(DataParallel):
         topo = self.ctx.topo
         self.queue_group = None
         if topo.world_size > 1:
-            self.queue_group = new_group(range(topo.world_size), backend="gloo")
+            self.queue_group = new_group(range(topo.world_size), purpose=Purpose.host)
         if self.synced:  # each step's reduction, all ranks
-            self.reduce_group = new_group(range(topo.world_size), backend="gloo")
+            self.reduce_group = new_group(range(topo.world_size), purpose=Purpose.host)
         self.alloc = self._allocation()
         trainers = self.alloc.trainers
         self.is_trainer = topo.rank < trainers
         if topo.world_size > 1:
-            self.group = new_group(range(trainers))
+            self.group = new_group(range(trainers), purpose=Purpose.trainers)
         self.reports = self.is_trainer
         self.train_topo = dataclasses.replace(topo, world_size=trainers,
                                               rank=topo.rank if self.is_trainer else 0)

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.distributed as dist
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.deps.base import DependencyManager
 from gnnscale.deps.planner import EdgeCutLayout, in_edges, plan_edge_cut
 from gnnscale.deps.shuffle import ShuffleStats, shuffle, start_shuffle
+from gnnscale.distributed.collectives import all_reduce_host, all_to_all_host
 from gnnscale.models.base import GNN
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.fullgraph.plan import FullGraphPlan
@@ -43,11 +43,10 @@ def exchange_requests(recv: torch.Tensor, recv_counts: list[int], group
     world = len(recv_counts)
     counts = torch.tensor(recv_counts, dtype=torch.int64)
     send_counts = torch.empty_like(counts)
-    dist.all_to_all_single(send_counts, counts, group=group)
+    all_to_all_host(send_counts, counts, group=group)
     send_counts = send_counts.tolist()
     wanted = torch.empty(sum(send_counts), dtype=torch.int64)
-    dist.all_to_all_single(wanted, recv.long().contiguous(), send_counts, recv_counts,
-                           group=group)
+    all_to_all_host(wanted, recv.long().contiguous(), send_counts, recv_counts, group=group)
     assert len(send_counts) == world
     return wanted, send_counts
 
@@ -99,7 +98,7 @@ class EdgeCutPlan(FullGraphPlan):
         self.x = graph.x[lay.rows[0]].to(device)
         totals = torch.tensor([r.numel() for r in lay.recv], dtype=torch.int64)
         if world > 1:
-            dist.all_reduce(totals, group=group)
+            all_reduce_host(totals, group=group)
         self.steps: list[ConvStep] = []
         for k in range(len(dims) - 1):
             block, gather = _conv_block(graph, lay.rows[k + 1], lay.rows[k], lay.recv[k])

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from gnnscale.distributed.collectives import sum_gradients
+from gnnscale.distributed.collectives import all_reduce_host, sum_gradients
 from gnnscale.errors import ConfigError
 from gnnscale.evaluation.owned import evaluate_owned
 from gnnscale.registry import register
@@ -157,8 +157,8 @@ class FullGraph(Strategy):
             return 1.0
         t = torch.tensor([edges, edges], dtype=torch.float64)
         both = t.clone()
-        dist.all_reduce(t[:1], group=self.group)
-        dist.all_reduce(both[1:], op=dist.ReduceOp.MAX, group=self.group)
+        all_reduce_host(t[:1], group=self.group)
+        all_reduce_host(both[1:], op=dist.ReduceOp.MAX, group=self.group)
         mean = float(t[0]) / self.ctx.topo.world_size
         return float(both[1]) / mean if mean else 1.0
 

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from gnnscale.cache.store import build_feature_store
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import new_group, sum_gradients
+from gnnscale.distributed.device import Purpose
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
 from gnnscale.sampling.base import Block, MiniBatch
@@ -145,7 +146,7 @@ class SplitParallel(SamplingStrategy):
         self._module = ctx.model.to(topo.device)
         self._optimizer = ctx.optim(self._module)
         # samples are broadcast on a gloo group of their own (on the host, under nccl too)
-        self.sample_group = new_group(backend="gloo") if world > 1 else None
+        self.sample_group = new_group(purpose=Purpose.host) if world > 1 else None
         self.own_part = (self.partition_book("edge_cut").part.int() if world > 1
                          else torch.zeros(n, dtype=torch.int32))
         part = self.own_part if ctx.cache_policy.placement == "partitioned" else None
