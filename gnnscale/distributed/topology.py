@@ -21,21 +21,7 @@ from enum import Enum
 import torch
 import torch.distributed as dist
 
-
-class Backend(str, Enum):
-    """``dist.backend``: a closed choice, checked when the config is composed."""
-
-    auto = "auto"
-    gloo = "gloo"
-    nccl = "nccl"
-
-
-class Device(str, Enum):
-    """``dist.device``: a closed choice, checked when the config is composed."""
-
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
+from gnnscale.distributed.schemas import Backend, Device  # noqa: F401 - re-exported
 
 
 @dataclass
