@@ -1,17 +1,21 @@
 """Hydra config groups are the registry.
 
-Every option module ``gnnscale/<package>/<option>.py`` declares a typed dataclass schema with a
-``_target_`` and registers it with :func:`register` under ``schema/<group>/<option>``; the YAML
+Every option of a group has a typed dataclass schema with a ``_target_`` (the class a rank
+builds), registered with :func:`register` under ``schema/<group>/<option>``; the YAML
 ``configs/<group>/<option>.yaml`` extends that schema
 (``defaults: [/schema/<group>/<option>@_here_]``), so a misspelt key fails at composition.
-:func:`load_all` imports every option module so that their schemas are in the ConfigStore
-before Hydra composes. :func:`build` instantiates one component from its own sub-config plus
-runtime objects.
+The schemas live in torch-free modules, one place per folder: ``<package>/schemas.py`` for
+the options of a component folder, ``<package>/<option>/config.py`` for an option that is a
+subpackage (a strategy). :func:`load_all` imports those modules only, so the launcher
+composes and checks a config without importing torch; :func:`import_all` also imports every
+implementation module (what a rank needs: the fork server preloads it). :func:`build`
+instantiates one component from its own sub-config plus runtime objects.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from typing import Any
 
@@ -48,18 +52,46 @@ def register(group: str, name: str):
     return deco
 
 
+def schema_modules() -> list[str]:
+    """Every module that holds schemas: each group folder's ``schemas`` and each of its
+    subpackages' ``config`` (found on disk, nothing imported but the group packages)."""
+    names = []
+    for package in GROUPS.values():
+        pkg = importlib.import_module(package)
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if info.name == "schemas" and not info.ispkg:
+                names.append(f"{package}.schemas")
+            elif info.ispkg and any(sub.name == "config" for sub in pkgutil.iter_modules(
+                    [os.path.join(pkg.__path__[0], info.name)])):
+                names.append(f"{package}.{info.name}.config")
+    return names
+
+
 def load_all() -> None:
-    """Import every module of every component package, registering their schemas."""
+    """Put every option's typed schema in Hydra's ConfigStore: import the root schema and the
+    modules of :func:`schema_modules` (torch-free), no implementation."""
     global _loaded
     if _loaded:
         return
     importlib.import_module("gnnscale.schema")  # the top-level config
+    for name in schema_modules():
+        importlib.import_module(name)
+    _loaded = True
+
+
+def import_all() -> None:
+    """Import every module of every group's folder and of its subpackages: each option's
+    implementation too (torch, PyG), so that a process forked afterwards imports nothing."""
+    load_all()
     for package in GROUPS.values():
         pkg = importlib.import_module(package)
         for info in pkgutil.iter_modules(pkg.__path__):
-            if not info.name.startswith("_"):
-                importlib.import_module(f"{package}.{info.name}")
-    _loaded = True
+            if info.name.startswith("_"):
+                continue
+            module = importlib.import_module(f"{package}.{info.name}")
+            for sub in pkgutil.iter_modules(getattr(module, "__path__", [])):
+                if not sub.name.startswith("_"):
+                    importlib.import_module(f"{module.__name__}.{sub.name}")
 
 
 def option(group: str, name: str, **overrides: Any) -> Any:

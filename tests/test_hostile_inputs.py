@@ -19,7 +19,8 @@ import pytest
 import torch
 
 from gnnscale.data import processed
-from gnnscale.data.custom import CustomConfig, CustomDataset
+from gnnscale.data.custom import CustomDataset
+from gnnscale.data.schemas import CustomConfig
 from gnnscale.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,8 +11,9 @@ from torch_geometric.nn import SAGEConv
 from gnnscale import registry
 from gnnscale.data.graph import GraphStore
 from gnnscale.ops.sampling import sample_neighbors
-from gnnscale.sampling.full import FullNeighborSampler, FullNeighborSamplerConfig
-from gnnscale.sampling.neighbor import NeighborSampler, NeighborSamplerConfig
+from gnnscale.sampling.full import FullNeighborSampler
+from gnnscale.sampling.neighbor import NeighborSampler
+from gnnscale.sampling.schemas import FullNeighborSamplerConfig, NeighborSamplerConfig
 
 P_MIN = 1e-4  # chi-square tests fail only on a real bias (fixed seeds: no flakiness)
 

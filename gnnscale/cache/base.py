@@ -10,28 +10,17 @@ predicts, and ``oracle`` replays stream ``TRAIN`` exactly, micro-batch by micro-
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
-from enum import Enum
 
 import torch
 
+from gnnscale.cache.schemas import PLACEMENTS, Placement
 from gnnscale.data.graph import GraphStore
 from gnnscale.distributed import device as device_seam
 from gnnscale.sampling.base import Sampler
 from gnnscale.sampling.schedule import PRESAMPLE, TRAIN, epoch_samples
 
-__all__ = ["PRESAMPLE", "TRAIN", "CacheConfig", "CachePolicy", "visit_counts", "training_set",
+__all__ = ["PRESAMPLE", "TRAIN", "CachePolicy", "visit_counts", "training_set",
            "auto_rows"]
-
-class Placement(str, Enum):
-    """Where cached rows live: the same hottest set on every rank, or disjoint per-rank sets."""
-
-    replicated = "replicated"
-    partitioned = "partitioned"
-
-
-PLACEMENTS = tuple(p.value for p in Placement)
-
 
 def visit_counts(graph: GraphStore, *, train_idx: torch.Tensor, sampler: Sampler,
                  batch_size: int, seed: int, epochs: Iterable[int],
@@ -66,18 +55,6 @@ def training_set(graph: GraphStore, train_idx: torch.Tensor | None, policy: str)
         raise ValueError(f"cache={policy} samples from the training set, but no train_idx was "
                          "given and the graph has none")
     return idx.long().cpu()
-
-
-@dataclass
-class CacheConfig:
-    """Budget and placement fields every cache option shares (see :class:`CachePolicy`)."""
-
-    _target_: str = ""
-    ratio: float = 0.0
-    bytes: int | None = None
-    placement: Placement = Placement.replicated
-    auto: bool = False
-    reserve: float = 0.05
 
 
 class CachePolicy:

@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from gnnscale.cache.base import CacheConfig, CachePolicy
-from gnnscale.registry import register
-
-
-@register("cache", "degree")
-@dataclass
-class DegreeCacheConfig(CacheConfig):
-    """``cache=degree``'s options."""
-
-    _target_: str = "gnnscale.cache.degree.DegreePolicy"
+from gnnscale.cache.base import CachePolicy
 
 
 class DegreePolicy(CachePolicy):

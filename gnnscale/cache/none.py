@@ -3,20 +3,9 @@ placement, nothing is cached anywhere either)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from gnnscale.cache.base import CacheConfig, CachePolicy
-from gnnscale.registry import register
-
-
-@register("cache", "none")
-@dataclass
-class NoCacheConfig(CacheConfig):
-    """``cache=none``'s options."""
-
-    _target_: str = "gnnscale.cache.none.NoCache"
+from gnnscale.cache.base import CachePolicy
 
 
 class NoCache(CachePolicy):

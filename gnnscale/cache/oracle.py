@@ -9,22 +9,9 @@ epochs ``first_epoch .. first_epoch + epochs - 1`` with the schedule training us
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from gnnscale.cache.base import TRAIN, CacheConfig, CachePolicy, training_set, visit_counts
-from gnnscale.registry import register
-
-
-@register("cache", "oracle")
-@dataclass
-class OracleCacheConfig(CacheConfig):
-    """``cache=oracle``'s options."""
-
-    _target_: str = "gnnscale.cache.oracle.OraclePolicy"
-    epochs: int = 1
-    first_epoch: int = 0
+from gnnscale.cache.base import TRAIN, CachePolicy, training_set, visit_counts
 
 
 class OraclePolicy(CachePolicy):

@@ -8,21 +8,9 @@ always dominate); with few epochs this decides the many never-visited vertices.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from gnnscale.cache.base import PRESAMPLE, CacheConfig, CachePolicy, training_set, visit_counts
-from gnnscale.registry import register
-
-
-@register("cache", "presample")
-@dataclass
-class PresampleCacheConfig(CacheConfig):
-    """``cache=presample``'s options."""
-
-    _target_: str = "gnnscale.cache.presample.PresamplePolicy"
-    epochs: int = 1
+from gnnscale.cache.base import PRESAMPLE, CachePolicy, training_set, visit_counts
 
 
 class PresamplePolicy(CachePolicy):

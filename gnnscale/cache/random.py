@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from gnnscale.cache.base import CacheConfig, CachePolicy
-from gnnscale.registry import register
+from gnnscale.cache.base import CachePolicy
 from gnnscale.sampling.schedule import mix_seed
-
-
-@register("cache", "random")
-@dataclass
-class RandomCacheConfig(CacheConfig):
-    """``cache=random``'s options."""
-
-    _target_: str = "gnnscale.cache.random.RandomPolicy"
-    seed: int | None = None
 
 
 class RandomPolicy(CachePolicy):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 
 import torch
@@ -13,31 +11,7 @@ import torch
 from gnnscale.data import processed
 from gnnscale.data.checks import check_task
 from gnnscale.data.graph import GraphStore
-
-
-class FeatureNorm(str, Enum):
-    """A transform of the input features, applied once when the dataset is processed."""
-
-    none = "none"
-    row = "row"  # each row divided by its sum (Kipf & Welling; PyG's NormalizeFeatures)
-
-
-@dataclass
-class DatasetConfig:
-    """Fields every dataset option shares."""
-
-    _target_: str = ""
-    root: str = "${data_root}"
-    feature_norm: FeatureNorm = FeatureNorm.none
-
-
-@dataclass
-class RawDatasetConfig(DatasetConfig):
-    """Fields of a dataset read from raw files: which one, and where its files are (None:
-    ``<root>/<name>/raw``, then the shared datasets folder)."""
-
-    name: str = ""
-    raw_dir: str | None = None
+from gnnscale.data.schemas import FeatureNorm
 
 
 def normalize_features(graph: GraphStore, norm: str) -> GraphStore:

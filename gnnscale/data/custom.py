@@ -28,13 +28,12 @@ import json
 import math
 import os
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from gnnscale.data.base import Dataset, DatasetConfig
+from gnnscale.data.base import Dataset
 from gnnscale.data.checks import check_num_classes, check_task
 from gnnscale.data.convert import (
     DatasetNotFoundError,
@@ -49,7 +48,6 @@ from gnnscale.data.convert import (
 )
 from gnnscale.data.graph import GraphStore
 from gnnscale.errors import ConfigError
-from gnnscale.registry import register
 
 SPLITS = ("train", "val", "test")
 SCALARS = ("num_nodes", "num_classes")
@@ -386,15 +384,3 @@ class CustomDataset(Dataset):
                                  self.val_ratio, self.split_seed)
 
 
-@register("dataset", "custom")
-@dataclass
-class CustomConfig(DatasetConfig):
-    """``dataset=custom dataset.path=FILE``."""
-
-    _target_: str = "gnnscale.data.custom.CustomDataset"
-    path: str | None = None
-    symmetrize: bool = True
-    train_ratio: float = 0.6
-    val_ratio: float = 0.2
-    split_seed: int = 0
-    max_member_gb: float = 64.0  # the largest array a file may declare (GiB), checked unread

@@ -8,15 +8,12 @@ tested): the edges made undirected. The graphs come with 10 fixed splits; ``spli
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
-from gnnscale.data.base import Dataset, RawDatasetConfig
+from gnnscale.data.base import Dataset
 from gnnscale.data.convert import find_raw, index_split, raw_candidates, require_arrays
 from gnnscale.data.graph import GraphStore
-from gnnscale.registry import register
 
 NAMES = ("roman_empire", "amazon_ratings", "minesweeper", "tolokers", "questions")
 NUM_SPLITS = 10
@@ -63,11 +60,3 @@ class HeterophilousDataset(Dataset):
             name=self.name, meta={"source": str(src), "split_name": f"fixed split {self.split}"})
 
 
-@register("dataset", "heterophilous")
-@dataclass
-class HeterophilousConfig(RawDatasetConfig):
-    """Option ``tolokers``."""
-
-    _target_: str = "gnnscale.data.heterophilous.HeterophilousDataset"
-    name: str = "tolokers"
-    split: int = 0

@@ -15,13 +15,12 @@ host's memory, the dense features included); a damaged file is named.
 from __future__ import annotations
 
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from gnnscale.data.base import Dataset, RawDatasetConfig
+from gnnscale.data.base import Dataset
 from gnnscale.data.convert import (
     check_csr,
     csr_to_dense,
@@ -38,7 +37,6 @@ from gnnscale.data.convert import (
 )
 from gnnscale.data.graph import GraphStore
 from gnnscale.errors import ConfigError
-from gnnscale.registry import register
 
 ARRAYS = {"adj_data", "adj_indices", "adj_indptr", "adj_shape", "attr_data", "attr_indices",
           "attr_indptr", "attr_shape", "labels"}
@@ -137,14 +135,3 @@ def read_npz(path: Path) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return edges, x.contiguous(), y
 
 
-@register("dataset", "npz")
-@dataclass
-class NpzConfig(RawDatasetConfig):
-    """Options ``computers``, ``photo``, ``cs``, ``physics``."""
-
-    _target_: str = "gnnscale.data.npz.NpzDataset"
-    name: str = "computers"
-    train_per_class: int = 20
-    val_per_class: int = 30
-    split_seed: int = 0
-    largest_component: bool = False  # Shchur et al.'s standardisation

@@ -18,16 +18,14 @@ directed). Unlabelled nodes get label -1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from gnnscale.data.base import Dataset, RawDatasetConfig
+from gnnscale.data.base import Dataset
 from gnnscale.data.convert import DatasetNotFoundError, find_raw, raw_candidates
 from gnnscale.data.graph import GraphStore
-from gnnscale.registry import register
 
 # option -> (OGB name, folder, split type, number of classes, binary raw format)
 GRAPHS = {
@@ -126,11 +124,3 @@ class OgbNodeDataset(Dataset):
         )
 
 
-@register("dataset", "ogb")
-@dataclass
-class OgbConfig(RawDatasetConfig):
-    """Options ``arxiv``, ``products``, ``papers100m``."""
-
-    _target_: str = "gnnscale.data.ogb.OgbNodeDataset"
-    name: str = "arxiv"
-    symmetrize: bool = True

@@ -10,17 +10,15 @@ tested): Kipf & Welling's layout, self loops and repeated edges dropped, made un
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from gnnscale.data import safe_pickle
-from gnnscale.data.base import Dataset, RawDatasetConfig
+from gnnscale.data.base import Dataset
 from gnnscale.data.convert import find_raw, raw_candidates
 from gnnscale.data.graph import GraphStore
-from gnnscale.registry import register
 
 NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
 PARTS = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
@@ -98,10 +96,3 @@ def _spread(rows: torch.Tensor, at: torch.Tensor, n: int) -> torch.Tensor:
     return out
 
 
-@register("dataset", "planetoid")
-@dataclass
-class PlanetoidConfig(RawDatasetConfig):
-    """Options ``cora``, ``citeseer``, ``pubmed``."""
-
-    _target_: str = "gnnscale.data.planetoid.PlanetoidDataset"
-    name: str = "Cora"

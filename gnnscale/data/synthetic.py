@@ -34,9 +34,8 @@ from dataclasses import asdict, dataclass, fields, replace
 import numpy as np
 import torch
 
-from gnnscale.data.base import Dataset, DatasetConfig
+from gnnscale.data.base import Dataset
 from gnnscale.data.graph import GraphStore
-from gnnscale.registry import register
 
 GENERATOR_VERSION = 1
 _EDGE_CHUNK = 1 << 22
@@ -406,30 +405,3 @@ class SyntheticDataset(Dataset):
         return generate_params(self.params, self.seed, name=_name(self.preset, self.scale))
 
 
-@register("dataset", "synthetic")
-@dataclass
-class SyntheticConfig(DatasetConfig):
-    """``dataset=synthetic`` (preset small), ``dataset=products_sim`` or a paper-like preset
-    (``products_like``, ``papers_like``, ``reddit_like``, ``web_like``); None = the preset's."""
-
-    _target_: str = "gnnscale.data.synthetic.SyntheticDataset"
-    preset: str = "small"
-    scale: float = 1.0
-    seed: int = 0
-    num_nodes: int | None = None
-    avg_degree: float | None = None
-    num_features: int | None = None
-    num_classes: int | None = None
-    num_communities: int | None = None
-    p_intra: float | None = None
-    degree_exponent: float | None = None
-    max_degree_ratio: float | None = None
-    max_intra_share: float | None = None
-    community_size_sigma: float | None = None
-    feature_signal: float | None = None
-    community_signal: float | None = None
-    label_noise: float | None = None
-    train_ratio: float | None = None
-    val_ratio: float | None = None
-    test_ratio: float | None = None
-    train_region: float | None = None

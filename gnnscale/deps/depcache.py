@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from gnnscale.deps.base import DependencyManager
-from gnnscale.registry import register
-
-
-@register("deps", "depcache")
-@dataclass
-class DepCacheConfig:
-    """``deps=depcache``'s options."""
-
-    _target_: str = "gnnscale.deps.depcache.DepCache"
 
 
 class DepCache(DependencyManager):

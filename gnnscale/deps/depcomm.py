@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from gnnscale.deps.base import DependencyManager
-from gnnscale.registry import register
-
-
-@register("deps", "depcomm")
-@dataclass
-class DepCommConfig:
-    """``deps=depcomm``'s options."""
-
-    _target_: str = "gnnscale.deps.depcomm.DepComm"
 
 
 class DepComm(DependencyManager):

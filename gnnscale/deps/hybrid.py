@@ -9,38 +9,13 @@ plan is reproducible. ``split`` runs the greedy per sample inside its native spl
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from gnnscale.deps.base import DependencyManager, greedy
 from gnnscale.deps.costs import Costs, probe_costs
-from gnnscale.registry import register
-
-COST_KEYS = ("t_vertex", "t_edge", "t_comm")
-
-
-@dataclass
-class CostsConfig:
-    """Per-dimension seconds of NeutronStar's model; all null = probe them on this machine."""
-
-    t_vertex: float | None = None  # one multiply-add of a dense vertex update
-    t_edge: float | None = None  # one edge, one feature, of an aggregation
-    t_comm: float | None = None  # one float sent to another rank
-
-
-@register("deps", "hybrid")
-@dataclass
-class HybridConfig:
-    """``deps=hybrid``'s options."""
-
-    _target_: str = "gnnscale.deps.hybrid.Hybrid"
-    memory_cap_mb: float = 256.0  # replicated features + rows + edges per rank, at most
-    comm_weight: float = 1.0  # scales the communication cost (>1 favours replication)
-    mu: float = 1.0  # Eq. 3's factor on the recomputation cost, in (0, 1]
-    # fixed per-dimension costs (deps.costs={t_vertex:..,t_edge:..,t_comm:..}): reproducible
-    costs: CostsConfig = field(default_factory=CostsConfig)
+from gnnscale.deps.schemas import COST_KEYS
 
 
 class Hybrid(DependencyManager):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch.distributed as dist
@@ -22,20 +21,6 @@ from gnnscale.distributed.topology import (
     topology_from_env,
     under_torchrun,
 )
-from gnnscale.registry import register
-
-
-@register("dist", "local")
-@dataclass
-class LocalDistConfig:
-    """``dist=local``'s options."""
-
-    _target_: str = "gnnscale.distributed.local.Launcher"
-    world_size: int = 2
-    backend: Backend = Backend.auto
-    device: Device = Device.auto
-    timeout_s: float = 300.0
-    threads_per_rank: int = 0  # 0: host cores / local ranks
 
 
 class Launcher:

@@ -23,22 +23,7 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.distributed import device as device_seam
-
-
-class Backend(str, Enum):
-    """``dist.backend``: a closed choice, checked when the config is composed."""
-
-    auto = "auto"
-    gloo = "gloo"
-    nccl = "nccl"
-
-
-class Device(str, Enum):
-    """``dist.device``: a closed choice, checked when the config is composed."""
-
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
+from gnnscale.distributed.schemas import Backend, Device  # noqa: F401 - re-exported
 
 
 @dataclass

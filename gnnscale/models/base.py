@@ -28,7 +28,6 @@ from __future__ import annotations
 import warnings
 from abc import abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,30 +35,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnnscale.models.dropout import dropout, keyed_dropout, stream_key
+from gnnscale.models.schemas import NORMS, REORDER
 from gnnscale.sampling.base import Block
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": F.relu, "elu": F.elu, "gelu": F.gelu, "leaky_relu": F.leaky_relu, "tanh": torch.tanh,
 }
-NORMS = ("none", "batch", "layer")
-REORDER = ("auto", "true", "false")
-
-
-@dataclass
-class ModelConfig:
-    """Fields shared by every model; ``in_channels``/``out_channels`` come from the dataset."""
-
-    _target_: str = ""
-    hidden: int = 256
-    num_layers: int = 3
-    dropout: float = 0.5
-    input_dropout: float = 0.0  # dropout on the input features (Kipf & Welling: 0.5)
-    activation: str = "relu"
-    norm: str = "none"
-    reorder_update: str = "auto"
-    residual: bool = False  # Platonov et al.'s residual blocks around every conv (see GNN)
-
-
 class GNN(nn.Module):
     """``num_layers`` conv layers; hidden layers get norm, activation and dropout."""
 

@@ -10,26 +10,13 @@ GATConv takes edge features only through a learned ``edge_dim`` projection, not 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch_geometric.nn import GATConv
 
-from gnnscale.models.base import GNN, ModelConfig
-from gnnscale.registry import register
+from gnnscale.models.base import GNN
 from gnnscale.sampling.base import Block
-
-
-@register("model", "gat")
-@dataclass
-class GATConfig(ModelConfig):
-    """``model=gat``'s options."""
-
-    _target_: str = "gnnscale.models.gat.GAT"
-    heads: int = 4
-    out_heads: int = 1
-    attn_dropout: float = 0.0
 
 
 class GAT(GNN):

@@ -21,8 +21,6 @@ before the sum (exact: it is linear and bias-free; PyG's GCNConv itself runs tha
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import torch
@@ -30,28 +28,9 @@ from torch import nn
 from torch_geometric.nn import GCNConv
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.models.base import GNN, ModelConfig, csr_matrix
-from gnnscale.registry import register
+from gnnscale.models.base import GNN, csr_matrix
+from gnnscale.models.schemas import GCN_NORMS, GCNNorm
 from gnnscale.sampling.base import Block
-
-
-class GCNNorm(str, Enum):
-    """Degrees of the edge weights: the sampled block's, or the whole graph's."""
-
-    block = "block"
-    graph = "graph"
-
-
-NORMS = tuple(n.value for n in GCNNorm)
-
-
-@register("model", "gcn")
-@dataclass
-class GCNConfig(ModelConfig):
-    """``model=gcn``'s options."""
-
-    _target_: str = "gnnscale.models.gcn.GCN"
-    gcn_norm: GCNNorm = GCNNorm.block
 
 
 def _with_self_loops(block: Block) -> torch.Tensor:
@@ -81,8 +60,8 @@ class GCN(GNN):
 
     def __init__(self, in_channels: int, out_channels: int, gcn_norm: str = "block",
                  **kw) -> None:
-        if gcn_norm not in NORMS:
-            raise ValueError(f"model.gcn_norm must be one of {NORMS}, got {gcn_norm!r}")
+        if gcn_norm not in GCN_NORMS:
+            raise ValueError(f"model.gcn_norm must be one of {GCN_NORMS}, got {gcn_norm!r}")
         super().__init__(in_channels, out_channels, **kw)
         self.gcn_norm = gcn_norm
         self.register_buffer("deg_inv_sqrt", None, persistent=False)

@@ -12,24 +12,12 @@ walks visited it (GIN's sum over a multiset).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 from torch_geometric.nn import GINConv
 
-from gnnscale.models.base import GNN, ModelConfig
-from gnnscale.registry import register
+from gnnscale.models.base import GNN
 from gnnscale.sampling.base import Block
-
-
-@register("model", "gin")
-@dataclass
-class GINConfig(ModelConfig):
-    """``model=gin``'s options."""
-
-    _target_: str = "gnnscale.models.gin.GIN"
-    train_eps: bool = True
 
 
 class GIN(GNN):

@@ -13,7 +13,6 @@ block``; ``sum`` weighs it ``w_uv``; other aggregators refuse weighted blocks.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -21,20 +20,9 @@ from torch import nn
 from torch_geometric.nn import SAGEConv
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.models.base import GNN, ModelConfig
-from gnnscale.registry import register
+from gnnscale.models.base import GNN
+from gnnscale.models.schemas import SPLIT_AGGRS
 from gnnscale.sampling.base import Block
-
-SPLIT_AGGRS = ("mean", "sum")
-
-
-@register("model", "sage")
-@dataclass
-class SAGEConfig(ModelConfig):
-    """``model=sage``'s options."""
-
-    _target_: str = "gnnscale.models.sage.SAGE"
-    aggr: str = "mean"
 
 
 class SAGE(GNN):

@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from gnnscale.optim.base import OptimConfig, OptimizerFactory
-from gnnscale.registry import register
-
-
-@register("optim", "adam")
-@dataclass
-class AdamConfig(OptimConfig):
-    """``optim=adam``'s options."""
-
-    _target_: str = "gnnscale.optim.adam.Adam"
-    beta1: float = 0.9
-    beta2: float = 0.999
+from gnnscale.optim.base import OptimizerFactory
 
 
 class Adam(OptimizerFactory):

@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from gnnscale.optim.adam import Adam, AdamConfig
-from gnnscale.registry import register
-
-
-@register("optim", "adamw")
-@dataclass
-class AdamWConfig(AdamConfig):
-    """``optim=adamw``'s options."""
-
-    _target_: str = "gnnscale.optim.adamw.AdamW"
-    weight_decay: float = 0.01
+from gnnscale.optim.adam import Adam
 
 
 class AdamW(Adam):

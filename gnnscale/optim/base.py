@@ -12,21 +12,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
-
-
-@dataclass
-class OptimConfig:
-    """Fields every optimizer option shares."""
-
-    _target_: str = ""
-    lr: float = 0.003
-    weight_decay: float = 0.0
-    weight_decay_layers: Any = None  # list of conv layer indices, or None = every parameter
 
 
 class OptimizerFactory(ABC):

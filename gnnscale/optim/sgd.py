@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from gnnscale.optim.base import OptimConfig, OptimizerFactory
-from gnnscale.registry import register
-
-
-@register("optim", "sgd")
-@dataclass
-class SGDConfig(OptimConfig):
-    """``optim=sgd``'s options."""
-
-    _target_: str = "gnnscale.optim.sgd.SGD"
-    lr: float = 0.01
-    momentum: float = 0.0
-    nesterov: bool = False
+from gnnscale.optim.base import OptimizerFactory
 
 
 class SGD(OptimizerFactory):

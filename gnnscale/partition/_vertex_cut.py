@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from dataclasses import dataclass
 
 import torch
 
@@ -21,18 +20,7 @@ from gnnscale.partition._graph import blocked_masters
 from gnnscale.partition.base import Partitioner
 from gnnscale.partition.book import PartitionBook
 from gnnscale.partition.quality import evaluate
-
-EDGE_CUT_MASTERS = ("metis", "random", "range", "ldg", "fennel")
-MASTER_SOURCES = ("blocked",) + EDGE_CUT_MASTERS
-
-
-@dataclass
-class VertexCutConfig:
-    """Options every vertex-cut partitioner takes: its seed and where masters come from."""
-
-    _target_: str = ""
-    seed: int = 0
-    masters: str = "blocked"
+from gnnscale.partition.schemas import EDGE_CUT_MASTERS, MASTER_SOURCES
 
 
 def edge_cut_partitioner(name: str, seed: int) -> Partitioner:

@@ -14,24 +14,12 @@ part counts that are not perfect squares.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition._graph import edge_src
-from gnnscale.partition._vertex_cut import VertexCutConfig, VertexCutPartitioner
-from gnnscale.registry import register
-
-
-@register("partitioner", "cvc")
-@dataclass
-class CvcConfig(VertexCutConfig):
-    """``partitioner=cvc``'s options."""
-
-    _target_: str = "gnnscale.partition.cvc.CvcPartitioner"
-    rows: int | None = None
-    require_square: bool = False
+from gnnscale.partition._vertex_cut import VertexCutPartitioner
 
 
 def grid_shape(num_parts: int, rows: int | None = None, require_square: bool = False):

@@ -8,26 +8,12 @@ among parts below the capacity ``imbalance * N / p``. ``alpha = None`` uses the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition._stream import stream_assign, stream_order
 from gnnscale.partition.base import Partitioner
-from gnnscale.registry import register
-
-
-@register("partitioner", "fennel")
-@dataclass
-class FennelConfig:
-    """``partitioner=fennel``'s options."""
-    _target_: str = "gnnscale.partition.fennel.FennelPartitioner"
-    seed: int = 0
-    imbalance: float = 1.1
-    gamma: float = 1.5
-    alpha: float | None = None
-    order: str = "natural"
 
 
 class FennelPartitioner(Partitioner):

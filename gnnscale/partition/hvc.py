@@ -5,23 +5,11 @@ in-degree above ``threshold`` are cut by source (each goes to its source's maste
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition._graph import edge_src
-from gnnscale.partition._vertex_cut import VertexCutConfig, VertexCutPartitioner
-from gnnscale.registry import register
-
-
-@register("partitioner", "hvc")
-@dataclass
-class HvcConfig(VertexCutConfig):
-    """``partitioner=hvc``'s options."""
-
-    _target_: str = "gnnscale.partition.hvc.HvcPartitioner"
-    threshold: int = 100
+from gnnscale.partition._vertex_cut import VertexCutPartitioner
 
 
 class HvcPartitioner(VertexCutPartitioner):

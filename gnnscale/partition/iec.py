@@ -7,21 +7,10 @@ remote sources.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.partition._vertex_cut import VertexCutConfig, VertexCutPartitioner
-from gnnscale.registry import register
-
-
-@register("partitioner", "iec")
-@dataclass
-class IecConfig(VertexCutConfig):
-    """``partitioner=iec``'s options."""
-
-    _target_: str = "gnnscale.partition.iec.IecPartitioner"
+from gnnscale.partition._vertex_cut import VertexCutPartitioner
 
 
 class IecPartitioner(VertexCutPartitioner):

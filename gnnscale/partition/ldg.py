@@ -7,24 +7,12 @@ capacity ``C = imbalance * N / p``; ties go to the lighter part. For graphs too 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition._stream import stream_assign, stream_order
 from gnnscale.partition.base import Partitioner
-from gnnscale.registry import register
-
-
-@register("partitioner", "ldg")
-@dataclass
-class LdgConfig:
-    """``partitioner=ldg``'s options."""
-    _target_: str = "gnnscale.partition.ldg.LdgPartitioner"
-    seed: int = 0
-    imbalance: float = 1.05
-    order: str = "natural"
 
 
 class LdgPartitioner(Partitioner):

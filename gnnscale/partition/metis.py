@@ -11,9 +11,6 @@ constraints as targets, ``rebalance`` then moves boundary vertices until every c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
-
 import numpy as np
 import pymetis
 import torch
@@ -22,39 +19,7 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.partition._graph import undirected_csr
 from gnnscale.partition._rebalance import rebalance
 from gnnscale.partition.base import Partitioner
-from gnnscale.registry import register
-
-
-class VertexWeights(str, Enum):
-    """What METIS balances besides edges and training vertices."""
-
-    none = "none"
-    sample_frequency = "sample_frequency"
-
-
-class Method(str, Enum):
-    """METIS's algorithm: k-way or recursive bisection."""
-    kway = "kway"
-    recursive = "recursive"
-
-
-VERTEX_WEIGHTS = tuple(v.value for v in VertexWeights)
-METHODS = tuple(m.value for m in Method)
-
-
-@register("partitioner", "metis")
-@dataclass
-class MetisConfig:
-    """``partitioner=metis``'s options."""
-    _target_: str = "gnnscale.partition.metis.MetisPartitioner"
-    seed: int = 0
-    balance_vertices: bool = True
-    balance_train: bool = True
-    balance_edges: bool = True
-    imbalance: float = 1.05
-    vertex_weights: VertexWeights = VertexWeights.none
-    rebalance: bool = True
-    method: Method = Method.kway
+from gnnscale.partition.schemas import METHODS, VERTEX_WEIGHTS
 
 
 class MetisPartitioner(Partitioner):

@@ -7,20 +7,9 @@ out-edges of its masters; a vertex has mirrors wherever one of its in-neighbours
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition._graph import edge_src
-from gnnscale.partition._vertex_cut import VertexCutConfig, VertexCutPartitioner
-from gnnscale.registry import register
-
-
-@register("partitioner", "oec")
-@dataclass
-class OecConfig(VertexCutConfig):
-    """``partitioner=oec``'s options."""
-
-    _target_: str = "gnnscale.partition.oec.OecPartitioner"
+from gnnscale.partition._vertex_cut import VertexCutPartitioner
 
 
 class OecPartitioner(VertexCutPartitioner):

@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition.base import Partitioner
-from gnnscale.registry import register
-
-
-@register("partitioner", "random")
-@dataclass
-class RandomConfig:
-    """``partitioner=random``'s options."""
-    _target_: str = "gnnscale.partition.random.RandomPartitioner"
-    seed: int = 0
 
 
 class RandomPartitioner(Partitioner):

@@ -7,24 +7,12 @@ Gemini's ``8 * (p - 1)``; ``alpha = 0`` balances edges only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition._graph import contiguous_ranges
 from gnnscale.partition.base import Partitioner
-from gnnscale.registry import register
-
-
-@register("partitioner", "range")
-@dataclass
-class RangeConfig:
-    """``partitioner=range``'s options."""
-    _target_: str = "gnnscale.partition.range.RangePartitioner"
-    seed: int = 0
-    alpha: float | None = None
 
 
 class RangePartitioner(Partitioner):

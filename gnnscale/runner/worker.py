@@ -30,7 +30,7 @@ from gnnscale.strategies.base import RunContext, SamplingStrategy
 
 # The fork server preloads this module (distributed/launch.py PRELOAD): importing every option
 # module here (torch, PyG, every strategy) means a forked rank imports nothing more.
-registry.load_all()
+registry.import_all()
 
 
 class TimedPartitions:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from gnnscale.registry import register
 from gnnscale.sampling.neighbor import NeighborSampler
 
 
@@ -20,10 +17,3 @@ class FullNeighborSampler(NeighborSampler):
         return f"FullNeighborSampler(num_layers={self.num_layers})"
 
 
-@register("sampler", "full")
-@dataclass
-class FullNeighborSamplerConfig:
-    """``sampler=full``: whole in-neighborhoods, ``num_layers`` hops."""
-
-    _target_: str = "gnnscale.sampling.full.FullNeighborSampler"
-    num_layers: int = 3

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 
 import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.ops.sampling import sample_neighbors
-from gnnscale.registry import register
 from gnnscale.sampling.base import Block, MiniBatch, Sampler
 
 
@@ -79,14 +77,3 @@ class NeighborSampler(Sampler):
                 f"weighted={self.weighted}, threads={self.threads})")
 
 
-@register("sampler", "neighbor")
-@dataclass
-class NeighborSamplerConfig:
-    """``sampler=neighbor``: per-layer fanouts, target layer first; -1 = all neighbors;
-    ``threads``: native sampling threads, 0 = automatic (see ``NeighborSampler``)."""
-
-    _target_: str = "gnnscale.sampling.neighbor.NeighborSampler"
-    fanouts: list[int] = field(default_factory=lambda: [15, 10, 5])
-    replace: bool = False
-    weighted: bool = False
-    threads: int = 0

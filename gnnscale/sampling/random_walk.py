@@ -13,13 +13,10 @@ only, whatever the thread count.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.ops.sampling import random_walk_top_k
-from gnnscale.registry import register
 from gnnscale.sampling.base import Block, MiniBatch, Sampler
 from gnnscale.sampling.neighbor import NeighborSampler
 
@@ -79,14 +76,3 @@ class RandomWalkSampler(Sampler):
                 f"walk_length={self.walk_length}, top_k={self.top_k}, threads={self.threads})")
 
 
-@register("sampler", "random_walk")
-@dataclass
-class RandomWalkSamplerConfig:
-    """``sampler=random_walk``: PinSAGE's neighbourhoods (FGNN: 4 walks of length 3, top 5)."""
-
-    _target_: str = "gnnscale.sampling.random_walk.RandomWalkSampler"
-    num_layers: int = 3
-    num_walks: int = 4
-    walk_length: int = 3
-    top_k: int = 5
-    threads: int = 0

@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from gnnscale.registry import register
 from gnnscale.runner.loggers.base import Logger
-
-
-@register("logger", "none")
-@dataclass
-class NoLoggerConfig:
-    """``logger=none``'s options."""
-
-    _target_: str = "gnnscale.runner.loggers.none.NoLogger"
 
 
 class NoLogger(Logger):

@@ -5,26 +5,10 @@ syncs for users with an account."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from gnnscale.registry import register
 from gnnscale.runner.loggers.base import Logger
-
-MODES = ("offline", "online", "disabled")
-
-
-@register("logger", "wandb")
-@dataclass
-class WandbConfig:
-    """``logger=wandb``'s options."""
-
-    _target_: str = "gnnscale.runner.loggers.wandb.WandbLogger"
-    project: str = "gnnscale"
-    entity: str | None = None
-    mode: str = "offline"
-    name: str | None = None
-    tags: list[str] = field(default_factory=list)
+from gnnscale.runner.loggers.schemas import MODES
 
 
 class WandbLogger(Logger):

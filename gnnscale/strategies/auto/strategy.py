@@ -19,7 +19,6 @@ import json
 import statistics
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -30,34 +29,10 @@ from gnnscale import registry
 from gnnscale.errors import ConfigError
 from gnnscale.strategies.auto.candidates import candidate_config, candidates, option_node
 from gnnscale.strategies.auto.choice import choose, close_leaders, pooled, seconds_per_loss, table
+from gnnscale.strategies.auto.config import Criterion
 from gnnscale.strategies.base import Strategy
 
 Train = Callable[[DictConfig], dict]
-
-
-class Criterion(str, Enum):
-    """What time the choice rule divides by the loss decrease per epoch."""
-
-    measured = "measured"  # median measured epoch time of the profile
-    modelled = "modelled"  # the cost model's projected epoch time on strategy.hardware
-
-
-@registry.register("strategy", "auto")
-@dataclass
-class AutoConfig:
-    """``strategy=auto``'s options."""
-
-    _target_: str = "gnnscale.strategies.auto.Auto"
-    candidates: list[str] = field(default_factory=list)  # empty: every registered candidate
-    profile_epochs: int = 3  # epochs each candidate trains; the first is a warm-up
-    criterion: Criterion = Criterion.measured
-    hardware: str | None = None  # configs/hardware/<name> (criterion=modelled)
-    batch_size: int | None = None  # global mini-batch of the sampling candidates (null: theirs)
-    # when the two best scores are closer than rematch_within (or than either one's own
-    # epoch-time spread), both train rematch_rounds more profiles, alternating (0: never)
-    rematch_rounds: int = 2
-    rematch_within: float = 0.10
-    options: dict[str, Any] = field(default_factory=dict)  # {candidate: {key: value}}
 
 
 class Auto(Strategy):

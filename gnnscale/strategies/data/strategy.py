@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from contextlib import closing
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,21 +21,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gnnscale.cache.store import build_feature_store
 from gnnscale.distributed import device as device_seam
-from gnnscale.registry import register
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.prefetch import Prefetcher
 from gnnscale.sampling.schedule import micro_batch, sample_seed
 from gnnscale.strategies.base import RunContext, SamplingStrategy
-
-
-@register("strategy", "data")
-@dataclass
-class DataParallelConfig:
-    """``strategy=data``'s options."""
-    _target_: str = "gnnscale.strategies.data.DataParallel"
-    batch_size: int = 1024  # global mini-batch (all ranks together)
-    prefetch: int = 2  # mini-batches sampled ahead; 0 samples inline
-    sample_workers: int = 0  # sampler processes per rank; 0 = the prefetch thread
 
 
 class _CommTimer:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -30,7 +29,6 @@ import torch.distributed as dist
 from gnnscale.distributed.collectives import new_group
 from gnnscale.distributed.device import Purpose
 from gnnscale.errors import ConfigError
-from gnnscale.registry import register
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
 from gnnscale.strategies.base import RunContext
@@ -49,18 +47,6 @@ from gnnscale.strategies.factored.sync import (
 FOOTPRINT_TAG = 2  # standby trainers' input-node visits (footprint=true, synced loop)
 _SAMPLER_STATS = ("samples_produced", "queue_bytes", "sampler_busy_time", "sampler_idle_time",
                   "switch_events", "standby_train_time", "standby_jobs")
-
-
-@register("strategy", "factored")
-@dataclass
-class FactoredConfig:
-    """``strategy=factored``'s options."""
-    _target_: str = "gnnscale.strategies.factored.Factored"
-    batch_size: int = 1024  # global mini-batch (all trainers together)
-    samplers: str = "auto"  # sampler ranks: a count, or auto (GNNLab's rule, profiled)
-    queue_depth: int = 2  # jobs one sampler may have in flight per trainer
-    staleness: int = 0  # steps a rank may run ahead of the slowest (0: synchronous, exact)
-    switching: bool = False  # finished samplers train as standby trainers while it pays
 
 
 class Factored(DataParallel):

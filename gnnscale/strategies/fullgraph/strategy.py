@@ -15,7 +15,6 @@ on the whole graph (``dist.world_size=1``). Evaluation runs the same partitioned
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -25,21 +24,11 @@ import torch.nn.functional as F
 from gnnscale.distributed.collectives import all_reduce_host, sum_gradients
 from gnnscale.errors import ConfigError
 from gnnscale.evaluation.owned import evaluate_owned
-from gnnscale.registry import register
 from gnnscale.strategies.base import RunContext, Strategy
 from gnnscale.strategies.fullgraph.edge_cut import EdgeCutPlan
 from gnnscale.strategies.fullgraph.plan import FullGraphPlan
 
 EDGE_CUT_DEPS = ("depcache", "depcomm", "hybrid")
-
-
-@register("strategy", "fullgraph")
-@dataclass
-class FullGraphConfig:
-    """``strategy=fullgraph``'s options."""
-    _target_: str = "gnnscale.strategies.fullgraph.FullGraph"
-    ring: bool = False  # peer-ordered point-to-point exchange instead of one all-to-all
-    overlap: bool = False  # convolve all-local destinations while remote rows are in flight
 
 
 def partition_kind(cfg) -> str:

@@ -22,6 +22,7 @@ import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.deps.planner import in_edges
+from gnnscale.strategies.offload.config import LEVEL2
 
 
 @dataclass
@@ -110,9 +111,6 @@ def load_set(graph: GraphStore, dst: torch.Tensor) -> torch.Tensor:
     read = torch.zeros(graph.num_nodes, dtype=torch.bool)
     read[src] = True
     return torch.cat([dst, (read & ~is_dst).nonzero().flatten()])
-
-
-LEVEL2 = ("range", "metis")
 
 
 def two_level(graph: GraphStore, part: torch.Tensor, world: int, chunks: int,

@@ -17,8 +17,6 @@ from gnnscale.models.base import GNN
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.offload.memory import SavedBytes
 
-INTERMEDIATE = ("cache", "recompute", "auto")
-
 
 @dataclass
 class LayerChoice:

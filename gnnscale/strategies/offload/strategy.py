@@ -17,7 +17,6 @@ One parameter all-reduce per epoch, so an epoch equals one process training on t
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -27,31 +26,18 @@ from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import sum_gradients
 from gnnscale.errors import ConfigError
 from gnnscale.evaluation.owned import evaluate_owned
-from gnnscale.registry import register
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.base import RunContext, Strategy
 from gnnscale.strategies.offload import compute
 from gnnscale.strategies.offload.bound import layer_bound
 from gnnscale.strategies.offload.chunks import LEVEL2, Chunking, two_level
+from gnnscale.strategies.offload.config import INTERMEDIATE
 from gnnscale.strategies.offload.memory import ActivationModel
 from gnnscale.strategies.offload.tiers import DeviceTier, HostStore, TransferStats
 from gnnscale.strategies.offload.transfers import DEDUP, BatchTransfer, plan_transfers
 
 GB = 1e9
 _ACTIVATIONS: dict[tuple, ActivationModel] = {}  # per layer architecture, fitted once
-
-
-@register("strategy", "offload")
-@dataclass
-class OffloadConfig:
-    """``strategy=offload``'s options."""
-    _target_: str = "gnnscale.strategies.offload.Offload"
-    chunks: int = 8                     # chunks per part; batch b = chunk b of every part
-    dedup: str = "inter+intra"          # none | inter | inter+intra
-    reorganize: bool = False            # HongTu's Algorithm 4 before training
-    level2: str = "range"               # range (id ranges) | metis (METIS inside each part)
-    intermediate: str = "auto"          # cache | recompute | auto (per layer)
-    device_budget_gb: float | None = None  # refuse a plan whose device bound exceeds it
 
 
 def check_options(chunks: int, dedup: str, intermediate: str, budget: float | None,
@@ -63,9 +49,9 @@ def check_options(chunks: int, dedup: str, intermediate: str, budget: float | No
         raise ConfigError(f"strategy.level2 must be one of {', '.join(LEVEL2)}, got {level2!r}")
     if dedup not in DEDUP:
         raise ConfigError(f"strategy.dedup must be one of {', '.join(DEDUP)}, got {dedup!r}")
-    if intermediate not in compute.INTERMEDIATE:
+    if intermediate not in INTERMEDIATE:
         raise ConfigError(f"strategy.intermediate must be one of "
-                          f"{', '.join(compute.INTERMEDIATE)}, got {intermediate!r}")
+                          f"{', '.join(INTERMEDIATE)}, got {intermediate!r}")
     if budget is not None and budget <= 0:
         raise ConfigError(f"strategy.device_budget_gb must be > 0 (or null), got {budget}")
     if intermediate == "cache" and not model.splittable:

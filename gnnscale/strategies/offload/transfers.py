@@ -21,8 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from gnnscale.strategies.offload.chunks import Chunking
-
-DEDUP = ("none", "inter", "inter+intra")
+from gnnscale.strategies.offload.config import DEDUP
 
 
 @dataclass

@@ -20,7 +20,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import closing
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -32,29 +31,12 @@ from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import new_group, sum_gradients
 from gnnscale.distributed.device import Purpose
 from gnnscale.errors import ConfigError
-from gnnscale.registry import register
 from gnnscale.sampling.base import Block, MiniBatch
 from gnnscale.sampling.prefetch import Prefetcher
 from gnnscale.sampling.schedule import sample_seed
 from gnnscale.strategies.base import RunContext, SamplingStrategy
+from gnnscale.strategies.split.config import SAMPLE_ON
 from gnnscale.strategies.split.splitter import SplitPlan, pack_plan, split_sample, unpack_plan
-
-
-@register("strategy", "split")
-@dataclass
-class SplitParallelConfig:
-    """``strategy=split``'s options."""
-    _target_: str = "gnnscale.strategies.split.SplitParallel"
-    batch_size: int = 1024  # global mini-batch, split over the ranks by owner
-    prefetch: int = 2  # mini-batches sampled and split ahead; 0 = inline
-    preaggregate: bool = False  # senders average edges into remote destinations (SAGE)
-    sample_workers: int = 0  # sampler processes per sampling rank; 0 = the prefetch thread
-    # all: step s is sampled and split by rank s mod world, which sends each rank its part
-    # (GSplit's parallel split-samplers); leader: rank 0 samples every step and broadcasts it
-    sample_on: str = "all"
-
-
-SAMPLE_ON = ("all", "leader")
 
 
 def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None) -> MiniBatch:
