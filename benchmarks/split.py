@@ -10,9 +10,9 @@ of the shared schedule, not whole epochs):
 - host-to-rank bytes: ``split`` (partitioned degree cache) vs ``data`` with its better
   placement (replicated or partitioned degree cache).
 
-Parallel split-samplers (whole epochs, 4 spawned gloo ranks, in one run): ``split`` with
+Parallel split-samplers (whole epochs, 4 and then 2 spawned gloo ranks, in one run): ``split`` with
 ``sample_on=leader`` (rank 0 samples every step and broadcasts it; every rank splits it) vs
-``sample_on=all`` (step s sampled and split by rank s mod 4, each rank receiving only its part)
+``sample_on=all`` (step s sampled and split by rank s mod world, each rank receiving only its part)
 vs ``data``: per rank and step, sampling+split seconds and sample bytes received; epoch times.
 
 Times (4 spawned gloo ranks on this machine): median step time of ``data``, ``split``
@@ -51,11 +51,11 @@ def settings(quick: bool) -> dict:
             "epochs": 3, "seed": 0}
 
 
-def _partition(graph, seed: int) -> torch.Tensor:
+def _partition(graph, seed: int, world: int = WORLD) -> torch.Tensor:
     from gnnscale.partition import get_partition
     from gnnscale.partition.metis import MetisPartitioner
 
-    return get_partition(graph, MetisPartitioner(seed=seed), WORLD, log=None).part.int()
+    return get_partition(graph, MetisPartitioner(seed=seed), world, log=None).part.int()
 
 
 def _caches(graph, part: torch.Tensor, r: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -154,7 +154,7 @@ def _epoch_rank(topo, graph, part, cfg: dict, variants: list[tuple], epochs: int
     from gnnscale.partition.provider import FixedPartition
     from gnnscale.strategies.base import RunContext
 
-    book = PartitionBook.from_edge_cut(graph, part, WORLD)
+    book = PartitionBook.from_edge_cut(graph, part, topo.world_size)
     out = {}
     for name, on, b in variants:
         torch.manual_seed(0)
@@ -184,11 +184,12 @@ def _epoch_rank(topo, graph, part, cfg: dict, variants: list[tuple], epochs: int
     return out
 
 
-def parallel_samplers(graph, part, cfg: dict) -> tuple[dict, dict]:
-    """sample_on=leader vs all vs data, whole epochs in one run: results and ratios."""
+def parallel_samplers(graph, part, cfg: dict, world: int = WORLD) -> tuple[dict, dict]:
+    """sample_on=leader vs all vs data on ``world`` ranks (``part`` has ``world`` parts), whole
+    epochs in one run: results and ratios."""
     variants = [(name, on, b) for b in cfg["batch_sizes"]
                 for name, on in (("split", "leader"), ("split", "all"), ("data", "-"))]
-    ranks = spawn(_epoch_rank, WORLD, graph, part, cfg, variants, cfg["epochs"],
+    ranks = spawn(_epoch_rank, world, graph, part, cfg, variants, cfg["epochs"],
                   timeout_s=1800.0)
     results, ratios = {}, {}
     for key in ranks[0]:
@@ -261,6 +262,9 @@ def run(quick: bool) -> dict:
     cfg["timed_wall_s"] = wall
     results["parallel_samplers"], ratios["parallel_samplers"] = parallel_samplers(graph, part,
                                                                                 cfg)
+    # the same comparison on 2 ranks (2 METIS parts): one rank per core here
+    results["parallel_samplers_2ranks"], ratios["parallel_samplers_2ranks"] = parallel_samplers(
+        graph, _partition(graph, cfg["seed"], 2), cfg, world=2)
     cfg["graph"] = {"nodes": graph.num_nodes, "edges": graph.num_edges,
                     "train": int(graph.train_idx.numel())}
     return {"config": cfg, "results": results, "ratios": ratios}
