@@ -346,7 +346,8 @@ def test_shared_queue_with_staleness_equals_routes(switching):
     as on fixed routes, so both queues give the same steps (2 epochs, 1 sampler, 2 trainers);
     with switching the sampler's standby jobs are part of it."""
     args = ("factored", "1", 2, switching, 2, 2, "neighbor")
-    shared = spawn(_factored_fns.train_one_epoch, 3, *args, "shared")
+    # no prefetch: jobs wait in the ring for a free trainer, so the standby finds some
+    shared = spawn(_factored_fns.train_one_epoch, 3, *args, "shared", 0)
     routes = spawn(_factored_fns.train_one_epoch, 3, "factored", "1", 2, False, 2, 2,
                    "neighbor", "routes")
     want = routes[0]["record"]["grads"]
@@ -365,6 +366,8 @@ def test_shared_queue_with_staleness_equals_routes(switching):
     assert lead["queue_jobs_rank_2"] == lead["standby_jobs"]
     if not switching:
         assert lead["standby_jobs"] == 0
+    else:  # the sampler trained jobs (over both epochs), and they are in the steps above
+        assert len(shared[2]["record"]["losses"]) > 0
 
 
 @pytest.mark.slow
