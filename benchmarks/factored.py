@@ -136,3 +136,127 @@ def run(quick: bool = False) -> dict:
             "ratios": {"data_over_factored": {
                 name: ratio(r["data"]["epoch_s"], r["factored_auto"]["epoch_s"])
                 for name, r in rows.items()}}}
+
+
+# -- the shared queue against fixed routes with one trainer slowed -----------------------------
+#: ``--quick`` / default workload: products-like graph, SAGE, 2 trainers and 1 sampler
+QUEUE_WORKLOAD = {
+    True: dict(scale=0.02, hidden=64, fanouts=[10, 5], batch=256, epochs=2, rounds=2),
+    False: dict(scale=0.1, hidden=128, fanouts=[10, 10, 5], batch=1024, epochs=3, rounds=3),
+}
+QUEUE_RANKS = 3  # ranks 0 and 1 train, rank 2 samples; rank 1 is slowed
+
+
+def _pin(core: int) -> None:
+    """Every thread of this process on ``core`` (threads made later inherit the main one's)."""
+    import os
+
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), {core})
+        except OSError:  # a thread that just ended
+            continue
+
+
+def pinned_rank(topo, cores: list[int], cfg_dict: dict, run_dir: str):
+    """The runner's rank function on core ``cores[rank]`` (a rank function for the launcher)."""
+    from gnnscale.runner.worker import rank_main
+
+    _pin(cores[topo.rank])
+    return rank_main(topo, cfg_dict, run_dir)
+
+
+def spin_on(core: int):
+    """A process that keeps ``core`` busy (a busy loop pinned there) until killed."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{core}}})"
+                             "\nwhile True:\n    pass"])
+
+
+def _queue_cfg(tmp: Path, name: str, w: dict, queue: str, staleness: int):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    from gnnscale import registry
+
+    registry.load_all()
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    with initialize_config_dir(str(configs), version_base=None):
+        cfg = compose("config", overrides=[
+            "dataset=products_sim", f"dataset.scale={w['scale']}", "model=sage",
+            f"model.hidden={w['hidden']}", f"model.num_layers={len(w['fanouts'])}",
+            f"sampler.fanouts={w['fanouts']}", "strategy=factored", "strategy.samplers=1",
+            f"strategy.batch_size={w['batch']}", f"strategy.queue={queue}",
+            f"strategy.staleness={staleness}", f"epochs={w['epochs']}", "eval_every=0",
+            "checkpoint=false", f"dist.world_size={QUEUE_RANKS}", "dist.threads_per_rank=1",
+            "logger=none"])
+    with open_dict(cfg):
+        cfg.run_dir, cfg.data_root, cfg.progress = str(tmp / name), str(tmp / "data"), False
+    return cfg
+
+
+def _queue_run(cfg, cores: list[int]) -> list[dict]:
+    from omegaconf import OmegaConf
+
+    from gnnscale import registry
+    from gnnscale.runner.validate import validate
+
+    registry.load_all()
+    validate(cfg)
+    cfg_dict = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    Path(cfg_dict["run_dir"]).mkdir(parents=True, exist_ok=True)
+    launcher = registry.build(cfg.dist)
+    return launcher.launch(pinned_rank, cores, cfg_dict, cfg_dict["run_dir"])[0]["history"]
+
+
+def queue_comparison(quick: bool = False) -> dict:
+    """Epoch time of ``strategy.queue=shared`` against ``routes`` while a busy loop shares the
+    core of trainer 1 (rank 1), at staleness 0 and 1, the two queues alternating run by run.
+
+    Ranks are pinned: trainer 0 and the sampler on one core, trainer 1 and the busy loop on
+    another (a third core, when there is one, takes the sampler). Epoch time is the median over
+    the epochs after the first of each run, then over the rounds."""
+    import os
+
+    w = QUEUE_WORKLOAD[quick]
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        return {"skipped": "needs 2 cores: one for trainer 0, one for trainer 1 and the busy loop"}
+    layout = [cores[0], cores[1], cores[2] if len(cores) > 2 else cores[0]]
+    times: dict[str, list[float]] = {}
+    jobs: dict[str, list[list[float]]] = {}
+    spinner = spin_on(cores[1])
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            for r in range(w["rounds"]):
+                for staleness in (0, 1):
+                    for queue in ("routes", "shared"):
+                        key = f"{queue}_staleness{staleness}"
+                        hist = _queue_run(_queue_cfg(Path(d), f"{key}_{r}", w, queue, staleness),
+                                          layout)
+                        times.setdefault(key, []).append(_median(hist, "epoch_time"))
+                        if queue == "shared":
+                            last = hist[-1]
+                            jobs.setdefault(key, []).append(
+                                [last.get(f"queue_jobs_rank_{i}", 0.0) for i in range(2)])
+    finally:
+        spinner.kill()
+        spinner.wait()
+    rows = {key: {"epoch_s": statistics.median(v), "epoch_s_runs": v} for key, v in times.items()}
+    for key, v in jobs.items():
+        rows[key]["jobs_trainer0_trainer1_last_epoch"] = v
+    ratios = {f"shared_over_routes_staleness{k}": ratio(rows[f"shared_staleness{k}"]["epoch_s"],
+                                                       rows[f"routes_staleness{k}"]["epoch_s"])
+              for k in (0, 1)}
+    best_routes = min(rows[f"routes_staleness{k}"]["epoch_s"] for k in (0, 1))
+    ratios["shared_staleness1_over_best_routes"] = ratio(rows["shared_staleness1"]["epoch_s"],
+                                                         best_routes)
+    config = {"dataset": f"products_sim x{w['scale']}", "model": "sage",
+              "layers": len(w["fanouts"]), "hidden": w["hidden"], "fanouts": w["fanouts"],
+              "batch_size": w["batch"], "ranks": "trainers 0, 1 and sampler 2",
+              "cores": {"trainer0": layout[0], "trainer1_and_busy_loop": layout[1],
+                        "sampler": layout[2]},
+              "epochs": w["epochs"], "rounds": w["rounds"], "threads_per_rank": 1}
+    return {"config": config, "rows": rows, "ratios": ratios}

@@ -28,18 +28,19 @@ def make_sampler(name: str = "neighbor"):
 
 def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1,
                     switching: bool = False, staleness: int = 0, epochs: int = 1,
-                    sampler: str = "neighbor") -> dict:
+                    sampler: str = "neighbor", queue: str = "routes", prefetch: int = 1) -> dict:
     """``epochs`` epochs of ``kind`` (factored or data); every step's loss and gradients on a
-    trainer, the final parameters, the jobs this rank handled and its last metrics. With
-    switching or staleness, ``record`` holds each job's loss and each step's reduced gradients
-    on every rank."""
+    trainer, the final parameters, the jobs this rank handled and its last metrics. With the
+    shared queue, switching or staleness, ``record`` holds each job's loss and each step's
+    reduced gradients on every rank that trains."""
     graph = make_graph()
     ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
                      sampler=make_sampler(sampler), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
     if kind == "factored":
         strat = Factored(ctx, batch_size=BATCH, samplers=samplers, queue_depth=queue_depth,
-                         switching=switching, staleness=staleness)
+                         switching=switching, staleness=staleness, queue=queue,
+                         prefetch=prefetch)
     else:
         strat = DataParallel(ctx, batch_size=BATCH, prefetch=0)
     strat.setup()
@@ -53,7 +54,7 @@ def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1,
         return loss
 
     strat.train_step = recorded
-    if getattr(strat, "synced", False):
+    if getattr(strat, "synced", False) or getattr(strat, "shared", False):
         strat.record = {"losses": [], "grads": []}
     for epoch in range(epochs):
         metrics = strat.train_epoch(epoch)
@@ -101,14 +102,14 @@ class _FailingSampler(NeighborSampler):
         return super().sample(graph, seeds, seed)
 
 
-def sampler_dies(topo, switching: bool = False) -> None:
+def sampler_dies(topo, switching: bool = False, queue: str = "shared") -> None:
     """Rank 1 samples and raises on its second job; rank 0 trains and waits for it."""
     graph = make_graph()
     ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
                      sampler=_FailingSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
     strat = Factored(ctx, batch_size=BATCH, samplers="1", queue_depth=1,
-                     switching=switching)
+                     switching=switching, queue=queue)
     strat.setup()
     strat.train_epoch(0)
 
@@ -146,3 +147,39 @@ def presc_reference(trainers: int, ratio: float = 0.2, epochs: int = 2) -> list[
                                 topo=topo, train_idx=graph.train_idx,
                                 sampler=NeighborSampler(FANOUTS), batch_size=BATCH, seed=0)
     return store.cached_ids.tolist()
+
+
+def ring_round_trip(topo, jobs: int, slots: int) -> dict:
+    """Rank 0 makes a ring; ranks 1.. make jobs ``0 .. jobs-1`` (claimed in turn), every rank
+    takes jobs as they come; returns what this rank made and took (job, payload sum)."""
+    import torch.distributed as dist
+
+    from gnnscale.distributed.ring import JobRing
+
+    shape = dict(slots=slots, slot_bytes=4096, procs=topo.world_size, timeout_s=30.0)
+    ring = JobRing.create(**shape) if topo.rank == 0 else None
+    handle = torch.tensor(ring.handle if ring else (0, 0))
+    dist.broadcast(handle, 0)
+    ring = ring or JobRing.attach(tuple(handle.tolist()), **shape)
+    ring.start(100)  # jobs numbered from 100
+    dist.barrier()
+    made, taken, full = [], [], 0
+    end = 100 + jobs
+    while True:
+        if topo.rank > 0 and (job := ring.claim_make(end)) is not None:
+            parts = (torch.arange(job % 7 + 1), torch.full((job % 3,), job))
+            while not ring.try_put(job, parts, topo.rank):
+                full += 1
+                got = ring.try_take(end)  # a producer may take while the ring is full
+                if got is not None:
+                    taken.append((got[0], [p.tolist() for p in got[1]]))
+            made.append(job)
+            continue
+        got = ring.try_take(end)
+        if got is not None:
+            taken.append((got[0], [p.tolist() for p in got[1]]))
+        elif ring.next_take >= end:
+            break
+    dist.barrier()
+    ring.close()
+    return {"made": made, "taken": taken, "full": full}

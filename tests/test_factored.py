@@ -1,5 +1,13 @@
 """strategy=factored: sampler ranks feed trainer ranks; with no staleness a step equals data."""
 
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -139,10 +147,11 @@ def test_queue_wire_format_round_trips():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("queue", ["routes", "shared"])
 @pytest.mark.parametrize("switching", [False, True])
-def test_dead_sampler_ends_the_run(switching):
+def test_dead_sampler_ends_the_run(switching, queue):
     with pytest.raises(RankFailed, match="sampler died mid-epoch"):
-        spawn(_factored_fns.sampler_dies, 2, switching, timeout_s=60.0, grace_s=2.0)
+        spawn(_factored_fns.sampler_dies, 2, switching, queue, timeout_s=60.0, grace_s=2.0)
 
 
 @pytest.mark.slow
@@ -264,10 +273,12 @@ def test_switched_loss_is_the_global_batch_mean_like_data(tmp_path):
 
 @pytest.mark.slow
 def test_switched_runs_and_a_resumed_one_give_identical_losses(tmp_path):
-    """Dropout masks of a job are keyed by (seed, epoch, step, vertex), whichever rank trains
-    it: two switched runs and a run resumed from its checkpoint give the same losses."""
+    """Fixed routes: dropout masks of a job are keyed by (seed, epoch, step, vertex), whichever
+    rank trains it: two switched runs and a run resumed from its checkpoint give the same
+    losses."""
     common = (*TINY, "strategy=factored", "dist.world_size=3", "strategy.samplers=1",
-              "strategy.switching=true", "model.dropout=0.5", "eval_every=0")
+              "strategy.queue=routes", "strategy.switching=true", "model.dropout=0.5",
+              "eval_every=0")
 
     def losses(where, *extra):
         out = run(make_cfg(tmp_path / where, *common, *extra))
@@ -278,3 +289,254 @@ def test_switched_runs_and_a_resumed_one_give_identical_losses(tmp_path):
     assert losses("b", "epochs=2") == first
     losses("c", "epochs=1")
     assert losses("c", "epochs=2", "resume=true") == first
+
+
+# -- the shared queue (strategy.queue=shared): one ring, any trainer takes the next job -------
+def _every_job(trainers: int, epochs: int = 1) -> list:
+    return sorted((e, s, t) for e in range(epochs) for s in range(3) for t in range(trainers))
+
+
+def _job_losses(ranks: list[dict]) -> dict:
+    return {job: loss for r in ranks if r["record"] for job, loss in r["record"]["losses"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("samplers,trainers", [(1, 1), (1, 3), (2, 2)])
+def test_shared_queue_matches_one_process_routes_and_data(samplers, trainers):
+    """Whichever trainer takes which job, every step's reduced gradient and the final
+    parameters equal one process (so data with T ranks) and the fixed routes; each job is
+    sampled once and trained once; a second run gives the same bits."""
+    world = samplers + trainers
+    # train_one_epoch(topo, kind, samplers, queue_depth, switching, staleness, epochs, sampler,
+    #                 queue, prefetch)
+    ranks = spawn(_factored_fns.train_one_epoch, world, "factored", str(samplers), 1, False, 0,
+                  1, "neighbor", "shared")
+    ref = _factored_fns.reference_epoch(trainers)
+    for rank in ranks[:trainers]:
+        _assert_steps_equal_reference(rank, ref)
+    every_job = _every_job(trainers)
+    losses = _job_losses(ranks)
+    assert sorted(losses) == every_job
+    for (_, step, slot), loss in losses.items():
+        assert loss == pytest.approx(ref["losses"][step][slot], rel=1e-5)
+    assert _jobs(ranks, trainer=False) == every_job  # sampled once
+    assert sorted(j for r in ranks for j in r["trained"]) == every_job  # trained once
+    lead = ranks[0]["metrics"]
+    assert lead["queue_shared"] == 1 and lead["samples_produced"] == len(every_job)
+    assert lead["queue_bytes"] == sum(r["metrics"]["bytes_queue_received"]
+                                      for r in ranks[:trainers]) > 0
+    for r, rank in enumerate(ranks[:trainers]):  # each trainer reports the jobs it took
+        assert rank["metrics"][f"queue_jobs_rank_{r}"] == len(rank["trained"])
+    routes = spawn(_factored_fns.train_one_epoch, world, "factored", str(samplers), 1)
+    data = (spawn(_factored_fns.train_one_epoch, trainers, "data") if trainers > 1 else
+            [_factored_fns.train_one_epoch(CPU1, "data")])
+    for other in (routes[0], data[0]):
+        for got, want in zip(ranks[0]["params"], other["params"]):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+    again = spawn(_factored_fns.train_one_epoch, world, "factored", str(samplers), 1, False, 0,
+                  1, "neighbor", "shared", 0)  # no prefetch: other takers, the same bits
+    for got, want in zip(again[0]["params"], ranks[0]["params"]):
+        assert torch.equal(got, want)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("switching", [False, True])
+def test_shared_queue_with_staleness_equals_routes(switching):
+    """staleness=2: a job of step s trains on the parameters after step s - 3 whoever takes it,
+    as on fixed routes, so both queues give the same steps (2 epochs, 1 sampler, 2 trainers);
+    with switching the sampler's standby jobs are part of it."""
+    args = ("factored", "1", 2, switching, 2, 2, "neighbor")
+    # no prefetch: jobs wait in the ring for a free trainer, so the standby finds some
+    shared = spawn(_factored_fns.train_one_epoch, 3, *args, "shared", 0)
+    routes = spawn(_factored_fns.train_one_epoch, 3, "factored", "1", 2, False, 2, 2,
+                   "neighbor", "routes")
+    want = routes[0]["record"]["grads"]
+    for rank in shared[: 3 if switching else 2]:  # every rank that holds a replica
+        assert len(rank["record"]["grads"]) == len(want) == 6
+        for got_step, want_step in zip(rank["record"]["grads"], want):
+            for got, w in zip(got_step, want_step):
+                torch.testing.assert_close(got, w, rtol=1e-4, atol=1e-6)
+        for got, w in zip(rank["params"], routes[0]["params"]):
+            torch.testing.assert_close(got, w, rtol=1e-4, atol=1e-6)
+    every_job = _every_job(2, epochs=2)[-6:]  # the last epoch's jobs (the logs are per epoch)
+    assert sorted(j for r in shared for j in r["trained"]) == every_job
+    assert _jobs(shared, trainer=False) == every_job
+    lead = shared[0]["metrics"]
+    assert lead["standby_jobs"] == len(shared[2]["trained"])
+    assert lead["queue_jobs_rank_2"] == lead["standby_jobs"]
+    if not switching:
+        assert lead["standby_jobs"] == 0
+    else:  # the sampler trained jobs (over both epochs), and they are in the steps above
+        assert len(shared[2]["record"]["losses"]) > 0
+
+
+@pytest.mark.slow
+def test_shared_queue_runs_are_bit_identical_and_resume(tmp_path):
+    """Through the runner with dropout: two shared-queue runs, one with switching, and a run
+    resumed from its checkpoint give the same losses to the bit (per-slot reduction, dropout
+    keyed by step and vertex); fixed routes give them within rounding."""
+    common = (*TINY, "strategy=factored", "dist.world_size=3", "strategy.samplers=1",
+              "model.dropout=0.5", "eval_every=0")
+
+    def losses(where, *extra):
+        out = run(make_cfg(tmp_path / where, *common, *extra))
+        return [h["train_loss"] for h in out["history"]]
+
+    first = losses("a", "epochs=2")
+    assert losses("b", "epochs=2", "strategy.switching=true", "strategy.prefetch=0") == first
+    losses("c", "epochs=1")
+    assert losses("c", "epochs=2", "resume=true") == first
+    routes = losses("d", "epochs=2", "strategy.queue=routes", "strategy.switching=true")
+    assert routes == pytest.approx(first, rel=1e-4)
+
+
+def test_job_ring_orders_bounds_and_times_out():
+    """One process: jobs come out in job order, a full ring refuses the next job until the
+    oldest is taken, a job too large for a slot is refused, and a wait that sees no progress
+    ends in a TimeoutError."""
+    from gnnscale.distributed.ring import JobRing
+
+    ring = JobRing.create(slots=2, slot_bytes=4096, procs=1, timeout_s=0.2)
+    try:
+        ring.start(10)
+        assert ring.claim_make(12) == 10 and ring.claim_make(12) == 11
+        assert ring.claim_make(12) is None  # every job below the end is claimed
+        assert ring.try_take(12) is None  # nothing made yet
+        assert ring.try_put(11, [torch.tensor([7, 8])], 0)  # out of order: fine
+        assert ring.try_take(12) is None  # job 10 comes first
+        assert ring.try_put(10, [torch.tensor([1]), torch.tensor([], dtype=torch.long)], 0)
+        assert not ring.try_put(12, [torch.tensor([3])], 0)  # full: slot 0 still holds job 10
+        job, parts = ring.try_take(13)
+        assert job == 10 and [p.tolist() for p in parts] == [[1], []]
+        assert ring.try_put(12, [torch.tensor([3])], 0)  # job 10's slot is free again
+        assert ring.ready() == 2 and ring.head_ready()
+        assert ring.try_take(13)[0] == 11 and ring.try_take(13)[0] == 12
+        with pytest.raises(ValueError, match="does not fit"):
+            ring.try_put(14, [torch.zeros(1000, dtype=torch.long)], 0)
+        with pytest.raises(TimeoutError, match="timed out"):
+            ring.wait(lambda: ring.try_take(20), lambda: ring.next_take, "job 13")
+    finally:
+        ring.close()
+
+
+@pytest.mark.slow
+def test_job_ring_across_processes():
+    """4 processes: 3 make jobs (claimed in turn), all 4 take; every job is taken once, each
+    taker sees its jobs in order, payloads arrive intact."""
+    ranks = spawn(_factored_fns.ring_round_trip, 4, 60, 3)
+    made = sorted(j for r in ranks for j in r["made"])
+    taken = sorted(j for r in ranks for j, _ in r["taken"])
+    assert made == taken == list(range(100, 160))
+    for r in ranks:
+        jobs = [j for j, _ in r["taken"]]
+        assert jobs == sorted(jobs)
+        for j, parts in r["taken"]:
+            assert parts == [list(range(j % 7 + 1)), [j] * (j % 3)]
+
+
+def test_shared_queue_needs_one_host(capsys):
+    """A run whose ranks span hosts takes fixed routes, and says so."""
+    graph = _factored_fns.make_graph()
+    from gnnscale.cache.none import NoCache
+    from gnnscale.deps.depcache import DepCache
+    from gnnscale.optim.adam import Adam
+    from gnnscale.strategies.base import RunContext
+
+    two_hosts = Topology(0, 2, 0, 1, torch.device("cpu"))
+    ctx = RunContext(topo=two_hosts, graph=graph, model=_factored_fns.make_model(graph),
+                     sampler=_factored_fns.make_sampler(), cache_policy=NoCache(),
+                     deps=DepCache(), partition=None, seed=0, optim=Adam(lr=0.01))
+    strat = Factored(ctx, batch_size=_factored_fns.BATCH, samplers="1")
+    assert strat.queue == "shared" and not strat._use_shared_queue()
+    assert "fixed routes instead (strategy.queue=routes)" in capsys.readouterr().out
+    one_host = Topology(0, 2, 0, 2, torch.device("cpu"))
+    strat.ctx = dataclasses.replace(ctx, topo=one_host)
+    assert strat._use_shared_queue()
+
+
+def test_bad_queue_settings_fail_clearly(tmp_path, tiny_graph):
+    for override, match in [("strategy.queue=maybe", "strategy.queue must be shared"),
+                            ("strategy.prefetch=-1", "strategy.prefetch must be"),
+                            ("strategy.queue_slot_mb=0", "strategy.queue_slot_mb must be")]:
+        cfg = make_cfg(tmp_path, *TINY, "strategy=factored", "dist.world_size=2", override)
+        with pytest.raises(ConfigError, match=match):
+            Factored.check(cfg, Checked.build(cfg, tiny_graph))
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(stat[1]) == pid:
+                kids.append(int(entry.name))
+        except (ValueError, OSError, IndexError):
+            continue
+    return kids
+
+
+def _ranks_of(launcher: int) -> list[int]:
+    """The ranks of a train.py launcher: its fork server's children, in rank order."""
+    ranks = []
+    for kid in _children(launcher):
+        cmd = Path(f"/proc/{kid}/cmdline").read_text()
+        if "forkserver" in cmd:
+            ranks += _children(kid)
+    return sorted(ranks)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_shared_queue_leaves_no_shared_memory_when_a_rank_is_killed(tmp_path):
+    """The ring lives in an anonymous memfd: while train.py runs, the ranks map it and nothing
+    of theirs is in /dev/shm; SIGKILL the sampler mid-run: the run ends non-zero, no rank
+    outlives it and /dev/shm holds nothing new."""
+    shm = Path("/dev/shm")
+    before = set(os.listdir(shm))
+    cmd = [sys.executable, "train.py", *TINY, "strategy=factored", "dist.world_size=3",
+           "strategy.samplers=1", "epochs=100000", "dist.timeout_s=30",
+           f"run_dir={tmp_path / 'run'}", f"data_root={tmp_path / 'data'}"]
+    proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[1], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    ranks: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "run" / "metrics.jsonl").exists():  # ranks are training
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, "no epoch finished in 120 s"
+            time.sleep(0.2)
+        ranks = _ranks_of(proc.pid)
+        assert len(ranks) == 3
+        for pid in ranks:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+            assert "/memfd:gnnscale-ring" in maps  # the ring, by no name in any folder
+            shm_files = [line.split()[5] for line in maps.splitlines() if "/dev/shm/" in line]
+            assert [f for f in shm_files if not _semaphore(f)] == []
+        os.kill(ranks[2], signal.SIGKILL)  # the sampler
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in ranks:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert proc.returncode != 0 and "rank 2" in out, out
+    deadline = time.monotonic() + 10
+    while any(_running(p) for p in ranks) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in ranks if _running(p)], "a rank outlived the run"
+    assert {f for f in set(os.listdir(shm)) - before if not _semaphore(f)} == set()
+
+
+def _semaphore(name: str) -> bool:
+    """A POSIX semaphore (``sem.*``): the launcher's multiprocessing locks and queues, not
+    shared memory of the strategy's (other processes of the host make them too)."""
+    return Path(name).name.startswith("sem.")

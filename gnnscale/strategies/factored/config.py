@@ -18,3 +18,6 @@ class FactoredConfig:
     queue_depth: int = 2  # jobs one sampler may have in flight per trainer
     staleness: int = 0  # steps a rank may run ahead of the slowest (0: synchronous, exact)
     switching: bool = False  # finished samplers train as standby trainers while it pays
+    queue: str = "shared"  # shared: one ring any trainer takes from (one host); routes: p2p
+    prefetch: int = 1  # shared queue: jobs a trainer claims and gathers ahead of training
+    queue_slot_mb: int = 256  # shared queue: bound of one job in the ring (MiB, sparse)

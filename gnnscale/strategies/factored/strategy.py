@@ -11,9 +11,16 @@ job order); samplers send jobs through the bounded global queue
 with gradients averaged over the trainers' process group, so with no staleness a step equals
 ``strategy=data`` on the same samples. One rank samples the whole epoch, then trains.
 
-With ``strategy.switching=true`` (GNNLab's behaviour; off by default) or ``strategy.staleness > 0``
-every rank joins each step's gradient reduction and a finished sampler may train jobs as a
-standby trainer: see :mod:`~gnnscale.strategies.factored.sync`.
+``strategy.queue`` picks how jobs travel. ``shared`` (the default; one host): one ring in
+shared memory that samplers fill and any trainer takes the next job from, with every step's
+gradient reduced per slot so that it does not depend on who trained what; trainers gather the
+next job's features while they train (``strategy.prefetch``) and samplers switch to training
+at any point of the epoch (:mod:`~gnnscale.strategies.factored.shared`). ``routes``: each job
+goes point to point from its sampler to the trainer of its slot
+(:mod:`~gnnscale.strategies.factored.queue`); a run over several hosts uses routes. With
+routes and ``strategy.switching=true`` (GNNLab's behaviour; off by default) or
+``strategy.staleness > 0`` every rank joins each step's gradient reduction and a finished
+sampler may train jobs as a standby trainer: see :mod:`~gnnscale.strategies.factored.sync`.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from gnnscale.distributed import ring as job_ring
 from gnnscale.distributed.collectives import new_group
 from gnnscale.distributed.device import Purpose
 from gnnscale.errors import ConfigError
@@ -33,6 +41,7 @@ from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
 from gnnscale.strategies.base import RunContext
 from gnnscale.strategies.data.strategy import DataParallel
+from gnnscale.strategies.factored import shared
 from gnnscale.strategies.factored.allocation import Allocation, allocate, parse_samplers, profile
 from gnnscale.strategies.factored.presample import presample_hotness
 from gnnscale.strategies.factored.queue import STATS_TAG, JobSender, pack, receive
@@ -55,11 +64,16 @@ class Factored(DataParallel):
     name = "factored"
 
     def __init__(self, ctx: RunContext, batch_size: int = 1024, samplers: str = "auto",
-                 queue_depth: int = 2, staleness: int = 0, switching: bool = False) -> None:
+                 queue_depth: int = 2, staleness: int = 0, switching: bool = False,
+                 queue: str = "shared", prefetch: int = 1, queue_slot_mb: int = 256) -> None:
         super().__init__(ctx, batch_size, prefetch=0)
         if queue_depth < 1:
             raise ConfigError(f"strategy.queue_depth must be >= 1, got {queue_depth}")
         _check_sync(staleness, switching, ctx.topo.world_size)
+        _check_queue(queue, prefetch, queue_slot_mb)
+        self.queue, self.prefetch, self.queue_slot_mb = queue, prefetch, queue_slot_mb
+        self.shared = False  # decided in setup: the ring needs every rank on one host
+        self.ring: job_ring.JobRing | None = None
         self.fixed_samplers = parse_samplers(samplers, ctx.topo.world_size)
         self.queue_depth = queue_depth
         self.staleness, self.switching = staleness, switching
@@ -82,6 +96,8 @@ class Factored(DataParallel):
             raise ConfigError(f"strategy.queue_depth must be >= 1, got "
                               f"{cfg.strategy.queue_depth}")
         _check_sync(cfg.strategy.staleness, cfg.strategy.switching, world)
+        _check_queue(cfg.strategy.get("queue", "shared"), cfg.strategy.get("prefetch", 1),
+                     cfg.strategy.get("queue_slot_mb", 256))
         if cfg.cache.get("placement") == "partitioned":
             raise ConfigError("strategy=factored caches on trainers only: use "
                               "cache.placement=replicated")
@@ -93,13 +109,19 @@ class Factored(DataParallel):
         self.queue_group = None
         if topo.world_size > 1:
             self.queue_group = new_group(range(topo.world_size), purpose=Purpose.host)
-        if self.synced:  # each step's reduction, all ranks
+        self.shared = self._use_shared_queue()
+        if self.shared:  # samplers hold replicas only when they may train
+            self.synced = self.switching
+        elif self.synced:  # each step's reduction, all ranks
             self.reduce_group = new_group(range(topo.world_size), purpose=Purpose.host)
         self.alloc = self._allocation()
         trainers = self.alloc.trainers
         self.is_trainer = topo.rank < trainers
         if topo.world_size > 1:
             self.group = new_group(range(trainers), purpose=Purpose.trainers)
+        if self.shared:  # each step's per-slot reduction over the ranks that may train
+            takers = topo.world_size if self.switching else trainers
+            self.reduce_group = new_group(range(takers), purpose=Purpose.host)
         self.reports = self.is_trainer
         self.train_topo = dataclasses.replace(topo, world_size=trainers,
                                               rank=topo.rank if self.is_trainer else 0)
@@ -112,6 +134,31 @@ class Factored(DataParallel):
             self._optimizer = self.ctx.optim(self._module)
         if self.synced:
             sync_replicas(self)
+        if self.shared:
+            self.ring = shared.open_ring(self)
+
+    def _use_shared_queue(self) -> bool:
+        """``queue=shared`` where it can run: several ranks, all on this host, Linux."""
+        topo = self.ctx.topo
+        if self.queue != "shared" or topo.world_size == 1:
+            return False
+        why = None
+        if topo.local_world_size != topo.world_size:
+            why = (f"its ranks span several hosts ({topo.local_world_size} of "
+                   f"{topo.world_size} on this one)")
+        elif not job_ring.available():
+            why = "this host has no memfd_create or /proc"
+        if why is not None and topo.rank == 0:
+            print(f"factored: strategy.queue=shared needs every rank on one host and {why}: "
+                  "jobs take fixed routes instead (strategy.queue=routes)", flush=True)
+        return why is None
+
+    def close(self) -> None:
+        """Close this rank's view of the ring (the memory goes with the last rank)."""
+        if self.ring is not None:
+            self.ring.close()
+            self.ring = None
+        super().close()
 
     def _allocation(self) -> Allocation:
         """Fixed, or profiled on rank 0 and broadcast (``samplers=auto``)."""
@@ -184,7 +231,7 @@ class Factored(DataParallel):
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
         """One epoch in this rank's role (sampler or trainer), fixed routes or synchronised."""
         self.job_log, self.trained_log = [], []
-        if self.synced:
+        if self.synced or self.shared:
             return self._synced_epoch(epoch, progress)
         if not self.is_trainer:
             return self._sample_epoch(epoch)
@@ -208,6 +255,8 @@ class Factored(DataParallel):
                 dist.recv(got, src, group=self.queue_group, tag=STATS_TAG)
                 for key, value in zip(_SAMPLER_STATS, got.tolist()):
                     stats[key] += value
+                if self.shared:  # the jobs each standby trainer took
+                    m[f"_jobs_rank_{src}"] = got[_SAMPLER_STATS.index("standby_jobs")].item()
                 if self.synced and self.footprint is not None:  # jobs a standby trained
                     visits = torch.empty_like(self.footprint.counts)
                     dist.recv(visits, src, group=self.queue_group, tag=FOOTPRINT_TAG)
@@ -244,14 +293,18 @@ class Factored(DataParallel):
         return {"epoch_time": elapsed, "queue_peak_jobs": float(sender.peak_in_flight),
                 **dict(zip(_SAMPLER_STATS, stats.tolist()))}
 
-    # -- switching and staleness: every rank joins each step's reduction ------------------------
+    # -- the shared queue, or routes with switching or staleness: reductions per step ----------
     def _synced_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
         batches = self.epoch_batches(epoch)
         t_epoch = time.perf_counter()
         stats = StepStats()
-        self.reducer = StepReducer(self, stats)
+        if not self.shared:
+            self.reducer = StepReducer(self, stats)
         if not self.is_trainer:
-            sender = sampler_epoch(self, epoch, batches, stats)
+            if self.shared:
+                sender = shared.sampler_epoch(self, self.ring, epoch, batches, stats)
+            else:
+                sender = sampler_epoch(self, epoch, batches, stats)
             self.trained_log = stats.trained
             elapsed = time.perf_counter() - t_epoch
             busy = stats.sample_seconds
@@ -260,14 +313,17 @@ class Factored(DataParallel):
                                 stats.train_seconds + stats.load_seconds, stats.jobs_trained],
                                dtype=torch.float64)
             dist.send(out, 0, group=self.queue_group, tag=STATS_TAG)
-            if self.footprint is not None:
+            if self.synced and self.footprint is not None:
                 dist.send(self.footprint.counts, 0, group=self.queue_group, tag=FOOTPRINT_TAG)
                 self.footprint.counts.zero_()
             return {"epoch_time": elapsed, "queue_peak_jobs": float(sender.peak_in_flight),
                     **dict(zip(_SAMPLER_STATS, out.tolist()))}
         self._received_bytes = 0
         self.store.reset_epoch()
-        trainer_epoch(self, epoch, len(batches), stats, progress)
+        if self.shared:
+            shared.taker_epoch(self, self.ring, epoch, len(batches), stats, progress)
+        else:
+            trainer_epoch(self, epoch, len(batches), stats, progress)
         self.trained_log = stats.trained
         self.job_log = list(stats.trained)
         m = {"epoch_time": time.perf_counter() - t_epoch, "steps": float(len(batches)),
@@ -280,6 +336,11 @@ class Factored(DataParallel):
         m.update(self.store.epoch_stats())
         m = self._trainer_metrics(m)
         m["trainer_idle_time"] = stats.queue_wait + stats.reduce_wait
+        if self.shared:  # who trained how many jobs (summed over the trainers: one each)
+            m["queue_shared"] = float(self.train_topo.rank == 0)
+            for r in range(self.ctx.topo.world_size):
+                m[f"queue_jobs_rank_{r}"] = m.pop(f"_jobs_rank_{r}", 0.0)
+            m[f"queue_jobs_rank_{self.ctx.topo.rank}"] += float(stats.jobs_trained)
         return m
 
 
@@ -293,3 +354,17 @@ def _check_sync(staleness: Any, switching: Any, world: int) -> None:
     if staleness > 0 and world == 1:
         raise ConfigError(f"strategy.staleness={staleness} with dist.world_size=1: one rank "
                           "has nobody to run ahead of; use strategy.staleness=0")
+
+
+def _check_queue(queue: Any, prefetch: Any, slot_mb: Any) -> None:
+    """``strategy.queue``, ``strategy.prefetch`` and ``strategy.queue_slot_mb`` or a
+    :class:`ConfigError`."""
+    if queue not in ("shared", "routes"):
+        raise ConfigError(f"strategy.queue must be shared (one ring any trainer takes from) or "
+                          f"routes (each job to the trainer of its slot), got {queue!r}")
+    if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
+        raise ConfigError(f"strategy.prefetch must be an integer >= 0 (jobs a trainer gathers "
+                          f"ahead), got {prefetch!r}")
+    if not isinstance(slot_mb, int) or isinstance(slot_mb, bool) or slot_mb < 1:
+        raise ConfigError(f"strategy.queue_slot_mb must be an integer >= 1 (MiB), got "
+                          f"{slot_mb!r}")

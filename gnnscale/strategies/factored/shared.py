@@ -1,0 +1,399 @@
+"""The shared queue of ``strategy=factored`` (``strategy.queue=shared``): one ring, any taker.
+
+All ranks of the host open one :class:`~gnnscale.distributed.ring.JobRing`. Job
+``g = (epoch * steps + step) * T + slot`` is step ``step``'s micro-batch ``slot`` of ``data``
+with T ranks, sampled with ``sample_seed(seed, epoch, step, slot)`` by whichever sampler
+claims it next (:meth:`~gnnscale.distributed.ring.JobRing.claim_make`); trainers take jobs
+in job order, whichever trainer is free first. The ring holds ``queue_depth * T`` jobs.
+
+**Exact whoever trains what.** A rank trains job ``(step, slot)`` with the parameters after
+the updates of steps ``0 .. step - 1 - staleness`` (never more, never fewer), and puts the
+gradient of ``loss / T`` in row ``slot`` of the step's buffer (zeros elsewhere). The buffer is
+summed over the takers (one non-zero row per slot, so the sum is exact) and the rows are then
+added in slot order, so a step's gradient is the same bits whichever taker trained which job;
+with ``staleness=0`` it is ``data``'s step. Every taker applies every step's update, in step
+order. A rank launches a step's reduction as soon as it holds no job of that step and every
+job of it is taken.
+
+**Prefetch.** A trainer claims up to ``strategy.prefetch`` jobs ahead of the one it trains,
+in a thread that copies them out of the ring and gathers their features (the feature store),
+so extraction of the next job overlaps training of this one.
+
+**Switching** (``strategy.switching=true``) at any point of the epoch: a sampler that cannot
+put its job (the ring is full) or has sampled its share takes the next job and trains it when
+GNNLab's profit ``P = M_r * T_t / N_t - T_t'`` is positive, with ``M_r`` the epoch's jobs not
+yet taken (GNNLab's queue holds the whole epoch; here the unsampled ones wait for the
+trainers too), ``N_t`` the trainers, ``T_t`` their mean seconds per job so far and ``T_t'`` its
+own.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from gnnscale.distributed.ring import JobRing
+from gnnscale.distributed.topology import run_timeout
+from gnnscale.sampling.base import MiniBatch
+from gnnscale.sampling.schedule import micro_batch, sample_seed
+from gnnscale.strategies.factored.queue import pack, unpack
+from gnnscale.strategies.factored.sync import StepStats, _profit, train_job
+
+EXTRA = 3  # per slot: loss, the trainer's seconds, 1 when a trainer trained it
+_DONE = object()
+
+
+def open_ring(strat) -> JobRing:
+    """The run's ring: made by rank 0, opened by the others (collective on the queue group)."""
+    world, topo = strat.ctx.topo.world_size, strat.ctx.topo
+    timeout = run_timeout()
+    timeout_s = timeout.total_seconds() if timeout is not None else 300.0
+    shape = dict(slots=strat.queue_depth * strat.alloc.trainers,
+                 slot_bytes=strat.queue_slot_mb * 2**20, procs=world, timeout_s=timeout_s)
+    ring = JobRing.create(**shape) if topo.rank == 0 else None
+    handle = torch.tensor(ring.handle if ring is not None else (0, 0), dtype=torch.int64)
+    dist.broadcast(handle, 0, group=strat.queue_group)
+    if ring is None:
+        ring = JobRing.attach(tuple(handle.tolist()), **shape)
+    dist.barrier(group=strat.queue_group)  # every rank holds it before rank 0 may go on
+    return ring
+
+
+class SlotReducer:
+    """Each step's gradient as one row per slot, all-reduced over the takers (async, in step
+    order) and summed in slot order; :meth:`apply_until` applies them in order."""
+
+    def __init__(self, strat, stats: StepStats, steps: int, progress=None) -> None:
+        self.strat, self.stats, self.steps, self.progress = strat, stats, steps, progress
+        self.params = [p for p in strat._module.parameters() if p.requires_grad]
+        self.sizes = [p.numel() for p in self.params]
+        dtypes = {p.dtype for p in self.params}
+        self.dtype = dtypes.pop() if len(dtypes) == 1 else torch.float64
+        self.slots = strat.alloc.trainers
+        self.open: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.pending: deque = deque()
+        self.posted = self.applied = 0  # steps launched, steps applied
+
+    def _rows(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if step not in self.open:
+            self.open[step] = (torch.zeros(self.slots, sum(self.sizes), dtype=self.dtype),
+                               torch.zeros(self.slots, EXTRA, dtype=torch.float64))
+        return self.open[step]
+
+    def add(self, step: int, slot: int, loss: float, seconds: float, trainer: bool) -> None:
+        """Move the gradients of job ``(step, slot)`` into its row (and clear them)."""
+        grads, extra = self._rows(step)
+        row, pos = grads[slot], 0
+        for p, n in zip(self.params, self.sizes):
+            if p.grad is not None:
+                row[pos: pos + n].copy_(p.grad.detach().reshape(-1))
+            p.grad = None
+            pos += n
+        extra[slot, 0] = loss
+        if trainer:  # the trainers' seconds per job (T_t); standby jobs do not count
+            extra[slot, 1], extra[slot, 2] = seconds, 1.0
+
+    def post_until(self, step: int) -> None:
+        """Launch the reduction of every step before ``step`` not launched yet."""
+        while self.posted < min(step, self.steps):
+            grads, extra = self._rows(self.posted)
+            del self.open[self.posted]
+            group = self.strat.reduce_group
+            works = [dist.all_reduce(grads, group=group, async_op=True),
+                     dist.all_reduce(extra, group=group, async_op=True)]
+            self.stats.bytes_reduced += (grads.numel() * grads.element_size()
+                                         + extra.numel() * extra.element_size())
+            self.pending.append((works, grads, extra))
+            self.posted += 1
+
+    def apply_until(self, step: int, wait: bool = True) -> bool:
+        """Apply the updates of steps up to ``step`` (launched ones); with ``wait=False`` only
+        those whose reduction is done. True when step ``step`` is applied."""
+        last = min(step, self.steps - 1)
+        while self.applied <= last:
+            if not self.pending:
+                return False
+            works, grads, extra = self.pending[0]
+            if not wait and not all(w.is_completed() for w in works):
+                return False
+            t0 = time.perf_counter()
+            for w in works:
+                w.wait()
+            self.stats.reduce_wait += time.perf_counter() - t0
+            self.pending.popleft()
+            self._apply(grads, extra)
+        return True
+
+    def _apply(self, grads: torch.Tensor, extra: torch.Tensor) -> None:
+        total = grads[0].clone()
+        for slot in range(1, self.slots):  # a fixed order: the same bits whoever trained what
+            total += grads[slot]
+        pos = 0
+        for p, n in zip(self.params, self.sizes):
+            p.grad = total[pos: pos + n].view_as(p).to(device=p.device, dtype=p.dtype)
+            pos += n
+        if self.strat.record is not None:
+            self.strat.record["grads"].append([p.grad.clone() for p in self.params])
+        self.strat._optimizer.step()
+        for p in self.params:
+            p.grad = None
+        self.stats.loss_sum += sum(extra[:, 0].tolist())
+        seconds, jobs = float(extra[:, 1].sum()), float(extra[:, 2].sum())
+        if jobs > 0:
+            self.stats.last_t_train = seconds / jobs
+        self.applied += 1
+        if self.progress is not None:
+            self.progress.update(1)
+
+
+@dataclass
+class Job:
+    """A job taken from the ring, its features gathered."""
+
+    number: int
+    step: int
+    mb: MiniBatch
+    x: torch.Tensor
+    y: torch.Tensor
+    load_seconds: float
+    nbytes: int
+
+
+class Feeder:
+    """A trainer's jobs from the ring in job order, features gathered: up to ``depth`` jobs
+    claimed ahead of the one in training, by a thread (``depth=0``: on the caller's thread)."""
+
+    def __init__(self, strat, ring: JobRing, base: int, end: int, depth: int) -> None:
+        self.strat, self.ring, self.base, self.end = strat, ring, base, end
+        self.lock = threading.Lock()  # a claim and its entry in ``held`` are one step
+        self.held: deque[int] = deque()  # jobs claimed here and not yet trained
+        self.stop = threading.Event()
+        self.thread = None
+        if depth > 0:
+            self.tokens = threading.Semaphore(depth)
+            self.out: queue.Queue = queue.Queue()
+            self.thread = threading.Thread(target=self._run, name="gnnscale-factored-feeder",
+                                           daemon=True)
+            self.thread.start()
+
+    def first_open_job(self) -> int:
+        """The lowest job this rank may still train: steps before its step are done here."""
+        with self.lock:
+            nt = self.ring.next_take
+            return min(self.held[0], nt) if self.held else nt
+
+    def done(self, number: int) -> None:
+        """Job ``number`` is trained (it is the oldest held)."""
+        with self.lock:
+            self.held.remove(number)
+
+    def _claim(self):
+        with self.lock:
+            got = self.ring.try_take(self.end)
+            if got is not None:
+                self.held.append(got[0])
+        if got is None and self.ring.next_take >= self.end:
+            return _DONE
+        return got
+
+    def _fetch(self, idle=None):
+        ring = self.ring
+        got = ring.wait(self._claim, lambda: ring.next_take, f"job {ring.next_take}", idle)
+        if got is _DONE:
+            return _DONE
+        number, (header, body) = got
+        t0 = time.perf_counter()
+        _, step, mb = unpack(header, body)
+        strat = self.strat
+        x = strat.store.gather(mb.input_nodes)
+        y = strat.labels[mb.targets].to(strat.ctx.topo.device)
+        return Job(number, step, mb, x, y, time.perf_counter() - t0,
+                   (header.numel() + body.numel()) * 8)
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                if not self.tokens.acquire(timeout=0.05):
+                    continue
+                job = self._fetch(idle=self._check_stop)
+                self.out.put(job)
+                if job is _DONE:
+                    return
+        except _Stopped:
+            return
+        except BaseException as err:  # noqa: BLE001 - handed to the trainer's thread
+            self.out.put(err)
+
+    def _check_stop(self) -> None:
+        if self.stop.is_set():
+            raise _Stopped
+
+    def next(self, idle) -> Job | None:
+        """The next job (None at the end of the epoch); ``idle`` runs while waiting."""
+        if self.thread is None:
+            job = self._fetch(idle)
+            return None if job is _DONE else job
+        while True:
+            try:
+                got = self.out.get(timeout=0.002)
+            except queue.Empty:
+                idle()
+                continue
+            if isinstance(got, BaseException):
+                raise got
+            if got is _DONE:
+                return None
+            self.tokens.release()  # this one starts training: the thread may claim another
+            return got
+
+    def close(self) -> None:
+        """Stop the thread (jobs it holds are lost: only on the way out of a failed epoch)."""
+        self.stop.set()
+        if self.thread is not None:
+            self.tokens.release()
+            self.thread.join(timeout=5)
+
+
+class _Stopped(Exception):
+    """The feeder thread was told to stop while it waited."""
+
+
+def taker_epoch(strat, ring: JobRing, epoch: int, steps: int, stats: StepStats,
+                progress=None) -> None:
+    """A trainer: take jobs until every job of the epoch is taken; every step's reduction."""
+    trainers, k, me = strat.alloc.trainers, strat.staleness, strat.ctx.topo.rank
+    base, end = epoch * steps * trainers, (epoch + 1) * steps * trainers
+    ring.start(base)
+    reducer = SlotReducer(strat, stats, steps, progress)
+    feeder = Feeder(strat, ring, base, end, strat.prefetch)
+
+    def idle() -> None:
+        reducer.post_until((feeder.first_open_job() - base) // trainers)
+
+    try:
+        while True:
+            t0 = time.perf_counter()
+            job = feeder.next(idle)
+            stats.queue_wait += time.perf_counter() - t0
+            if job is None:
+                break
+            step, slot = divmod(job.number - base, trainers)
+            if job.step != step:
+                raise RuntimeError(f"factored queue: job {job.number} holds step {job.step}, "
+                                   f"expected step {step}")
+            stats.load_seconds += job.load_seconds
+            strat._received_bytes += job.nbytes
+            reducer.post_until(step)
+            reducer.apply_until(step - 1 - k)
+            strat.visited(job.mb.input_nodes)
+            before = stats.train_seconds
+            loss = train_job(strat, job.mb, job.x, job.y, stats, (epoch, step, slot))
+            seconds = stats.train_seconds - before
+            ring.add_stats(me, 1.0, seconds)
+            reducer.add(step, slot, loss, seconds, trainer=True)
+            feeder.done(job.number)
+        reducer.post_until(steps)
+        reducer.apply_until(steps - 1)
+    finally:
+        feeder.close()
+
+
+@dataclass
+class Produced:
+    """A sampler's epoch through the ring: bytes put, the most jobs seen waiting in it."""
+
+    bytes: int = 0
+    peak_in_flight: int = 0
+
+
+def sampler_epoch(strat, ring: JobRing, epoch: int, batches: list[torch.Tensor],
+                  stats: StepStats) -> Produced:
+    """A sampler: sample the next unclaimed job, put it in the ring; with switching, train
+    jobs as a standby trainer while GNNLab's profit metric is positive."""
+    trainers, me, steps, k = strat.alloc.trainers, strat.ctx.topo.rank, len(batches), \
+        strat.staleness
+    base, end = epoch * steps * trainers, (epoch + 1) * steps * trainers
+    ring.start(base)
+    standby = strat.switching
+    reducer = SlotReducer(strat, stats, steps) if standby else None
+    out = Produced()
+
+    def open_step() -> int:
+        return (min(ring.next_take, end) - base) // trainers
+
+    def idle() -> None:
+        if standby:
+            reducer.post_until(open_step())
+            _maybe_train(strat, ring, reducer, stats, epoch, base, end, k)
+
+    while (number := ring.claim_make(end)) is not None:
+        step, slot = divmod(number - base, trainers)
+        t0 = time.perf_counter()
+        mb = strat.ctx.sampler.sample(strat.ctx.graph, micro_batch(batches[step], trainers, slot),
+                                      sample_seed(strat.ctx.seed, epoch, step, slot))
+        header, body = pack(mb, epoch, step)
+        stats.sample_seconds += time.perf_counter() - t0
+        strat.job_log.append((epoch, step, slot))
+        parts = (header, body)
+        ring.wait(lambda g=number, p=parts: True if ring.try_put(g, p, me) else None,
+                  lambda: ring.next_take, f"a free ring slot for job {number}", idle)
+        out.bytes += (header.numel() + body.numel()) * 8
+        out.peak_in_flight = max(out.peak_in_flight, ring.ready())
+        if standby:
+            reducer.post_until(open_step())
+    if standby:  # the epoch's last jobs: help while it pays, join every step's reduction
+        ring.wait(lambda: True if ring.next_take >= end else None, lambda: ring.next_take,
+                  "the epoch's last jobs to be taken", idle)
+        reducer.post_until(steps)
+        reducer.apply_until(steps - 1)
+    return out
+
+
+def _trainers_t_train(strat, ring: JobRing) -> float:
+    """The trainers' mean seconds per job so far (the profile's figure before any)."""
+    rows = ring.stats()[: strat.alloc.trainers]
+    jobs = float(rows[:, 0].sum())
+    return float(rows[:, 1].sum()) / jobs if jobs > 0 else strat.alloc.t_train
+
+
+def _maybe_train(strat, ring: JobRing, reducer: SlotReducer, stats: StepStats, epoch: int,
+                 base: int, end: int, k: int) -> None:
+    """A standby trainer's decision (GNNLab section 5.3) and, when it pays, one job trained."""
+    trainers = strat.alloc.trainers
+    t_train = _trainers_t_train(strat, ring)
+    if t_train <= 0:  # nothing measured yet: no basis for the profit metric
+        return
+    own = stats.own_t_train or t_train
+    head = ring.next_take
+    if head >= end or _profit(end - head, trainers, t_train, own) <= 0 or not ring.head_ready():
+        return
+    step = (head - base) // trainers
+    reducer.post_until(step)
+    if not reducer.apply_until(step - 1 - k, wait=False):
+        return  # its parameters are not there yet: sample on
+    got = ring.try_take(end)
+    if got is None:
+        return
+    number, (header, body) = got
+    step, slot = divmod(number - base, trainers)
+    reducer.post_until(step)  # every job before this one is taken: safe to wait
+    reducer.apply_until(step - 1 - k)
+    _, _, mb = unpack(header, body)
+    strat.visited(mb.input_nodes)  # sent to rank 0 at the epoch's end (footprint)
+    dev = strat.ctx.topo.device
+    t0 = time.perf_counter()
+    x = strat.ctx.graph.x[mb.input_nodes].to(dev)  # a standby trainer has no cache
+    y = strat.ctx.graph.y[mb.targets].to(dev)
+    stats.load_seconds += time.perf_counter() - t0
+    before = stats.train_seconds
+    loss = train_job(strat, mb, x, y, stats, (epoch, step, slot))
+    stats.own_t_train = stats.train_seconds - before
+    ring.add_stats(strat.ctx.topo.rank, 1.0, stats.own_t_train)
+    reducer.add(step, slot, loss, stats.own_t_train, trainer=False)
+    stats.switch_events += 1
