@@ -17,11 +17,12 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+from dataclasses import fields, is_dataclass
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.utils import get_object
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 # config group -> package that holds its options
 GROUPS = {
@@ -38,6 +39,8 @@ GROUPS = {
 }
 
 _loaded = False
+#: group -> option -> schema class, filled by :func:`register`
+_SCHEMAS: dict[str, dict[str, type]] = {}
 
 
 def register(group: str, name: str):
@@ -47,6 +50,7 @@ def register(group: str, name: str):
 
     def deco(cls):
         ConfigStore.instance().store(group=f"schema/{group}", name=name, node=cls)
+        _SCHEMAS.setdefault(group, {})[name] = cls
         return cls
 
     return deco
@@ -103,6 +107,55 @@ def option(group: str, name: str, **overrides: Any) -> Any:
     except Exception as err:  # noqa: BLE001 - Hydra raises several kinds
         raise ValueError(f"no option {name!r} in config group {group!r}") from err
     return OmegaConf.merge(node, overrides)
+
+
+def schemas(group: str) -> dict[str, type]:
+    """The registered schema classes of ``group``, by option name."""
+    load_all()
+    return dict(_SCHEMAS.get(group, {}))
+
+
+def schema_of(group: str, node: Any) -> type | None:
+    """The schema class behind a composed sub-config of ``group``: its structured type, else
+    the registered schema whose ``_target_`` it names (None: an option without a schema)."""
+    load_all()
+    cls = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
+    if is_dataclass(cls):
+        return cls
+    target = node.get("_target_") if node is not None else None
+    for cls in _SCHEMAS.get(group, {}).values():
+        if target and getattr(cls, "_target_", None) == target:
+            return cls
+    return None
+
+
+def instance(cls: type | None, node: Any) -> Any:
+    """The sub-config ``node`` as an instance of the schema ``cls`` (plain values: enums as
+    their names, interpolations resolved; keys ``cls`` lacks left out); None without one."""
+    if cls is None or node is None or not is_dataclass(cls):
+        return None
+    values = (OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+              if isinstance(node, DictConfig) else dict(node))
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def options(group: str, node: Any) -> Any:
+    """The sub-config ``node`` of ``group`` as an instance of its schema, for the schema's
+    torch-free checks and facts; None when the option has no registered schema."""
+    return instance(schema_of(group, node), node) if node is not None else None
+
+
+def check_options(cfg: Any, groups: Any = None) -> None:
+    """Every component's own check (:meth:`gnnscale.schema.Options.check`) on its composed
+    sub-config, torch-free; ``groups``: which ones (default: every group)."""
+    for group in groups or GROUPS:
+        node = cfg.get(group)
+        if node is None:
+            continue
+        opts = options(group, node)
+        if opts is not None and hasattr(opts, "check"):
+            opts.check()
 
 
 def build(cfg: Any, **runtime: Any) -> Any:

@@ -1,4 +1,5 @@
-"""Typed schema of the top-level config (the groups are typed by their own options)."""
+"""Typed schema of the top-level config (the groups are typed by their own options), and
+:class:`Options`, the base of every option's schema."""
 
 from __future__ import annotations
 
@@ -8,6 +9,17 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+
+class Options:
+    """Base of an option's typed schema (a dataclass in a torch-free ``schemas.py`` or
+    ``config.py``). :meth:`check` refuses values the option cannot run with a
+    :class:`~gnnscale.errors.ConfigError` naming the key: the launcher calls it on the composed
+    config before anything heavy is imported, and the implementation's constructor calls it on
+    its arguments, so both refuse the same values with the same message."""
+
+    def check(self) -> None:
+        """Raise ``ConfigError`` for a value this option cannot run (default: none)."""
 
 
 class Select(str, Enum):

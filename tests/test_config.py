@@ -81,9 +81,11 @@ def test_wrong_type_fails_at_composition(tmp_path):
 
 
 def test_fanouts_must_match_layers(tmp_path):
+    """Decided by the config alone: no dataset is read."""
     cfg = make_cfg(tmp_path, *TINY, "sampler.fanouts=[5,5,5]")
     with pytest.raises(ConfigError, match="one fanout per layer"):
-        check_data(cfg, registry.build(cfg.dataset).load())
+        check_config(cfg)
+    assert not (tmp_path / "data").exists()
 
 
 def test_world_larger_than_training_set(tmp_path):
@@ -98,7 +100,7 @@ def test_world_larger_than_training_set(tmp_path):
 def test_batch_smaller_than_world(tmp_path):
     cfg = make_cfg(tmp_path, *TINY, "strategy.batch_size=1", "dist.world_size=2")
     with pytest.raises(ConfigError, match="smaller than dist.world_size"):
-        check_data(cfg, registry.build(cfg.dataset).load())
+        check_config(cfg)
 
 
 def test_cache_auto_needs_cuda(tmp_path):
@@ -121,8 +123,8 @@ def test_closed_choices_fail_at_composition(tmp_path, override):
 
 def test_component_values_checked_before_spawning(tmp_path):
     cfg = make_cfg(tmp_path, *TINY, "optim.lr=-1")
-    with pytest.raises(ConfigError, match="optim: optim.lr must be > 0"):
-        check_data(cfg, registry.build(cfg.dataset).load())
+    with pytest.raises(ConfigError, match="optim.lr must be > 0"):
+        check_config(cfg)
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """A strategy added from outside gnnscale (docs/adding-a-strategy.md, its files taken from the
-page itself): it trains on 2 ranks, matches one process, and ``strategy=auto`` profiles it, with
-no file of gnnscale edited."""
+page itself): it trains on 2 ranks, matches one process, ``strategy=auto`` profiles it, and the
+launcher reads its declarations without importing its class, with no file of gnnscale
+edited."""
 
 from __future__ import annotations
 
@@ -41,8 +42,52 @@ def train(tmp: Path, run: str, *overrides: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
-def test_the_page_names_both_files():
-    assert set(page_files()) == {"my_strategies/replicated.py", "conf/strategy/replicated.yaml"}
+def test_the_page_names_its_files():
+    assert set(page_files()) == {"my_strategies/replicated/config.py",
+                                 "my_strategies/replicated/strategy.py",
+                                 "conf/strategy/replicated.yaml"}
+
+
+def test_the_launcher_reads_the_declarations_without_the_class(tmp_path):
+    """Its config is checked (a misspelt key too) and auto's question answered from
+    config.py alone: neither the strategy module nor torch is imported."""
+    tmp = install(tmp_path)
+    code = f"""
+import sys
+from hydra import compose, initialize_config_dir
+from gnnscale import registry
+from gnnscale.runner.validate import check_config
+from gnnscale.strategies.config import declared
+registry.load_all()
+with initialize_config_dir("{ROOT / 'configs'}", version_base=None):
+    cfg = compose("config", overrides=["hydra.searchpath=[file://{tmp}/conf]",
+                                       "strategy=replicated", "deps=depcomm"])
+decl = declared(cfg.strategy)
+print(decl.__name__, decl.samples, decl.why_not_candidate(cfg))
+try:
+    check_config(cfg)
+except Exception as err:
+    print(type(err).__name__, err)
+with initialize_config_dir("{ROOT / 'configs'}", version_base=None):
+    bad = compose("config", overrides=["hydra.searchpath=[file://{tmp}/conf]",
+                                       "strategy=replicated", "+strategy.chunkz=2"])
+try:
+    check_config(bad)
+except Exception as err:
+    print(type(err).__name__, err)
+print(sorted(m for m in ("torch", "my_strategies.replicated.strategy") if m in sys.modules))
+"""
+    env = {**os.environ, "PYTHONPATH": f"{tmp}{os.pathsep}{ROOT}"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[0] == "ReplicatedConfig False None", lines
+    assert lines[1].startswith("ConfigError strategy=replicated replicates every dependency"), \
+        lines
+    assert lines[2].startswith("ConfigError strategy.chunkz is not an option of "
+                               "strategy=replicated"), lines
+    assert lines[3] == "[]", lines
 
 
 @pytest.mark.slow

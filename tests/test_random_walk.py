@@ -219,7 +219,7 @@ def test_zero_walk_length_and_bad_seeds_fail_clearly():
     (("strategy=factored", "sampler.walk_length=0"), "sampler.walk_length must be >= 1"),
     (("strategy=data", "model=gat"), "GAT learns its own edge weights"),
     (("strategy=data", "model=gcn", "model.gcn_norm=graph"), "use model.gcn_norm=block"),
-    (("strategy=split", "dist.world_size=2"), "SplitParallel cannot carry the edge weights"),
+    (("strategy=split", "dist.world_size=2"), "strategy=split cannot carry the edge weights"),
 ])
 def test_random_walk_misuse_refused_before_ranks_start(tmp_path, tiny_graph, overrides, match):
     from gnnscale.runner.validate import ConfigError, check_data

@@ -1,15 +1,23 @@
-"""Start-up: the launcher composes a config without torch; every schema sits in a torch-free
-schema module (``<folder>/schemas.py``, or ``config.py`` of an option's subpackage)."""
+"""Start-up: the launcher composes and checks a config without torch. Every schema sits in a
+torch-free schema module (``<folder>/schemas.py``, or ``config.py`` of an option's
+subpackage), and what the launcher reads from it (processed folders, model facts, strategy
+declarations) is what the implementations say."""
 
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from gnnscale import registry
+from gnnscale.data.metadata import DatasetMeta
+from tests._train import TINY, make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "gnnscale"
@@ -30,6 +38,7 @@ def test_every_schema_is_registered_in_a_schema_module():
     assert not misplaced, misplaced
 
 
+@pytest.mark.slow
 def test_schemas_load_without_torch():
     """Every schema an option's yaml extends is in the ConfigStore, with neither torch nor
     numpy imported."""
@@ -46,3 +55,104 @@ def test_schemas_load_without_torch():
               if (m := re.search(r"/schema/(\w+/\w+)@", yaml.read_text()))}
     assert wanted and wanted <= stored, sorted(wanted - stored)
     assert out[1] == "[]", out
+
+
+ERRORS = [
+    (["partitioner=metis", "partitioner.imbalance=0.9"], "partitioner.imbalance"),
+    (["strategy=split", "deps=depcache"], "deps=depcomm or deps=hybrid"),
+    (["strategy=fullgraph", "partitioner=oec", "deps=hybrid", "dist.world_size=2"],
+     "deps=depcomm only"),
+    (["sampler.fanouts=[5]", "model.num_layers=2"], "one fanout per layer"),
+    (["strategy=offload", "model=gcn", "strategy.chunks=0"], "strategy.chunks"),
+    (["model=gat", "model.hidden=30"], "multiple of model.heads"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("overrides", "says"), ERRORS, ids=[e[1] for e in ERRORS])
+def test_a_config_error_is_reported_before_torch_is_imported(tmp_path, overrides, says):
+    """Status 2 and one ``error:`` line, with torch, numpy and PyG never imported (the data
+    folder is not even created: no dataset is processed for an error the config decides)."""
+    env = {**os.environ, "GNNSCALE_START_METHOD": "spawn"}  # no fork server importing torch
+    proc = subprocess.run([sys.executable, "-X", "importtime", "train.py",
+                           f"hydra.run.dir={tmp_path / 'run'}", f"data_root={tmp_path / 'data'}",
+                           "dataset.preset=tiny", *overrides], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    message = [line for line in proc.stderr.splitlines() if not line.startswith("import time")]
+    assert message[0].startswith("error: ") and says in message[0], message
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time")}
+    assert not imported & {"torch", "numpy", "torch_geometric"}, sorted(imported)[:20]
+    assert not (tmp_path / "data").exists()
+
+
+def dataset_options(tmp_path: Path) -> list[list[str]]:
+    npz = tmp_path / "g.npz"
+    np.savez(npz, edge_index=np.array([[0, 1], [1, 0]]), x=np.ones((2, 3), np.float32),
+             y=np.array([0, 1]))
+    options = [[f"dataset={p.stem}"] for p in sorted((ROOT / "configs" / "dataset").glob("*.yaml"))
+               if p.stem != "custom"]
+    return options + [["dataset=custom", f"dataset.path={npz}"],
+                      ["dataset=synthetic", "dataset.preset=tiny", "dataset.scale=0.5",
+                       "dataset.p_intra=0.7", "dataset.feature_norm=row"],
+                      ["dataset=computers", "dataset.largest_component=true",
+                       "dataset.split_seed=3"],
+                      ["dataset=tolokers", "dataset.split=4"],
+                      ["dataset=arxiv", "dataset.symmetrize=false"]]
+
+
+def test_a_dataset_schema_names_its_loaders_processed_folder(tmp_path):
+    """The launcher finds meta.json where the loader writes it, for every dataset option."""
+    for overrides in dataset_options(tmp_path):
+        cfg = make_cfg(tmp_path, *overrides)
+        schema = registry.options("dataset", cfg.dataset)
+        assert schema.processed_dir() == registry.build(cfg.dataset).processed_dir, overrides
+
+
+def test_metadata_is_the_loaded_graphs(tmp_path):
+    """meta.json read without torch says what the loaded graph says."""
+    from gnnscale.runner.validate import dataset_meta
+
+    cfg = make_cfg(tmp_path, *TINY)
+    assert DatasetMeta.read(registry.options("dataset", cfg.dataset).processed_dir()) is None
+    meta, graph = dataset_meta(cfg)  # processes it
+    assert graph is not None and meta == DatasetMeta.of(graph)
+    again, loaded = dataset_meta(cfg)  # read from meta.json
+    assert loaded is None and again == meta
+    assert meta.num_train == graph.train_idx.numel() > 0
+
+
+MODELS = [["model=sage"], ["model=sage", "model.aggr=max"], ["model=sage", "model.residual=true",
+          "model.norm=layer"], ["model=gcn"], ["model=gcn", "model.gcn_norm=graph"],
+          ["model=gat", "model.hidden=32"], ["model=gin", "model.norm=batch"],
+          ["model=sage", "model.aggr=sum", "model.num_layers=1"]]
+
+
+@pytest.mark.parametrize("overrides", MODELS, ids=[" ".join(m) for m in MODELS])
+def test_a_model_schema_answers_as_the_built_model(tmp_path, overrides):
+    """What the launcher reads from the config (no model built) is what the model says."""
+    cfg = make_cfg(tmp_path, *overrides, "model.hidden=32")
+    schema = registry.options("model", cfg.model)
+    model = registry.build(cfg.model, in_channels=12, out_channels=5)
+    for key in ("splittable", "preaggregatable", "linear_aggregate", "batch_norm"):
+        assert getattr(schema, key) == getattr(model, key), key
+    assert schema.why_not_splittable() == model.why_not_splittable()
+    assert schema.why_not_weighted() == type(model).why_not_weighted(model.options())
+    assert schema.widths(12, 5) == model.widths(12)
+
+
+def test_a_strategy_takes_its_declarations_from_its_schema():
+    """One source: every declaration of each strategy class is its schema's, and the launcher
+    finds the schema from the config's ``_target_``."""
+    from hydra.utils import get_object
+
+    from gnnscale.strategies.config import DECLARATIONS, declared
+
+    for name, schema in registry.schemas("strategy").items():
+        cls = get_object(schema._target_)
+        assert cls.schema is schema and schema.name == name
+        for key in DECLARATIONS:
+            if not callable(getattr(cls, key)):  # DataParallel.samples is a method
+                assert getattr(cls, key) == getattr(schema, key), (name, key)
+        assert declared({"_target_": schema._target_}) is schema

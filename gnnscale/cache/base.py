@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import torch
 
-from gnnscale.cache.schemas import PLACEMENTS, Placement
+from gnnscale.cache.schemas import CacheConfig, Placement
 from gnnscale.data.graph import GraphStore
 from gnnscale.distributed import device as device_seam
 from gnnscale.sampling.base import Sampler
@@ -72,15 +72,7 @@ class CachePolicy:
     def __init__(self, ratio: float = 0.0, bytes: int | None = None,
                  placement: str = "replicated", auto: bool = False,
                  reserve: float = 0.05) -> None:
-        if not 0.0 <= float(ratio) <= 1.0:
-            raise ValueError(f"cache.ratio must lie in [0, 1] (fraction of vertices each rank "
-                             f"caches), got {ratio}")
-        if bytes is not None and bytes < 0:
-            raise ValueError(f"cache.bytes must be >= 0 (a byte budget per rank), got {bytes}")
-        if placement not in PLACEMENTS:
-            raise ValueError(f"cache.placement must be one of {PLACEMENTS}, got {placement!r}")
-        if not 0.0 <= reserve < 1.0:
-            raise ValueError(f"cache.reserve must lie in [0, 1), got {reserve}")
+        CacheConfig(ratio=ratio, bytes=bytes, placement=placement, reserve=reserve).check()
         self.ratio = float(ratio)
         self.bytes = bytes
         self.placement = Placement(placement).value

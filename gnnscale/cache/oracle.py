@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from gnnscale.cache.base import TRAIN, CachePolicy, training_set, visit_counts
+from gnnscale.cache.schemas import OracleCacheConfig
 
 
 class OraclePolicy(CachePolicy):
@@ -22,9 +23,7 @@ class OraclePolicy(CachePolicy):
     def __init__(self, epochs: int = 1, first_epoch: int = 0,
                  visits: torch.Tensor | None = None, **budget) -> None:
         super().__init__(**budget)
-        if epochs < 1 or first_epoch < 0:
-            raise ValueError(f"cache.epochs must be >= 1 and cache.first_epoch >= 0, got "
-                             f"{epochs} and {first_epoch}")
+        OracleCacheConfig(epochs=epochs, first_epoch=first_epoch).check()
         self.epochs = epochs
         self.first_epoch = first_epoch
         self.visits = visits

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from gnnscale.cache.base import PRESAMPLE, CachePolicy, training_set, visit_counts
+from gnnscale.cache.schemas import PresampleCacheConfig
 
 
 class PresamplePolicy(CachePolicy):
@@ -20,8 +21,7 @@ class PresamplePolicy(CachePolicy):
 
     def __init__(self, epochs: int = 1, **budget) -> None:
         super().__init__(**budget)
-        if epochs < 1:
-            raise ValueError(f"cache.epochs (K of PreSC#K) must be >= 1, got {epochs}")
+        PresampleCacheConfig(epochs=epochs).check()
         self.epochs = epochs
 
     def hotness(self, graph, *, train_idx=None, sampler=None, batch_size: int = 1024,

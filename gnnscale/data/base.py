@@ -11,7 +11,7 @@ import torch
 from gnnscale.data import processed
 from gnnscale.data.checks import check_task
 from gnnscale.data.graph import GraphStore
-from gnnscale.data.schemas import FeatureNorm
+from gnnscale.data.schemas import FeatureNorm, processed_dir
 
 
 def normalize_features(graph: GraphStore, norm: str) -> GraphStore:
@@ -52,8 +52,7 @@ class Dataset(ABC):
     @property
     def processed_dir(self) -> Path:
         """``<root>/<key>[-<feature_norm>]/processed``: a transform is a different copy."""
-        suffix = "" if self.feature_norm == "none" else f"-{self.feature_norm}norm"
-        return self.root / f"{self.key}{suffix}" / "processed"
+        return processed_dir(self.root, self.key, self.feature_norm)
 
     @property
     def source(self) -> str:

@@ -23,10 +23,7 @@ largest label and be at most ``max(1000, 10 * (largest label + 1))``.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import os
 import zipfile
 from pathlib import Path
 
@@ -47,6 +44,7 @@ from gnnscale.data.convert import (
     size_text,
 )
 from gnnscale.data.graph import GraphStore
+from gnnscale.data.schemas import CustomConfig
 from gnnscale.errors import ConfigError
 
 SPLITS = ("train", "val", "test")
@@ -343,13 +341,11 @@ class CustomDataset(Dataset):
                  train_ratio: float = 0.6, val_ratio: float = 0.2, split_seed: int = 0,
                  feature_norm: str = "none", max_member_gb: float = 64.0) -> None:
         super().__init__(root, feature_norm)
-        if not path:
-            raise ConfigError("dataset=custom needs dataset.path=FILE (.npz or torch.save of "
-                              "Data)")
-        if not max_member_gb > 0:
-            raise ConfigError(f"dataset.max_member_gb = {max_member_gb}: give the largest array "
-                              "a user file may hold, in GiB (> 0; default 64)")
-        self.path = Path(os.path.expanduser(str(path))).resolve()
+        self.spec = CustomConfig(path=path, symmetrize=symmetrize, train_ratio=train_ratio,
+                                 val_ratio=val_ratio, split_seed=split_seed,
+                                 max_member_gb=max_member_gb)
+        self.spec.check()
+        self.path = self.spec.file
         if not self.path.is_file():
             raise DatasetNotFoundError(
                 f"custom dataset file {self.path} not found: save your graph there as .npz "
@@ -362,11 +358,7 @@ class CustomDataset(Dataset):
     @property
     def key(self) -> str:
         """The processed folder's name for this dataset and its options."""
-        st = self.path.stat()
-        ident = [str(self.path), st.st_size, st.st_mtime_ns, self.symmetrize,
-                 self.train_ratio, self.val_ratio, self.split_seed]
-        digest = hashlib.blake2b(json.dumps(ident).encode(), digest_size=6).hexdigest()
-        return f"custom-{self.path.stem}-{digest}"
+        return self.spec.key()
 
     @property
     def source(self) -> str:

@@ -14,9 +14,7 @@ import torch
 from gnnscale.data.base import Dataset
 from gnnscale.data.convert import find_raw, index_split, raw_candidates, require_arrays
 from gnnscale.data.graph import GraphStore
-
-NAMES = ("roman_empire", "amazon_ratings", "minesweeper", "tolokers", "questions")
-NUM_SPLITS = 10
+from gnnscale.data.schemas import HeterophilousConfig
 
 
 class HeterophilousDataset(Dataset):
@@ -25,17 +23,15 @@ class HeterophilousDataset(Dataset):
     def __init__(self, root: str = "data", name: str = "tolokers", raw_dir: str | None = None,
                  split: int = 0, feature_norm: str = "none") -> None:
         super().__init__(root, feature_norm)
-        self.name = name.lower().replace("-", "_")
-        if self.name not in NAMES:
-            raise ValueError(f"unknown heterophilous graph {name!r}; choose one of {NAMES}")
-        if not 0 <= split < NUM_SPLITS:
-            raise ValueError(f"split must lie in [0, {NUM_SPLITS}), got {split}")
+        spec = HeterophilousConfig(name=name, split=split)
+        spec.check()
+        self.name = spec.graph
         self.raw_dir, self.split = raw_dir, int(split)
 
     @property
     def key(self) -> str:
         """The processed folder's name for this dataset and its options."""
-        return f"{self.name}-split{self.split}"
+        return HeterophilousConfig(name=self.name, split=self.split).key()
 
     def process(self) -> GraphStore:
         """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""

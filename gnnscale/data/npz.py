@@ -36,18 +36,12 @@ from gnnscale.data.convert import (
     size_text,
 )
 from gnnscale.data.graph import GraphStore
+from gnnscale.data.schemas import NPZ_GRAPHS, NpzConfig
 from gnnscale.errors import ConfigError
 
 ARRAYS = {"adj_data", "adj_indices", "adj_indptr", "adj_shape", "attr_data", "attr_indices",
           "attr_indptr", "attr_shape", "labels"}
 
-# option -> (collection, folder name, raw file)
-GRAPHS = {
-    "computers": ("Amazon", "Computers", "amazon_electronics_computers.npz"),
-    "photo": ("Amazon", "Photo", "amazon_electronics_photo.npz"),
-    "cs": ("Coauthor", "CS", "ms_academic_cs.npz"),
-    "physics": ("Coauthor", "Physics", "ms_academic_phy.npz"),
-}
 
 
 class NpzDataset(Dataset):
@@ -57,10 +51,8 @@ class NpzDataset(Dataset):
                  train_per_class: int = 20, val_per_class: int = 30, split_seed: int = 0,
                  feature_norm: str = "none", largest_component: bool = False) -> None:
         super().__init__(root, feature_norm)
-        if name.lower() not in GRAPHS:
-            raise ValueError(f"unknown gnn-benchmark graph {name!r}; choose one of {list(GRAPHS)}")
-        if train_per_class < 1 or val_per_class < 0:
-            raise ValueError("need train_per_class >= 1 and val_per_class >= 0")
+        NpzConfig(name=name, train_per_class=train_per_class,
+                  val_per_class=val_per_class).check()
         self.name = name.lower()
         self.raw_dir = raw_dir
         self.train_per_class, self.val_per_class = int(train_per_class), int(val_per_class)
@@ -70,12 +62,13 @@ class NpzDataset(Dataset):
     @property
     def key(self) -> str:
         """The processed folder's name for this dataset and its options."""
-        return (f"{self.name}{'-lcc' if self.largest_component else ''}-split"
-                f"{self.train_per_class}-{self.val_per_class}-seed{self.split_seed}")
+        return NpzConfig(name=self.name, train_per_class=self.train_per_class,
+                         val_per_class=self.val_per_class, split_seed=self.split_seed,
+                         largest_component=self.largest_component).key()
 
     def process(self) -> GraphStore:
         """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""
-        collection, folder, raw_file = GRAPHS[self.name]
+        collection, folder, raw_file = NPZ_GRAPHS[self.name]
         candidates = raw_candidates(self.raw_dir, self.root, f"npz/{folder}/raw", f"{folder}/raw")
         src = find_raw(candidates, [raw_file], f"{collection} {folder}")
         edges, x, y = read_npz(src / raw_file)

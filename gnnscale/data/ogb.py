@@ -26,13 +26,8 @@ import torch
 from gnnscale.data.base import Dataset
 from gnnscale.data.convert import DatasetNotFoundError, find_raw, raw_candidates
 from gnnscale.data.graph import GraphStore
+from gnnscale.data.schemas import OGB_GRAPHS, OgbConfig
 
-# option -> (OGB name, folder, split type, number of classes, binary raw format)
-GRAPHS = {
-    "arxiv": ("ogbn-arxiv", "ogbn_arxiv", "time", 40, False),
-    "products": ("ogbn-products", "ogbn_products", "sales_ranking", 47, False),
-    "papers100m": ("ogbn-papers100M", "ogbn_papers100M", "time", 172, True),
-}
 CSV_FILES = ["edge.csv.gz", "node-feat.csv.gz", "node-label.csv.gz", "num-node-list.csv.gz"]
 BINARY_FILES = ["data.npz", "node-label.npz"]
 SPLIT_FILES = ["train.csv.gz", "valid.csv.gz", "test.csv.gz"]
@@ -52,17 +47,17 @@ class OgbNodeDataset(Dataset):
     def __init__(self, root: str = "data", name: str = "arxiv", raw_dir: str | None = None,
                  symmetrize: bool = True, feature_norm: str = "none") -> None:
         super().__init__(root, feature_norm)
-        key = name.lower().removeprefix("ogbn-").removeprefix("ogbn_")
-        if key not in GRAPHS:
-            raise ValueError(f"unknown OGB node dataset {name!r}; choose one of {list(GRAPHS)}")
-        self.name = key
-        self.ogb_name, self.folder, self.split_type, self.num_classes, self.binary = GRAPHS[key]
+        spec = OgbConfig(name=name)
+        spec.check()
+        self.name = key = spec.graph
+        self.ogb_name, self.folder, self.split_type, self.num_classes, self.binary = \
+            OGB_GRAPHS[key]
         self.raw_dir, self.symmetrize = raw_dir, bool(symmetrize)
 
     @property
     def key(self) -> str:
         """The processed folder's name for this dataset and its options."""
-        return f"ogbn-{self.name}" + ("" if self.symmetrize else "-directed")
+        return OgbConfig(name=self.name, symmetrize=self.symmetrize).key()
 
     def _locate(self) -> tuple[Path, Path]:
         """(raw folder, split folder)."""

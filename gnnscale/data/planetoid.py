@@ -19,8 +19,8 @@ from gnnscale.data import safe_pickle
 from gnnscale.data.base import Dataset
 from gnnscale.data.convert import find_raw, raw_candidates
 from gnnscale.data.graph import GraphStore
+from gnnscale.data.schemas import PLANETOID_NAMES, PlanetoidConfig
 
-NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
 PARTS = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 
 
@@ -31,17 +31,14 @@ class PlanetoidDataset(Dataset):
     def __init__(self, root: str = "data", name: str = "Cora", raw_dir: str | None = None,
                  feature_norm: str = "none") -> None:
         super().__init__(root, feature_norm)
-        if name.lower() not in NAMES:
-            raise ValueError(
-                f"unknown Planetoid dataset {name!r}; choose one of {list(NAMES.values())}"
-            )
-        self.name = NAMES[name.lower()]
+        PlanetoidConfig(name=name).check()
+        self.name = PLANETOID_NAMES[name.lower()]
         self.raw_dir = raw_dir
 
     @property
     def key(self) -> str:
         """The processed folder's name for this dataset and its options."""
-        return self.name.lower()
+        return PlanetoidConfig(name=self.name).key()
 
     @property
     def raw_files(self) -> list[str]:

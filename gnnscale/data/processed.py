@@ -35,13 +35,14 @@ import numpy as np
 import torch
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.data.metadata import FORMAT
 from gnnscale.data.publish import publish_folder
 
 __all__ = ["ProcessedDataError", "array_digest", "checksum", "is_processed", "load", "load_npy",
            "publish_folder", "save", "unverified", "write_stamp"]
 
 ARRAYS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx", "edge_weight")
-FORMAT_VERSION = 2
+FORMAT_VERSION = FORMAT
 STAMP = ".verified.json"
 _CHUNK = 1 << 24
 SHARE_MIN_BYTES = 1 << 20  # smaller arrays are written: a link saves nothing worth a hash

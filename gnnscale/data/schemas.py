@@ -1,12 +1,25 @@
 """Typed schemas of the ``dataset`` options (torch-free: the launcher composes and checks a
-config with these alone; each ``_target_`` names the loader that produces the graph)."""
+config with these alone; each ``_target_`` names the loader that produces the graph).
+
+Each schema also names the dataset's processed folder (:meth:`DatasetConfig.processed_dir`,
+``<root>/<key>[-<norm>norm]/processed``), so the launcher reads the dataset's ``meta.json``
+(:mod:`gnnscale.data.metadata`) without importing a loader; the loaders take their key and
+their checks from here.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 
+from gnnscale.data.presets import params_key, resolve
+from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+from gnnscale.schema import Options
 
 
 class FeatureNorm(str, Enum):
@@ -16,13 +29,55 @@ class FeatureNorm(str, Enum):
     row = "row"  # each row divided by its sum (Kipf & Welling; PyG's NormalizeFeatures)
 
 
+PLANETOID_NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
+# option -> (collection, folder name, raw file)
+NPZ_GRAPHS = {
+    "computers": ("Amazon", "Computers", "amazon_electronics_computers.npz"),
+    "photo": ("Amazon", "Photo", "amazon_electronics_photo.npz"),
+    "cs": ("Coauthor", "CS", "ms_academic_cs.npz"),
+    "physics": ("Coauthor", "Physics", "ms_academic_phy.npz"),
+}
+HETEROPHILOUS_NAMES = ("roman_empire", "amazon_ratings", "minesweeper", "tolokers", "questions")
+HETEROPHILOUS_SPLITS = 10
+# option -> (OGB name, folder, split type, number of classes, binary raw format)
+OGB_GRAPHS = {
+    "arxiv": ("ogbn-arxiv", "ogbn_arxiv", "time", 40, False),
+    "products": ("ogbn-products", "ogbn_products", "sales_ranking", 47, False),
+    "papers100m": ("ogbn-papers100M", "ogbn_papers100M", "time", 172, True),
+}
+
+
+def processed_dir(root: str | os.PathLike, key: str, feature_norm: str) -> Path:
+    """``<root>/<key>[-<feature_norm>norm]/processed``: a transform is a different copy."""
+    norm = getattr(feature_norm, "value", feature_norm)
+    suffix = "" if norm == "none" else f"-{norm}norm"
+    return Path(os.path.expanduser(str(root))) / f"{key}{suffix}" / "processed"
+
+
 @dataclass
-class DatasetConfig:
+class DatasetConfig(Options):
     """Fields every dataset option shares."""
 
     _target_: str = ""
     root: str = "${data_root}"
     feature_norm: FeatureNorm = FeatureNorm.none
+
+    def check(self) -> None:
+        """A known feature transform."""
+        norm = getattr(self.feature_norm, "value", self.feature_norm)
+        if norm not in FeatureNorm.__members__:
+            raise ConfigError(f"dataset.feature_norm must be one of "
+                              f"{list(FeatureNorm.__members__)}, got {norm!r}")
+
+    def key(self) -> str | None:
+        """The processed folder's name for this dataset and its options (None: the config
+        alone cannot tell)."""
+        return None
+
+    def processed_dir(self) -> Path | None:
+        """Where the processed copy is (or will be); None when the config cannot tell."""
+        key = self.key()
+        return None if key is None else processed_dir(self.root, key, self.feature_norm)
 
 
 @dataclass
@@ -42,6 +97,17 @@ class PlanetoidConfig(RawDatasetConfig):
     _target_: str = "gnnscale.data.planetoid.PlanetoidDataset"
     name: str = "Cora"
 
+    def check(self) -> None:
+        """A Planetoid graph."""
+        super().check()
+        if self.name.lower() not in PLANETOID_NAMES:
+            raise ConfigError(f"dataset.name: unknown Planetoid dataset {self.name!r}; choose "
+                              f"one of {list(PLANETOID_NAMES.values())}")
+
+    def key(self) -> str:
+        """The graph's name in lower case."""
+        return PLANETOID_NAMES[self.name.lower()].lower()
+
 
 @register("dataset", "npz")
 @dataclass
@@ -55,6 +121,22 @@ class NpzConfig(RawDatasetConfig):
     split_seed: int = 0
     largest_component: bool = False  # Shchur et al.'s standardisation
 
+    def check(self) -> None:
+        """A gnn-benchmark graph and a split of at least one training vertex per class."""
+        super().check()
+        if self.name.lower() not in NPZ_GRAPHS:
+            raise ConfigError(f"dataset.name: unknown gnn-benchmark graph {self.name!r}; choose "
+                              f"one of {list(NPZ_GRAPHS)}")
+        if self.train_per_class < 1 or self.val_per_class < 0:
+            raise ConfigError("need dataset.train_per_class >= 1 and dataset.val_per_class "
+                              ">= 0")
+
+    def key(self) -> str:
+        """Name, largest component, split sizes and seed."""
+        return (f"{self.name.lower()}{'-lcc' if self.largest_component else ''}-split"
+                f"{int(self.train_per_class)}-{int(self.val_per_class)}-seed"
+                f"{int(self.split_seed)}")
+
 
 @register("dataset", "heterophilous")
 @dataclass
@@ -65,6 +147,25 @@ class HeterophilousConfig(RawDatasetConfig):
     name: str = "tolokers"
     split: int = 0
 
+    @property
+    def graph(self) -> str:
+        """The graph's name as its files spell it."""
+        return self.name.lower().replace("-", "_")
+
+    def check(self) -> None:
+        """A known graph and one of its fixed splits."""
+        super().check()
+        if self.graph not in HETEROPHILOUS_NAMES:
+            raise ConfigError(f"dataset.name: unknown heterophilous graph {self.name!r}; choose "
+                              f"one of {HETEROPHILOUS_NAMES}")
+        if not 0 <= self.split < HETEROPHILOUS_SPLITS:
+            raise ConfigError(f"dataset.split must lie in [0, {HETEROPHILOUS_SPLITS}), "
+                              f"got {self.split}")
+
+    def key(self) -> str:
+        """Name and split."""
+        return f"{self.graph}-split{int(self.split)}"
+
 
 @register("dataset", "ogb")
 @dataclass
@@ -74,6 +175,22 @@ class OgbConfig(RawDatasetConfig):
     _target_: str = "gnnscale.data.ogb.OgbNodeDataset"
     name: str = "arxiv"
     symmetrize: bool = True
+
+    @property
+    def graph(self) -> str:
+        """The option's short name (``ogbn-`` dropped)."""
+        return self.name.lower().removeprefix("ogbn-").removeprefix("ogbn_")
+
+    def check(self) -> None:
+        """An OGB node-property graph."""
+        super().check()
+        if self.graph not in OGB_GRAPHS:
+            raise ConfigError(f"dataset.name: unknown OGB node dataset {self.name!r}; choose "
+                              f"one of {list(OGB_GRAPHS)}")
+
+    def key(self) -> str:
+        """``ogbn-<name>``, ``-directed`` when not symmetrised."""
+        return f"ogbn-{self.graph}" + ("" if self.symmetrize else "-directed")
 
 
 @register("dataset", "custom")
@@ -88,6 +205,32 @@ class CustomConfig(DatasetConfig):
     val_ratio: float = 0.2
     split_seed: int = 0
     max_member_gb: float = 64.0  # the largest array a file may declare (GiB), checked unread
+
+    def check(self) -> None:
+        """A file to read and a positive ceiling on its arrays."""
+        super().check()
+        if not self.path:
+            raise ConfigError("dataset=custom needs dataset.path=FILE (.npz or torch.save of "
+                              "Data)")
+        if not self.max_member_gb > 0:
+            raise ConfigError(f"dataset.max_member_gb = {self.max_member_gb}: give the largest "
+                              "array a user file may hold, in GiB (> 0; default 64)")
+
+    @property
+    def file(self) -> Path:
+        """The graph file, resolved."""
+        return Path(os.path.expanduser(str(self.path))).resolve()
+
+    def key(self) -> str | None:
+        """The file's stem and a digest of its path, size, time and the split options (None
+        when the file is not there: the loader says where it should be)."""
+        if not self.path or not self.file.is_file():
+            return None
+        st = self.file.stat()
+        ident = [str(self.file), st.st_size, st.st_mtime_ns, bool(self.symmetrize),
+                 self.train_ratio, self.val_ratio, self.split_seed]
+        digest = hashlib.blake2b(json.dumps(ident).encode(), digest_size=6).hexdigest()
+        return f"custom-{self.file.stem}-{digest}"
 
 
 @register("dataset", "synthetic")
@@ -117,3 +260,18 @@ class SyntheticConfig(DatasetConfig):
     val_ratio: float | None = None
     test_ratio: float | None = None
     train_region: float | None = None
+
+    def params(self):
+        """The generator's parameters: the preset, scaled, with this config's overrides."""
+        skip = {"_target_", "root", "feature_norm", "preset", "scale", "seed"}
+        overrides = {k: v for k, v in vars(self).items() if k not in skip}
+        return resolve(self.preset, float(self.scale), **overrides)
+
+    def check(self) -> None:
+        """Parameters the generator can produce."""
+        super().check()
+        self.params()
+
+    def key(self) -> str:
+        """Preset, scale, seed and a digest of every parameter."""
+        return params_key(self.preset, self.scale, self.seed, self.params())

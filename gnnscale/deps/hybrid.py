@@ -15,31 +15,23 @@ import torch
 
 from gnnscale.deps.base import DependencyManager, greedy
 from gnnscale.deps.costs import Costs, probe_costs
-from gnnscale.deps.schemas import COST_KEYS
+from gnnscale.deps.schemas import COST_KEYS, HybridConfig, given_costs
 
 
 class Hybrid(DependencyManager):
     """NeutronStar's hybrid: replicates where recomputing is cheaper than communicating, within
     ``memory_cap_mb``."""
 
-    replicates_all = False
+    replicates_all = HybridConfig.replicates_all
 
     def __init__(self, memory_cap_mb: float = 256.0, comm_weight: float = 1.0, mu: float = 1.0,
                  costs: Any = None) -> None:
-        if memory_cap_mb < 0:
-            raise ValueError(f"deps.memory_cap_mb must be >= 0, got {memory_cap_mb}")
-        if comm_weight <= 0:
-            raise ValueError(f"deps.comm_weight must be > 0, got {comm_weight}")
-        if not 0 < mu <= 1:
-            raise ValueError(f"deps.mu must be in (0, 1], got {mu}")
+        HybridConfig(memory_cap_mb=memory_cap_mb, comm_weight=comm_weight, mu=mu).check()
         self.memory_cap_mb, self.comm_weight, self.mu = memory_cap_mb, comm_weight, mu
         self.costs: Costs | None = None
-        given = {k: v for k, v in dict(costs or {}).items() if v is not None}
+        given = given_costs(costs)
         if given:
-            if sorted(given) != sorted(COST_KEYS) or any(float(v) < 0 for v in given.values()):
-                raise ValueError(f"deps.costs must give all of {COST_KEYS} as non-negative "
-                                 f"seconds (or none, to probe them), got {given}")
-            self.costs = Costs(*(float(given[k]) for k in COST_KEYS))
+            self.costs = Costs(*(given[k] for k in COST_KEYS))
 
     def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor,
              mem_bytes: torch.Tensor | None = None, budget: int | None = None) -> torch.Tensor:
@@ -62,4 +54,4 @@ class Hybrid(DependencyManager):
 
     def budget_bytes(self) -> int:
         """``memory_cap_mb`` in bytes."""
-        return int(self.memory_cap_mb * 2**20)
+        return HybridConfig(memory_cap_mb=self.memory_cap_mb).budget_bytes()

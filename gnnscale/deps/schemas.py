@@ -1,29 +1,55 @@
 """Typed schemas of the ``deps`` options (torch-free: the launcher composes and checks a config
-with these alone; each ``_target_`` names the implementation a rank builds)."""
+with these alone; each ``_target_`` names the implementation a rank builds, whose constructor
+runs the same :meth:`check`). Each schema also says what a strategy's checks read:
+:attr:`replicates_all`, :attr:`replicates_none` and :meth:`budget_bytes`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
+from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+from gnnscale.schema import Options
 
 COST_KEYS = ("t_vertex", "t_edge", "t_comm")
 
 
+@dataclass
+class DepsConfig(Options):
+    """Base of the deps options: what the manager replicates, and its memory budget."""
+
+    #: every dependency replicated (strategies that cannot communicate check it)
+    replicates_all: ClassVar[bool] = False
+    #: no dependency ever replicated (every remote row is communicated)
+    replicates_none: ClassVar[bool] = False
+    _target_: str = ""
+
+    def budget_bytes(self) -> int | None:
+        """Bytes a rank may spend on replicated features, rows and edges (None: no cap)."""
+        return None
+
+
 @register("deps", "depcache")
 @dataclass
-class DepCacheConfig:
+class DepCacheConfig(DepsConfig):
     """``deps=depcache``'s options."""
 
+    replicates_all: ClassVar[bool] = True
     _target_: str = "gnnscale.deps.depcache.DepCache"
 
 
 @register("deps", "depcomm")
 @dataclass
-class DepCommConfig:
+class DepCommConfig(DepsConfig):
     """``deps=depcomm``'s options."""
 
+    replicates_none: ClassVar[bool] = True
     _target_: str = "gnnscale.deps.depcomm.DepComm"
+
+    def budget_bytes(self) -> int:
+        """0: nothing is replicated."""
+        return 0
 
 
 @dataclass
@@ -35,9 +61,22 @@ class CostsConfig:
     t_comm: float | None = None  # one float sent to another rank
 
 
+def given_costs(costs: Any) -> dict[str, float]:
+    """The fixed costs among ``costs`` (a mapping or :class:`CostsConfig`): all three
+    non-negative, or none (probe them); a :class:`ConfigError` otherwise."""
+    if costs is not None and not isinstance(costs, dict):
+        costs = {k: getattr(costs, k, None) for k in COST_KEYS}
+    given = {k: v for k, v in dict(costs or {}).items() if v is not None}
+    if given and (sorted(given) != sorted(COST_KEYS) or any(float(v) < 0
+                                                            for v in given.values())):
+        raise ConfigError(f"deps.costs must give all of {COST_KEYS} as non-negative seconds "
+                          f"(or none, to probe them), got {given}")
+    return {k: float(v) for k, v in given.items()}
+
+
 @register("deps", "hybrid")
 @dataclass
-class HybridConfig:
+class HybridConfig(DepsConfig):
     """``deps=hybrid``'s options."""
 
     _target_: str = "gnnscale.deps.hybrid.Hybrid"
@@ -46,3 +85,17 @@ class HybridConfig:
     mu: float = 1.0  # Eq. 3's factor on the recomputation cost, in (0, 1]
     # fixed per-dimension costs (deps.costs={t_vertex:..,t_edge:..,t_comm:..}): reproducible
     costs: CostsConfig = field(default_factory=CostsConfig)
+
+    def check(self) -> None:
+        """A cap >= 0, a communication weight > 0, ``mu`` in (0, 1], all costs or none."""
+        if self.memory_cap_mb < 0:
+            raise ConfigError(f"deps.memory_cap_mb must be >= 0, got {self.memory_cap_mb}")
+        if self.comm_weight <= 0:
+            raise ConfigError(f"deps.comm_weight must be > 0, got {self.comm_weight}")
+        if not 0 < self.mu <= 1:
+            raise ConfigError(f"deps.mu must be in (0, 1], got {self.mu}")
+        given_costs(self.costs)
+
+    def budget_bytes(self) -> int:
+        """``memory_cap_mb`` in bytes."""
+        return int(self.memory_cap_mb * 2**20)

@@ -14,6 +14,7 @@ import torch.distributed as dist
 
 from gnnscale.distributed.guard import guard_rank, run_temp_dir
 from gnnscale.distributed.launch import spawn
+from gnnscale.distributed.schemas import LocalDistConfig
 from gnnscale.distributed.topology import (
     Backend,
     Device,
@@ -32,16 +33,11 @@ class Launcher:
     def __init__(self, world_size: int = 2, backend: str | Backend = "auto",
                  device: str | Device = "auto", timeout_s: float = 300.0,
                  threads_per_rank: int = 0) -> None:
-        self.backend, self.device = resolve_backend(backend, device)
-        if not timeout_s > 0:
-            raise ValueError(f"dist.timeout_s must be > 0 seconds, got {timeout_s}")
-        if threads_per_rank < 0:
-            raise ValueError(f"dist.threads_per_rank must be >= 0 (0: host cores / local "
-                             f"ranks), got {threads_per_rank}")
-        self.timeout_s, self.threads_per_rank = timeout_s, threads_per_rank
         self.world_size = int(os.environ["WORLD_SIZE"]) if under_torchrun() else world_size
-        if self.world_size < 1:
-            raise ValueError(f"dist.world_size must be >= 1, got {world_size}")
+        LocalDistConfig(world_size=self.world_size, backend=backend, device=device,
+                        timeout_s=timeout_s, threads_per_rank=threads_per_rank).check()
+        self.backend, self.device = resolve_backend(backend, device)  # what this host has
+        self.timeout_s, self.threads_per_rank = timeout_s, threads_per_rank
 
     def launch(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
         """``fn(topology, *args)`` on every rank: one rank runs in this process, more are

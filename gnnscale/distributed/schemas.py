@@ -1,12 +1,23 @@
 """Typed schemas of the ``dist`` options (torch-free: the launcher composes and checks a config
-with these alone; the ``_target_`` names the launcher that starts the ranks)."""
+with these alone; the ``_target_`` names the launcher that starts the ranks, whose constructor
+runs the same :meth:`check` and then asks the host whether it has what the backend and device
+need)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from enum import Enum
 
+from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+from gnnscale.schema import Options
+
+
+def under_torchrun() -> bool:
+    """True when torchrun (or another elastic launcher) set up this process (torch-free: the
+    launcher's checks ask it before importing torch)."""
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
 
 
 class Backend(str, Enum):
@@ -27,7 +38,7 @@ class Device(str, Enum):
 
 @register("dist", "local")
 @dataclass
-class LocalDistConfig:
+class LocalDistConfig(Options):
     """``dist=local``'s options."""
 
     _target_: str = "gnnscale.distributed.local.Launcher"
@@ -36,3 +47,18 @@ class LocalDistConfig:
     device: Device = Device.auto
     timeout_s: float = 300.0
     threads_per_rank: int = 0  # 0: host cores / local ranks
+
+    def check(self) -> None:
+        """At least one rank, a deadline > 0 s, threads >= 0, known backend and device."""
+        if self.world_size < 1:
+            raise ConfigError(f"dist.world_size must be >= 1, got {self.world_size}")
+        if not self.timeout_s > 0:
+            raise ConfigError(f"dist.timeout_s must be > 0 seconds, got {self.timeout_s}")
+        if self.threads_per_rank < 0:
+            raise ConfigError(f"dist.threads_per_rank must be >= 0 (0: host cores / local "
+                              f"ranks), got {self.threads_per_rank}")
+        for key, choices in (("backend", Backend), ("device", Device)):
+            value = getattr(self, key)
+            if getattr(value, "value", value) not in choices.__members__:
+                raise ConfigError(f"dist.{key} must be one of {list(choices.__members__)}, "
+                                  f"got {value!r}")

@@ -23,7 +23,11 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.distributed import device as device_seam
-from gnnscale.distributed.schemas import Backend, Device  # noqa: F401 - re-exported
+from gnnscale.distributed.schemas import (  # noqa: F401 - re-exported
+    Backend,
+    Device,
+    under_torchrun,
+)
 
 
 @dataclass
@@ -120,11 +124,6 @@ def rendezvous_store(addr: str, port: int, world_size: int, *, serve: bool,
 def agent_hosts_store() -> bool:
     """True when torchrun's agent hosts the rendezvous store and every rank is its client."""
     return os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-
-
-def under_torchrun() -> bool:
-    """True when torchrun (or another elastic launcher) set up this process."""
-    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
 
 
 def init_process_group(

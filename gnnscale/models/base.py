@@ -28,24 +28,31 @@ from __future__ import annotations
 import warnings
 from abc import abstractmethod
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import fields
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gnnscale.models.dropout import dropout, keyed_dropout, stream_key
-from gnnscale.models.schemas import NORMS, REORDER
+from gnnscale.models.schemas import ACTIVATION_NAMES, ModelConfig
 from gnnscale.sampling.base import Block
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": F.relu, "elu": F.elu, "gelu": F.gelu, "leaky_relu": F.leaky_relu, "tanh": torch.tanh,
 }
-class GNN(nn.Module):
-    """``num_layers`` conv layers; hidden layers get norm, activation and dropout."""
+assert sorted(ACTIVATIONS) == sorted(ACTIVATION_NAMES)
 
-    #: Whether the convs split into :meth:`aggregate` and :meth:`update` (GAT: no).
-    splittable: bool = True
+
+class GNN(nn.Module):
+    """``num_layers`` conv layers; hidden layers get norm, activation and dropout.
+
+    What the model can do (split, pre-aggregate, weigh edges) is read from its option's schema
+    (:attr:`schema`, :meth:`spec`), which the launcher reads too, without building a model."""
+
+    #: The option's typed schema (models/schemas.py), built from :meth:`options` by :meth:`spec`.
+    schema: ClassVar[type[ModelConfig]] = ModelConfig
 
     def __init__(self, in_channels: int, out_channels: int, hidden: int = 256,
                  num_layers: int = 3, dropout: float = 0.5, activation: str = "relu",
@@ -53,24 +60,13 @@ class GNN(nn.Module):
                  input_dropout: float = 0.0, residual: bool = False) -> None:
         super().__init__()
         reorder_update = str(reorder_update).lower()
-        if reorder_update not in REORDER:
-            raise ValueError(f"model.reorder_update must be one of {REORDER}, "
-                             f"got {reorder_update!r}")
-        self.reorder_update = reorder_update
-        if num_layers < 1:
-            raise ValueError(f"model.num_layers must be >= 1, got {num_layers}")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"model.activation must be one of {sorted(ACTIVATIONS)}")
-        if norm not in NORMS:
-            raise ValueError(f"model.norm must be one of {NORMS}, got {norm!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"model.dropout must be in [0, 1), got {dropout}")
-        if not 0.0 <= input_dropout < 1.0:
-            raise ValueError(f"model.input_dropout must be in [0, 1), got {input_dropout}")
+        ModelConfig(hidden=hidden, num_layers=num_layers, dropout=dropout,
+                    input_dropout=input_dropout, activation=activation, norm=norm,
+                    reorder_update=reorder_update, residual=bool(residual)).check()
+        self.reorder_update, self.norm = reorder_update, norm
         self.num_layers, self.dropout, self.act = num_layers, dropout, ACTIVATIONS[activation]
         self.input_dropout, self.residual = input_dropout, bool(residual)
         if self.residual:
-            self._check_residual(norm)
             self.in_proj = nn.Linear(in_channels, hidden)
             dims = [hidden] * (num_layers + 1)
         else:
@@ -90,16 +86,23 @@ class GNN(nn.Module):
         #: ``(seed, epoch)`` for keyed dropout, or None for torch's dropout (set by strategies).
         self.dropout_key: tuple[int, int] | None = None
 
-    def _check_residual(self, norm: str) -> None:
-        if norm == "batch":
-            raise ValueError("model.residual normalises every source row before aggregating; "
-                             "batch statistics would then depend on which rows a strategy "
-                             "holds (replicas, halos): use model.norm=layer (Platonov et al.) "
-                             "or none")
-        if self.reorder_update == "true":
-            raise ValueError("model.residual normalises source rows before the conv, so its "
-                             "linear cannot move before the aggregation: set "
-                             "model.reorder_update=auto or false")
+    def options(self) -> dict[str, Any]:
+        """This model's config values that decide what it can do (its schema's fields)."""
+        return {"norm": self.norm, "residual": self.residual}
+
+    def spec(self) -> ModelConfig:
+        """This model's options as its schema, which answers what the model can do."""
+        return self.schema(**self.options())
+
+    @property
+    def splittable(self) -> bool:
+        """Whether the convs split into :meth:`aggregate` and :meth:`update` (GAT: no)."""
+        return self.spec().splittable
+
+    @property
+    def batch_norm(self) -> bool:
+        """Whether hidden layers normalise over the rows a forward holds (``norm=batch``)."""
+        return self.spec().batch_norm
 
     def set_dropout_key(self, seed: int | None, epoch: int = 0) -> None:
         """Key hidden-layer dropout by ``(seed, epoch)``; ``seed=None`` restores torch's."""
@@ -109,7 +112,7 @@ class GNN(nn.Module):
     def preaggregatable(self) -> bool:
         """True when a sender may average its edges into a remote destination and ship one
         row, exactly (a mean/sum aggregation of the raw source rows, as SAGE's)."""
-        return False
+        return self.spec().preaggregatable
 
     def bind_graph(self, graph) -> None:
         """Take graph-level constants a layer needs (e.g. degrees); most models need none."""
@@ -138,8 +141,9 @@ class GNN(nn.Module):
     @classmethod
     def why_not_weighted(cls, options: Mapping[str, Any]) -> str | None:
         """None when a model built with ``options`` (its config) aggregates blocks that carry
-        ``edge_weight``, else the reason (checked before any rank starts)."""
-        return None
+        ``edge_weight``, else the reason (the schema's answer)."""
+        names = {f.name for f in fields(cls.schema)}
+        return cls.schema(**{k: v for k, v in options.items() if k in names}).why_not_weighted()
 
     def weighted_conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
         """Conv ``layer`` on a block with ``edge_weight``: the aggregate of
@@ -150,10 +154,6 @@ class GNN(nn.Module):
         dst_ids = None if block.src_ids is None else block.src_ids[: block.num_dst]
         return self.conv_update(layer, self.edge_sum(layer, x, block), x[: block.num_dst],
                                 dst_ids)
-
-    def options(self) -> Mapping[str, Any]:
-        """The config options :meth:`why_not_weighted` looks at (default: none)."""
-        return {}
 
     def layer(self, i: int, x: torch.Tensor, block: Block,
               ids: torch.Tensor | None = None) -> torch.Tensor:
@@ -216,8 +216,7 @@ class GNN(nn.Module):
     # ---- aggregate / update (splittable models) -----------------------------------------------
     def why_not_splittable(self) -> str | None:
         """None when the convs split into aggregate and update, else the reason."""
-        return None if self.splittable else (
-            f"{type(self).__name__} cannot be split into aggregate and update")
+        return self.spec().why_not_splittable()
 
     def check_splittable(self) -> None:
         """Raise a ValueError saying why the model cannot be split (if it cannot)."""
@@ -274,7 +273,7 @@ class GNN(nn.Module):
     def linear_aggregate(self) -> bool:
         """Whether :meth:`aggregate` is linear in its source rows (split, and no pre-norm), so
         :meth:`aggregate_grad` gives its gradient without the source data."""
-        return self.splittable and not self.residual
+        return self.spec().linear_aggregate
 
     def aggregate_grad(self, layer: int, grad: torch.Tensor, block: Block) -> torch.Tensor:
         """The gradient of :meth:`aggregate` with respect to its source rows, from the

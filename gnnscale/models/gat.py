@@ -9,13 +9,11 @@ GATConv takes edge features only through a learned ``edge_dim`` projection, not 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import torch
 from torch_geometric.nn import GATConv
 
 from gnnscale.models.base import GNN
+from gnnscale.models.schemas import GATConfig
 from gnnscale.sampling.base import Block
 
 
@@ -25,27 +23,13 @@ class GAT(GNN):
 
     #: Attention weighs each edge by a softmax over all of the destination's in-edges, so a
     #: partial aggregate over some of them is not a summand of the whole: edge-cuts only.
-    splittable = False
+    schema = GATConfig
 
     def __init__(self, in_channels: int, out_channels: int, heads: int = 4, out_heads: int = 1,
                  attn_dropout: float = 0.0, hidden: int = 256, **kw) -> None:
-        if heads < 1 or hidden % heads:
-            raise ValueError(f"model.hidden ({hidden}) must be a multiple of model.heads ({heads})")
+        GATConfig(hidden=hidden, heads=heads).check()
         self.heads, self.out_heads, self.attn_dropout = heads, out_heads, attn_dropout
         super().__init__(in_channels, out_channels, hidden=hidden, **kw)
-
-    def why_not_splittable(self) -> str:
-        """Always a reason: the attention softmax spans all of a vertex's in-edges."""
-        return ("GAT cannot be split into aggregate and update (its attention softmax spans all "
-                "of a vertex's in-edges), so it cannot run on a vertex-cut: use an edge-cut "
-                "partitioner (metis, random, range, ldg, fennel)")
-
-    @classmethod
-    def why_not_weighted(cls, options: Mapping[str, Any]) -> str:
-        """Always a reason: attention learns its own edge weights."""
-        return ("GAT learns its own edge weights (attention) and cannot use the visit counts "
-                "sampler=random_walk gives as edge weights: use model=sage (PinSAGE's "
-                "importance pooling), gcn or gin, or sampler=neighbor")
 
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> GATConv:
         """A GATConv: ``heads`` concatenated heads in hidden layers, ``out_heads`` averaged in the

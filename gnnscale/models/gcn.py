@@ -20,7 +20,6 @@ before the sum (exact: it is linear and bias-free; PyG's GCNConv itself runs tha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -29,7 +28,7 @@ from torch_geometric.nn import GCNConv
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.models.base import GNN, csr_matrix
-from gnnscale.models.schemas import GCN_NORMS, GCNNorm
+from gnnscale.models.schemas import GCNConfig
 from gnnscale.sampling.base import Block
 
 
@@ -58,10 +57,11 @@ def block_gcn_norm(block: Block) -> tuple[torch.Tensor, torch.Tensor]:
 class GCN(GNN):
     """GCN normalised by block or graph degrees (``gcn_norm``, see the module docstring)."""
 
+    schema = GCNConfig
+
     def __init__(self, in_channels: int, out_channels: int, gcn_norm: str = "block",
                  **kw) -> None:
-        if gcn_norm not in GCN_NORMS:
-            raise ValueError(f"model.gcn_norm must be one of {GCN_NORMS}, got {gcn_norm!r}")
+        GCNConfig(gcn_norm=gcn_norm).check()
         super().__init__(in_channels, out_channels, **kw)
         self.gcn_norm = gcn_norm
         self.register_buffer("deg_inv_sqrt", None, persistent=False)
@@ -84,20 +84,9 @@ class GCN(GNN):
         s = self.deg_inv_sqrt[block.src_ids.to(self.deg_inv_sqrt.device)]
         return ei, s[ei[0]] * s[ei[1]]
 
-    @classmethod
-    def why_not_weighted(cls, options: Mapping[str, Any]) -> str | None:
-        """None for ``gcn_norm=block``; the graph's degrees cannot weigh visit counts."""
-        norm = options.get("gcn_norm", "block")
-        norm = getattr(norm, "value", norm)
-        if norm == GCNNorm.block.value:
-            return None
-        return ("GCN with model.gcn_norm=graph normalises by the graph's degrees, which know "
-                "nothing of the visit counts sampler=random_walk gives as edge weights: use "
-                "model.gcn_norm=block (weighted degrees, as PyG's GCNConv with edge_weight)")
-
-    def options(self) -> Mapping[str, Any]:
-        """The ``gcn_norm`` option (what :meth:`why_not_weighted` looks at)."""
-        return {"gcn_norm": self.gcn_norm}
+    def options(self) -> dict[str, Any]:
+        """The shared options and ``gcn_norm``."""
+        return {**super().options(), "gcn_norm": self.gcn_norm}
 
     def conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
         """The GCNConv on the block as a sparse matrix of normalised weights (self loops too)."""
@@ -109,18 +98,6 @@ class GCN(GNN):
         e = block.num_edges  # ei is the block's edges, then one self loop per destination
         adj = csr_matrix(ei[0, :e], ei[1, :e], w[:e], block.size, x.dtype, loop_w=w[e:])
         return self.convs[layer](x, adj)
-
-    @property
-    def splittable(self) -> bool:  # type: ignore[override]
-        """True for ``gcn_norm=graph`` only (block degrees do not add up across parts)."""
-        return self.gcn_norm == "graph"
-
-    def why_not_splittable(self) -> str | None:
-        """None for ``gcn_norm=graph``, else why block degrees cannot be split."""
-        if self.splittable:
-            return None
-        return ("GCN with model.gcn_norm=block weighs edges by degrees inside each block, which "
-                "do not add up across parts: use model.gcn_norm=graph to split it")
 
     def edge_weight(self, layer: int, block: Block) -> torch.Tensor:
         """``1 / sqrt((deg(u) + 1) (deg(v) + 1))`` per edge, with the bound graph's degrees."""

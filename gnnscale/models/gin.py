@@ -17,11 +17,14 @@ from torch import nn
 from torch_geometric.nn import GINConv
 
 from gnnscale.models.base import GNN
+from gnnscale.models.schemas import GINConfig
 from gnnscale.sampling.base import Block
 
 
 class GIN(GNN):
     """GIN with a two-layer MLP per conv and, with ``train_eps``, a learned ``eps``."""
+
+    schema = GINConfig
 
     def __init__(self, in_channels: int, out_channels: int, train_eps: bool = True, **kw) -> None:
         self.train_eps = train_eps

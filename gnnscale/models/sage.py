@@ -12,7 +12,6 @@ block``; ``sum`` weighs it ``w_uv``; other aggregators refuse weighted blocks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -21,29 +20,23 @@ from torch_geometric.nn import SAGEConv
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.models.base import GNN
-from gnnscale.models.schemas import SPLIT_AGGRS
+from gnnscale.models.schemas import SAGEConfig
 from gnnscale.sampling.base import Block
 
 
 class SAGE(GNN):
     """GraphSAGE with aggregator ``aggr`` (mean or sum to split or weigh edges)."""
 
+    schema = SAGEConfig
+
     def __init__(self, in_channels: int, out_channels: int, aggr: str = "mean", **kw) -> None:
         self.aggr = aggr
         super().__init__(in_channels, out_channels, **kw)
         self.register_buffer("in_deg", None, persistent=False)
 
-    @property
-    def splittable(self) -> bool:  # type: ignore[override]
-        """True for ``aggr`` mean or sum."""
-        return self.aggr in SPLIT_AGGRS
-
-    def why_not_splittable(self) -> str | None:
-        """None for ``aggr`` mean or sum, else the reason."""
-        if self.splittable:
-            return None
-        return (f"SAGE with model.aggr={self.aggr!r} cannot be split into aggregate and update "
-                f"(sum-reducible partials): use model.aggr in {SPLIT_AGGRS}")
+    def options(self) -> dict[str, Any]:
+        """The shared options and ``aggr``."""
+        return {**super().options(), "aggr": self.aggr}
 
     def bind_graph(self, graph: GraphStore) -> None:
         """Keep every vertex's in-degree (the split mean divides by it)."""
@@ -54,28 +47,9 @@ class SAGE(GNN):
         """True for mean, sum and add (a sparse matrix product); False for max and the others."""
         return self.aggr in ("mean", "sum", "add")
 
-    @property
-    def preaggregatable(self) -> bool:
-        """True for mean, sum and add without residual blocks."""
-        return self.aggr in ("mean", "sum", "add") and not self.residual
-
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> SAGEConv:
         """A SAGEConv with ``aggr``."""
         return SAGEConv(in_dim, out_dim, aggr=self.aggr)
-
-    @classmethod
-    def why_not_weighted(cls, options: Mapping[str, Any]) -> str | None:
-        """None for mean (PinSAGE's importance pooling) or sum, else the reason."""
-        aggr = options.get("aggr", "mean")
-        if aggr in SPLIT_AGGRS:
-            return None
-        return (f"SAGE with model.aggr={aggr!r} cannot weigh edges (sampler=random_walk gives "
-                f"visit counts as edge weights): use model.aggr=mean (PinSAGE's importance "
-                f"pooling) or sum")
-
-    def options(self) -> Mapping[str, Any]:
-        """The ``aggr`` option (what :meth:`why_not_weighted` looks at)."""
-        return {"aggr": self.aggr}
 
     def edge_weight(self, layer: int, block: Block) -> torch.Tensor | None:
         """Weighted blocks: importance weights (mean) or the raw weights (sum); else

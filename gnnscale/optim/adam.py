@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from gnnscale.optim.base import OptimizerFactory
+from gnnscale.optim.schemas import AdamConfig
 
 
 class Adam(OptimizerFactory):
@@ -14,9 +15,7 @@ class Adam(OptimizerFactory):
                  weight_decay_layers: list[int] | None = None, beta1: float = 0.9,
                  beta2: float = 0.999) -> None:
         super().__init__(lr, weight_decay, weight_decay_layers)
-        for key, b in (("beta1", beta1), ("beta2", beta2)):
-            if not 0.0 <= b < 1.0:
-                raise ValueError(f"optim.{key} must be in [0, 1), got {b}")
+        AdamConfig(beta1=beta1, beta2=beta2).check()
         self.betas = (beta1, beta2)
 
     def build(self, groups: list[dict]) -> torch.optim.Optimizer:

@@ -16,21 +16,16 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from gnnscale.optim.schemas import OptimConfig
+
 
 class OptimizerFactory(ABC):
     """``factory(model) -> torch.optim.Optimizer`` with the configured settings."""
 
     def __init__(self, lr: float = 0.003, weight_decay: float = 0.0,
                  weight_decay_layers: list[int] | None = None) -> None:
-        if lr <= 0:
-            raise ValueError(f"optim.lr must be > 0, got {lr}")
-        if weight_decay < 0:
-            raise ValueError(f"optim.weight_decay must be >= 0, got {weight_decay}")
-        if weight_decay_layers is not None and (
-                not isinstance(weight_decay_layers, (list, tuple))
-                or not all(isinstance(i, int) and i >= 0 for i in weight_decay_layers)):
-            raise ValueError("optim.weight_decay_layers must be a list of conv layer indices "
-                             f"(e.g. [0]) or null, got {weight_decay_layers!r}")
+        OptimConfig(lr=lr, weight_decay=weight_decay,
+                    weight_decay_layers=weight_decay_layers).check()
         self.lr, self.weight_decay = lr, weight_decay
         self.layers = None if weight_decay_layers is None else sorted(set(weight_decay_layers))
 

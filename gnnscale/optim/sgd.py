@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from gnnscale.optim.base import OptimizerFactory
+from gnnscale.optim.schemas import SGDConfig
 
 
 class SGD(OptimizerFactory):
@@ -14,10 +15,7 @@ class SGD(OptimizerFactory):
                  weight_decay_layers: list[int] | None = None, momentum: float = 0.0,
                  nesterov: bool = False) -> None:
         super().__init__(lr, weight_decay, weight_decay_layers)
-        if momentum < 0:
-            raise ValueError(f"optim.momentum must be >= 0, got {momentum}")
-        if nesterov and momentum == 0:
-            raise ValueError("optim.nesterov=true needs optim.momentum > 0")
+        SGDConfig(momentum=momentum, nesterov=nesterov).check()
         self.momentum, self.nesterov = momentum, nesterov
 
     def build(self, groups: list[dict]) -> torch.optim.Optimizer:

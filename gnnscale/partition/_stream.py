@@ -13,13 +13,12 @@ import numpy as np
 import torch
 
 from gnnscale.data.graph import GraphStore
-
-ORDERS = ("natural", "random")
+from gnnscale.partition.schemas import STREAM_ORDERS
 
 
 def stream_order(n: int, order: str, seed: int) -> np.ndarray:
-    if order not in ORDERS:
-        raise ValueError(f"stream order must be one of {ORDERS}, got {order!r}")
+    if order not in STREAM_ORDERS:
+        raise ValueError(f"partitioner.order must be one of {STREAM_ORDERS}, got {order!r}")
     if order == "natural":
         return np.arange(n)
     return np.random.default_rng(seed).permutation(n)

@@ -20,7 +20,7 @@ from gnnscale.partition._graph import blocked_masters
 from gnnscale.partition.base import Partitioner
 from gnnscale.partition.book import PartitionBook
 from gnnscale.partition.quality import evaluate
-from gnnscale.partition.schemas import EDGE_CUT_MASTERS, MASTER_SOURCES
+from gnnscale.partition.schemas import EDGE_CUT_MASTERS, MASTER_SOURCES, VertexCutConfig
 
 
 def edge_cut_partitioner(name: str, seed: int) -> Partitioner:
@@ -39,13 +39,11 @@ def edge_cut_partitioner(name: str, seed: int) -> Partitioner:
 class VertexCutPartitioner(Partitioner):
     """Base of oec/iec/cvc/hvc: masters from ``masters`` (blocked or an edge-cut partitioner)."""
 
-    kind = "vertex_cut"
+    kind = VertexCutConfig.kind
 
     def __init__(self, seed: int = 0, masters: str = "blocked") -> None:
         super().__init__(seed)
-        if masters not in MASTER_SOURCES:
-            raise ValueError(f"partitioner.masters must be one of {MASTER_SOURCES}, "
-                             f"got {masters!r}")
+        VertexCutConfig(masters=masters).check()
         self.masters = masters
 
     def master_parts(self, graph: GraphStore, num_parts: int,

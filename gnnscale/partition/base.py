@@ -17,12 +17,13 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.partition._graph import check_num_parts
 from gnnscale.partition.book import PartitionBook
 from gnnscale.partition.quality import evaluate
+from gnnscale.partition.schemas import PartitionerConfig
 
 
 class Partitioner(ABC):
     """Base of every partitioner option."""
 
-    kind: str = "edge_cut"
+    kind: str = PartitionerConfig.kind
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = int(seed)

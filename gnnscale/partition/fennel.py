@@ -14,6 +14,7 @@ import torch
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition._stream import stream_assign, stream_order
 from gnnscale.partition.base import Partitioner
+from gnnscale.partition.schemas import FennelConfig
 
 
 class FennelPartitioner(Partitioner):
@@ -22,11 +23,7 @@ class FennelPartitioner(Partitioner):
     def __init__(self, seed: int = 0, imbalance: float = 1.1, gamma: float = 1.5,
                  alpha: float | None = None, order: str = "natural") -> None:
         super().__init__(seed)
-        if not imbalance >= 1.0:
-            raise ValueError(f"fennel.imbalance is a max/mean ratio >= 1, got {imbalance}")
-        if not gamma > 1.0:
-            raise ValueError(f"fennel.gamma must be > 1 (the paper uses 1.5), got {gamma}")
-        stream_order(0, order, seed)
+        FennelConfig(imbalance=imbalance, gamma=gamma, order=order).check()
         self.imbalance, self.gamma, self.alpha, self.order = float(imbalance), gamma, alpha, order
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None) -> torch.Tensor:

@@ -10,6 +10,7 @@ import torch
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition._graph import edge_src
 from gnnscale.partition._vertex_cut import VertexCutPartitioner
+from gnnscale.partition.schemas import HvcConfig
 
 
 class HvcPartitioner(VertexCutPartitioner):
@@ -17,8 +18,7 @@ class HvcPartitioner(VertexCutPartitioner):
 
     def __init__(self, seed: int = 0, masters: str = "blocked", threshold: int = 100) -> None:
         super().__init__(seed, masters)
-        if threshold < 0:
-            raise ValueError(f"hvc.threshold is an in-degree (>= 0), got {threshold}")
+        HvcConfig(masters=masters, threshold=threshold).check()
         self.threshold = int(threshold)
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None):

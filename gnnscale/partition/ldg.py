@@ -13,6 +13,7 @@ import torch
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition._stream import stream_assign, stream_order
 from gnnscale.partition.base import Partitioner
+from gnnscale.partition.schemas import LdgConfig
 
 
 class LdgPartitioner(Partitioner):
@@ -20,9 +21,7 @@ class LdgPartitioner(Partitioner):
 
     def __init__(self, seed: int = 0, imbalance: float = 1.05, order: str = "natural") -> None:
         super().__init__(seed)
-        if not imbalance >= 1.0:
-            raise ValueError(f"ldg.imbalance is a max/mean ratio >= 1, got {imbalance}")
-        stream_order(0, order, seed)
+        LdgConfig(imbalance=imbalance, order=order).check()
         self.imbalance, self.order = float(imbalance), order
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None) -> torch.Tensor:

@@ -19,7 +19,7 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.partition._graph import undirected_csr
 from gnnscale.partition._rebalance import rebalance
 from gnnscale.partition.base import Partitioner
-from gnnscale.partition.schemas import METHODS, VERTEX_WEIGHTS
+from gnnscale.partition.schemas import MetisConfig
 
 
 class MetisPartitioner(Partitioner):
@@ -31,16 +31,9 @@ class MetisPartitioner(Partitioner):
         rebalance: bool = True, method: str = "kway",
     ) -> None:
         super().__init__(seed)
-        if not imbalance >= 1.0:
-            raise ValueError(f"partitioner.imbalance is a max/mean ratio >= 1 (e.g. 1.05), "
-                             f"got {imbalance}")
-        if vertex_weights not in VERTEX_WEIGHTS:
-            raise ValueError(f"partitioner.vertex_weights must be one of {VERTEX_WEIGHTS}, "
-                             f"got {vertex_weights!r}")
+        MetisConfig(imbalance=imbalance, vertex_weights=vertex_weights, method=method).check()
         self.balance_vertices, self.balance_train = balance_vertices, balance_train
         self.balance_edges, self.imbalance = balance_edges, float(imbalance)
-        if method not in METHODS:
-            raise ValueError(f"partitioner.method must be one of {METHODS}, got {method!r}")
         self.vertex_weights, self.rebalance, self.method = vertex_weights, rebalance, method
 
     def constraints(self, graph: GraphStore, vertex_weight: torch.Tensor | None) -> np.ndarray:

@@ -13,6 +13,7 @@ import torch
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition._graph import contiguous_ranges
 from gnnscale.partition.base import Partitioner
+from gnnscale.partition.schemas import RangeConfig
 
 
 class RangePartitioner(Partitioner):
@@ -20,8 +21,7 @@ class RangePartitioner(Partitioner):
 
     def __init__(self, seed: int = 0, alpha: float | None = None) -> None:
         super().__init__(seed)
-        if alpha is not None and alpha < 0:
-            raise ValueError(f"range.alpha must be >= 0 (or null for Gemini's 8(p-1)), got {alpha}")
+        RangeConfig(alpha=alpha).check()
         self.alpha = alpha
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None) -> torch.Tensor:

@@ -1,12 +1,16 @@
 """Typed schemas of the ``partitioner`` options (torch-free: the launcher composes and checks a
-config with these alone; each ``_target_`` names the implementation a rank builds)."""
+config with these alone; each ``_target_`` names the implementation a rank builds, whose
+constructor runs the same :meth:`check`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import ClassVar
 
+from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+from gnnscale.schema import Options
 
 
 class VertexWeights(str, Enum):
@@ -27,15 +31,37 @@ VERTEX_WEIGHTS = tuple(v.value for v in VertexWeights)
 METHODS = tuple(m.value for m in Method)
 EDGE_CUT_MASTERS = ("metis", "random", "range", "ldg", "fennel")
 MASTER_SOURCES = ("blocked",) + EDGE_CUT_MASTERS
+#: the order a streaming partitioner (ldg, fennel) sees the vertices in
+STREAM_ORDERS = ("natural", "random")
+
+
+def _one_of(key: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"partitioner.{key} must be one of {choices}, got {value!r}")
+
+
+def _imbalance(value: float) -> None:
+    if not value >= 1.0:
+        raise ConfigError(f"partitioner.imbalance is a max/mean ratio >= 1 (e.g. 1.05), "
+                          f"got {value}")
+
+
+@dataclass
+class PartitionerConfig(Options):
+    """Fields every partitioner option shares; :attr:`kind` is what it produces."""
+
+    #: ``edge_cut`` (vertex -> part) or ``vertex_cut`` (edges -> parts, masters and mirrors)
+    kind: ClassVar[str] = "edge_cut"
+    _target_: str = ""
+    seed: int = 0
 
 
 @register("partitioner", "metis")
 @dataclass
-class MetisConfig:
+class MetisConfig(PartitionerConfig):
     """``partitioner=metis``'s options."""
 
     _target_: str = "gnnscale.partition.metis.MetisPartitioner"
-    seed: int = 0
     balance_vertices: bool = True
     balance_train: bool = True
     balance_edges: bool = True
@@ -44,57 +70,83 @@ class MetisConfig:
     rebalance: bool = True
     method: Method = Method.kway
 
+    def check(self) -> None:
+        """A max/mean ratio >= 1 and known choices."""
+        _imbalance(self.imbalance)
+        _one_of("vertex_weights", self.vertex_weights, VERTEX_WEIGHTS)
+        _one_of("method", self.method, METHODS)
+
 
 @register("partitioner", "random")
 @dataclass
-class RandomConfig:
+class RandomConfig(PartitionerConfig):
     """``partitioner=random``'s options."""
 
     _target_: str = "gnnscale.partition.random.RandomPartitioner"
-    seed: int = 0
 
 
 @register("partitioner", "range")
 @dataclass
-class RangeConfig:
+class RangeConfig(PartitionerConfig):
     """``partitioner=range``'s options."""
 
     _target_: str = "gnnscale.partition.range.RangePartitioner"
-    seed: int = 0
     alpha: float | None = None
+
+    def check(self) -> None:
+        """``alpha`` >= 0 or null."""
+        if self.alpha is not None and self.alpha < 0:
+            raise ConfigError(f"partitioner.alpha must be >= 0 (or null for Gemini's 8(p-1)), "
+                              f"got {self.alpha}")
 
 
 @register("partitioner", "ldg")
 @dataclass
-class LdgConfig:
+class LdgConfig(PartitionerConfig):
     """``partitioner=ldg``'s options."""
 
     _target_: str = "gnnscale.partition.ldg.LdgPartitioner"
-    seed: int = 0
     imbalance: float = 1.05
     order: str = "natural"
+
+    def check(self) -> None:
+        """A max/mean ratio >= 1 and a known order."""
+        _imbalance(self.imbalance)
+        _one_of("order", self.order, STREAM_ORDERS)
 
 
 @register("partitioner", "fennel")
 @dataclass
-class FennelConfig:
+class FennelConfig(PartitionerConfig):
     """``partitioner=fennel``'s options."""
 
     _target_: str = "gnnscale.partition.fennel.FennelPartitioner"
-    seed: int = 0
     imbalance: float = 1.1
     gamma: float = 1.5
     alpha: float | None = None
     order: str = "natural"
 
+    def check(self) -> None:
+        """A max/mean ratio >= 1, ``gamma`` > 1 and a known order."""
+        _imbalance(self.imbalance)
+        if not self.gamma > 1.0:
+            raise ConfigError(f"partitioner.gamma must be > 1 (the paper uses 1.5), "
+                              f"got {self.gamma}")
+        _one_of("order", self.order, STREAM_ORDERS)
+
 
 @dataclass
-class VertexCutConfig:
+class VertexCutConfig(PartitionerConfig):
     """Options every vertex-cut partitioner takes: its seed and where masters come from."""
 
-    _target_: str = ""
-    seed: int = 0
+    kind: ClassVar[str] = "vertex_cut"
     masters: str = "blocked"
+
+    def check(self) -> None:
+        """Masters from ``blocked`` or an edge-cut partitioner."""
+        if self.masters not in MASTER_SOURCES:
+            raise ConfigError(f"partitioner.masters must be one of {MASTER_SOURCES} (an "
+                              f"edge-cut partitioner or blocked), got {self.masters!r}")
 
 
 @register("partitioner", "oec")
@@ -130,3 +182,10 @@ class HvcConfig(VertexCutConfig):
 
     _target_: str = "gnnscale.partition.hvc.HvcPartitioner"
     threshold: int = 100
+
+    def check(self) -> None:
+        """Masters as every vertex-cut's, and an in-degree threshold >= 0."""
+        super().check()
+        if self.threshold < 0:
+            raise ConfigError(f"partitioner.threshold is an in-degree (>= 0), "
+                              f"got {self.threshold}")

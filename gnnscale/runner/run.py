@@ -1,4 +1,9 @@
-"""Entry point behind ``train.py``: validate, prepare the data once, launch ranks, report."""
+"""Entry point behind ``train.py``: validate, prepare the data once, launch ranks, report.
+
+The launcher imports torch only once the config has passed every check it can decide alone
+(:func:`~gnnscale.runner.validate.validate`), and PyG only when it trains a rank itself
+(``dist.world_size=1``): several ranks import it in the fork server, once.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +11,32 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from gnnscale import registry
+from gnnscale.errors import ConfigError
 from gnnscale.runner.phases import LAUNCH_ENV, Phases
 from gnnscale.runner.validate import strategy_class, validate
-from gnnscale.runner.worker import rank_main
+from gnnscale.strategies.config import declared
+
+
+def rank_main(topo: Any, cfg_dict: dict, run_dir: str) -> dict | None:
+    """What every rank runs (:func:`gnnscale.runner.worker.rank_main`), imported in the rank:
+    the launcher hands ranks this function without importing the worker (torch, PyG) itself."""
+    from gnnscale.runner.worker import rank_main as worker_main
+
+    return worker_main(topo, cfg_dict, run_dir)
+
+
+def launcher(cfg: DictConfig) -> Any:
+    """The ``dist`` option's launcher; what this host lacks for the backend or device (no
+    CUDA, say) is a :class:`ConfigError` naming the key."""
+    try:
+        return registry.build(cfg.dist)
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
 
 
 def run(cfg: DictConfig) -> dict:
@@ -26,16 +50,15 @@ def run(cfg: DictConfig) -> dict:
     registry.load_all()
     with phases.time("validate"):
         validate(cfg)
-    cls = strategy_class(cfg)
-    if cls.meta:
-        return cls.train_meta(cfg, run)
+    if declared(cfg.strategy).meta:
+        return strategy_class(cfg).train_meta(cfg, run)
     cfg_dict = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     run_dir = Path(cfg_dict["run_dir"])
     run_dir.mkdir(parents=True, exist_ok=True)
-    launcher = registry.build(cfg.dist)
+    ranks = launcher(cfg)
     os.environ[LAUNCH_ENV] = repr(time.time())
     try:
-        results = launcher.launch(rank_main, cfg_dict, str(run_dir))[0]
+        results = ranks.launch(rank_main, cfg_dict, str(run_dir))[0]
     finally:
         os.environ.pop(LAUNCH_ENV, None)
     if results is None:  # a torchrun rank other than the leader

@@ -1,16 +1,30 @@
-"""Checks on a composed config (and its dataset) that turn bad values into clear errors,
-in the launching process, before any rank starts."""
+"""Checks on a composed config (and its dataset) that turn bad values into clear errors, in the
+launching process, before any rank starts.
+
+Torch-free up to the dataset: the root keys, every component's schema
+(:meth:`gnnscale.schema.Options.check`) and the strategy's declarations
+(``strategies/<name>/config.py``) decide from the config alone; then the dataset's metadata
+(``meta.json``) is read (the dataset is processed first when it has not been: that imports
+torch) for the checks that need its sizes. Only a strategy whose schema asks for it
+(``checks_built``) gets the loaded graph and built components.
+"""
 
 from __future__ import annotations
 
+from dataclasses import fields, is_dataclass
+from typing import Any
+
 from omegaconf import DictConfig
 
-from gnnscale.data.graph import GraphStore
+from gnnscale import registry
+from gnnscale.data.metadata import DatasetMeta
 from gnnscale.errors import ConfigError, UserError
+from gnnscale.strategies.config import Checked, StrategyConfig, declared
 
 
 def check_config(cfg: DictConfig) -> None:
-    """Checks that need no data."""
+    """Every check the config alone decides: the run's own keys, each component's options, the
+    strategy against the rest of the config."""
     if cfg.epochs < 1:
         raise ConfigError(f"epochs must be >= 1, got {cfg.epochs}")
     if cfg.eval_every < 0:
@@ -18,20 +32,35 @@ def check_config(cfg: DictConfig) -> None:
                           f"got {cfg.eval_every}")
     if cfg.eval_batch_size < 1:
         raise ConfigError(f"eval_batch_size must be >= 1, got {cfg.eval_batch_size}")
-    for key in ("hidden", "num_layers"):
-        value = cfg.model.get(key)
-        if value is not None and value < 1:
-            raise ConfigError(f"model.{key} must be >= 1, got {value}")
     check_early_stop(cfg)
     check_unused_cache_budget(cfg)
-    if getattr(strategy_class(cfg), "meta", False):
+    registry.check_options(cfg, [g for g in registry.GROUPS if g != "strategy"])
+    optim, model = registry.options("optim", cfg.get("optim")), cfg.get("model")
+    if optim is not None and model is not None and hasattr(optim, "check_layers"):
+        optim.check_layers(model.num_layers)
+    decl = declared(cfg.strategy)
+    strategy_options(decl, cfg.strategy).check()
+    decl.check_config(cfg, Checked.build(cfg))
+    if decl.meta:
         return  # the concrete run it resumes is checked against its checkpoint
-    from gnnscale.runner.resume import ResumeError, check_resume
+    if cfg.get("resume"):
+        from gnnscale.runner.resume import ResumeError, check_resume
 
-    try:
-        check_resume(cfg)
-    except ResumeError as err:
-        raise ConfigError(str(err)) from err
+        try:
+            check_resume(cfg)
+        except ResumeError as err:
+            raise ConfigError(str(err)) from err
+
+
+def strategy_options(decl: type[StrategyConfig], node: DictConfig) -> StrategyConfig:
+    """``cfg.strategy`` as an instance of the strategy's declarations class; a key the class
+    has no field for is refused (an option's yaml outside gnnscale is not typed by Hydra)."""
+    names = {f.name for f in fields(decl)} if is_dataclass(decl) else {"_target_"}
+    unknown = sorted(k for k in node if k not in names)
+    if unknown:
+        raise ConfigError(f"strategy.{unknown[0]} is not an option of strategy={decl.name} "
+                          f"(its options: {sorted(names - {'_target_'})})")
+    return registry.instance(decl, node) or decl()
 
 
 def check_early_stop(cfg: DictConfig) -> None:
@@ -62,7 +91,7 @@ def check_unused_cache_budget(cfg: DictConfig) -> None:
 
 
 def strategy_class(cfg: DictConfig) -> type:
-    """The strategy class ``cfg.strategy._target_`` names."""
+    """The strategy class ``cfg.strategy._target_`` names (imports it: torch)."""
     from hydra.utils import get_object
 
     return get_object(cfg.strategy._target_)
@@ -72,10 +101,9 @@ def strategy_class(cfg: DictConfig) -> type:
 LOOKALIKES = {"products": "products_sim", "papers100m": "papers_like"}
 
 
-def open_dataset(cfg: DictConfig) -> GraphStore:
+def open_dataset(cfg: DictConfig) -> Any:
     """Process (once) and open the dataset; missing raw files are a short :class:`UserError`
     that says where to put them and which generated graph needs none."""
-    from gnnscale import registry
     from gnnscale.data.convert import DatasetNotFoundError
 
     try:
@@ -92,32 +120,48 @@ def open_dataset(cfg: DictConfig) -> GraphStore:
                         f"download: dataset={alike}") from None
 
 
-def check_data(cfg: DictConfig, graph: GraphStore) -> None:
-    """Checks that need the loaded dataset: every component built once from its config, so a
-    bad value fails here, not in a rank, then the strategy's own (``Strategy.check``) on the
-    objects built here."""
-    from gnnscale import registry
-    from gnnscale.strategies.base import Checked
+def dataset_meta(cfg: DictConfig) -> tuple[DatasetMeta, Any]:
+    """The dataset's metadata, read from its processed ``meta.json`` (torch-free); when there
+    is none yet the dataset is processed first (and returned as the second item, else None)."""
+    options = registry.options("dataset", cfg.dataset)
+    folder = options.processed_dir() if options is not None else None
+    meta = DatasetMeta.read(folder)
+    if meta is not None:
+        return meta, None
+    graph = open_dataset(cfg)
+    return DatasetMeta.of(graph), graph
 
-    for group in ("partitioner", "sampler", "cache", "optim", "dist"):
-        if cfg.get(group) is not None:
-            try:
-                registry.build(cfg[group])
-            except (ValueError, TypeError) as err:
-                raise ConfigError(f"{group}: {err}") from err
-    world = cfg.dist.world_size
+
+def check_dataset(cfg: DictConfig, built: Checked,
+                  decl: type[StrategyConfig] | None = None) -> None:
+    """The checks that read the dataset (``built.graph``: its metadata), then, when the
+    strategy's schema asks for them, those on the loaded graph and built components."""
+    decl = decl or declared(cfg.strategy)
+    graph, world = built.graph, cfg.dist.world_size
     if graph.num_nodes < world:
         raise ConfigError(f"dataset {graph.name} has {graph.num_nodes} vertices, fewer than "
                           f"dist.world_size={world} ranks: use at most {graph.num_nodes} ranks")
-    strategy_class(cfg).check(cfg, Checked.build(cfg, graph))
+    decl.check_data(cfg, built)
+    if decl.checks_built(cfg):
+        strategy_class(cfg).check_built(cfg, built)
+
+
+def check_data(cfg: DictConfig, graph: Any) -> None:
+    """Every check on ``cfg`` with its dataset ``graph`` (a loaded graph or its
+    :class:`DatasetMeta`): :func:`check_config`'s, then those that read the dataset."""
+    check_config(cfg)
+    check_dataset(cfg, Checked.build(cfg, graph))
 
 
 def validate(cfg: DictConfig) -> None:
-    """The one validation pass, in the launcher before any rank starts: the config's own
-    checks, then the dataset (processed once here), then every component and the strategy."""
+    """The one validation pass, in the launcher before any rank starts: everything the config
+    decides (torch-free), then the dataset's metadata (processed here once when needed) and
+    the checks that read it."""
     check_config(cfg)
-    cls = strategy_class(cfg)
-    if getattr(cls, "meta", False):  # checks its own keys; each candidate is validated alone
-        cls.check(cfg)
+    decl = declared(cfg.strategy)
+    if decl.meta:  # each candidate is validated alone when profiled
         return
-    check_data(cfg, open_dataset(cfg))
+    meta, graph = dataset_meta(cfg)
+    built = Checked.build(cfg, meta)
+    built.loaded = graph
+    check_dataset(cfg, built, decl)

@@ -9,6 +9,7 @@ import torch
 from gnnscale.data.graph import GraphStore
 from gnnscale.ops.sampling import sample_neighbors
 from gnnscale.sampling.base import Block, MiniBatch, Sampler
+from gnnscale.sampling.schemas import NeighborSamplerConfig
 
 
 class NeighborSampler(Sampler):
@@ -29,12 +30,7 @@ class NeighborSampler(Sampler):
     def __init__(self, fanouts: list[int], replace: bool = False, weighted: bool = False,
                  threads: int = 0):
         fanouts = [int(f) for f in fanouts]
-        if not fanouts:
-            raise ValueError("fanouts is empty: give one fanout per layer, e.g. [15, 10, 5]")
-        if any(f < -1 for f in fanouts):
-            raise ValueError(f"fanouts must be -1 (all neighbors) or >= 0, got {fanouts}")
-        if int(threads) < 0:
-            raise ValueError(f"sampler.threads must be >= 0 (0: automatic), got {threads}")
+        NeighborSamplerConfig(fanouts=fanouts, threads=threads).check()
         self.fanouts, self.replace, self.weighted = fanouts, bool(replace), bool(weighted)
         self.threads = int(threads)
         self.num_layers = len(fanouts)

@@ -19,6 +19,7 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.ops.sampling import random_walk_top_k
 from gnnscale.sampling.base import Block, MiniBatch, Sampler
 from gnnscale.sampling.neighbor import NeighborSampler
+from gnnscale.sampling.schemas import RandomWalkSamplerConfig
 
 
 class RandomWalkSampler(Sampler):
@@ -29,16 +30,12 @@ class RandomWalkSampler(Sampler):
     """
 
     #: Blocks carry ``edge_weight`` (visit counts): strategies and models check they can use it.
-    weighted_blocks = True
+    weighted_blocks = RandomWalkSamplerConfig.weighted_blocks
 
     def __init__(self, num_layers: int = 3, num_walks: int = 4, walk_length: int = 3,
                  top_k: int = 5, threads: int = 0) -> None:
-        for key, value in (("num_layers", num_layers), ("num_walks", num_walks),
-                           ("walk_length", walk_length), ("top_k", top_k)):
-            if int(value) < 1:
-                raise ValueError(f"sampler.{key} must be >= 1, got {value}")
-        if int(threads) < 0:
-            raise ValueError(f"sampler.threads must be >= 0 (0: automatic), got {threads}")
+        RandomWalkSamplerConfig(num_layers=num_layers, num_walks=num_walks,
+                                walk_length=walk_length, top_k=top_k, threads=threads).check()
         self.num_layers, self.num_walks = int(num_layers), int(num_walks)
         self.walk_length, self.top_k, self.threads = int(walk_length), int(top_k), int(threads)
 

@@ -1,16 +1,34 @@
 """Typed schemas of the ``sampler`` options (torch-free: the launcher composes and checks a
-config with these alone; each ``_target_`` names the implementation a rank builds)."""
+config with these alone; each ``_target_`` names the implementation a rank builds, whose
+constructor runs the same :meth:`check`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
+from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+from gnnscale.schema import Options
+
+
+def _threads(threads: int) -> None:
+    if int(threads) < 0:
+        raise ConfigError(f"sampler.threads must be >= 0 (0: automatic), got {threads}")
+
+
+@dataclass
+class SamplerConfig(Options):
+    """Base of the sampler options; :attr:`weighted_blocks`: its blocks carry ``edge_weight``
+    (strategies and models check they can use it)."""
+
+    weighted_blocks: ClassVar[bool] = False
+    _target_: str = ""
 
 
 @register("sampler", "neighbor")
 @dataclass
-class NeighborSamplerConfig:
+class NeighborSamplerConfig(SamplerConfig):
     """``sampler=neighbor``: per-layer fanouts, target layer first; -1 = all neighbors;
     ``threads``: native sampling threads, 0 = automatic (see ``NeighborSampler``)."""
 
@@ -20,24 +38,48 @@ class NeighborSamplerConfig:
     weighted: bool = False
     threads: int = 0
 
+    def check(self) -> None:
+        """At least one fanout, each -1 or >= 0; threads >= 0."""
+        fanouts = [int(f) for f in self.fanouts]
+        if not fanouts:
+            raise ConfigError("sampler.fanouts is empty: give one fanout per layer, "
+                              "e.g. [15, 10, 5]")
+        if any(f < -1 for f in fanouts):
+            raise ConfigError(f"sampler.fanouts must be -1 (all neighbors) or >= 0, "
+                              f"got {fanouts}")
+        _threads(self.threads)
+
 
 @register("sampler", "full")
 @dataclass
-class FullNeighborSamplerConfig:
+class FullNeighborSamplerConfig(SamplerConfig):
     """``sampler=full``: whole in-neighborhoods, ``num_layers`` hops."""
 
     _target_: str = "gnnscale.sampling.full.FullNeighborSampler"
     num_layers: int = 3
 
+    def check(self) -> None:
+        """At least one hop."""
+        if int(self.num_layers) < 1:
+            raise ConfigError(f"sampler.num_layers must be >= 1, got {self.num_layers}")
+
 
 @register("sampler", "random_walk")
 @dataclass
-class RandomWalkSamplerConfig:
+class RandomWalkSamplerConfig(SamplerConfig):
     """``sampler=random_walk``: PinSAGE's neighbourhoods (FGNN: 4 walks of length 3, top 5)."""
 
+    weighted_blocks: ClassVar[bool] = True
     _target_: str = "gnnscale.sampling.random_walk.RandomWalkSampler"
     num_layers: int = 3
     num_walks: int = 4
     walk_length: int = 3
     top_k: int = 5
     threads: int = 0
+
+    def check(self) -> None:
+        """Layers, walks, walk length and top-k >= 1; threads >= 0."""
+        for key in ("num_layers", "num_walks", "walk_length", "top_k"):
+            if int(getattr(self, key)) < 1:
+                raise ConfigError(f"sampler.{key} must be >= 1, got {getattr(self, key)}")
+        _threads(self.threads)

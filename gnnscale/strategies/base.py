@@ -1,12 +1,16 @@
 """Strategy base: who computes what, in which order. One class per strategy, same few methods.
 
-A strategy declares itself with class attributes (:attr:`Strategy.samples`, :attr:`deps`,
-:attr:`default_deps`, :attr:`default_cache`, :attr:`auto_candidate`, ...) and checks a config
-once, in the launcher, with :meth:`Strategy.check`. The runner (:mod:`gnnscale.runner.worker`)
-knows only this contract:
+A strategy declares itself (:attr:`Strategy.samples`, :attr:`deps`, :attr:`default_deps`,
+:attr:`default_cache`, :attr:`auto_candidate`, ...) and checks a config in its torch-free
+schema, ``strategies/<name>/config.py`` (a :class:`~gnnscale.strategies.config.StrategyConfig`
+named by :attr:`Strategy.schema`): the launcher reads and runs them there before anything heavy
+is imported, and the class takes its declarations from it. The runner
+(:mod:`gnnscale.runner.worker`) knows only this contract:
 
-- :meth:`Strategy.check` (class method, in the launching process before any rank starts):
-  refuse a config this strategy cannot run, with the key to change;
+- the schema's checks (in the launching process before any rank starts): refuse a config
+  this strategy cannot run, with the key to change; :meth:`Strategy.check` runs them all,
+  :meth:`Strategy.check_built` is the one that may need the loaded graph (when the schema's
+  ``checks_built`` says so);
 - :meth:`setup`, then per epoch :meth:`train_epoch` (returns this rank's metrics) and, when an
   evaluation is due, :meth:`evaluate`; :meth:`num_steps` sizes the progress bar (None: none);
 - :attr:`group` is the process group of the ranks that report: the runner reduces metrics,
@@ -27,10 +31,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 import torch.distributed as dist
 
+from gnnscale import registry
 from gnnscale.data.graph import GraphStore
 from gnnscale.distributed.launch import Topology
 from gnnscale.errors import ConfigError
 from gnnscale.sampling.base import Sampler
+from gnnscale.strategies.config import (  # noqa: F401 - Checked re-exported
+    DECLARATIONS,
+    Checked,
+    SamplingConfig,
+    StrategyConfig,
+)
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -41,34 +52,6 @@ if TYPE_CHECKING:
     from gnnscale.models.base import GNN
     from gnnscale.optim.base import OptimizerFactory
     from gnnscale.partition.provider import PartitionProvider
-
-
-@dataclass
-class Checked:
-    """What the launcher built once from a config, for every strategy check to read (nothing
-    is rebuilt to validate): the loaded graph, the model and the dependency manager."""
-
-    graph: GraphStore
-    model: GNN
-    deps: DependencyManager
-
-    @classmethod
-    def build(cls, cfg: DictConfig, graph: GraphStore) -> Checked:
-        """Build the model and the deps manager of ``cfg`` for ``graph`` (one pass)."""
-        from gnnscale import registry
-        from gnnscale.distributed.launch import private_temp_dir
-
-        try:
-            with private_temp_dir():  # PyG writes its generated modules to the temp folder
-                model = registry.build(cfg.model, in_channels=graph.num_features,
-                                       out_channels=graph.num_classes)
-        except (ValueError, TypeError, RuntimeError) as err:
-            raise ConfigError(f"model: {err}") from err
-        try:
-            deps = registry.build(cfg.deps)
-        except (ValueError, TypeError) as err:
-            raise ConfigError(f"deps: {err}") from err
-        return cls(graph=graph, model=model, deps=deps)
 
 
 @dataclass
@@ -89,31 +72,32 @@ class RunContext:
 class Strategy(ABC):
     """Trains one epoch at a time; metrics come back as a dict of per-rank figures."""
 
-    #: The option name (``strategy=<name>``); defaults to the class name in lower case.
+    #: Its declarations and launcher checks: a torch-free class in the strategy's
+    #: ``config.py``. The declarations below (``name``, ``samples``, ``deps``, ...) are copied
+    #: from it; a subclass that sets them in its own body (and no ``schema``) gets a schema
+    #: made of them, so they still have one source.
+    schema: ClassVar[type[StrategyConfig]] = StrategyConfig
     name: ClassVar[str] = ""
-    #: Whether this strategy draws mini-batches with ``sampler`` (its fanouts are checked).
     samples: ClassVar[bool] = True
-    #: Whether it trains on blocks that carry ``edge_weight`` (``sampler=random_walk``).
     takes_weighted_blocks: ClassVar[bool] = True
-    #: The component config groups whose settings this strategy uses (the others are composed
-    #: but ignored; ``scripts/compare.py`` leaves them out of its run labels).
-    reads: ClassVar[tuple[str, ...]] = ("sampler", "cache", "deps", "partition")
-    #: The dependency managers it runs with: ``replicate`` (every dependency replicated:
-    #: deps=depcache), ``communicate`` (deps that communicate: depcomm, hybrid) or ``any``.
+    reads: ClassVar[tuple[str, ...]] = StrategyConfig.reads
     deps: ClassVar[str] = "any"
-    #: Its deps and cache options when the user set none (the papers' settings; ``auto``
-    #: composes each candidate with them).
     default_deps: ClassVar[str] = "depcache"
     default_cache: ClassVar[str] = "none"
-    #: Whether ``strategy=auto`` may profile it.
     auto_candidate: ClassVar[bool] = True
-    #: A meta strategy is resolved in the launcher into runs of concrete ones (``auto``).
     meta: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if not cls.__dict__.get("name"):
-            cls.name = cls.__name__.lower()
+        own = {k: v for k, v in vars(cls).items() if k in DECLARATIONS and not callable(v)}
+        if "schema" not in cls.__dict__ and own:  # declared in the class body
+            cls.schema = type(f"{cls.__name__}Declarations", (cls.schema,), own)
+        if not cls.schema.name:
+            cls.schema = type(f"{cls.__name__}Declarations", (cls.schema,),
+                              {"name": cls.__name__.lower()})
+        for key in DECLARATIONS:  # a method of that name (DataParallel.samples) stays
+            if not callable(getattr(cls, key, None)):
+                setattr(cls, key, getattr(cls.schema, key))
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -124,24 +108,32 @@ class Strategy(ABC):
     @classmethod
     def preferred(cls, cfg: DictConfig) -> dict[str, str]:
         """The deps and cache options it runs with on ``cfg`` when the user set none."""
-        return {"deps": cls.default_deps, "cache": cls.default_cache}
+        return cls.schema.preferred(cfg)
 
     @classmethod
     def why_not_candidate(cls, cfg: DictConfig) -> str | None:
         """Why ``strategy=auto`` should not profile it on ``cfg`` (None: it may)."""
-        return None if cls.auto_candidate else f"strategy={cls.name} is not an auto candidate"
+        return cls.schema.why_not_candidate(cfg)
 
     @classmethod
     def check(cls, cfg: DictConfig, built: Checked) -> None:
-        """Raise :class:`ConfigError` for a config (or dataset) this strategy cannot run."""
-        graph = built.graph
-        if cfg.dataset is not None and (graph.x is None or graph.y is None
-                                        or graph.train_idx is None):
-            raise ConfigError(f"dataset {graph.name} lacks features, labels or a training split")
-        if cls.samples:
-            check_fanouts(cfg)
-            check_weighted_blocks(cfg, cls)
-        check_deps(cls, built.deps)
+        """Every check of its schema on ``cfg``: its own options, against the config, against
+        the dataset (when ``built.graph`` is known) and, when the schema asks for it,
+        :meth:`check_built`; raises :class:`ConfigError`."""
+        options = registry.instance(cls.schema, cfg.strategy)
+        if options is not None:
+            options.check()
+        cls.schema.check_config(cfg, built)
+        if built.graph is not None:
+            cls.schema.check_data(cfg, built)
+            if cls.schema.checks_built(cfg):
+                cls.check_built(cfg, built)
+
+    @classmethod
+    def check_built(cls, cfg: DictConfig, built: Checked) -> None:
+        """Checks that need the loaded graph and built components, in the launcher (only
+        when the schema's ``checks_built`` says so; default none)."""
+        return None
 
     @classmethod
     def train_meta(cls, cfg: DictConfig, train: Callable[[DictConfig], dict]) -> dict:
@@ -184,55 +176,6 @@ class Strategy(ABC):
         """Release threads and buffers."""
 
 
-def check_deps(strategy: type[Strategy], deps: DependencyManager) -> None:
-    """The dependency manager must be one the strategy runs with (:attr:`Strategy.deps`)."""
-    if strategy.deps == "replicate" and not deps.replicates_all:
-        raise ConfigError(f"strategy={strategy.name} replicates every dependency: use "
-                          "deps=depcache")
-    if strategy.deps == "communicate" and deps.replicates_all:
-        raise ConfigError(f"strategy={strategy.name} communicates dependencies: use "
-                          "deps=depcomm or deps=hybrid")
-
-
-def check_fanouts(cfg: DictConfig) -> None:
-    """The sampler must draw one hop per model layer, with valid fanouts."""
-    fanouts = cfg.sampler.get("fanouts")
-    layers = cfg.model.num_layers
-    if fanouts is not None and len(fanouts) != layers:
-        raise ConfigError(
-            f"sampler.fanouts has {len(fanouts)} entries ({list(fanouts)}) but "
-            f"model.num_layers={layers}: give one fanout per layer, e.g. "
-            f"sampler.fanouts=[{','.join(['10'] * layers)}]"
-        )
-    sampled = cfg.sampler.get("num_layers")
-    if fanouts is None and sampled is not None and sampled != layers:
-        raise ConfigError(f"sampler.num_layers={sampled} but model.num_layers={layers}: "
-                          "they must be equal")
-    if fanouts is not None and any(f == 0 or f < -1 for f in fanouts):
-        raise ConfigError(f"sampler.fanouts entries must be positive or -1 (all), got "
-                          f"{list(fanouts)}")
-
-
-def check_weighted_blocks(cfg: DictConfig, strategy: type[Strategy]) -> None:
-    """A sampler whose blocks carry edge weights needs a strategy and a model that use them."""
-    from hydra.utils import get_object
-
-    sampler = cfg.get("sampler")
-    if sampler is None or not sampler.get("_target_"):
-        return
-    if not getattr(get_object(sampler._target_), "weighted_blocks", False):
-        return
-    if not strategy.takes_weighted_blocks:
-        raise ConfigError(f"{strategy.__name__} cannot carry the edge weights (visit counts) of "
-                          f"{sampler._target_.rsplit('.', 1)[-1]}: use strategy=data or "
-                          f"strategy=factored, or sampler=neighbor")
-    model = cfg.get("model")
-    if model is not None and model.get("_target_"):
-        why = get_object(model._target_).why_not_weighted(model)
-        if why is not None:
-            raise ConfigError(why)
-
-
 class SamplingStrategy(Strategy):
     """A strategy that trains on global mini-batches of ``batch_size`` training vertices,
     sampled ahead of training: a prefetch thread, or worker processes.
@@ -240,6 +183,8 @@ class SamplingStrategy(Strategy):
     ``prefetch`` is how many mini-batches are sampled ahead (0: inline); ``sample_workers`` > 0
     samples in that many processes (:class:`~gnnscale.sampling.workers.SamplerPool`).
     """
+
+    schema = SamplingConfig
 
     def __init__(self, ctx: RunContext, batch_size: int = 1024, prefetch: int = 2,
                  sample_workers: int = 0) -> None:
@@ -261,29 +206,6 @@ class SamplingStrategy(Strategy):
         """Count a trained micro-batch's input nodes for the footprint metric (if it is on)."""
         if self.footprint is not None:
             self.footprint.add(input_nodes)
-
-    @classmethod
-    def check(cls, cfg: DictConfig, built: Checked) -> None:
-        """The sampling options, then a batch and a training set every rank can share."""
-        super().check(cfg, built)
-        graph = built.graph
-        world, batch = cfg.dist.world_size, cfg.strategy.batch_size
-        for key, low in (("batch_size", 1), ("prefetch", 0), ("sample_workers", 0)):
-            value = cfg.strategy.get(key)
-            if value is not None and value < low:
-                raise ConfigError(f"strategy.{key} must be >= {low}, got {value}")
-        if batch < world:
-            raise ConfigError(f"strategy.batch_size={batch} is smaller than dist.world_size="
-                              f"{world}: every rank needs at least one target per step")
-        n_train = graph.train_idx.numel()
-        if n_train == 0:
-            raise ConfigError(f"the training set of {graph.name} is empty ({graph.num_nodes} "
-                              "vertices, none marked for training): give a dataset with a "
-                              "training split")
-        if n_train < world:
-            raise ConfigError(f"the training set of {graph.name} has {n_train} vertices but "
-                              f"dist.world_size={world}: every rank needs a training vertex; "
-                              f"use at most {n_train} ranks")
 
     def epoch_batches(self, epoch: int) -> list[torch.Tensor]:
         """The global mini-batches of ``epoch`` (the shared, seeded schedule)."""

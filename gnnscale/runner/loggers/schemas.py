@@ -1,18 +1,21 @@
 """Typed schemas of the ``logger`` options (torch-free: the launcher composes and checks a
-config with these alone; each ``_target_`` names the implementation rank 0 builds)."""
+config with these alone; each ``_target_`` names the implementation rank 0 builds, whose
+constructor runs the same :meth:`check`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+from gnnscale.schema import Options
 
 MODES = ("offline", "online", "disabled")
 
 
 @register("logger", "none")
 @dataclass
-class NoLoggerConfig:
+class NoLoggerConfig(Options):
     """``logger=none``'s options."""
 
     _target_: str = "gnnscale.runner.loggers.none.NoLogger"
@@ -20,7 +23,7 @@ class NoLoggerConfig:
 
 @register("logger", "wandb")
 @dataclass
-class WandbConfig:
+class WandbConfig(Options):
     """``logger=wandb``'s options."""
 
     _target_: str = "gnnscale.runner.loggers.wandb.WandbLogger"
@@ -29,3 +32,8 @@ class WandbConfig:
     mode: str = "offline"
     name: str | None = None
     tags: list[str] = field(default_factory=list)
+
+    def check(self) -> None:
+        """A known mode."""
+        if self.mode not in MODES:
+            raise ConfigError(f"logger.mode must be one of {MODES}, got {self.mode!r}")

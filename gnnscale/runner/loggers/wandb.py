@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from gnnscale.runner.loggers.base import Logger
-from gnnscale.runner.loggers.schemas import MODES
+from gnnscale.runner.loggers.schemas import WandbConfig
 
 
 class WandbLogger(Logger):
@@ -17,8 +17,7 @@ class WandbLogger(Logger):
     def __init__(self, project: str = "gnnscale", entity: str | None = None,
                  mode: str = "offline", name: str | None = None,
                  tags: list[str] | None = None) -> None:
-        if mode not in MODES:
-            raise ValueError(f"logger.mode must be one of {MODES}, got {mode!r}")
+        WandbConfig(mode=mode).check()
         self.project, self.entity, self.mode, self.name = project, entity, mode, name
         self.tags = list(tags or [])
         self.run = None

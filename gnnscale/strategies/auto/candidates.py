@@ -1,6 +1,7 @@
 """The strategies ``auto`` may profile, read from the registry: the options of Hydra's
 ``strategy`` config group (``configs/strategy/*.yaml`` and any folder on ``hydra.searchpath``),
-each asked through its class whether it is a candidate and what it prefers."""
+each asked through its declarations (torch-free, :func:`~gnnscale.strategies.config.declared`)
+whether it is a candidate and what it prefers."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
 from gnnscale.errors import ConfigError
+from gnnscale.strategies.config import declared
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
@@ -58,18 +59,12 @@ def option_node(group: str, name: str) -> DictConfig:
             raise ConfigError(f"no option {name!r} in config group {group!r}: {err}") from err
 
 
-def strategy_class(node: DictConfig) -> type:
-    """The class a strategy option's ``_target_`` names."""
-    return get_object(str(node._target_))
-
-
 def candidates(cfg: DictConfig) -> list[tuple[str, str | None]]:
     """(name, why not) for every registered strategy: why not is None for a candidate."""
     out = []
     for name in strategy_options():
-        cls = strategy_class(option_node("strategy", name))
-        why = ("a meta strategy" if getattr(cls, "meta", False)
-               else cls.why_not_candidate(cfg))
+        decl = declared(option_node("strategy", name))
+        why = "a meta strategy" if decl.meta else decl.why_not_candidate(cfg)
         out.append((name, why))
     return out
 
@@ -90,7 +85,7 @@ def candidate_config(cfg: DictConfig, name: str, run_dir: Path, epochs: int) -> 
     except Exception as err:  # noqa: BLE001 - OmegaConf raises several kinds
         raise ConfigError(f"strategy.options.{name}: {err}") from err
     base["strategy"] = OmegaConf.to_container(node, enum_to_str=True)
-    preferred = strategy_class(node).preferred(cfg)
+    preferred = declared(node).preferred(cfg)
     for group in ("deps", "cache"):
         if OmegaConf.is_missing(cfg, group):
             base[group] = OmegaConf.to_container(option_node(group, preferred[group]),

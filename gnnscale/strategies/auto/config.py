@@ -1,12 +1,18 @@
-"""``strategy=auto``'s typed schema (torch-free: the launcher composes and checks with it)."""
+"""``strategy=auto``'s typed schema, declarations and launcher checks (torch-free: the
+launcher composes and checks with it, reading each candidate's declarations through the
+registry)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
+from gnnscale.distributed.schemas import under_torchrun
+from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+from gnnscale.strategies.auto.candidates import candidates
+from gnnscale.strategies.config import Checked, StrategyConfig
 
 
 class Criterion(str, Enum):
@@ -18,9 +24,13 @@ class Criterion(str, Enum):
 
 @register("strategy", "auto")
 @dataclass
-class AutoConfig:
-    """``strategy=auto``'s options."""
+class AutoConfig(StrategyConfig):
+    """``strategy=auto``'s options: a meta strategy, resolved in the launcher into profile runs
+    and one chosen run."""
 
+    name: ClassVar[str] = "auto"
+    meta: ClassVar[bool] = True
+    auto_candidate: ClassVar[bool] = False
     _target_: str = "gnnscale.strategies.auto.Auto"
     candidates: list[str] = field(default_factory=list)  # empty: every registered candidate
     profile_epochs: int = 3  # epochs each candidate trains; the first is a warm-up
@@ -32,3 +42,52 @@ class AutoConfig:
     rematch_rounds: int = 2
     rematch_within: float = 0.10
     options: dict[str, Any] = field(default_factory=dict)  # {candidate: {key: value}}
+
+    @classmethod
+    def check_config(cls, cfg: Any, built: Checked) -> None:
+        """The auto config's own keys (its candidates are checked one by one when profiled)."""
+        check_auto(cfg)
+
+
+def chosen_candidates(cfg: Any) -> list[str]:
+    """``strategy.candidates``, or every registered strategy that is a candidate."""
+    known = candidates(cfg)
+    given = list(cfg.strategy.candidates)
+    if not given:
+        return [name for name, why in known if why is None]
+    names = {name for name, _ in known}
+    bad = [c for c in given if c not in names or c == "auto"]
+    if bad or len(set(given)) != len(given):
+        raise ConfigError(f"strategy.candidates={given}: give distinct names among "
+                          f"{sorted(n for n, why in known if why is None)}")
+    return given
+
+
+def check_auto(cfg: Any) -> None:
+    """The auto config's own keys."""
+    auto = cfg.strategy
+    names = chosen_candidates(cfg)
+    extra = [k for k in auto.options if k not in names]
+    if extra:
+        raise ConfigError(f"strategy.options names {extra}, which are not candidates "
+                          f"({names})")
+    if auto.profile_epochs < 2:
+        raise ConfigError(f"strategy.profile_epochs must be >= 2 (a full-graph strategy's "
+                          f"first epoch reports the initial parameters' loss: one epoch shows "
+                          f"no decrease), got {auto.profile_epochs}")
+    if auto.rematch_rounds < 0 or auto.rematch_within < 0:
+        raise ConfigError("strategy.rematch_rounds and strategy.rematch_within must be >= 0, "
+                          f"got {auto.rematch_rounds} and {auto.rematch_within}")
+    if auto.criterion == Criterion.modelled:
+        from gnnscale.cost import ProfileError, load_profile
+
+        if not auto.hardware:
+            raise ConfigError("strategy.criterion=modelled projects onto a hardware profile: "
+                              "set strategy.hardware=<name of configs/hardware/*.yaml>")
+        try:
+            load_profile(auto.hardware)
+        except ProfileError as err:
+            raise ConfigError(f"strategy.hardware: {err}") from err
+    if under_torchrun():
+        raise ConfigError("strategy=auto profiles its candidates from one launcher; under "
+                          "torchrun run it on one host to pick, then launch the picked strategy")

@@ -27,9 +27,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from gnnscale import registry
 from gnnscale.errors import ConfigError
-from gnnscale.strategies.auto.candidates import candidate_config, candidates, option_node
+from gnnscale.strategies.auto.candidates import candidate_config, option_node
 from gnnscale.strategies.auto.choice import choose, close_leaders, pooled, seconds_per_loss, table
-from gnnscale.strategies.auto.config import Criterion
+from gnnscale.strategies.auto.config import AutoConfig, Criterion, check_auto, chosen_candidates
 from gnnscale.strategies.base import Strategy
 
 Train = Callable[[DictConfig], dict]
@@ -38,18 +38,11 @@ Train = Callable[[DictConfig], dict]
 class Auto(Strategy):
     """A meta strategy: resolved in the launcher into profile runs and one chosen run."""
 
-    name = "auto"
-    meta = True
-    auto_candidate = False
+    schema = AutoConfig
 
     def __init__(self, *_: Any, **__: Any) -> None:
         raise ConfigError("strategy=auto is resolved by the launcher into a concrete strategy "
                           "before any rank starts; it cannot be built in a rank")
-
-    @classmethod
-    def check(cls, cfg: DictConfig, built: Any = None) -> None:
-        """The auto config's own keys (its candidates are checked one by one when profiled)."""
-        check_auto(cfg)
 
     @classmethod
     def train_meta(cls, cfg: DictConfig, train: Train) -> dict:
@@ -63,52 +56,6 @@ class Auto(Strategy):
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
         """Never called: a meta strategy is not built in a rank."""
         raise NotImplementedError
-
-
-def chosen_candidates(cfg: DictConfig) -> list[str]:
-    """``strategy.candidates``, or every registered strategy that is a candidate."""
-    known = candidates(cfg)
-    given = list(cfg.strategy.candidates)
-    if not given:
-        return [name for name, why in known if why is None]
-    names = {name for name, _ in known}
-    bad = [c for c in given if c not in names or c == "auto"]
-    if bad or len(set(given)) != len(given):
-        raise ConfigError(f"strategy.candidates={given}: give distinct names among "
-                          f"{sorted(n for n, why in known if why is None)}")
-    return given
-
-
-def check_auto(cfg: DictConfig) -> None:
-    """The auto config's own keys."""
-    auto = cfg.strategy
-    names = chosen_candidates(cfg)
-    extra = [k for k in auto.options if k not in names]
-    if extra:
-        raise ConfigError(f"strategy.options names {extra}, which are not candidates "
-                          f"({names})")
-    if auto.profile_epochs < 2:
-        raise ConfigError(f"strategy.profile_epochs must be >= 2 (a full-graph strategy's "
-                          f"first epoch reports the initial parameters' loss: one epoch shows "
-                          f"no decrease), got {auto.profile_epochs}")
-    if auto.rematch_rounds < 0 or auto.rematch_within < 0:
-        raise ConfigError("strategy.rematch_rounds and strategy.rematch_within must be >= 0, "
-                          f"got {auto.rematch_rounds} and {auto.rematch_within}")
-    if auto.criterion == Criterion.modelled:
-        from gnnscale.cost import ProfileError, load_profile
-
-        if not auto.hardware:
-            raise ConfigError("strategy.criterion=modelled projects onto a hardware profile: "
-                              "set strategy.hardware=<name of configs/hardware/*.yaml>")
-        try:
-            load_profile(auto.hardware)
-        except ProfileError as err:
-            raise ConfigError(f"strategy.hardware: {err}") from err
-    from gnnscale.distributed.topology import under_torchrun
-
-    if under_torchrun():
-        raise ConfigError("strategy=auto profiles its candidates from one launcher; under "
-                          "torchrun run it on one host to pick, then launch the picked strategy")
 
 
 def rematch(cfg: DictConfig, rows: list[dict], run_dir: Path, loss0: float, train: Train

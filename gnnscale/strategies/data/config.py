@@ -1,17 +1,24 @@
-"""``strategy=data``'s typed schema (torch-free: the launcher composes and checks with it)."""
+"""``strategy=data``'s typed schema and declarations (torch-free: the launcher composes and
+checks with it; ``DataParallel`` takes its declarations from here)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from gnnscale.registry import register
+from gnnscale.strategies.config import SamplingConfig
 
 
 @register("strategy", "data")
 @dataclass
-class DataParallelConfig:
-    """``strategy=data``'s options."""
+class DataParallelConfig(SamplingConfig):
+    """``strategy=data``'s options: one micro-batch per rank, every dependency replicated."""
 
+    name: ClassVar[str] = "data"
+    deps: ClassVar[str] = "replicate"
+    default_deps: ClassVar[str] = "depcache"
+    default_cache: ClassVar[str] = "presample"  # PaGraph/GNNLab's pre-sampled cache
     _target_: str = "gnnscale.strategies.data.DataParallel"
     batch_size: int = 1024  # global mini-batch (all ranks together)
     prefetch: int = 2  # mini-batches sampled ahead; 0 samples inline

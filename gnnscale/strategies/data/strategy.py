@@ -25,6 +25,7 @@ from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.prefetch import Prefetcher
 from gnnscale.sampling.schedule import micro_batch, sample_seed
 from gnnscale.strategies.base import RunContext, SamplingStrategy
+from gnnscale.strategies.data.config import DataParallelConfig
 
 
 class _CommTimer:
@@ -60,9 +61,7 @@ _timed_allreduce.__annotations__ = {"state": object, "bucket": dist.GradBucket,
 class DataParallel(SamplingStrategy):
     """Each rank trains its own micro-batch of every global mini-batch; gradients all-reduced."""
 
-    name = "data"
-    deps = "replicate"
-    default_deps, default_cache = "depcache", "presample"  # PaGraph/GNNLab's pre-sampled cache
+    schema = DataParallelConfig
 
     def __init__(self, ctx: RunContext, batch_size: int = 1024, prefetch: int = 2,
                  sample_workers: int = 0) -> None:

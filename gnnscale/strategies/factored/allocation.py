@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 from gnnscale.distributed import device as device_seam
-from gnnscale.errors import ConfigError
 from gnnscale.sampling.schedule import PRESAMPLE, epoch_batches, micro_batch, sample_seed
+from gnnscale.strategies.factored.config import parse_samplers  # noqa: F401 - re-exported
 
 
 @dataclass
@@ -43,25 +43,6 @@ def allocate(world: int, t_sample: float, t_train: float) -> int:
         return 1
     k = t_train / t_sample
     return min(max(math.ceil(world / (k + 1)), 1), world - 1)
-
-
-def parse_samplers(value: str | int, world: int) -> int | None:
-    """``strategy.samplers`` as a count (None for ``auto``); raises :class:`ConfigError`."""
-    text = str(value).strip().lower()
-    if text == "auto":
-        return None
-    try:
-        count = int(text)
-    except ValueError:
-        raise ConfigError(f"strategy.samplers must be 'auto' or a count, got {value!r}") from None
-    if world == 1 and count != 0:
-        raise ConfigError(f"strategy.samplers={count} with dist.world_size=1: one rank samples "
-                          "the whole epoch then trains; use strategy.samplers=auto or 0")
-    if world > 1 and not 1 <= count <= world - 1:
-        raise ConfigError(f"strategy.samplers={count} with dist.world_size={world}: give between "
-                          f"1 and {world - 1} samplers (at least one rank must train and one "
-                          "sample), or strategy.samplers=auto")
-    return count
 
 
 def profile(strategy, steps: int = 3) -> tuple[float, float]:

@@ -1,17 +1,56 @@
-"""``strategy=factored``'s typed schema (torch-free: the launcher composes and checks with it)."""
+"""``strategy=factored``'s typed schema, declarations and launcher checks (torch-free;
+``Factored`` takes its declarations and value checks from here)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+from gnnscale.strategies.config import Checked, SamplingConfig
+
+
+def parse_samplers(value: str | int, world: int) -> int | None:
+    """``strategy.samplers`` as a count (None for ``auto``); raises :class:`ConfigError`."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        raise ConfigError(f"strategy.samplers must be 'auto' or a count, got {value!r}") from None
+    if world == 1 and count != 0:
+        raise ConfigError(f"strategy.samplers={count} with dist.world_size=1: one rank samples "
+                          "the whole epoch then trains; use strategy.samplers=auto or 0")
+    if world > 1 and not 1 <= count <= world - 1:
+        raise ConfigError(f"strategy.samplers={count} with dist.world_size={world}: give between "
+                          f"1 and {world - 1} samplers (at least one rank must train and one "
+                          "sample), or strategy.samplers=auto")
+    return count
+
+
+def check_sync(staleness: Any, switching: Any, world: int) -> None:
+    """``strategy.staleness`` and ``strategy.switching`` or a :class:`ConfigError`."""
+    if not isinstance(switching, bool):
+        raise ConfigError(f"strategy.switching must be true or false, got {switching!r}")
+    if not isinstance(staleness, int) or isinstance(staleness, bool) or staleness < 0:
+        raise ConfigError(f"strategy.staleness must be an integer >= 0 (steps a rank may run "
+                          f"ahead of the slowest), got {staleness!r}")
+    if staleness > 0 and world == 1:
+        raise ConfigError(f"strategy.staleness={staleness} with dist.world_size=1: one rank "
+                          "has nobody to run ahead of; use strategy.staleness=0")
 
 
 @register("strategy", "factored")
 @dataclass
-class FactoredConfig:
-    """``strategy=factored``'s options."""
+class FactoredConfig(SamplingConfig):
+    """``strategy=factored``'s options: sampler ranks feed trainer ranks (GNNLab/FGNN)."""
 
+    name: ClassVar[str] = "factored"
+    deps: ClassVar[str] = "replicate"
+    default_deps: ClassVar[str] = "depcache"
+    default_cache: ClassVar[str] = "presample"
     _target_: str = "gnnscale.strategies.factored.Factored"
     batch_size: int = 1024  # global mini-batch (all trainers together)
     samplers: str = "auto"  # sampler ranks: a count, or auto (GNNLab's rule, profiled)
@@ -21,3 +60,38 @@ class FactoredConfig:
     queue: str = "shared"  # shared: one ring any trainer takes from (one host); routes: p2p
     prefetch: int = 1  # shared queue: jobs a trainer claims and gathers ahead of training
     queue_slot_mb: int = 256  # shared queue: bound of one job in the ring (MiB, sparse)
+
+    def check(self) -> None:
+        """The batch size, a queue depth >= 1 and the shared queue's settings."""
+        super().check()
+        if self.queue_depth < 1:
+            raise ConfigError(f"strategy.queue_depth must be >= 1, got {self.queue_depth}")
+        check_queue(self.queue, self.prefetch, self.queue_slot_mb)
+
+    @classmethod
+    def check_config(cls, cfg: Any, built: Checked) -> None:
+        """Sampler count, switching/staleness and the cache placement against the ranks."""
+        super().check_config(cfg, built)
+        world = cfg.dist.world_size
+        count = parse_samplers(cfg.strategy.samplers, world)
+        if count is not None and world - count < 1:
+            raise ConfigError(f"strategy.samplers={count} leaves no trainer among "
+                              f"dist.world_size={world} ranks")
+        check_sync(cfg.strategy.staleness, cfg.strategy.switching, world)
+        if cfg.get("cache") is not None and cfg.cache.get("placement") == "partitioned":
+            raise ConfigError("strategy=factored caches on trainers only: use "
+                              "cache.placement=replicated")
+
+
+def check_queue(queue: Any, prefetch: Any, slot_mb: Any) -> None:
+    """``strategy.queue``, ``strategy.prefetch`` and ``strategy.queue_slot_mb`` or a
+    :class:`ConfigError`."""
+    if queue not in ("shared", "routes"):
+        raise ConfigError(f"strategy.queue must be shared (one ring any trainer takes from) or "
+                          f"routes (each job to the trainer of its slot), got {queue!r}")
+    if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
+        raise ConfigError(f"strategy.prefetch must be an integer >= 0 (jobs a trainer gathers "
+                          f"ahead), got {prefetch!r}")
+    if not isinstance(slot_mb, int) or isinstance(slot_mb, bool) or slot_mb < 1:
+        raise ConfigError(f"strategy.queue_slot_mb must be an integer >= 1 (MiB), got "
+                          f"{slot_mb!r}")

@@ -42,7 +42,10 @@ from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
 from gnnscale.strategies.base import RunContext
 from gnnscale.strategies.data.strategy import DataParallel
 from gnnscale.strategies.factored import shared
-from gnnscale.strategies.factored.allocation import Allocation, allocate, parse_samplers, profile
+from gnnscale.strategies.factored.allocation import Allocation, allocate, profile
+from gnnscale.strategies.factored.config import FactoredConfig, parse_samplers
+from gnnscale.strategies.factored.config import check_queue as _check_queue
+from gnnscale.strategies.factored.config import check_sync as _check_sync
 from gnnscale.strategies.factored.presample import presample_hotness
 from gnnscale.strategies.factored.queue import STATS_TAG, JobSender, pack, receive
 from gnnscale.strategies.factored.sync import (
@@ -61,7 +64,7 @@ _SAMPLER_STATS = ("samples_produced", "queue_bytes", "sampler_busy_time", "sampl
 class Factored(DataParallel):
     """Sampler ranks and trainer ranks joined by a queue (GNNLab); trainers train as ``data``."""
 
-    name = "factored"
+    schema = FactoredConfig
 
     def __init__(self, ctx: RunContext, batch_size: int = 1024, samplers: str = "auto",
                  queue_depth: int = 2, staleness: int = 0, switching: bool = False,
@@ -82,25 +85,6 @@ class Factored(DataParallel):
         self.job_log: list[tuple[int, int, int]] = []  # (epoch, step, trainer) handled here
         self.trained_log: list[tuple[int, int, int]] = []  # jobs this rank trained (synced)
         self.record: dict | None = None  # tests: {"losses": [(job, loss)], "grads": [step's]}
-
-    @classmethod
-    def check(cls, cfg, built) -> None:
-        """Sampler count, queue depth, switching/staleness and the cache placement."""
-        super().check(cfg, built)
-        world = cfg.dist.world_size
-        count = parse_samplers(cfg.strategy.samplers, world)
-        if count is not None and world - count < 1:
-            raise ConfigError(f"strategy.samplers={count} leaves no trainer among "
-                              f"dist.world_size={world} ranks")
-        if cfg.strategy.queue_depth < 1:
-            raise ConfigError(f"strategy.queue_depth must be >= 1, got "
-                              f"{cfg.strategy.queue_depth}")
-        _check_sync(cfg.strategy.staleness, cfg.strategy.switching, world)
-        _check_queue(cfg.strategy.get("queue", "shared"), cfg.strategy.get("prefetch", 1),
-                     cfg.strategy.get("queue_slot_mb", 256))
-        if cfg.cache.get("placement") == "partitioned":
-            raise ConfigError("strategy=factored caches on trainers only: use "
-                              "cache.placement=replicated")
 
     # -- roles ----------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -342,29 +326,3 @@ class Factored(DataParallel):
                 m[f"queue_jobs_rank_{r}"] = m.pop(f"_jobs_rank_{r}", 0.0)
             m[f"queue_jobs_rank_{self.ctx.topo.rank}"] += float(stats.jobs_trained)
         return m
-
-
-def _check_sync(staleness: Any, switching: Any, world: int) -> None:
-    """``strategy.staleness`` and ``strategy.switching`` or a :class:`ConfigError`."""
-    if not isinstance(switching, bool):
-        raise ConfigError(f"strategy.switching must be true or false, got {switching!r}")
-    if not isinstance(staleness, int) or isinstance(staleness, bool) or staleness < 0:
-        raise ConfigError(f"strategy.staleness must be an integer >= 0 (steps a rank may run "
-                          f"ahead of the slowest), got {staleness!r}")
-    if staleness > 0 and world == 1:
-        raise ConfigError(f"strategy.staleness={staleness} with dist.world_size=1: one rank "
-                          "has nobody to run ahead of; use strategy.staleness=0")
-
-
-def _check_queue(queue: Any, prefetch: Any, slot_mb: Any) -> None:
-    """``strategy.queue``, ``strategy.prefetch`` and ``strategy.queue_slot_mb`` or a
-    :class:`ConfigError`."""
-    if queue not in ("shared", "routes"):
-        raise ConfigError(f"strategy.queue must be shared (one ring any trainer takes from) or "
-                          f"routes (each job to the trainer of its slot), got {queue!r}")
-    if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
-        raise ConfigError(f"strategy.prefetch must be an integer >= 0 (jobs a trainer gathers "
-                          f"ahead), got {prefetch!r}")
-    if not isinstance(slot_mb, int) or isinstance(slot_mb, bool) or slot_mb < 1:
-        raise ConfigError(f"strategy.queue_slot_mb must be an integer >= 1 (MiB), got "
-                          f"{slot_mb!r}")

@@ -1,17 +1,98 @@
-"""``strategy=fullgraph``'s typed schema (torch-free: the launcher composes and checks with it)."""
+"""``strategy=fullgraph``'s typed schema, declarations and launcher checks (torch-free;
+``FullGraph`` takes its declarations from here, and runs :func:`check_combination` again on
+the built model and deps manager at set-up)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+from gnnscale.strategies.config import Checked, StrategyConfig, partition_kind
+
+EDGE_CUTS = "partitioner=metis|random|range|ldg|fennel"
+
+
+def _option(obj: Any) -> str:
+    """The option name of a built component or of its schema (``Hybrid``, ``HybridConfig``:
+    ``hybrid``)."""
+    return type(obj).__name__.lower().removesuffix("config")
+
+
+def check_combination(kind: str, deps: Any, model: Any, feature_dim: int | None,
+                      partitioner: str, overlap: bool = False) -> None:
+    """Refuse, before training, what full-graph training cannot run (the key to change).
+
+    ``deps`` and ``model`` are the built manager and model, or their schemas (both answer
+    ``replicates_all``, ``replicates_none``, ``budget_bytes()``, ``why_not_splittable()``);
+    ``feature_dim`` None skips the budget check (the dataset is not read yet)."""
+    if kind == "vertex_cut" and overlap:
+        raise ConfigError(
+            f"strategy.overlap=true convolves an edge-cut rank's all-local destinations while "
+            f"remote rows are in flight; a vertex-cut (partitioner={partitioner}) has no such "
+            "split yet: set strategy.overlap=false (strategy.ring=true works on both cuts)")
+    if kind == "vertex_cut":
+        if not deps.replicates_none:
+            raise ConfigError(
+                f"strategy=fullgraph on a vertex-cut (partitioner={partitioner}) synchronises "
+                f"masters and mirrors: it runs with deps=depcomm only, got "
+                f"deps={_option(deps)}. deps=depcache|hybrid run on edge-cuts ({EDGE_CUTS})")
+        why = model.why_not_splittable()
+        if why is not None:
+            raise ConfigError(f"{why}: a vertex-cut (partitioner={partitioner}) needs a model "
+                              "split into aggregate and update (model=sage|gcn|gin); run "
+                              f"model={_option(model)} on an edge-cut ({EDGE_CUTS})")
+    if getattr(model, "gcn_norm", "graph") != "graph":
+        raise ConfigError("strategy=fullgraph trains on the whole graph: GCN needs the graph's "
+                          "own degrees, set model.gcn_norm=graph")
+    budget = deps.budget_bytes()
+    if kind == "edge_cut" and feature_dim is not None and not (
+            deps.replicates_all or deps.replicates_none) \
+            and budget is not None and budget < 4 * feature_dim:
+        raise ConfigError(f"deps.memory_cap_mb gives a budget of {budget} bytes, less than one "
+                          f"replicated feature row ({4 * feature_dim} bytes): raise "
+                          "deps.memory_cap_mb, or use deps=depcomm to replicate nothing")
 
 
 @register("strategy", "fullgraph")
 @dataclass
-class FullGraphConfig:
-    """``strategy=fullgraph``'s options."""
+class FullGraphConfig(StrategyConfig):
+    """``strategy=fullgraph``'s options: every rank owns a part, whole-graph epochs."""
 
+    name: ClassVar[str] = "fullgraph"
+    samples: ClassVar[bool] = False
+    reads: ClassVar[tuple[str, ...]] = ("deps", "partition")
+    default_deps: ClassVar[str] = "hybrid"  # NeutronStar's cost model
+    default_cache: ClassVar[str] = "none"
     _target_: str = "gnnscale.strategies.fullgraph.FullGraph"
     ring: bool = False  # peer-ordered point-to-point exchange instead of one all-to-all
     overlap: bool = False  # convolve all-local destinations while remote rows are in flight
+
+    @classmethod
+    def preferred(cls, cfg: Any) -> dict[str, str]:
+        """NeutronStar's hybrid on an edge-cut; depcomm (the only deps) on a vertex-cut."""
+        return {"deps": "depcomm" if partition_kind(cfg) != "edge_cut" else "hybrid",
+                "cache": "none"}
+
+    @classmethod
+    def check_config(cls, cfg: Any, built: Checked) -> None:
+        """The partition kind, deps and model combinations full-graph training can run."""
+        super().check_config(cfg, built)
+        cls._combination(cfg, built, None)
+
+    @classmethod
+    def check_data(cls, cfg: Any, built: Checked) -> None:
+        """The shared checks, and a deps budget that holds one replicated feature row."""
+        super().check_data(cfg, built)
+        cls._combination(cfg, built, built.graph.num_features)
+
+    @classmethod
+    def _combination(cls, cfg: Any, built: Checked, feature_dim: int | None) -> None:
+        name = str(cfg.partitioner._target_).rsplit(".", 1)[-1]
+        name = name.replace("Partitioner", "").lower()
+        if cfg.dist.world_size > 1:
+            check_combination(partition_kind(cfg), built.deps, built.model, feature_dim, name,
+                              overlap=bool(cfg.strategy.get("overlap", False)))
+        elif getattr(built.model, "gcn_norm", "graph") != "graph":
+            check_combination("edge_cut", built.deps, built.model, feature_dim, name)

@@ -22,86 +22,25 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from gnnscale.distributed.collectives import all_reduce_host, sum_gradients
-from gnnscale.errors import ConfigError
 from gnnscale.evaluation.owned import evaluate_owned
 from gnnscale.strategies.base import RunContext, Strategy
+from gnnscale.strategies.fullgraph.config import FullGraphConfig, check_combination
 from gnnscale.strategies.fullgraph.edge_cut import EdgeCutPlan
 from gnnscale.strategies.fullgraph.plan import FullGraphPlan
 
 EDGE_CUT_DEPS = ("depcache", "depcomm", "hybrid")
 
 
-def partition_kind(cfg) -> str:
-    """``edge_cut`` or ``vertex_cut``: what ``cfg.partitioner`` produces."""
-    from hydra.utils import get_object
-
-    return getattr(get_object(cfg.partitioner._target_), "kind", "edge_cut")
-
-
-def check_combination(kind: str, deps: Any, model: Any, feature_dim: int, partitioner: str,
-                      overlap: bool = False) -> None:
-    """Refuse, before training, what full-graph training cannot run (the key to change)."""
-    name = type(deps).__name__.lower()
-    if kind == "vertex_cut" and overlap:
-        raise ConfigError(
-            f"strategy.overlap=true convolves an edge-cut rank's all-local destinations while "
-            f"remote rows are in flight; a vertex-cut (partitioner={partitioner}) has no such "
-            "split yet: set strategy.overlap=false (strategy.ring=true works on both cuts)")
-    if kind == "vertex_cut":
-        if not deps.replicates_none:
-            raise ConfigError(
-                f"strategy=fullgraph on a vertex-cut (partitioner={partitioner}) synchronises "
-                f"masters and mirrors: it runs with deps=depcomm only, got deps={name}. "
-                f"deps=depcache|hybrid run on edge-cuts (partitioner=metis|random|range|ldg|"
-                f"fennel)")
-        why = model.why_not_splittable()
-        if why is not None:
-            raise ConfigError(f"{why}: a vertex-cut (partitioner={partitioner}) needs a model "
-                              "split into aggregate and update (model=sage|gcn|gin); run "
-                              f"model={type(model).__name__.lower()} on an edge-cut "
-                              "(partitioner=metis|random|range|ldg|fennel)")
-    if getattr(model, "gcn_norm", "graph") != "graph":
-        raise ConfigError("strategy=fullgraph trains on the whole graph: GCN needs the graph's "
-                          "own degrees, set model.gcn_norm=graph")
-    budget = deps.budget_bytes()
-    if kind == "edge_cut" and not (deps.replicates_all or deps.replicates_none) \
-            and budget is not None and budget < 4 * feature_dim:
-        raise ConfigError(f"deps.memory_cap_mb gives a budget of {budget} bytes, less than one "
-                          f"replicated feature row ({4 * feature_dim} bytes): raise "
-                          "deps.memory_cap_mb, or use deps=depcomm to replicate nothing")
-
-
 class FullGraph(Strategy):
     """One full-graph epoch per ``train_epoch``; see the module docstring."""
 
-    name = "fullgraph"
-    samples = False
-    reads = ("deps", "partition")
-    default_deps, default_cache = "hybrid", "none"  # NeutronStar's cost model
-
-    @classmethod
-    def preferred(cls, cfg) -> dict[str, str]:
-        """NeutronStar's hybrid on an edge-cut; depcomm (the only deps) on a vertex-cut."""
-        return {"deps": "depcomm" if partition_kind(cfg) != "edge_cut" else "hybrid",
-                "cache": "none"}
+    schema = FullGraphConfig
 
     def __init__(self, ctx: RunContext, ring: bool = False, overlap: bool = False) -> None:
         super().__init__(ctx)
         self.ring, self.overlap = ring, overlap
         self.plan: FullGraphPlan | None = None
         self.plan_report: dict = {}
-
-    @classmethod
-    def check(cls, cfg, built) -> None:
-        """The partition kind, deps and model combinations full-graph training can run."""
-        super().check(cfg, built)
-        kind, model, graph = partition_kind(cfg), built.model, built.graph
-        name = cfg.partitioner._target_.rsplit(".", 1)[-1].replace("Partitioner", "").lower()
-        if cfg.dist.world_size > 1:
-            check_combination(kind, built.deps, model, graph.num_features, name,
-                              overlap=bool(cfg.strategy.get("overlap", False)))
-        elif getattr(model, "gcn_norm", "graph") != "graph":
-            check_combination("edge_cut", built.deps, model, graph.num_features, name)
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:

@@ -30,53 +30,20 @@ from gnnscale.sampling.base import Block
 from gnnscale.strategies.base import RunContext, Strategy
 from gnnscale.strategies.offload import compute
 from gnnscale.strategies.offload.bound import layer_bound
-from gnnscale.strategies.offload.chunks import LEVEL2, Chunking, two_level
-from gnnscale.strategies.offload.config import INTERMEDIATE
+from gnnscale.strategies.offload.chunks import Chunking, two_level
+from gnnscale.strategies.offload.config import OffloadConfig, check_options
 from gnnscale.strategies.offload.memory import ActivationModel
 from gnnscale.strategies.offload.tiers import DeviceTier, HostStore, TransferStats
-from gnnscale.strategies.offload.transfers import DEDUP, BatchTransfer, plan_transfers
+from gnnscale.strategies.offload.transfers import BatchTransfer, plan_transfers
 
 GB = 1e9
 _ACTIVATIONS: dict[tuple, ActivationModel] = {}  # per layer architecture, fitted once
 
 
-def check_options(chunks: int, dedup: str, intermediate: str, budget: float | None,
-                  model: Any, level2: str = "range") -> None:
-    """Refuse option values and model combinations offloading cannot run (key to change)."""
-    if chunks < 1:
-        raise ConfigError(f"strategy.chunks must be >= 1, got {chunks}")
-    if level2 not in LEVEL2:
-        raise ConfigError(f"strategy.level2 must be one of {', '.join(LEVEL2)}, got {level2!r}")
-    if dedup not in DEDUP:
-        raise ConfigError(f"strategy.dedup must be one of {', '.join(DEDUP)}, got {dedup!r}")
-    if intermediate not in INTERMEDIATE:
-        raise ConfigError(f"strategy.intermediate must be one of "
-                          f"{', '.join(INTERMEDIATE)}, got {intermediate!r}")
-    if budget is not None and budget <= 0:
-        raise ConfigError(f"strategy.device_budget_gb must be > 0 (or null), got {budget}")
-    if intermediate == "cache" and not model.splittable:
-        raise ConfigError(f"strategy.intermediate=cache keeps aggregates, but "
-                          f"{model.why_not_splittable()}: use strategy.intermediate=recompute "
-                          "or auto")
-    if intermediate == "cache" and not model.linear_aggregate:
-        raise ConfigError("strategy.intermediate=cache backpropagates through the aggregate "
-                          "without the source rows, but model.residual normalises them before "
-                          "aggregating: use strategy.intermediate=recompute or auto")
-    if getattr(model, "gcn_norm", "graph") != "graph":
-        raise ConfigError("strategy=offload trains on the whole graph: GCN needs the graph's "
-                          "own degrees, set model.gcn_norm=graph")
-    if any(isinstance(m, torch.nn.BatchNorm1d) for m in model.modules()):
-        raise ConfigError("model.norm=batch normalises over each chunk, not the whole graph: "
-                          "use model.norm=layer or none with strategy=offload")
-
-
 class Offload(Strategy):
     """One offloaded full-graph epoch per ``train_epoch``; see the module docstring."""
 
-    name = "offload"
-    samples = False
-    reads = ("partition",)  # its own transfers stand in for a dependency manager
-    default_deps, default_cache = "depcomm", "none"
+    schema = OffloadConfig
 
     def __init__(self, ctx: RunContext, chunks: int = 8, dedup: str = "inter+intra",
                  reorganize: bool = False, intermediate: str = "auto",
@@ -88,52 +55,33 @@ class Offload(Strategy):
         self.intermediate, self.budget_gb = intermediate, device_budget_gb
 
     @classmethod
-    def check(cls, cfg, built) -> None:
-        """Options, partition kind, chunk count and the device budget, in the launcher."""
-        super().check(cfg, built)
-        cls.check_options_and_shape(cfg, built)
-        cls.check_budget(cfg, built)
-
-    @classmethod
-    def check_options_and_shape(cls, cfg, built) -> None:
-        """The options, the partitioner kind and the chunk count against the graph."""
-        from hydra.utils import get_object
-
-        s, model, graph = cfg.strategy, built.model, built.graph
-        check_options(s.chunks, s.dedup, s.intermediate, s.device_budget_gb, model,
-                      s.get("level2", "range"))
-        kind = getattr(get_object(cfg.partitioner._target_), "kind", "edge_cut")
-        if cfg.dist.world_size > 1 and kind != "edge_cut":
-            raise ConfigError("strategy=offload cuts each rank's part into chunks of whole "
-                              "in-neighbourhoods: it needs an edge-cut, use partitioner="
-                              "metis|random|range|ldg|fennel")
-        per_part = graph.num_nodes // cfg.dist.world_size
-        if s.chunks > per_part:
-            raise ConfigError(f"strategy.chunks={s.chunks} is more than the ~{per_part} vertices "
-                              f"of a part ({graph.num_nodes} vertices, dist.world_size="
-                              f"{cfg.dist.world_size}): use strategy.chunks <= {per_part}")
-
-    @classmethod
-    def check_budget(cls, cfg, built) -> None:
+    def check_built(cls, cfg, built) -> None:
         """``strategy.device_budget_gb``: plan every rank's chunks here, in the launcher, and
-        refuse a budget below the largest device bound, naming the smallest that works."""
+        refuse a budget below the largest device bound, naming the smallest that works (the
+        graph loaded, the model and deps manager built)."""
         if cfg.strategy.get("device_budget_gb") is None:
             return
         import copy
         from pathlib import Path
 
         from gnnscale import registry
+        from gnnscale.distributed.launch import private_temp_dir
         from gnnscale.distributed.topology import Topology
         from gnnscale.partition.provider import CachedPartitions
 
+        graph = built.loaded if built.loaded is not None else registry.build(cfg.dataset).load()
+        with private_temp_dir():  # PyG writes its generated modules to the temp folder
+            model = registry.build(cfg.model, in_channels=graph.num_features,
+                                   out_channels=graph.num_classes)
+        deps = registry.build(cfg.deps)
         world = cfg.dist.world_size
-        partitions = CachedPartitions(built.graph, cfg.partitioner,
+        partitions = CachedPartitions(graph, cfg.partitioner,
                                       Path(cfg.data_root) / "partitions", log=None)
         worst = None
         for rank in range(world):
             topo = Topology(rank, world, rank, world, torch.device("cpu"))
-            ctx = RunContext(topo=topo, graph=built.graph, model=copy.deepcopy(built.model),
-                             sampler=None, cache_policy=None, deps=built.deps,
+            ctx = RunContext(topo=topo, graph=graph, model=copy.deepcopy(model),
+                             sampler=None, cache_policy=None, deps=deps,
                              partition=partitions, optim=registry.build(cfg.optim),
                              seed=cfg.seed)
             plan = registry.build(cfg.strategy, ctx=ctx)

@@ -1,19 +1,29 @@
-"""``strategy=split``'s typed schema (torch-free: the launcher composes and checks with it)."""
+"""``strategy=split``'s typed schema, declarations and launcher checks (torch-free;
+``SplitParallel`` takes its declarations from here)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+from gnnscale.strategies.config import Checked, SamplingConfig
 
 SAMPLE_ON = ("all", "leader")
 
 
 @register("strategy", "split")
 @dataclass
-class SplitParallelConfig:
-    """``strategy=split``'s options."""
+class SplitParallelConfig(SamplingConfig):
+    """``strategy=split``'s options: one shared sample per step, split by owner (GSplit)."""
 
+    name: ClassVar[str] = "split"
+    #: The split plans (pre-aggregation, GCN's source scaling) assume unweighted edges.
+    takes_weighted_blocks: ClassVar[bool] = False
+    deps: ClassVar[str] = "communicate"
+    default_deps: ClassVar[str] = "depcomm"  # GSplit's setting
+    default_cache: ClassVar[str] = "presample"
     _target_: str = "gnnscale.strategies.split.SplitParallel"
     batch_size: int = 1024  # global mini-batch, split over the ranks by owner
     prefetch: int = 2  # mini-batches sampled and split ahead; 0 = inline
@@ -22,3 +32,22 @@ class SplitParallelConfig:
     # all: step s is sampled and split by rank s mod world, which sends each rank its part
     # (GSplit's parallel split-samplers); leader: rank 0 samples every step and broadcasts it
     sample_on: str = "all"
+
+    def check(self) -> None:
+        """The sampling options and who samples."""
+        super().check()
+        if self.sample_on not in SAMPLE_ON:
+            raise ConfigError(f"strategy.sample_on must be one of {SAMPLE_ON}, got "
+                              f"{self.sample_on!r}")
+
+    @classmethod
+    def check_config(cls, cfg: Any, built: Checked) -> None:
+        """Pre-aggregation only where the model's aggregation makes it exact."""
+        super().check_config(cfg, built)
+        model = built.model
+        if cfg.strategy.get("preaggregate") and not model.preaggregatable:
+            raise ConfigError("strategy.preaggregate=true is exact only for a mean/sum "
+                              "aggregation of the raw source rows (model=sage with aggr=mean|sum "
+                              f"and model.residual=false); {model.title} "
+                              f"(aggr={getattr(model, 'aggr', None)!r}) is not: set "
+                              "strategy.preaggregate=false")

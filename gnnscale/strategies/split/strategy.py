@@ -30,12 +30,11 @@ from gnnscale.cache.store import build_feature_store
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import new_group, sum_gradients
 from gnnscale.distributed.device import Purpose
-from gnnscale.errors import ConfigError
 from gnnscale.sampling.base import Block, MiniBatch
 from gnnscale.sampling.prefetch import Prefetcher
 from gnnscale.sampling.schedule import sample_seed
 from gnnscale.strategies.base import RunContext, SamplingStrategy
-from gnnscale.strategies.split.config import SAMPLE_ON
+from gnnscale.strategies.split.config import SplitParallelConfig
 from gnnscale.strategies.split.splitter import SplitPlan, pack_plan, split_sample, unpack_plan
 
 
@@ -86,34 +85,13 @@ def _from_words(words: torch.Tensor) -> torch.Tensor:
 class SplitParallel(SamplingStrategy):
     """Every rank trains its split of one shared mini-batch sample (see the module docstring)."""
 
-    name = "split"
-    #: The split plans (pre-aggregation, GCN's source scaling) assume unweighted edges.
-    takes_weighted_blocks = False
-    deps = "communicate"
-    default_deps, default_cache = "depcomm", "presample"  # GSplit's setting
-
-    @classmethod
-    def check(cls, cfg, built) -> None:
-        """Pre-aggregation only where the model's aggregation makes it exact."""
-        super().check(cfg, built)
-        model = built.model
-        if cfg.strategy.get("sample_on", "all") not in SAMPLE_ON:
-            raise ConfigError(f"strategy.sample_on must be one of {SAMPLE_ON}, got "
-                              f"{cfg.strategy.sample_on!r}")
-        if cfg.strategy.get("preaggregate") and not model.preaggregatable:
-            raise ConfigError("strategy.preaggregate=true is exact only for a mean/sum "
-                              "aggregation of the raw source rows (model=sage with aggr=mean|sum "
-                              "and model.residual=false);"
-                              f" {type(model).__name__} "
-                              f"(aggr={getattr(model, 'aggr', None)!r}) is not: set "
-                              "strategy.preaggregate=false")
+    schema = SplitParallelConfig
 
     def __init__(self, ctx: RunContext, batch_size: int = 1024, prefetch: int = 2,
                  preaggregate: bool = False, sample_workers: int = 0,
                  sample_on: str = "all") -> None:
         super().__init__(ctx, batch_size, prefetch, sample_workers)
-        if sample_on not in SAMPLE_ON:
-            raise ConfigError(f"strategy.sample_on must be one of {SAMPLE_ON}, got {sample_on!r}")
+        SplitParallelConfig(sample_on=sample_on).check()
         self.sample_on = sample_on
         self.received_bytes = 0
         self._pool_feed: Any = None

@@ -1,0 +1,241 @@
+"""What a strategy declares and refuses, torch-free: the base of every strategy's schema.
+
+Each strategy's ``strategies/<name>/config.py`` holds its typed schema, a subclass of
+:class:`StrategyConfig`. Besides the options (dataclass fields), the class declares what the
+strategy is (:attr:`~StrategyConfig.samples`, :attr:`~StrategyConfig.deps`, the defaults
+``auto`` composes it with, ...) and checks a config against it, all without torch: the
+launcher (``runner/validate.py``) and ``strategy=auto`` read it before anything heavy is
+imported. The strategy class (``strategies/base.py``) takes its declarations from here
+(``Strategy.schema``), so there is one source.
+
+The launcher runs the checks in order:
+
+1. :meth:`~gnnscale.schema.Options.check` on the strategy's own options;
+2. :meth:`StrategyConfig.check_config`: against the rest of the config (model, deps,
+   sampler, partitioner, ranks), before the dataset is read;
+3. :meth:`StrategyConfig.check_data`: against the dataset's metadata (``meta.json``);
+4. only when :meth:`StrategyConfig.checks_built` says so: the strategy class's
+   ``check_built`` on the loaded graph and built components (imports torch).
+
+A check raises :class:`~gnnscale.errors.ConfigError` naming the key to change.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from gnnscale import registry
+from gnnscale.data.metadata import DatasetMeta
+from gnnscale.errors import ConfigError
+from gnnscale.schema import Options
+
+#: The declarations a strategy class takes from its schema.
+DECLARATIONS = ("name", "samples", "takes_weighted_blocks", "reads", "deps", "default_deps",
+                "default_cache", "auto_candidate", "meta")
+
+
+@dataclass
+class Checked:
+    """What the launcher's strategy checks read, torch-free: the dataset's metadata (None
+    before the dataset is read), and the model's and the deps manager's schemas (which say
+    what the model can do and what the manager replicates). ``loaded``: the graph itself when
+    one was loaded (for :meth:`StrategyConfig.checks_built`)."""
+
+    graph: DatasetMeta | None
+    model: Any
+    deps: Any
+    loaded: Any = None
+
+    @classmethod
+    def build(cls, cfg: Any, graph: Any = None) -> Checked:
+        """The facts of ``cfg``; ``graph``: its dataset's :class:`DatasetMeta`, or a loaded
+        graph (its metadata is taken), or None before the dataset is read."""
+        meta = graph if graph is None or isinstance(graph, DatasetMeta) else \
+            DatasetMeta.of(graph)
+        return cls(graph=meta, model=registry.options("model", cfg.get("model")),
+                   deps=registry.options("deps", cfg.get("deps")),
+                   loaded=None if isinstance(graph, DatasetMeta) else graph)
+
+
+@dataclass
+class StrategyConfig(Options):
+    """Base of a strategy's schema: its declarations (class attributes) and launcher checks
+    (class methods). Fields are the strategy's options."""
+
+    #: The option name (``strategy=<name>``), for messages and ``auto``'s table.
+    name: ClassVar[str] = ""
+    #: Whether it draws mini-batches with ``sampler`` (its fanouts are checked).
+    samples: ClassVar[bool] = True
+    #: Whether it trains on blocks that carry ``edge_weight`` (``sampler=random_walk``).
+    takes_weighted_blocks: ClassVar[bool] = True
+    #: The component config groups whose settings it uses (the others are composed but
+    #: ignored; ``scripts/compare.py`` leaves them out of its run labels).
+    reads: ClassVar[tuple[str, ...]] = ("sampler", "cache", "deps", "partition")
+    #: The dependency managers it runs with: ``replicate`` (every dependency replicated:
+    #: deps=depcache), ``communicate`` (deps that communicate: depcomm, hybrid) or ``any``.
+    deps: ClassVar[str] = "any"
+    #: Its deps and cache options when the user set none (the papers' settings; ``auto``
+    #: composes each candidate with them).
+    default_deps: ClassVar[str] = "depcache"
+    default_cache: ClassVar[str] = "none"
+    #: Whether ``strategy=auto`` may profile it.
+    auto_candidate: ClassVar[bool] = True
+    #: A meta strategy is resolved in the launcher into runs of concrete ones (``auto``).
+    meta: ClassVar[bool] = False
+    _target_: str = ""
+
+    @classmethod
+    def preferred(cls, cfg: Any) -> dict[str, str]:
+        """The deps and cache options it runs with on ``cfg`` when the user set none."""
+        return {"deps": cls.default_deps, "cache": cls.default_cache}
+
+    @classmethod
+    def why_not_candidate(cls, cfg: Any) -> str | None:
+        """Why ``strategy=auto`` should not profile it on ``cfg`` (None: it may)."""
+        return None if cls.auto_candidate else f"strategy={cls.name} is not an auto candidate"
+
+    @classmethod
+    def check_config(cls, cfg: Any, built: Checked) -> None:
+        """Refuse what the config alone rules out: fanouts vs layers and weighted blocks (when
+        it samples), the deps manager it runs with."""
+        if cls.samples:
+            check_fanouts(cfg)
+            check_weighted_blocks(cfg, cls, built.model)
+        check_deps(cls, built.deps)
+
+    @classmethod
+    def check_data(cls, cfg: Any, built: Checked) -> None:
+        """Refuse a dataset it cannot train on (``built.graph`` is its metadata)."""
+        graph = built.graph
+        if cfg.get("dataset") is not None and not (graph.has_features and graph.has_labels
+                                                   and graph.has_train):
+            raise ConfigError(f"dataset {graph.name} lacks features, labels or a training split")
+
+    @classmethod
+    def checks_built(cls, cfg: Any) -> bool:
+        """Whether ``cfg`` needs the strategy class's ``check_built`` (on the loaded graph and
+        built components, in the launcher: imports torch); default never."""
+        return False
+
+
+class SamplingConfig(StrategyConfig):
+    """Base of the schemas of strategies that train on global mini-batches of
+    ``strategy.batch_size`` training vertices (``SamplingStrategy``)."""
+
+    def check(self) -> None:
+        """Batch size >= 1, prefetch depth and sampler processes >= 0 (those it has)."""
+        for key, low in (("batch_size", 1), ("prefetch", 0), ("sample_workers", 0)):
+            value = getattr(self, key, None)
+            if value is not None and value < low:
+                raise ConfigError(f"strategy.{key} must be >= {low}, got {value}")
+
+    @classmethod
+    def check_config(cls, cfg: Any, built: Checked) -> None:
+        """The shared checks, a sampler, and a batch every rank can share."""
+        super().check_config(cfg, built)
+        if cfg.get("sampler") is None:
+            raise ConfigError(f"strategy={cls.name} samples mini-batches: give a sampler "
+                              "(e.g. sampler=neighbor)")
+        world, batch = cfg.dist.world_size, cfg.strategy.batch_size
+        if batch < world:
+            raise ConfigError(f"strategy.batch_size={batch} is smaller than dist.world_size="
+                              f"{world}: every rank needs at least one target per step")
+
+    @classmethod
+    def check_data(cls, cfg: Any, built: Checked) -> None:
+        """The shared checks, and a training set every rank can share."""
+        super().check_data(cfg, built)
+        graph, world = built.graph, cfg.dist.world_size
+        if graph.num_train == 0:
+            raise ConfigError(f"the training set of {graph.name} is empty ({graph.num_nodes} "
+                              "vertices, none marked for training): give a dataset with a "
+                              "training split")
+        if graph.num_train < world:
+            raise ConfigError(f"the training set of {graph.name} has {graph.num_train} vertices "
+                              f"but dist.world_size={world}: every rank needs a training "
+                              f"vertex; use at most {graph.num_train} ranks")
+
+
+def check_deps(strategy: Any, deps: Any) -> None:
+    """The dependency manager must be one the strategy runs with (``deps``: its schema, or a
+    built manager; ``strategy``: its declarations)."""
+    if deps is None:
+        return
+    if strategy.deps == "replicate" and not deps.replicates_all:
+        raise ConfigError(f"strategy={strategy.name} replicates every dependency: use "
+                          "deps=depcache")
+    if strategy.deps == "communicate" and deps.replicates_all:
+        raise ConfigError(f"strategy={strategy.name} communicates dependencies: use "
+                          "deps=depcomm or deps=hybrid")
+
+
+def check_fanouts(cfg: Any) -> None:
+    """The sampler must draw one hop per model layer, with valid fanouts."""
+    sampler = cfg.get("sampler")
+    if sampler is None:
+        return
+    fanouts = sampler.get("fanouts")
+    layers = cfg.model.num_layers
+    if fanouts is not None and len(fanouts) != layers:
+        raise ConfigError(
+            f"sampler.fanouts has {len(fanouts)} entries ({list(fanouts)}) but "
+            f"model.num_layers={layers}: give one fanout per layer, e.g. "
+            f"sampler.fanouts=[{','.join(['10'] * layers)}]"
+        )
+    sampled = sampler.get("num_layers")
+    if fanouts is None and sampled is not None and sampled != layers:
+        raise ConfigError(f"sampler.num_layers={sampled} but model.num_layers={layers}: "
+                          "they must be equal")
+    if fanouts is not None and any(f == 0 or f < -1 for f in fanouts):
+        raise ConfigError(f"sampler.fanouts entries must be positive or -1 (all), got "
+                          f"{list(fanouts)}")
+
+
+def check_weighted_blocks(cfg: Any, strategy: Any, model: Any) -> None:
+    """A sampler whose blocks carry edge weights needs a strategy and a model that use them
+    (``model``: the model's schema)."""
+    sampler = registry.options("sampler", cfg.get("sampler")) if cfg.get("sampler") else None
+    if sampler is None or not getattr(sampler, "weighted_blocks", False):
+        return
+    if not strategy.takes_weighted_blocks:
+        raise ConfigError(f"strategy={strategy.name} cannot carry the edge weights (visit "
+                          f"counts) of {type(sampler).__name__.removesuffix('Config')}: use "
+                          "strategy=data or strategy=factored, or sampler=neighbor")
+    why = model.why_not_weighted() if model is not None else None
+    if why is not None:
+        raise ConfigError(why)
+
+
+def partition_kind(cfg: Any) -> str:
+    """``edge_cut`` or ``vertex_cut``: what ``cfg.partitioner`` produces (its schema says)."""
+    schema = registry.schema_of("partitioner", cfg.partitioner)
+    return getattr(schema, "kind", "edge_cut")
+
+
+def declared(node: Any) -> type[StrategyConfig]:
+    """The declarations of the strategy option ``node`` (``cfg.strategy``), torch-free where
+    they are: its registered schema; else a :class:`StrategyConfig` subclass with the same
+    ``_target_`` in the ``config`` module beside the class's module (the layout of
+    ``strategies/<name>/``); else the class itself is imported and its ``schema`` read."""
+    schema = registry.schema_of("strategy", node)
+    if isinstance(schema, type) and issubclass(schema, StrategyConfig):
+        return schema
+    target = str(node.get("_target_") or "")
+    module = target.rpartition(".")[0]
+    package = module.rpartition(".")[0]
+    if package:
+        try:
+            found = importlib.util.find_spec(f"{package}.config")
+        except (ImportError, ValueError):
+            found = None
+        if found is not None:
+            config = importlib.import_module(f"{package}.config")
+            for obj in vars(config).values():
+                if (isinstance(obj, type) and issubclass(obj, StrategyConfig)
+                        and getattr(obj, "_target_", None) == target):
+                    return obj
+    from hydra.utils import get_object
+
+    return get_object(target).schema
