@@ -8,6 +8,13 @@ shared host's drift falls on both; a pair's ratio is gnnscale's wall time over t
 script's, and the suite reports medians of the times and of the ratios, and each run's
 ``startup`` phases (results.json) for where the time went. Needs Cora's raw files (the
 shared datasets folder, or ``data/cora/raw``); skipped with a reason without them.
+
+Two rows need no data: ``config_error``, the wall time of a command whose config is wrong
+(:data:`BAD`: it must exit with status 2, and its ``-X importtime`` log must show no torch),
+alternated with ``python -c "import torch"`` for scale; and ``imports``, the wall time of
+importing torch, torch with ``torch._dynamo`` (what PyG's ``import torch_geometric`` pulls in),
+PyG itself and gnnscale's rank module, round-robin, so that the cost of PyG's dynamo import is
+measured.
 """
 
 from __future__ import annotations
@@ -57,6 +64,14 @@ VARIANTS = [("data_1rank", ["dist.world_size=1"]),
             ("offload_2ranks", ["strategy=offload", "model.gcn_norm=graph",
                                 "dist.world_size=2", "strategy.chunks=2"])]
 QUICK = ["data_1rank", "data_2ranks"]
+#: a config error the launcher decides alone (the issue's example); default world size 2, so
+#: the fork server is started as for a real run
+BAD = ["partitioner=metis", "partitioner.imbalance=0.9"]
+#: import costs, each a whole ``python -c`` process
+IMPORTS = {"python": "pass", "torch": "import torch",
+           "torch_dynamo": "import torch, torch._dynamo",
+           "torch_geometric": "import torch_geometric",
+           "gnnscale_rank": "import gnnscale.runner.worker"}
 
 
 def cora_raw() -> Path | None:
@@ -95,12 +110,60 @@ def paired(plain: list[str], ours: list[str], repeats: int, cwd: Path) -> dict:
             "ratio_max": max(ratios), "plain_runs": a, "gnnscale_runs": b}
 
 
+def config_error(repeats: int, work: Path) -> dict:
+    """Wall time of :data:`BAD` (status 2, torch never imported), alternated with ``import
+    torch`` for scale."""
+    bad = [sys.executable, str(ROOT / "train.py"), f"hydra.run.dir={work / 'bad'}",
+           f"data_root={work / 'bad-data'}", *BAD]
+    torch = [sys.executable, "-c", "import torch"]
+    ours, ref = [], []
+    for i in range(repeats):
+        for cmd in ((bad, torch) if i % 2 == 0 else (torch, bad)):
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+            took = time.perf_counter() - t0
+            if cmd is bad:
+                if proc.returncode != 2 or not proc.stderr.startswith("error: "):
+                    raise RuntimeError(f"{' '.join(BAD)}: expected status 2 and one error line, "
+                                       f"got {proc.returncode}: {proc.stderr[-2000:]}")
+                ours.append(took)
+            else:
+                ref.append(took)
+    log = subprocess.run([sys.executable, "-X", "importtime", *bad[1:]], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "GNNSCALE_START_METHOD": "spawn"}).stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in log.splitlines()
+                if line.startswith("import time")}
+    return {"command": " ".join(BAD), "gnnscale_s": statistics.median(ours),
+            "import_torch_s": statistics.median(ref), "runs": ours,
+            "torch_imported": "torch" in imported, "pyg_imported": "torch_geometric" in imported}
+
+
+def import_costs(repeats: int) -> dict:
+    """Median wall time of each :data:`IMPORTS` process, round-robin; what PyG's import of
+    ``torch._dynamo`` costs is ``torch_dynamo - torch``."""
+    times: dict[str, list[float]] = {k: [] for k in IMPORTS}
+    for _ in range(repeats):
+        for key, code in IMPORTS.items():
+            times[key].append(wall([sys.executable, "-c", code], ROOT))
+    out = {f"{k}_s": statistics.median(v) for k, v in times.items()}
+    out["dynamo_s"] = out["torch_dynamo_s"] - out["torch_s"]
+    out["dynamo_share_of_pyg"] = out["dynamo_s"] / (out["torch_geometric_s"] - out["python_s"])
+    return out
+
+
 def run(quick: bool = False) -> dict:
+    repeats = 3 if quick else 5
+    work = Path(tempfile.mkdtemp(prefix="gnnscale-startup-"))
+    try:
+        fixed = {"config_error": config_error(repeats + 2, work),
+                 "imports": import_costs(repeats)}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     raw = cora_raw()
     if raw is None:
-        return {"config": {}, "results": {"skipped": "Cora's raw files are not here (put "
-                                          "ind.cora.* in data/cora/raw)"}, "ratios": {}}
-    repeats = 3 if quick else 5
+        return {"config": {}, "results": {**fixed, "skipped": "Cora's raw files are not here "
+                                          "(put ind.cora.* in data/cora/raw)"}, "ratios": {}}
     work = Path(tempfile.mkdtemp(prefix="gnnscale-startup-"))
     try:
         shutil.copytree(raw, work / "pyg" / "Cora" / "raw")
@@ -128,10 +191,13 @@ def run(quick: bool = False) -> dict:
             k.replace("plain", "one_run").replace("gnnscale", "sweep5"): v
             for k, v in paired(one, sweep, max(2, repeats - 2), ROOT).items()}
         results["startup_phases"] = phases
+        results.update(fixed)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ratios = {f"{k}_vs_plain_pyg": v["ratio_median"] for k, v in results.items()
               if isinstance(v, dict) and "ratio_median" in v and k != "sweep5_vs_one_run"}
     ratios["sweep5_vs_one_run"] = results["sweep5_vs_one_run"]["ratio_median"]
+    ratios["config_error_vs_import_torch"] = (results["config_error"]["gnnscale_s"]
+                                              / results["config_error"]["import_torch_s"])
     return {"config": {"repeats": repeats, "command": " ".join(TINY), "cpus": os.cpu_count()},
             "results": results, "ratios": ratios}

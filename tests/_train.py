@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -26,3 +30,42 @@ def make_cfg(tmp_path: Path, *overrides: str, run: str = "run") -> DictConfig:
 
 TINY = ("dataset=synthetic", "dataset.preset=tiny", "model.hidden=32", "model.num_layers=2",
         "sampler.fanouts=[5,5]", "strategy.batch_size=128", "eval_batch_size=512", "logger=none")
+
+
+def rank_pids(launcher: int) -> list[int]:
+    """The ranks of a launcher: its spawned children, or the children of its fork server."""
+    kids: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            kids.setdefault(ppid, []).append(int(entry.name))
+        except (ValueError, OSError, IndexError):
+            continue
+
+    def cmd(pid: int) -> str:
+        return (Path(f"/proc/{pid}/cmdline").read_text()).replace("\0", " ")
+
+    ranks = []
+    for kid in kids.get(launcher, []):
+        if "spawn_main" in cmd(kid):
+            ranks.append(kid)
+        elif "forkserver import main" in cmd(kid):
+            ranks += kids.get(kid, [])
+    return sorted(ranks)
+
+
+def act_when_training(run_dir: Path, act: Callable[[list[int]], None],
+                      deadline_s: float = 120) -> threading.Thread:
+    """A thread that waits until the ranks of a run in this process write their first epoch,
+    then calls ``act(ranks)`` with their pids (the children of this process's fork server):
+    a test signals a rank while :func:`gnnscale.runner.run.run` trains in the main thread."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + deadline_s
+        while not (run_dir / "metrics.jsonl").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        act(rank_pids(os.getpid()))
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread

@@ -6,7 +6,6 @@ declarations) is what the implementations say."""
 from __future__ import annotations
 
 import ast
-import os
 import re
 import subprocess
 import sys
@@ -55,36 +54,6 @@ def test_schemas_load_without_torch():
               if (m := re.search(r"/schema/(\w+/\w+)@", yaml.read_text()))}
     assert wanted and wanted <= stored, sorted(wanted - stored)
     assert out[1] == "[]", out
-
-
-ERRORS = [
-    (["partitioner=metis", "partitioner.imbalance=0.9"], "partitioner.imbalance"),
-    (["strategy=split", "deps=depcache"], "deps=depcomm or deps=hybrid"),
-    (["strategy=fullgraph", "partitioner=oec", "deps=hybrid", "dist.world_size=2"],
-     "deps=depcomm only"),
-    (["sampler.fanouts=[5]", "model.num_layers=2"], "one fanout per layer"),
-    (["strategy=offload", "model=gcn", "strategy.chunks=0"], "strategy.chunks"),
-    (["model=gat", "model.hidden=30"], "multiple of model.heads"),
-]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(("overrides", "says"), ERRORS, ids=[e[1] for e in ERRORS])
-def test_a_config_error_is_reported_before_torch_is_imported(tmp_path, overrides, says):
-    """Status 2 and one ``error:`` line, with torch, numpy and PyG never imported (the data
-    folder is not even created: no dataset is processed for an error the config decides)."""
-    env = {**os.environ, "GNNSCALE_START_METHOD": "spawn"}  # no fork server importing torch
-    proc = subprocess.run([sys.executable, "-X", "importtime", "train.py",
-                           f"hydra.run.dir={tmp_path / 'run'}", f"data_root={tmp_path / 'data'}",
-                           "dataset.preset=tiny", *overrides], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
-    message = [line for line in proc.stderr.splitlines() if not line.startswith("import time")]
-    assert message[0].startswith("error: ") and says in message[0], message
-    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()
-                if line.startswith("import time")}
-    assert not imported & {"torch", "numpy", "torch_geometric"}, sorted(imported)[:20]
-    assert not (tmp_path / "data").exists()
 
 
 def dataset_options(tmp_path: Path) -> list[list[str]]:

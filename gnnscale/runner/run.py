@@ -16,6 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from gnnscale import registry
+from gnnscale.distributed.schemas import under_torchrun
 from gnnscale.errors import ConfigError
 from gnnscale.runner.phases import LAUNCH_ENV, Phases
 from gnnscale.runner.validate import strategy_class, validate
@@ -56,6 +57,9 @@ def run(cfg: DictConfig) -> dict:
     run_dir = Path(cfg_dict["run_dir"])
     run_dir.mkdir(parents=True, exist_ok=True)
     ranks = launcher(cfg)
+    if ranks.world_size == 1 and not under_torchrun():  # the launcher trains it: its imports
+        with phases.time("rank_imports"):
+            import gnnscale.runner.worker  # noqa: F401
     os.environ[LAUNCH_ENV] = repr(time.time())
     try:
         results = ranks.launch(rank_main, cfg_dict, str(run_dir))[0]
