@@ -11,6 +11,9 @@ from gnnscale.errors import ConfigError, UserError
 
 def check_config(cfg: DictConfig) -> None:
     """Checks that need no data."""
+    from gnnscale.tasks.schemas import check_task_config
+
+    check_task_config(cfg)
     if cfg.epochs < 1:
         raise ConfigError(f"epochs must be >= 1, got {cfg.epochs}")
     if cfg.eval_every < 0:
@@ -109,7 +112,22 @@ def check_data(cfg: DictConfig, graph: GraphStore) -> None:
     if graph.num_nodes < world:
         raise ConfigError(f"dataset {graph.name} has {graph.num_nodes} vertices, fewer than "
                           f"dist.world_size={world} ranks: use at most {graph.num_nodes} ranks")
-    strategy_class(cfg).check(cfg, Checked.build(cfg, graph))
+    task = build_task(cfg)
+    graph = task.prepare(graph, cfg.data_root, cfg.seed)  # processed once, here
+    strategy_class(cfg).check(cfg, Checked.build(cfg, graph, task))
+
+
+def build_task(cfg: DictConfig):
+    """The task of ``cfg`` (node classification when the config names none)."""
+    from gnnscale import registry
+    from gnnscale.tasks.node import NodeTask
+
+    if cfg.get("task") is None:
+        return NodeTask()
+    try:
+        return registry.build(cfg.task)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"task: {err}") from err
 
 
 def validate(cfg: DictConfig) -> None:

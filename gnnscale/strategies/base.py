@@ -41,39 +41,45 @@ if TYPE_CHECKING:
     from gnnscale.models.base import GNN
     from gnnscale.optim.base import OptimizerFactory
     from gnnscale.partition.provider import PartitionProvider
+    from gnnscale.tasks.base import Task
 
 
 @dataclass
 class Checked:
     """What the launcher built once from a config, for every strategy check to read (nothing
-    is rebuilt to validate): the loaded graph, the model and the dependency manager."""
+    is rebuilt to validate): the loaded graph (as the task prepared it), the model, the
+    dependency manager and the task."""
 
     graph: GraphStore
     model: GNN
     deps: DependencyManager
+    task: Task | None = None
 
     @classmethod
-    def build(cls, cfg: DictConfig, graph: GraphStore) -> Checked:
+    def build(cls, cfg: DictConfig, graph: GraphStore, task: Task | None = None) -> Checked:
         """Build the model and the deps manager of ``cfg`` for ``graph`` (one pass)."""
         from gnnscale import registry
         from gnnscale.distributed.launch import private_temp_dir
 
+        out = graph.num_classes if task is None else task.out_channels(graph)
         try:
             with private_temp_dir():  # PyG writes its generated modules to the temp folder
                 model = registry.build(cfg.model, in_channels=graph.num_features,
-                                       out_channels=graph.num_classes)
+                                       out_channels=out)
         except (ValueError, TypeError, RuntimeError) as err:
             raise ConfigError(f"model: {err}") from err
         try:
             deps = registry.build(cfg.deps)
         except (ValueError, TypeError) as err:
             raise ConfigError(f"deps: {err}") from err
-        return cls(graph=graph, model=model, deps=deps)
+        return cls(graph=graph, model=model, deps=deps, task=task)
 
 
 @dataclass
 class RunContext:
-    """Runtime objects a strategy works with (each built from its own sub-config)."""
+    """Runtime objects a strategy works with (each built from its own sub-config). ``task``
+    (default: node classification on ``graph``) owns the loss and the metrics; ``graph`` is
+    the graph it prepared (for link prediction, the message graph)."""
 
     topo: Topology
     graph: GraphStore
@@ -84,6 +90,14 @@ class RunContext:
     partition: PartitionProvider
     optim: OptimizerFactory
     seed: int
+    task: Task | None = None
+
+    def __post_init__(self) -> None:
+        if self.task is None:
+            from gnnscale.tasks.node import NodeTask
+
+            self.task = NodeTask()
+            self.task.prepare(self.graph)
 
 
 class Strategy(ABC):
@@ -135,9 +149,13 @@ class Strategy(ABC):
     def check(cls, cfg: DictConfig, built: Checked) -> None:
         """Raise :class:`ConfigError` for a config (or dataset) this strategy cannot run."""
         graph = built.graph
-        if cfg.dataset is not None and (graph.x is None or graph.y is None
-                                        or graph.train_idx is None):
-            raise ConfigError(f"dataset {graph.name} lacks features, labels or a training split")
+        if cfg.dataset is not None:
+            task = built.task
+            if task is None:
+                from gnnscale.tasks.node import NodeTask
+
+                task = NodeTask()
+            task.check(graph, cfg.dist.world_size)
         if cls.samples:
             check_fanouts(cfg)
             check_weighted_blocks(cfg, cls)
@@ -163,12 +181,10 @@ class Strategy(ABC):
 
     def evaluate(self, batch_size: int, splits: tuple[str, ...] = ("val", "test")
                  ) -> dict[str, float]:
-        """``<split>_acc`` per split, the same on every reporting rank (collective on
+        """The task's metrics per split, the same on every reporting rank (collective on
         :attr:`group`). Default: layer-wise full-neighbourhood inference."""
-        from gnnscale.evaluation.evaluate import evaluate
-
-        return evaluate(self.module, self.ctx.graph, self.ctx.topo.device, batch_size, splits,
-                        group=self.group)
+        return self.ctx.task.evaluate(self.module, self.ctx.graph, self.ctx.topo.device,
+                                      batch_size, splits, group=self.group)
 
     @property
     def module(self) -> torch.nn.Module:
@@ -289,7 +305,7 @@ class SamplingStrategy(Strategy):
         """The global mini-batches of ``epoch`` (the shared, seeded schedule)."""
         from gnnscale.sampling.schedule import epoch_batches
 
-        return epoch_batches(self.ctx.graph.train_idx, self.batch_size, self.ctx.seed, epoch,
+        return epoch_batches(self.ctx.task.train_items(), self.batch_size, self.ctx.seed, epoch,
                              min_size=self.ctx.topo.world_size)
 
     def num_steps(self, epoch: int) -> int:
