@@ -284,3 +284,45 @@ def test_pair_rows_on_one_rank():
     assert torch.equal(zu, rows[[1, 4]]) and torch.equal(zv, rows[[5, 0]])
     with pytest.raises(ValueError, match="endpoint 3"):
         pair_rows(rows, RowLocator.build(row_ids), torch.tensor([3]), torch.tensor([1]), 11)
+
+
+# -- composition: the task group and its one-line refusals --------------------------------------
+@pytest.mark.parametrize("override,message", [
+    ("task.num_negatives=0", "at least one negative"),
+    ("task.eval_negatives=0", "at least one negative"),
+    ("task.val_fraction=0.95", "leaves no training edge"),
+    ("task.test_fraction=0", "must lie in"),
+    ("metric=acc", "not a metric of task=link"),
+    ("task.hits_k=[0]", "K >= 1"),
+    ("strategy=auto", "pick a strategy"),
+])
+def test_bad_link_configs_fail_before_anything_loads(tmp_path, override, message):
+    from gnnscale.runner.validate import check_config
+    from tests._train import TINY, make_cfg
+
+    cfg = make_cfg(tmp_path, *TINY, "task=link", override)
+    with pytest.raises(ConfigError, match=message):
+        check_config(cfg)
+
+
+def test_node_task_refuses_link_metrics(tmp_path):
+    from gnnscale.runner.validate import check_config
+    from tests._train import TINY, make_cfg
+
+    with pytest.raises(ConfigError, match="not a metric of task=node"):
+        check_config(make_cfg(tmp_path, *TINY, "metric=mrr"))
+
+
+def test_link_needs_features(tmp_path):
+    from gnnscale.runner.validate import check_data
+    from tests._train import TINY, make_cfg
+
+    g = ring_graph()
+    np.savez(tmp_path / "g.npz", edge_index=g.edge_index().numpy())
+    keep = [o for o in TINY if not o.startswith("dataset")]
+    cfg = make_cfg(tmp_path, *keep, "task=link", "dataset=custom",
+                   f"dataset.path={tmp_path / 'g.npz'}", "dist.world_size=1")
+    from gnnscale.runner.validate import open_dataset
+
+    with pytest.raises(ConfigError, match="no node features"):
+        check_data(cfg, open_dataset(cfg))
