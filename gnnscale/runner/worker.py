@@ -124,9 +124,14 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
                 stopped = {"after_epoch": epoch - 1, "reason": reason}
                 break
             bar = _progress(cfg, leader, epoch, strategy)
+            pair_stats = getattr(ctx.task, "stats", None)  # link: endpoint rows exchanged
+            if pair_stats is not None:
+                pair_stats.reset()
             t_epoch = time.perf_counter()
             local = strategy.train_epoch(epoch, bar)
             phases.add("epochs", time.perf_counter() - t_epoch)
+            if pair_stats is not None and reports:
+                local["bytes_pair_exchange"] = float(pair_stats.bytes_sent)
             if bar is not None:
                 bar.close()
             if not reports:
