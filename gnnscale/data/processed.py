@@ -1,5 +1,9 @@
 """The processed on-disk format: one ``.npy`` per array plus ``meta.json``.
 
+The arrays are the graph store's (:data:`ARRAYS`) and, for a graph that carries a link
+prediction split, its edge arrays (``GraphStore.links``: ``train_pos``, ``val_pos``, ...),
+which enter the checksum only when present.
+
 ``meta.json`` records every array's shape, dtype and SHA-256 digest, the scalar fields and a
 checksum over all of them. ``load`` memory-maps the arrays copy-on-write: ranks on one host
 share the page cache, nothing is copied until (unless) someone writes.
