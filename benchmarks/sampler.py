@@ -14,6 +14,10 @@ rows (500k ids from a 2.4M-row table / 50k from 240k) and is compared, as bytes 
 second, with a plain contiguous copy of the table and with ``torch.index_select``;
 ``gather_huge_pages`` repeats the gather from a copy of the table on transparent huge pages
 (``empty_huge``), which spares most TLB misses of random row reads.
+
+Negative sampling (link prediction, ``gnnscale.ops.sampling.negative_sample``): negatives per
+second for 1M / 100k positives of the same graph, ``uniform`` and ``per_source``, with and
+without rejecting the graph's edges, 1 thread vs all threads, alternated.
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ import torch
 from benchmarks import median_time, ratio
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.synthetic import generate
+from gnnscale.ops.sampling import negative_sample
 from gnnscale.sampling.gather import empty_huge, gather_rows
 from gnnscale.sampling.neighbor import NeighborSampler
+from gnnscale.tasks.negatives import sorted_csc
 
 FANOUTS = [15, 10, 5]
 BATCH = 1024
@@ -136,6 +142,30 @@ def _gather(rows: int, ids: int, repeats: int) -> dict:
     }
 
 
+def _negatives(graph: GraphStore, positives: int, repeats: int, threads: int) -> dict:
+    """Negatives per second (4 per positive) for each kind, with and without edge rejection,
+    with 1 thread and ``threads``, measured alternately."""
+    indptr, indices = sorted_csc(graph.indptr, graph.indices)
+    keys = torch.arange(positives)
+    gen = torch.Generator().manual_seed(0)
+    src = torch.randint(0, graph.num_nodes, (positives,), generator=gen)
+    out = {}
+    for kind in ("uniform", "per_source"):
+        for reject in (False, True):
+            kw = dict(sources=src if kind == "per_source" else None,
+                      indptr=indptr if reject else None, indices=indices if reject else None)
+            t1, tn = [], []
+            for _ in range(repeats):
+                t1.append(median_time(lambda kw=kw: negative_sample(
+                    graph.num_nodes, keys, 4, 0, num_threads=1, **kw), 1))
+                tn.append(median_time(lambda kw=kw: negative_sample(
+                    graph.num_nodes, keys, 4, 0, num_threads=threads, **kw), 1))
+            name = f"{kind}{'_reject_edges' if reject else ''}"
+            out[name] = {"one_thread": 4 * positives / statistics.median(t1),
+                         "all_threads": 4 * positives / statistics.median(tn)}
+    return out
+
+
 def run(quick: bool) -> dict:
     scale, batches_n, repeats = (0.01, 16, 7) if quick else (0.1, 30, 5)
     rows, ids = (240_000, 50_000) if quick else (2_400_000, 500_000)
@@ -146,15 +176,19 @@ def run(quick: bool) -> dict:
     ours = speed["all_threads"]
     pyg, reason = _pyg_edges_per_s(graph, batches, repeats)
     gather = _gather(rows, ids, repeats)
+    positives = 100_000 if quick else 1_000_000
+    negatives = _negatives(graph, positives, repeats, threads)
     results = {"edges_per_s": speed, "gnnscale_edges_per_s": ours, "pyg_edges_per_s": pyg,
-               "sampled_edges_per_batch": edges_per_batch, **gather}
+               "sampled_edges_per_batch": edges_per_batch, **gather,
+               "negatives_per_s": negatives}
     if reason:
         results["pyg_skipped"] = reason
     return {
         "config": {"num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
                    "fanouts": FANOUTS, "batch_size": BATCH, "batches": batches_n,
                    "threads": threads, "gather_table": [rows, 100],
-                   "gather_ids": ids, "repeats": repeats, "graph": PRODUCTS_LIKE | {"scale": scale},
+                   "gather_ids": ids, "repeats": repeats, "negative_positives": positives,
+                   "negatives_per_positive": 4, "graph": PRODUCTS_LIKE | {"scale": scale},
                    "pyg_reference_edges_per_s": PYG_REFERENCE_EDGES_PER_S},
         "results": results,
         "ratios": {
@@ -172,5 +206,11 @@ def run(quick: bool) -> dict:
                                           gather["copy_gb_per_s"]),
             "gather_vs_index_select": ratio(gather["gather_gb_per_s"],
                                             gather["index_select_gb_per_s"]),
+            "negatives_reject_over_plain": ratio(
+                negatives["uniform_reject_edges"]["all_threads"],
+                negatives["uniform"]["all_threads"]),
+            "negatives_all_over_one_thread": ratio(
+                negatives["uniform_reject_edges"]["all_threads"],
+                negatives["uniform_reject_edges"]["one_thread"]),
         },
     }

@@ -34,6 +34,7 @@ GROUPS = {
     "deps": "gnnscale.deps",
     "strategy": "gnnscale.strategies",
     "optim": "gnnscale.optim",
+    "task": "gnnscale.tasks",
     "dist": "gnnscale.distributed",
     "logger": "gnnscale.runner.loggers",
 }

@@ -41,9 +41,13 @@ class StopRule(str, Enum):
 class Metric(str, Enum):
     """The metric reported first (and selecting the epoch under ``select=metric``)."""
 
-    auto = "auto"  # rocauc for binary tasks, else acc
+    auto = "auto"  # task=node: rocauc for binary tasks, else acc; task=link: auc
     acc = "acc"
     rocauc = "rocauc"
+    auc = "auc"  # task=link: ROC-AUC of the scored pairs
+    ap = "ap"  # task=link: average precision
+    hits = "hits"  # task=link: Hits@K of the first task.hits_k
+    mrr = "mrr"  # task=link: mean reciprocal rank
 
 
 @dataclass
@@ -58,6 +62,7 @@ class EarlyStopConfig:
 class RootConfig:
     """The top-level config: one option per group, then the run's own keys."""
 
+    task: Any = MISSING
     dataset: Any = MISSING
     model: Any = MISSING
     sampler: Any = MISSING

@@ -38,6 +38,8 @@ def label(cfg: dict) -> str:
         name += " (split per seed)"
     if ds.get("largest_component"):
         name += " (largest component)"
+    if str(cfg.get("task", {}).get("_target_", "")).endswith(".LinkTask"):
+        name += " (link prediction)"
     if cfg.get("select", "metric") != "metric":
         model += f", select={cfg['select']}"
     return f"{name} / {model} / {strategy} / {cfg.get('dist', {}).get('world_size', '?')} ranks"
@@ -101,24 +103,34 @@ def tail_mean(res: dict, metric: str, n: int) -> float | None:
     return 100 * statistics.mean(values[-n:]) if values else None
 
 
-def summarize(groups: dict[str, list[dict]], tail: int | None = None) -> list[dict]:
+def summarize(groups: dict[str, list[dict]], tail: int | None = None,
+              metric: str | None = None) -> list[dict]:
+    """Per group, the test figure at the selected epoch (mean +- std over seeds); ``metric``
+    names another metric than the run's own (e.g. ``ap`` beside link prediction's ``auc``)."""
     rows = []
     for runs in groups.values():
         s0 = runs[0]["summary"]
-        metric = s0.get("metric", "acc")
-        done = [(r, r["summary"].get("test_at_best_val", r["summary"].get("test_acc_at_best_val")))
-                for r in runs]
+        own = s0.get("metric", "acc")
+        if metric is None or metric == own:
+            metric_name = own
+            done = [(r, r["summary"].get("test_at_best_val",
+                                         r["summary"].get("test_acc_at_best_val")))
+                    for r in runs]
+        else:
+            metric_name = metric
+            done = [(r, r["summary"].get(f"test_{metric}_at_best_val")) for r in runs]
+        metric_used = metric_name
         done = [(r, 100 * v) for r, v in done if v is not None]  # unfinished runs left out
         values = [v for _, v in done]
         rows.append({
-            "group": label(runs[0]["config"]), "metric": metric, "seeds": len(values),
+            "group": label(runs[0]["config"]), "metric": metric_used, "seeds": len(values),
             "mean": statistics.mean(values) if values else None,
             "std": statistics.stdev(values) if len(values) > 1 else 0.0,
             "runs": [{"seed": r["config"].get("seed"), "value": v, "path": r["path"]}
                      for r, v in done],
         })
         if tail:
-            tails = [tail_mean(r, metric, tail) for r, _ in done]
+            tails = [tail_mean(r, metric_used, tail) for r, _ in done]
             for run, t in zip(rows[-1]["runs"], tails):
                 run["tail"] = t
             tails = [t for t in tails if t is not None]
@@ -165,12 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="write the table as JSON here")
     p.add_argument("--merge", action="store_true",
                    help="keep --out's other groups, replacing those measured again")
+    p.add_argument("--metric", help="report this test metric (at the selected epoch) instead "
+                   "of the run's own, e.g. ap for link prediction")
     p.add_argument("--tail", type=int, metavar="N",
                    help="also the test metric averaged over each run's last N evaluated epochs")
     args = p.parse_args(argv)
     if args.tail is not None and args.tail < 1:
         p.error(f"--tail must be >= 1, got {args.tail}")
-    rows = summarize(collect(args.dirs), args.tail)
+    rows = summarize(collect(args.dirs), args.tail, args.metric)
     if not rows:
         print(f"no results.json below {', '.join(args.dirs)}", file=sys.stderr)
         return 1

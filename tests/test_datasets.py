@@ -166,7 +166,10 @@ def test_synthetic_dataset_caches_by_parameters(tmp_path, tiny_graph):
 def test_every_dataset_config_composes_and_builds(tmp_path):
     from hydra import compose, initialize_config_dir
 
-    for module in ("synthetic", "planetoid", "npz", "heterophilous", "ogb", "custom"):
+    from gnnscale.data.ogbl import OgbLinkDataset
+
+    for module in ("synthetic", "planetoid", "npz", "heterophilous", "ogb", "custom",
+                   "ogbl"):
         __import__(f"gnnscale.data.{module}")
     user_file = tmp_path / "g.npz"
     np.savez(user_file, edge_index=np.array([[0], [1]]))
@@ -177,7 +180,8 @@ def test_every_dataset_config_composes_and_builds(tmp_path):
                 "pubmed": PlanetoidDataset, "computers": NpzDataset, "photo": NpzDataset,
                 "cs": NpzDataset, "physics": NpzDataset, "tolokers": HeterophilousDataset,
                 "arxiv": OgbNodeDataset, "products": OgbNodeDataset,
-                "papers100m": OgbNodeDataset, "custom": CustomDataset}
+                "papers100m": OgbNodeDataset, "custom": CustomDataset,
+                **dict.fromkeys(("collab", "ppa", "ddi", "citation2"), OgbLinkDataset)}
     options = sorted(p.stem for p in (CONFIGS / "dataset").glob("*.yaml"))
     assert set(expected) <= set(options)
     with initialize_config_dir(str(CONFIGS), version_base=None):

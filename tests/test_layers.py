@@ -15,9 +15,10 @@ LAYERS = {
     "errors": 0, "registry": 0, "schema": 0, "ops": 0,
     "data": 1,
     "partition": 2, "sampling": 2, "cache": 2, "deps": 2, "models": 2, "optim": 2,
-    "distributed": 2, "evaluation": 2, "compare": 2, "cost": 2,
+    "distributed": 2, "evaluation": 2, "compare": 2, "cost": 2, "tasks": 2,
     "strategies": 3,
     "runner": 4,
+    "embed": 4,
 }
 #: modules that are command lines: they sit above everything and may import anything
 ENTRY_POINTS = ("__main__", "cli")

@@ -9,7 +9,11 @@
 * a split as ``train_mask``/``val_mask``/``test_mask`` (boolean ``[N]``) or
   ``train_idx``/``val_idx``/``test_idx`` (node ids); without one a seeded random split of the
   labelled nodes by ``train_ratio``/``val_ratio`` is made;
-* ``edge_weight`` ``[E]``, optional.
+* ``edge_weight`` ``[E]``, optional;
+* a link-prediction split, optional (``task=link`` scores it as given): ``train_pos``,
+  ``val_pos``, ``test_pos`` and, optionally, ``val_neg``, ``test_neg``, each ``[2, E]``
+  integer node ids (row 0 source, row 1 target); negatives with ``k`` consecutive columns per
+  positive, each with its positive's source, are ranked per positive for MRR.
 
 The graph is symmetrized unless ``symmetrize=false``; repeated edges are merged.
 
@@ -43,14 +47,14 @@ from gnnscale.data.convert import (
     scan_npz,
     size_text,
 )
-from gnnscale.data.graph import GraphStore
+from gnnscale.data.graph import LINK_ARRAYS, GraphStore
 from gnnscale.data.schemas import CustomConfig
 from gnnscale.errors import ConfigError
 
 SPLITS = ("train", "val", "test")
 SCALARS = ("num_nodes", "num_classes")
 SPLIT_ARRAYS = tuple(f"{s}_{kind}" for s in SPLITS for kind in ("mask", "idx"))
-KNOWN = ("edge_index", "x", "y", "edge_weight", *SCALARS, *SPLIT_ARRAYS)
+KNOWN = ("edge_index", "x", "y", "edge_weight", *SCALARS, *SPLIT_ARRAYS, *LINK_ARRAYS)
 CEILING_KEY = "dataset.max_member_gb"
 INT64_MAX = np.iinfo(np.int64).max
 
@@ -80,6 +84,10 @@ def _check_declared(members: dict[str, NpzMember], claimed: int | None, path: Pa
     if num_edges is not None and n is not None and num_edges > max(n * n, 1 << 20):
         refuse("edge_index", f"edge_index declares {num_edges} edges for {n} nodes, more than "
                f"the {n * n} ordered pairs of nodes")
+    for name in LINK_ARRAYS:
+        if name in shape and n is not None and shape[name][1] > max(n * n, 1 << 20):
+            refuse(name, f"{name} declares {shape[name][1]} edges for {n} nodes, more than "
+                   f"the {n * n} ordered pairs of nodes")
     top = n if n is not None else max(2 * (num_edges or 0), 1)  # the ids must be dense then
     for name in SPLIT_ARRAYS:
         if name not in shape:
@@ -201,12 +209,12 @@ def _check_shape(name: str, shape: tuple[int, ...], dtype: np.dtype, path: Path,
 
     if dtype.kind not in "biuf":
         fail(f"{name} holds {dtype} values: save plain numeric arrays")
-    if name == "edge_index":
+    if name == "edge_index" or name in LINK_ARRAYS:
         if len(shape) != 2 or shape[0] != 2:
-            fail(f"edge_index must have shape [2, E], got {tuple(shape)}")
+            fail(f"{name} must have shape [2, E], got {tuple(shape)}")
         if dtype.kind not in "iu":
-            fail(f"edge_index must hold integer ids, got {dtype}: save it with an integer "
-                 "dtype, e.g. edge_index.astype(np.int64)")
+            fail(f"{name} must hold integer ids, got {dtype}: save it with an integer "
+                 f"dtype, e.g. {name}.astype(np.int64)")
     elif name == "x" and len(shape) not in (1, 2):
         fail(f"x must be [N, F] (one feature row per node; [N] for one feature), got shape "
              f"{tuple(shape)}: flatten each node's features, e.g. x.reshape(len(x), -1)")
@@ -323,11 +331,17 @@ def graph_from_arrays(arrays: dict, path: Path, symmetrize: bool, train_ratio: f
         check_num_classes(num_classes, largest, str(path))  # before a layer is sized by it
     else:
         num_classes = largest + 1
+    links = {}
+    for name in LINK_ARRAYS:  # a link-prediction split, scored as given (task=link)
+        if arrays.get(name) is not None:
+            a = _numpy(arrays[name], name, path)
+            _check_shape(name, a.shape, a.dtype, path)
+            links[name] = torch.from_numpy(a.astype(np.int64, copy=False))
     try:
         return GraphStore.from_edge_index(
             ei, num_nodes, symmetrize=symmetrize, edge_weight=arrays.get("edge_weight"),
             x=x, y=y, train_idx=split["train"], val_idx=split["val"], test_idx=split["test"],
-            num_classes=num_classes, name=path.stem,
+            num_classes=num_classes, name=path.stem, links=links,
             meta={"source": str(path), "inferred_classes": arrays.get("num_classes") is None},
         )
     except (TypeError, ValueError) as err:

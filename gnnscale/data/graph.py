@@ -14,6 +14,8 @@ import numpy as np
 import torch
 
 SELF_LOOP_MODES = ("keep", "remove", "add")
+#: Link-prediction split edges a graph may carry (``GraphStore.links``), each ``[2, E]`` int64.
+LINK_ARRAYS = ("train_pos", "val_pos", "val_neg", "test_pos", "test_neg")
 
 
 def check_csc(indptr: torch.Tensor, indices: torch.Tensor, num_nodes: int) -> None:
@@ -47,9 +49,21 @@ def _check_range(ids: torch.Tensor, num_nodes: int, subject: str) -> None:
                              f"{num_nodes} nodes")
 
 
+def check_link_edges(edges: torch.Tensor, num_nodes: int, name: str) -> None:
+    """A link split's edge array: ``[2, E]`` integer ids in ``[0, num_nodes)``."""
+    if name not in LINK_ARRAYS:
+        raise ValueError(f"unknown link split array {name!r}; known: {', '.join(LINK_ARRAYS)}")
+    if edges.dim() != 2 or edges.shape[0] != 2:
+        raise ValueError(f"{name} must have shape [2, E], got {tuple(edges.shape)}")
+    if edges.is_floating_point() or edges.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integer node ids, got {edges.dtype}")
+    _check_range(edges, num_nodes, f"{name} holds")
+
+
 @dataclass
 class GraphStore:
-    """A graph in CSC form plus everything a node-classification run needs."""
+    """A graph in CSC form plus everything a node-classification run needs; ``links`` holds
+    a link-prediction split's edges when the dataset provides one (:data:`LINK_ARRAYS`)."""
 
     indptr: torch.Tensor
     indices: torch.Tensor
@@ -62,6 +76,7 @@ class GraphStore:
     num_classes: int = 0
     name: str = "graph"
     meta: dict = field(default_factory=dict)
+    links: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.indptr.dtype != torch.int64:
@@ -84,6 +99,8 @@ class GraphStore:
             raise ValueError(f"y has {self.y.shape[0]} entries for {n} nodes")
         if self.edge_weight is not None and self.edge_weight.numel() != self.num_edges:
             raise ValueError("edge_weight must have one entry per edge")
+        for name, edges in self.links.items():
+            check_link_edges(edges, n, name)
 
     @property
     def num_nodes(self) -> int:

@@ -1,5 +1,9 @@
 """The processed on-disk format: one ``.npy`` per array plus ``meta.json``.
 
+The arrays are the graph store's (:data:`ARRAYS`) and, for a graph that carries a link
+prediction split, its edge arrays (``GraphStore.links``: ``train_pos``, ``val_pos``, ...),
+which enter the checksum only when present.
+
 ``meta.json`` records every array's shape, dtype and SHA-256 digest, the scalar fields and a
 checksum over all of them. ``load`` memory-maps the arrays copy-on-write: ranks on one host
 share the page cache, nothing is copied until (unless) someone writes.
@@ -34,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnscale.data.graph import GraphStore
+from gnnscale.data.graph import LINK_ARRAYS, GraphStore
 from gnnscale.data.metadata import FORMAT
 from gnnscale.data.publish import publish_folder
 
@@ -77,13 +81,19 @@ def _combine(digests: dict[str, str], num_classes: int) -> str:
     h = hashlib.blake2b(digest_size=16)
     for name in ARRAYS:
         h.update(f"{name}:{digests.get(name, 'none')};".encode())
+    for name in LINK_ARRAYS:  # only when present: a graph without them hashes as it always did
+        if name in digests:
+            h.update(f"{name}:{digests[name]};".encode())
     h.update(str(num_classes).encode())
     return h.hexdigest()
 
 
 def _numpy_arrays(graph: GraphStore) -> dict[str, np.ndarray]:
-    return {name: np.ascontiguousarray(getattr(graph, name).numpy()) for name in ARRAYS
-            if getattr(graph, name) is not None}
+    out = {name: np.ascontiguousarray(getattr(graph, name).numpy()) for name in ARRAYS
+           if getattr(graph, name) is not None}
+    out.update({name: np.ascontiguousarray(graph.links[name].long().numpy())
+                for name in LINK_ARRAYS if name in graph.links})
+    return out
 
 
 def checksum(graph: GraphStore) -> str:
@@ -236,7 +246,7 @@ def _read_meta(path: Path) -> dict:
                 f"{path} has processed format {meta.get('format')}, this gnnscale reads "
                 f"{FORMAT_VERSION}: delete the folder to reprocess"
             )
-        unknown = set(meta["arrays"]) - set(ARRAYS)
+        unknown = set(meta["arrays"]) - set(ARRAYS) - set(LINK_ARRAYS)
         if unknown or not isinstance(meta["num_classes"], int):
             raise KeyError(f"unexpected arrays {sorted(unknown)}" if unknown else "num_classes")
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
@@ -293,7 +303,10 @@ def load(path: str | os.PathLike, mmap: bool = True, verify: bool | None = None)
     try:
         graph = GraphStore(num_classes=meta["num_classes"], name=meta["name"],
                            meta=meta.get("meta", {}),
-                           **{k: torch.from_numpy(a) for k, a in arrays.items()})
+                           links={k: torch.from_numpy(a) for k, a in arrays.items()
+                                  if k in LINK_ARRAYS},
+                           **{k: torch.from_numpy(a) for k, a in arrays.items()
+                              if k not in LINK_ARRAYS})
     except (TypeError, ValueError) as err:
         raise ProcessedDataError(path, path, str(err)) from err
     graph.meta["checksum"] = meta["checksum"]

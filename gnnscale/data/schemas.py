@@ -40,6 +40,13 @@ NPZ_GRAPHS = {
 HETEROPHILOUS_NAMES = ("roman_empire", "amazon_ratings", "minesweeper", "tolokers", "questions")
 HETEROPHILOUS_SPLITS = 10
 # option -> (OGB name, folder, split type, number of classes, binary raw format)
+#: OGB link-prediction graphs: option -> (OGB name, folder, split type, undirected)
+OGBL_GRAPHS = {
+    "collab": ("ogbl-collab", "ogbl_collab", "time", True),
+    "ppa": ("ogbl-ppa", "ogbl_ppa", "throughput", True),
+    "ddi": ("ogbl-ddi", "ogbl_ddi", "target", True),
+    "citation2": ("ogbl-citation2", "ogbl_citation2", "time", False),
+}
 OGB_GRAPHS = {
     "arxiv": ("ogbn-arxiv", "ogbn_arxiv", "time", 40, False),
     "products": ("ogbn-products", "ogbn_products", "sales_ranking", 47, False),
@@ -191,6 +198,36 @@ class OgbConfig(RawDatasetConfig):
     def key(self) -> str:
         """``ogbn-<name>``, ``-directed`` when not symmetrised."""
         return f"ogbn-{self.graph}" + ("" if self.symmetrize else "-directed")
+
+
+@register("dataset", "ogbl")
+@dataclass
+class OgblConfig(RawDatasetConfig):
+    """Options ``collab``, ``ppa``, ``ddi``, ``citation2``: an ``ogbl-*`` graph and its
+    published edge split (``task=link`` scores it as given)."""
+
+    _target_: str = "gnnscale.data.ogbl.OgbLinkDataset"
+    name: str = "collab"
+    symmetrize: bool | None = None  # None: the OGB default (undirected but citation2)
+
+    @property
+    def graph(self) -> str:
+        """The option's short name (``ogbl-`` dropped)."""
+        return self.name.lower().removeprefix("ogbl-").removeprefix("ogbl_")
+
+    def check(self) -> None:
+        """An OGB link-prediction graph."""
+        super().check()
+        if self.graph not in OGBL_GRAPHS:
+            raise ConfigError(f"dataset.name: unknown OGB link dataset {self.name!r}; choose "
+                              f"one of {list(OGBL_GRAPHS)}")
+
+    def key(self) -> str | None:
+        """``ogbl-<graph>``, ``-sym`` when its edges are stored in both directions."""
+        if self.graph not in OGBL_GRAPHS:
+            return None
+        sym = OGBL_GRAPHS[self.graph][3] if self.symmetrize is None else bool(self.symmetrize)
+        return f"ogbl-{self.graph}" + ("-sym" if sym else "")
 
 
 @register("dataset", "custom")

@@ -1,4 +1,5 @@
-"""The sampling domain: ``sample_neighbors`` and ``random_walk_top_k`` (``csrc/sampling/``)."""
+"""The sampling domain: ``sample_neighbors``, ``random_walk_top_k`` and ``negative_sample``
+(``csrc/sampling/``)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,26 @@ def random_walk_top_k(indptr: torch.Tensor, indices: torch.Tensor, targets: torc
     return native().random_walk_top_k(indptr, indices, targets, int(num_walks),
                                       int(walk_length), int(top_k), int(seed), int(hop),
                                       int(num_threads))
+
+
+def negative_sample(num_nodes: int, keys: torch.Tensor, k: int, seed: int, *,
+                    sources: torch.Tensor | None = None, indptr: torch.Tensor | None = None,
+                    indices: torch.Tensor | None = None, max_tries: int = 64,
+                    num_threads: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``k`` negative pairs for each int64 key in ``keys`` (a positive edge's global id):
+    ``(src, dst)``, int64 ``[len(keys) * k]``, the negatives of key ``i`` at
+    ``[i * k, (i + 1) * k)``.
+
+    ``sources`` None draws both endpoints uniformly over ``[0, num_nodes)``; else ``sources[i]``
+    is kept and only the target is drawn (per-source corruption). With a CSC graph
+    (``indptr`` int64, ``indices`` int64/int32, each vertex's in-neighbours sorted ascending) a
+    self loop or an edge ``src -> dst`` of it is drawn again, up to ``max_tries`` times. Key
+    ``i``'s draws come from a counter-based RNG keyed by ``(seed, keys[i])``: the same whatever
+    the batch, rank or thread count. Bad inputs raise a ``RuntimeError`` naming the argument.
+    """
+    empty = torch.empty(0, dtype=torch.int64)
+    mode = 0 if sources is None else 1
+    return native().negative_sample(
+        empty if indptr is None else indptr, empty if indices is None else indices,
+        empty if sources is None else sources.long(), keys.long(), int(num_nodes), int(k),
+        mode, int(seed), int(max_tries), int(num_threads))

@@ -25,6 +25,7 @@ MAX_KEYS = {"epoch_time", "peak_memory", "edge_skew", "peak_device_bytes", "devi
 MEAN_KEYS = {"sample_time", "split_time", "load_time", "compute_time", "comm_time",
              "train_loss", "local_edge_ratio", "replication_alpha", "recompute_time"}
 COLUMNS = ("epoch", "train_loss", "val_loss", "val_acc", "test_acc", "val_rocauc", "test_rocauc",
+           "val_auc", "test_auc", "val_ap", "test_ap", "val_mrr", "test_mrr",
            "epoch_time", "sample_time", "load_time", "compute_time", "comm_time",
            "cache_hit_rate", "bytes_host_to_rank",
            "bytes_rank_to_rank", "local_edge_ratio", "edge_skew", "bytes_shuffled")

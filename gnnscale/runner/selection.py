@@ -26,9 +26,16 @@ from gnnscale.schema import Select, StopRule
 
 def selection_metric(choice: str, history: list[dict]) -> str:
     """The metric reported first: ``acc``, ``rocauc``, or for ``auto`` ROC-AUC when the
-    evaluation reported it (binary tasks: accuracy says little on unbalanced classes)."""
+    evaluation reported it (binary tasks: accuracy says little on unbalanced classes); link
+    prediction: ``auc`` for ``auto``, ``hits`` is the first ``hits@K`` reported."""
+    choice = getattr(choice, "value", choice)
+    if choice == "hits":
+        keys = [k for h in history for k in h if k.startswith("val_hits@")]
+        return keys[0].removeprefix("val_") if keys else "hits"
     if choice != "auto":
         return choice
+    if any("val_auc" in h for h in history):
+        return "auc"
     return "rocauc" if any("val_rocauc" in h for h in history) else "acc"
 
 

@@ -20,11 +20,13 @@ from gnnscale import registry
 from gnnscale.data.metadata import DatasetMeta
 from gnnscale.errors import ConfigError, UserError
 from gnnscale.strategies.config import Checked, StrategyConfig, declared
+from gnnscale.tasks.schemas import check_task_config, task_name
 
 
 def check_config(cfg: DictConfig) -> None:
-    """Every check the config alone decides: the run's own keys, each component's options, the
-    strategy against the rest of the config."""
+    """Every check the config alone decides: the run's own keys, the task's, each component's
+    options, the strategy against the rest of the config."""
+    check_task_config(cfg)
     if cfg.epochs < 1:
         raise ConfigError(f"epochs must be >= 1, got {cfg.epochs}")
     if cfg.eval_every < 0:
@@ -161,7 +163,23 @@ def validate(cfg: DictConfig) -> None:
     decl = declared(cfg.strategy)
     if decl.meta:  # each candidate is validated alone when profiled
         return
-    meta, graph = dataset_meta(cfg)
-    built = Checked.build(cfg, meta)
-    built.loaded = graph
+    if task_name(cfg) == "link":  # the edge split is the task's data: processed once, here
+        graph = prepare_task(cfg, open_dataset(cfg))
+        built = Checked.build(cfg, graph)
+    else:
+        meta, graph = dataset_meta(cfg)
+        built = Checked.build(cfg, meta)
+        built.loaded = graph
     check_dataset(cfg, built, decl)
+
+
+def prepare_task(cfg: DictConfig, graph: Any) -> Any:
+    """The graph ``cfg``'s task trains on (link prediction: the message graph, its split
+    processed once and stored), after the task's own checks on it (imports torch)."""
+    try:
+        task = registry.build(cfg.task)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"task: {err}") from err
+    prepared = task.prepare(graph, cfg.data_root, cfg.seed)
+    task.check(prepared, cfg.dist.world_size)
+    return prepared

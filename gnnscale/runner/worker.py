@@ -27,6 +27,7 @@ from gnnscale.runner.metrics import (
 from gnnscale.runner.phases import LAUNCH_ENV, Phases
 from gnnscale.runner.selection import agree, selected_record, selection_metric, stop_reason
 from gnnscale.strategies.base import RunContext, SamplingStrategy
+from gnnscale.tasks.node import NodeTask
 
 # The fork server preloads this module (distributed/launch.py PRELOAD): importing every option
 # module here (torch, PyG, every strategy) means a forked rank imports nothing more.
@@ -53,11 +54,13 @@ def build_context(topo: Topology, cfg, phases: Phases | None = None) -> RunConte
     phases = phases or Phases()
     registry.load_all()
     with phases.time("dataset"):
-        graph = registry.build(cfg.dataset).load()
+        task = registry.build(cfg.task) if cfg.get("task") is not None else NodeTask()
+        graph = task.prepare(registry.build(cfg.dataset).load(), cfg.data_root, cfg.seed)
     with phases.time("model_build"):
         torch.manual_seed(cfg.seed)  # identical initial parameters on every rank
         model = registry.build(cfg.model, in_channels=graph.num_features,
-                               out_channels=graph.num_classes)
+                               out_channels=task.out_channels(graph))
+        task.attach(model)  # the task's head (a decoder) trains with the model
         model.bind_graph(graph)
     partitions = TimedPartitions(CachedPartitions(graph, cfg.partitioner,
                                                   Path(cfg.data_root) / "partitions"), phases)
@@ -65,7 +68,7 @@ def build_context(topo: Topology, cfg, phases: Phases | None = None) -> RunConte
         topo=topo, graph=graph, model=model,
         sampler=registry.build(cfg.sampler) if cfg.get("sampler") is not None else None,
         cache_policy=registry.build(cfg.cache), deps=registry.build(cfg.deps),
-        partition=partitions, optim=registry.build(cfg.optim), seed=cfg.seed,
+        partition=partitions, optim=registry.build(cfg.optim), seed=cfg.seed, task=task,
     )
 
 
@@ -121,9 +124,14 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
                 stopped = {"after_epoch": epoch - 1, "reason": reason}
                 break
             bar = _progress(cfg, leader, epoch, strategy)
+            pair_stats = getattr(ctx.task, "stats", None)  # link: endpoint rows exchanged
+            if pair_stats is not None:
+                pair_stats.reset()
             t_epoch = time.perf_counter()
             local = strategy.train_epoch(epoch, bar)
             phases.add("epochs", time.perf_counter() - t_epoch)
+            if pair_stats is not None and reports:
+                local["bytes_pair_exchange"] = float(pair_stats.bytes_sent)
             if bar is not None:
                 bar.close()
             if not reports:
@@ -227,7 +235,9 @@ def _save_checkpoint(path: Path, strategy, epoch: int, history: list, cfg, leade
 
 def _epoch_line(r: dict) -> str:
     acc = "".join(f"  {k} {r[k]:.4f}" for k in ("val_acc", "test_acc", "val_rocauc",
-                                                 "test_rocauc") if k in r)
+                                                 "test_rocauc", "val_auc", "test_auc",
+                                                 "val_ap", "test_ap", "val_mrr", "test_mrr")
+                  if k in r)
     return (f"epoch {r['epoch']:>3}  loss {r['train_loss']:.4f}{acc}  "
             f"time {r['epoch_time']:.2f}s (sample {r['sample_time']:.2f} load "
             f"{r['load_time']:.2f} compute {r['compute_time']:.2f} comm {r['comm_time']:.2f})")
@@ -246,7 +256,9 @@ def _results(history: list[dict], cfg, topo: Topology) -> dict:
     last = evaluated[-1] if evaluated else {}
     times = sorted(h["epoch_time"] for h in history)
     summary = {"metric": metric, "select": select}
-    for m in ("acc", "rocauc"):
+    hits = sorted({k.removeprefix("val_") for h in evaluated for k in h
+                   if k.startswith("val_hits@")}, key=lambda k: int(k.partition("@")[2]))
+    for m in ("acc", "rocauc", "auc", "ap", *hits, "mrr"):
         if any(f"val_{m}" in h for h in evaluated):
             summary.update({f"final_val_{m}": last.get(f"val_{m}"),
                             f"final_test_{m}": last.get(f"test_{m}"),

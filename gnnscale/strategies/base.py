@@ -52,11 +52,14 @@ if TYPE_CHECKING:
     from gnnscale.models.base import GNN
     from gnnscale.optim.base import OptimizerFactory
     from gnnscale.partition.provider import PartitionProvider
+    from gnnscale.tasks.base import Task
 
 
 @dataclass
 class RunContext:
-    """Runtime objects a strategy works with (each built from its own sub-config)."""
+    """Runtime objects a strategy works with (each built from its own sub-config). ``task``
+    (default: node classification on ``graph``) owns the loss and the metrics; ``graph`` is
+    the graph it prepared (for link prediction, the message graph)."""
 
     topo: Topology
     graph: GraphStore
@@ -67,6 +70,14 @@ class RunContext:
     partition: PartitionProvider
     optim: OptimizerFactory
     seed: int
+    task: Task | None = None
+
+    def __post_init__(self) -> None:
+        if self.task is None:
+            from gnnscale.tasks.node import NodeTask
+
+            self.task = NodeTask()
+            self.task.prepare(self.graph)
 
 
 class Strategy(ABC):
@@ -155,12 +166,10 @@ class Strategy(ABC):
 
     def evaluate(self, batch_size: int, splits: tuple[str, ...] = ("val", "test")
                  ) -> dict[str, float]:
-        """``<split>_acc`` per split, the same on every reporting rank (collective on
+        """The task's metrics per split, the same on every reporting rank (collective on
         :attr:`group`). Default: layer-wise full-neighbourhood inference."""
-        from gnnscale.evaluation.evaluate import evaluate
-
-        return evaluate(self.module, self.ctx.graph, self.ctx.topo.device, batch_size, splits,
-                        group=self.group)
+        return self.ctx.task.evaluate(self.module, self.ctx.graph, self.ctx.topo.device,
+                                      batch_size, splits, group=self.group)
 
     @property
     def module(self) -> torch.nn.Module:
@@ -211,7 +220,7 @@ class SamplingStrategy(Strategy):
         """The global mini-batches of ``epoch`` (the shared, seeded schedule)."""
         from gnnscale.sampling.schedule import epoch_batches
 
-        return epoch_batches(self.ctx.graph.train_idx, self.batch_size, self.ctx.seed, epoch,
+        return epoch_batches(self.ctx.task.train_items(), self.batch_size, self.ctx.seed, epoch,
                              min_size=self.ctx.topo.world_size)
 
     def num_steps(self, epoch: int) -> int:

@@ -30,6 +30,7 @@ from gnnscale import registry
 from gnnscale.data.metadata import DatasetMeta
 from gnnscale.errors import ConfigError
 from gnnscale.schema import Options
+from gnnscale.tasks.schemas import task_name
 
 #: The declarations a strategy class takes from its schema.
 DECLARATIONS = ("name", "samples", "takes_weighted_blocks", "reads", "deps", "default_deps",
@@ -107,8 +108,11 @@ class StrategyConfig(Options):
 
     @classmethod
     def check_data(cls, cfg: Any, built: Checked) -> None:
-        """Refuse a dataset it cannot train on (``built.graph`` is its metadata)."""
+        """Refuse a dataset it cannot train on (``built.graph`` is its metadata); link
+        prediction's own checks (features, training edges per rank) are the task's."""
         graph = built.graph
+        if task_name(cfg) != "node":
+            return
         if cfg.get("dataset") is not None and not (graph.has_features and graph.has_labels
                                                    and graph.has_train):
             raise ConfigError(f"dataset {graph.name} lacks features, labels or a training split")
@@ -145,8 +149,11 @@ class SamplingConfig(StrategyConfig):
 
     @classmethod
     def check_data(cls, cfg: Any, built: Checked) -> None:
-        """The shared checks, and a training set every rank can share."""
+        """The shared checks, and a training set every rank can share (node classification;
+        the link task checks its training edges)."""
         super().check_data(cfg, built)
+        if task_name(cfg) != "node":
+            return
         graph, world = built.graph, cfg.dist.world_size
         if graph.num_train == 0:
             raise ConfigError(f"the training set of {graph.name} is empty ({graph.num_nodes} "

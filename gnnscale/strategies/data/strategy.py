@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gnnscale.cache.store import build_feature_store
@@ -106,12 +105,12 @@ class DataParallel(SamplingStrategy):
         ctx, dev = self.ctx, self.ctx.topo.device
         if not getattr(ctx.cache_policy, "auto", False) or not device_seam.is_accelerator(dev):
             return None  # no measurement needed (or cache.auto refuses a non-CUDA device)
-        first = self.epoch_batches(0)[0]
-        mb = self.sample((0, 0, self.micro_batch(first)))
+        first = self.micro_batch(self.epoch_batches(0)[0])
+        mb = self.sample((0, 0, first))
         device_seam.reset_peak(dev)
         x = ctx.graph.x[mb.input_nodes].to(dev)
         out = self._module(x, [b.to(dev) for b in mb.blocks])
-        F.cross_entropy(out, ctx.graph.y[mb.targets].to(dev)).backward()
+        ctx.task.loss(out, ctx.task.target(first, 0).to(dev)).backward()
         peak = device_seam.peak_allocated(dev)
         self._module.zero_grad(set_to_none=True)
         del x, out
@@ -123,32 +122,36 @@ class DataParallel(SamplingStrategy):
         return micro_batch(batch, self.ctx.topo.world_size, self.ctx.topo.rank)
 
     def sample(self, job: tuple[int, int, torch.Tensor]) -> MiniBatch:
-        """This rank's sample of one job ``(epoch, step, targets)``, seeded by its slot."""
-        epoch, step, targets = job
+        """This rank's sample of one job ``(epoch, step, items)`` (the seeds the task needs
+        for those training items), seeded by its slot."""
+        epoch, step, items = job
         seed = sample_seed(self.ctx.seed, epoch, step, self.ctx.topo.rank)
-        return self.ctx.sampler.sample(self.ctx.graph, targets, seed)
+        return self.ctx.sampler.sample(self.ctx.graph, self.ctx.task.seeds(items, epoch), seed)
 
     def samples(self, jobs: list[tuple[int, int, torch.Tensor]]) -> Iterable:
         """``(MiniBatch, sampling seconds)`` of ``jobs`` in order: from the sampler processes
         when there are any, else from the prefetch thread (the same draws either way)."""
         if self.pool is None:
             return Prefetcher(self.sample, jobs, self.prefetch)
-        rank = self.ctx.topo.rank
-        return self.pool.map([(t, sample_seed(self.ctx.seed, e, s, rank)) for e, s, t in jobs])
+        rank, task = self.ctx.topo.rank, self.ctx.task
+        return self.pool.map([(task.seeds(t, e), sample_seed(self.ctx.seed, e, s, rank))
+                              for e, s, t in jobs])
 
     def step(self, epoch: int, index: int, batch: torch.Tensor) -> float:
         """One whole step inline (sample this rank's micro-batch of the global ``batch``,
         gather, train); returns the loss. Collective (gradient all-reduce)."""
-        mb = self.sample((epoch, index, self.micro_batch(batch)))
+        items = self.micro_batch(batch)
+        mb = self.sample((epoch, index, items))
         x = self.store.gather(mb.input_nodes)
-        return self.train_step(mb, x, self.labels[mb.targets].to(x.device))
+        return self.train_step(mb, x, self.ctx.task.target(items, epoch).to(x.device))
 
-    def train_step(self, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor) -> float:
-        """Forward, backward (gradients all-reduced by DDP) and optimizer step; returns the loss."""
+    def train_step(self, mb: MiniBatch, x: torch.Tensor, y: Any) -> float:
+        """Forward, backward (gradients all-reduced by DDP) and optimizer step; returns the
+        loss. ``y`` is the task's target of the micro-batch (node classification: labels)."""
         self.model.train()
         self._optimizer.zero_grad(set_to_none=True)
         out = self.model(x, [b.to(x.device) for b in mb.blocks])
-        loss = F.cross_entropy(out, y)
+        loss = self.ctx.task.loss(out, y)
         loss.backward()
         self._optimizer.step()
         return float(loss.detach())
@@ -163,11 +166,11 @@ class DataParallel(SamplingStrategy):
         self.store.reset_epoch()
         t_epoch = time.perf_counter()
         with closing(iter(self.samples(jobs))) as feed:
-            for mb, t_sample in feed:
+            for (_, _, items), (mb, t_sample) in zip(jobs, feed):
                 m["sample_time"] += t_sample
                 t0 = time.perf_counter()
                 x = self.store.gather(mb.input_nodes)
-                y = device_seam.to_device(self.labels[mb.targets], topo.device)
+                y = device_seam.to_device(self.ctx.task.target(items, epoch), topo.device)
                 t1 = time.perf_counter()
                 m["train_loss"] += self.train_step(mb, x, y)
                 m["load_time"] += t1 - t0

@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from gnnscale.distributed import device as device_seam
 from gnnscale.sampling.schedule import PRESAMPLE, epoch_batches, micro_batch, sample_seed
@@ -51,19 +50,20 @@ def profile(strategy, steps: int = 3) -> tuple[float, float]:
     warm-up; parameters, gradients and the RNG are left as they were."""
     ctx = strategy.ctx
     world = ctx.topo.world_size
-    batches = epoch_batches(ctx.graph.train_idx, strategy.batch_size, ctx.seed, 0,
+    batches = epoch_batches(ctx.task.train_items(), strategy.batch_size, ctx.seed, 0,
                             stream=PRESAMPLE, min_size=world)
     model, dev = ctx.model.to(ctx.topo.device), ctx.topo.device
     t_s, t_t, n = 0.0, 0.0, 0
     with torch.random.fork_rng(devices=device_seam.rng_devices(dev)):
         for step, batch in enumerate(batches[: steps + 1]):
             t0 = time.perf_counter()
-            mb = ctx.sampler.sample(ctx.graph, micro_batch(batch, world, 0),
+            items = micro_batch(batch, world, 0)
+            mb = ctx.sampler.sample(ctx.graph, ctx.task.seeds(items, 0),
                                     sample_seed(ctx.seed, 0, step, 0, PRESAMPLE))
             t1 = time.perf_counter()
             x = ctx.graph.x[mb.input_nodes].to(dev)
             out = model(x, [b.to(dev) for b in mb.blocks])
-            F.cross_entropy(out, ctx.graph.y[mb.targets].to(dev)).backward()
+            ctx.task.loss(out, ctx.task.target(items, 0).to(dev)).backward()
             device_seam.synchronize(dev)
             t2 = time.perf_counter()
             if step > 0:  # step 0 warms up (lazy initialisation, caches)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from gnnscale.distributed import device as device_seam
 from gnnscale.distributed.ring import JobRing
 from gnnscale.distributed.topology import run_timeout
 from gnnscale.sampling.base import MiniBatch
@@ -169,8 +170,10 @@ class Feeder:
     """A trainer's jobs from the ring in job order, features gathered: up to ``depth`` jobs
     claimed ahead of the one in training, by a thread (``depth=0``: on the caller's thread)."""
 
-    def __init__(self, strat, ring: JobRing, base: int, end: int, depth: int) -> None:
+    def __init__(self, strat, ring: JobRing, base: int, end: int, depth: int,
+                 targets) -> None:
         self.strat, self.ring, self.base, self.end = strat, ring, base, end
+        self.targets = targets  # job number -> what the task's loss compares its rows with
         self.lock = threading.Lock()  # a claim and its entry in ``held`` are one step
         self.held: deque[int] = deque()  # jobs claimed here and not yet trained
         self.stop = threading.Event()
@@ -212,7 +215,7 @@ class Feeder:
         _, step, mb = unpack(header, body)
         strat = self.strat
         x = strat.store.gather(mb.input_nodes)
-        y = strat.labels[mb.targets].to(strat.ctx.topo.device)
+        y = device_seam.to_device(self.targets(number), strat.ctx.topo.device)
         return Job(number, step, mb, x, y, time.perf_counter() - t0,
                    (header.numel() + body.numel()) * 8)
 
@@ -264,14 +267,27 @@ class _Stopped(Exception):
     """The feeder thread was told to stop while it waited."""
 
 
-def taker_epoch(strat, ring: JobRing, epoch: int, steps: int, stats: StepStats,
-                progress=None) -> None:
+def job_target(strat, batches: list[torch.Tensor], epoch: int, base: int):
+    """Job number -> the task's target of its items (slot ``slot`` of step ``step``)."""
+    trainers = strat.alloc.trainers
+
+    def target(number: int):
+        step, slot = divmod(number - base, trainers)
+        return strat.ctx.task.target(micro_batch(batches[step], trainers, slot), epoch)
+
+    return target
+
+
+def taker_epoch(strat, ring: JobRing, epoch: int, batches: list[torch.Tensor],
+                stats: StepStats, progress=None) -> None:
     """A trainer: take jobs until every job of the epoch is taken; every step's reduction."""
     trainers, k, me = strat.alloc.trainers, strat.staleness, strat.ctx.topo.rank
+    steps = len(batches)
     base, end = epoch * steps * trainers, (epoch + 1) * steps * trainers
     ring.start(base)
     reducer = SlotReducer(strat, stats, steps, progress)
-    feeder = Feeder(strat, ring, base, end, strat.prefetch)
+    feeder = Feeder(strat, ring, base, end, strat.prefetch,
+                    job_target(strat, batches, epoch, base))
 
     def idle() -> None:
         reducer.post_until((feeder.first_open_job() - base) // trainers)
@@ -330,12 +346,13 @@ def sampler_epoch(strat, ring: JobRing, epoch: int, batches: list[torch.Tensor],
     def idle() -> None:
         if standby:
             reducer.post_until(open_step())
-            _maybe_train(strat, ring, reducer, stats, epoch, base, end, k)
+            _maybe_train(strat, ring, reducer, stats, epoch, base, end, k, batches)
 
     while (number := ring.claim_make(end)) is not None:
         step, slot = divmod(number - base, trainers)
         t0 = time.perf_counter()
-        mb = strat.ctx.sampler.sample(strat.ctx.graph, micro_batch(batches[step], trainers, slot),
+        seeds = strat.ctx.task.seeds(micro_batch(batches[step], trainers, slot), epoch)
+        mb = strat.ctx.sampler.sample(strat.ctx.graph, seeds,
                                       sample_seed(strat.ctx.seed, epoch, step, slot))
         header, body = pack(mb, epoch, step)
         stats.sample_seconds += time.perf_counter() - t0
@@ -363,7 +380,7 @@ def _trainers_t_train(strat, ring: JobRing) -> float:
 
 
 def _maybe_train(strat, ring: JobRing, reducer: SlotReducer, stats: StepStats, epoch: int,
-                 base: int, end: int, k: int) -> None:
+                 base: int, end: int, k: int, batches: list[torch.Tensor]) -> None:
     """A standby trainer's decision (GNNLab section 5.3) and, when it pays, one job trained."""
     trainers = strat.alloc.trainers
     t_train = _trainers_t_train(strat, ring)
@@ -389,7 +406,7 @@ def _maybe_train(strat, ring: JobRing, reducer: SlotReducer, stats: StepStats, e
     dev = strat.ctx.topo.device
     t0 = time.perf_counter()
     x = strat.ctx.graph.x[mb.input_nodes].to(dev)  # a standby trainer has no cache
-    y = strat.ctx.graph.y[mb.targets].to(dev)
+    y = device_seam.to_device(job_target(strat, batches, epoch, base)(number), dev)
     stats.load_seconds += time.perf_counter() - t0
     before = stats.train_seconds
     loss = train_job(strat, mb, x, y, stats, (epoch, step, slot))

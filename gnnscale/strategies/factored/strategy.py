@@ -166,7 +166,7 @@ class Factored(DataParallel):
     # -- the schedule (data's with T ranks) -----------------------------------------------------
     def epoch_batches(self, epoch: int) -> list[torch.Tensor]:
         """The global mini-batches, each with one target per trainer at least."""
-        return epoch_batches(self.ctx.graph.train_idx, self.batch_size, self.ctx.seed, epoch,
+        return epoch_batches(self.ctx.task.train_items(), self.batch_size, self.ctx.seed, epoch,
                              min_size=self.alloc.trainers)
 
     def micro_batch(self, batch: torch.Tensor) -> torch.Tensor:
@@ -175,9 +175,9 @@ class Factored(DataParallel):
 
     def sample(self, job: tuple[int, int, torch.Tensor]) -> MiniBatch:
         """The sample of job ``(epoch, step, targets)``, seeded by its trainer slot."""
-        epoch, step, targets = job
+        epoch, step, items = job
         seed = sample_seed(self.ctx.seed, epoch, step, self.train_topo.rank)
-        return self.ctx.sampler.sample(self.ctx.graph, targets, seed)
+        return self.ctx.sampler.sample(self.ctx.graph, self.ctx.task.seeds(items, epoch), seed)
 
     def sampler_of(self, step: int, trainer: int) -> int:
         """The rank that samples job ``(step, trainer)``."""
@@ -201,7 +201,8 @@ class Factored(DataParallel):
             t0 = time.perf_counter()
             got_epoch, got_step, mb, nbytes = receive(
                 self.sampler_of(step, self.train_topo.rank), layers, self.queue_group)
-            if (got_epoch, got_step) != (epoch, step) or mb.num_targets != targets.numel():
+            if (got_epoch, got_step) != (epoch, step) or \
+                    mb.num_targets != self.ctx.task.seeds(targets, epoch).numel():
                 raise RuntimeError(f"trainer {self.train_topo.rank} expected job (epoch {epoch}, "
                                    f"step {step}) and received (epoch {got_epoch}, step "
                                    f"{got_step})")
@@ -263,7 +264,8 @@ class Factored(DataParallel):
                 if self.sampler_of(step, t) != me:
                     continue
                 t0 = time.perf_counter()
-                mb = self.ctx.sampler.sample(self.ctx.graph, micro_batch(batch, trainers, t),
+                seeds = self.ctx.task.seeds(micro_batch(batch, trainers, t), epoch)
+                mb = self.ctx.sampler.sample(self.ctx.graph, seeds,
                                              sample_seed(self.ctx.seed, epoch, step, t))
                 header, body = pack(mb, epoch, step)
                 busy += time.perf_counter() - t0
@@ -305,9 +307,9 @@ class Factored(DataParallel):
         self._received_bytes = 0
         self.store.reset_epoch()
         if self.shared:
-            shared.taker_epoch(self, self.ring, epoch, len(batches), stats, progress)
+            shared.taker_epoch(self, self.ring, epoch, batches, stats, progress)
         else:
-            trainer_epoch(self, epoch, len(batches), stats, progress)
+            trainer_epoch(self, epoch, batches, stats, progress)
         self.trained_log = stats.trained
         self.job_log = list(stats.trained)
         m = {"epoch_time": time.perf_counter() - t_epoch, "steps": float(len(batches)),

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.schedule import micro_batch, sample_seed
@@ -120,7 +119,7 @@ def train_job(strat, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor, stats: Ste
         out = module(x, [b.to(x.device) for b in mb.blocks])
     finally:
         module.set_dropout_key(None)
-    loss = F.cross_entropy(out, y)
+    loss = strat.ctx.task.loss(out, y)
     (loss / strat.alloc.trainers).backward()
     stats.train_seconds += time.perf_counter() - t0
     stats.jobs_trained += 1
@@ -133,10 +132,12 @@ def train_job(strat, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor, stats: Ste
     return value
 
 
-def trainer_epoch(strat, epoch: int, steps: int, stats: StepStats, progress=None) -> None:
+def trainer_epoch(strat, epoch: int, batches: list[torch.Tensor], stats: StepStats,
+                  progress=None) -> None:
     """A trainer: each step, its job from the queue (or a taken marker), then the reduction."""
     me, layers, dev = strat.train_topo.rank, strat.ctx.sampler.num_layers, strat.ctx.topo.device
-    for step in range(steps):
+    trainers = strat.alloc.trainers
+    for step in range(len(batches)):
         t0 = time.perf_counter()
         got_epoch, got_step, mb, nbytes = receive(strat.sampler_of(step, me), layers,
                                                   strat.queue_group)
@@ -150,7 +151,7 @@ def trainer_epoch(strat, epoch: int, steps: int, stats: StepStats, progress=None
             t1 = time.perf_counter()
             strat.visited(mb.input_nodes)
             x = strat.store.gather(mb.input_nodes)
-            y = strat.labels[mb.targets].to(dev)
+            y = strat.ctx.task.target(micro_batch(batches[step], trainers, me), epoch).to(dev)
             stats.load_seconds += time.perf_counter() - t1
             before = stats.train_seconds
             loss = train_job(strat, mb, x, y, stats, (epoch, step, me))
@@ -180,7 +181,7 @@ def sampler_epoch(strat, epoch: int, batches: list[torch.Tensor], stats: StepSta
         ready[step] = []
         for t in range(trainers):
             if strat.sampler_of(step, t) == me:
-                targets = micro_batch(batches[step], trainers, t)
+                targets = strat.ctx.task.seeds(micro_batch(batches[step], trainers, t), epoch)
                 mb = strat.ctx.sampler.sample(strat.ctx.graph, targets,
                                               sample_seed(strat.ctx.seed, epoch, step, t))
                 ready[step].append((t, mb))
@@ -216,7 +217,7 @@ def sampler_epoch(strat, epoch: int, batches: list[torch.Tensor], stats: StepSta
             strat.visited(mb.input_nodes)  # sent to rank 0 at the epoch's end (footprint)
             t0 = time.perf_counter()
             x = strat.ctx.graph.x[mb.input_nodes]
-            y = strat.ctx.graph.y[mb.targets]
+            y = strat.ctx.task.target(micro_batch(batches[step], trainers, t), epoch)
             stats.load_seconds += time.perf_counter() - t0
             before = stats.train_seconds
             loss = train_job(strat, mb, x, y, stats, (epoch, step, t))

@@ -7,9 +7,11 @@ that its convs read get there is the plan's business (:class:`FullGraphPlan`): o
 from their owners each layer, ``deps=hybrid`` mixes both by NeutronStar's cost model
 (:class:`~gnnscale.strategies.fullgraph.edge_cut.EdgeCutPlan`); on a vertex-cut, masters and mirrors
 synchronise (:class:`~.vertex_cut.VertexCutPlan`, ``deps=depcomm`` only).
-The loss is the summed cross-entropy of the rank's training vertices over the global
-training-set size and gradients are sum-all-reduced, so an epoch equals one process training
-on the whole graph (``dist.world_size=1``). Evaluation runs the same partitioned forward.
+The loss is the task's, from the rows of the rank's masters (node classification: the summed
+cross-entropy of its training vertices over the global training-set size; link prediction:
+the pairs whose source it holds, endpoint rows exchanged) and gradients are sum-all-reduced,
+so an epoch equals one process training on the whole graph (``dist.world_size=1``).
+Evaluation runs the same partitioned forward.
 """
 
 from __future__ import annotations
@@ -19,10 +21,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from gnnscale.distributed.collectives import all_reduce_host, sum_gradients
-from gnnscale.evaluation.owned import evaluate_owned
 from gnnscale.strategies.base import RunContext, Strategy
 from gnnscale.strategies.fullgraph.config import FullGraphConfig, check_combination
 from gnnscale.strategies.fullgraph.edge_cut import EdgeCutPlan
@@ -70,11 +70,7 @@ class FullGraph(Strategy):
                                     device=topo.device)
             self.plan_report = self.plan.layout.report
         self.plan_time = time.perf_counter() - t0
-        masters = self.plan.masters
-        self.masters = masters
-        self.train_mask = graph.mask("train")[masters]
-        self.labels = graph.y[masters[self.train_mask]].to(topo.device)
-        self.n_train = int(graph.train_idx.numel())
+        self.masters = self.plan.masters
         self.edge_skew = self._edge_skew(self.plan.stats()["edges_computed"])
         if topo.rank == 0 and self.plan_report:
             print(format_report(self.plan_report, type(ctx.deps).__name__), flush=True)
@@ -102,7 +98,7 @@ class FullGraph(Strategy):
         model.set_dropout_key(ctx.seed, epoch)
         self._optimizer.zero_grad(set_to_none=True)
         out = plan.forward(model)
-        loss = F.cross_entropy(out[self.train_mask], self.labels, reduction="sum") / self.n_train
+        loss = ctx.task.sharded_loss(out, self.masters, ctx.task.train_items(), epoch, self.group)
         loss.backward()
         t1 = time.perf_counter()
         total, ar_bytes = self._allreduce(loss.detach())
@@ -146,8 +142,8 @@ class FullGraph(Strategy):
                  ) -> dict[str, float]:
         """Accuracy (and ROC-AUC for two classes) from the same partitioned forward
         (collective)."""
-        return evaluate_owned(self._module, lambda: self.plan.forward(self._module),
-                              self.masters, self.ctx.graph, splits, self.group)
+        return self.ctx.task.evaluate_owned(self._module, lambda: self.plan.forward(self._module),
+                                            self.masters, splits, self.group)
 
 
 class _NoDeps:

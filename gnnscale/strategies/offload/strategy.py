@@ -6,8 +6,9 @@ chunks and batch ``b`` runs one chunk of every part at once (:mod:`.chunks`).
 Every layer's rows and gradients live in host buffers (:class:`~.tiers.HostStore`).
 Forward, layer by layer, batch by batch: the owners load the rows the batch reads
 (deduplicated per ``dedup``, :mod:`.transfers`), share them over the Shuffle,
-each rank computes its chunk and writes the outputs back to the host. The loss is the summed
-cross-entropy of the rank's training vertices over the global training-set size. Backward,
+each rank computes its chunk and writes the outputs back to the host. The loss is the task's,
+from the top rows of the rank's masters (node classification: the summed cross-entropy of its
+training vertices over the global training-set size). Backward,
 from the top layer down, batch by batch (Algorithm 1): reload the inputs and recompute, or
 reload the cached aggregate and recompute only the update (``intermediate``), backpropagate the
 destinations' gradients, and send the sources' gradients back to their owners' host buffers.
@@ -20,12 +21,10 @@ import time
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import sum_gradients
 from gnnscale.errors import ConfigError
-from gnnscale.evaluation.owned import evaluate_owned
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.base import RunContext, Strategy
 from gnnscale.strategies.offload import compute
@@ -103,9 +102,6 @@ class Offload(Strategy):
         self.agg_host = [torch.empty(n, self.dims[k]) if c.mode == "cache" else None
                          for k, c in enumerate(self.choices)]
         self._check_budget()
-        self.train_mask = graph.mask("train")[self.masters]
-        self.labels = graph.y[self.masters[self.train_mask]]
-        self.n_train = int(graph.train_idx.numel())
         self.alpha = self.chunking.replication(graph.num_nodes)
         if topo.rank == 0:
             print(self.describe(), flush=True)
@@ -383,7 +379,8 @@ class Offload(Strategy):
         self.store.zero_grads()
         self._forward(cache_aggregates=True)
         top = self.store.rows[-1].detach().clone().requires_grad_(True)
-        loss = F.cross_entropy(top[self.train_mask], self.labels, reduction="sum") / self.n_train
+        task = self.ctx.task
+        loss = task.sharded_loss(top, self.masters, task.train_items(), epoch, self.group)
         loss.backward()
         self.store.grads[-1].copy_(top.grad)
         self._backward()
@@ -439,5 +436,5 @@ class Offload(Strategy):
             self._forward(cache_aggregates=False)
             return self.store.rows[-1]
 
-        return evaluate_owned(self._module, forward, self.masters, self.ctx.graph, splits,
-                              self.group)
+        return self.ctx.task.evaluate_owned(self._module, forward, self.masters, splits,
+                                            self.group)

@@ -24,7 +24,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from gnnscale.cache.store import build_feature_store
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
@@ -152,7 +151,8 @@ class SplitParallel(SamplingStrategy):
         if ctx.topo.rank == 0 and self._pool_feed is not None:
             mb, _ = next(self._pool_feed)  # the pool yields the epoch's jobs in step order
         elif ctx.topo.rank == 0:
-            mb = ctx.sampler.sample(ctx.graph, targets, sample_seed(ctx.seed, epoch, step, 0))
+            mb = ctx.sampler.sample(ctx.graph, ctx.task.seeds(targets, epoch),
+                                    sample_seed(ctx.seed, epoch, step, 0))
         if ctx.topo.world_size == 1:
             return mb
         mb = broadcast_sample(mb, ctx.sampler.num_layers, self.sample_group)
@@ -190,7 +190,7 @@ class SplitParallel(SamplingStrategy):
             if self._pool_feed is not None:
                 mb, _ = next(self._pool_feed)  # this rank's steps, in order
             else:
-                mb = ctx.sampler.sample(ctx.graph, batches[rank],
+                mb = ctx.sampler.sample(ctx.graph, ctx.task.seeds(batches[rank], epoch),
                                         sample_seed(ctx.seed, epoch, first + rank, 0))
             t1 = time.perf_counter()
             parts = [pack_plan(split_sample(
@@ -243,16 +243,21 @@ class SplitParallel(SamplingStrategy):
         the whole mini-batch. Collective."""
         mb, plan, _ = self.prepare((epoch, index, batch))
         self.last_plan = plan
-        return self.train_step(mb, plan, self.load(mb, plan))
+        return self.train_step(mb, plan, self.load(mb, plan), (epoch, index, batch))
 
-    def train_step(self, mb: MiniBatch | None, plan: SplitPlan, x: torch.Tensor) -> float:
+    def train_step(self, mb: MiniBatch | None, plan: SplitPlan, x: torch.Tensor,
+                   job: tuple[int, int, torch.Tensor] | None = None) -> float:
         """Forward, backward, summed gradient all-reduce and optimizer step; returns the loss
-        of the whole mini-batch (the same on every rank)."""
+        of the whole mini-batch (the same on every rank). ``job`` ``(epoch, step, items)``:
+        the task's loss of those items from the rows each rank owns (without it: the loss of
+        the plan's own targets, node classification)."""
         self._module.train()
         self._optimizer.zero_grad(set_to_none=True)
         out = self.forward(x, plan)
-        y = self.labels[plan.target_ids].to(out.device)
-        loss = F.cross_entropy(out, y, reduction="sum") / plan.num_targets
+        epoch, _, items = job if job is not None else (0, 0, plan.target_ids)
+        loss = self.ctx.task.sharded_loss(out, plan.target_ids, items, epoch, self.group) \
+            if job is not None else self.ctx.task.loss(out, self.ctx.task.target(items, 0),
+                                                       total=plan.num_targets)
         loss.backward()
         total = self.allreduce_grads(loss.detach())
         self._optimizer.step()
@@ -283,7 +288,8 @@ class SplitParallel(SamplingStrategy):
         if self.pool is not None:  # the steps this rank samples, in order
             mine = [j for j in jobs if not self.parallel or j[1] % world == ctx.topo.rank]
             self._pool_feed = self.pool.map(
-                [(b, sample_seed(ctx.seed, epoch, s, 0)) for _, s, b in mine])
+                [(ctx.task.seeds(b, epoch), sample_seed(ctx.seed, epoch, s, 0))
+                 for _, s, b in mine])
         t_epoch = time.perf_counter()
         try:
             self._run_steps(jobs, m, per_rank, progress)
@@ -307,13 +313,13 @@ class SplitParallel(SamplingStrategy):
     def _run_steps(self, jobs: list, m: dict[str, float], per_rank: list[int],
                    progress: Any) -> None:
         """Train ``jobs`` in order, adding to the metrics ``m`` and the per-rank edges."""
-        for plan, t_sample, t_split in self._plans(jobs):
+        for job, (plan, t_sample, t_split) in zip(jobs, self._plans(jobs)):
             m["sample_time"] += t_sample
             m["split_time"] += t_split
             t0 = time.perf_counter()
             x = self.load(None, plan)
             t1 = time.perf_counter()
-            m["train_loss"] += self.train_step(None, plan, x)
+            m["train_loss"] += self.train_step(None, plan, x, job)
             m["load_time"] += t1 - t0
             m["compute_time"] += time.perf_counter() - t1
             m["edges_computed"] += plan.edges_per_rank[self.ctx.topo.rank]

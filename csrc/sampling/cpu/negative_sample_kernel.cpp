@@ -1,0 +1,96 @@
+// negative_sample, CPU kernel: k negative pairs for every positive, keyed by the positive's key.
+//
+// Positive i draws its k negatives from one counter-based stream,
+// KeyedRng(mix64(seed ^ kNegSalt), 0, keys[i]) (utils/rng.h), in order: mode 0 (uniform) draws
+// the source then the target uniformly over [0, num_nodes); mode 1 (per source) keeps
+// sources[i] and draws the target. With a graph given (CSC, each vertex's in-neighbours sorted
+// ascending), a draw that is a self loop or an edge src -> dst of the graph is drawn again, up
+// to max_tries times (the last draw stands). The negatives of a key are a pure function of
+// (seed, key): the same on any number of ranks and threads, whichever batch holds the key.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <chrono>
+#include <tuple>
+
+#include "sampling/negative_sample.h"
+#include "utils/parallel.h"
+#include "utils/rng.h"
+
+namespace gnnscale::sampling {
+namespace {
+
+constexpr int64_t kGrain = 256;  // positives per chunk
+constexpr uint64_t kNegSalt = 0x3C6EF372FE94F82BULL;  // keeps negatives apart from other draws
+
+// Whether src -> dst is an edge of the CSC graph (sources of dst sorted ascending).
+template <typename index_t>
+bool is_edge(const int64_t* indptr, const index_t* indices, int64_t src, int64_t dst) {
+  const index_t* lo = indices + indptr[dst];
+  const index_t* hi = indices + indptr[dst + 1];
+  const index_t* at = std::lower_bound(lo, hi, static_cast<index_t>(src));
+  return at != hi && static_cast<int64_t>(*at) == src;
+}
+
+template <typename index_t>
+void run(const int64_t* indptr, const index_t* indices, bool reject, const int64_t* sources,
+         const int64_t* keys, int64_t n, int64_t num_nodes, int64_t k, int64_t mode,
+         uint64_t seed_base, int64_t max_tries, int64_t* out_src, int64_t* out_dst,
+         int64_t threads) {
+  parallel_chunks(num_chunks(n, kGrain), threads, [&](int64_t c) {
+    const int64_t end = std::min(n, (c + 1) * kGrain);
+    for (int64_t i = c * kGrain; i < end; ++i) {
+      KeyedRng rng(seed_base, 0, static_cast<uint64_t>(keys[i]));
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t s = 0, d = 0;
+        for (int64_t t = 0; t < max_tries; ++t) {
+          s = mode == 0 ? rng.below(num_nodes) : sources[i];
+          d = rng.below(num_nodes);
+          if (!reject || (s != d && !is_edge(indptr, indices, s, d))) break;
+        }
+        out_src[i * k + j] = s;
+        out_dst[i * k + j] = d;
+      }
+    }
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> negative_sample(
+    const at::Tensor& indptr_in, const at::Tensor& indices_in, const at::Tensor& sources_in,
+    const at::Tensor& keys_in, int64_t num_nodes, int64_t k, int64_t mode, int64_t seed,
+    int64_t max_tries, int64_t num_threads) {
+  check_negative_sample(indptr_in, indices_in, sources_in, keys_in, num_nodes, k, mode,
+                        max_tries);
+  const at::Tensor indptr = indptr_in.contiguous(), indices = indices_in.contiguous(),
+                   sources = sources_in.contiguous(), keys = keys_in.contiguous();
+  const int64_t n = keys.numel();
+  at::Tensor out_src = at::empty({n * k}, at::kLong), out_dst = at::empty({n * k}, at::kLong);
+  static ContentionGuard guard;
+  const int64_t threads = guard.threads(resolve_threads(num_threads));
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t waited_before = helper_wait_ns();
+  const bool reject = indptr.numel() > 0;
+  const uint64_t base = mix64(static_cast<uint64_t>(seed) ^ kNegSalt);
+  const int64_t* src = mode == 1 ? sources.data_ptr<int64_t>() : nullptr;
+  const int64_t* ip = reject ? indptr.data_ptr<int64_t>() : nullptr;
+  if (!reject || indices.scalar_type() == at::kLong)
+    run(ip, reject ? indices.data_ptr<int64_t>() : static_cast<const int64_t*>(nullptr), reject,
+        src, keys.data_ptr<int64_t>(), n, num_nodes, k, mode, base, max_tries,
+        out_src.data_ptr<int64_t>(), out_dst.data_ptr<int64_t>(), threads);
+  else
+    run(ip, indices.data_ptr<int32_t>(), reject, src, keys.data_ptr<int64_t>(), n, num_nodes, k,
+        mode, base, max_tries, out_src.data_ptr<int64_t>(), out_dst.data_ptr<int64_t>(),
+        threads);
+  guard.report(threads,
+               std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   std::chrono::steady_clock::now() - start).count(),
+               helper_wait_ns() - waited_before);
+  return {out_src, out_dst};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(gnnscale, CPU, m) { m.impl("negative_sample", &negative_sample); }
+
+}  // namespace gnnscale::sampling

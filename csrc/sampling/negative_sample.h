@@ -1,0 +1,13 @@
+// negative_sample: seeded negative pairs for link prediction (schema in the .cpp).
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace gnnscale::sampling {
+
+// Raises a clear error unless the inputs of negative_sample are well formed.
+void check_negative_sample(const at::Tensor& indptr, const at::Tensor& indices,
+                           const at::Tensor& sources, const at::Tensor& keys, int64_t num_nodes,
+                           int64_t k, int64_t mode, int64_t max_tries);
+
+}  // namespace gnnscale::sampling

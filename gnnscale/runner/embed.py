@@ -1,0 +1,170 @@
+"""Embeddings of every node from a trained run (``python -m gnnscale.embed run_dir=...``).
+
+Loads the run's checkpoint and config, rebuilds its graph as the task prepared it (link
+prediction: the message graph) and its model, then runs layer-wise full-neighbour inference
+(as :mod:`gnnscale.evaluation.evaluate`: layer ``l`` of every vertex from layer ``l-1`` of all
+its in-neighbours) up to the chosen layer and writes that layer's rows of every node to a
+``.npy`` file (float32 ``[num_nodes, width]``), memory-mappable.
+
+Distributed and bounded: ``world_size`` ranks split the vertices of every layer; a rank
+computes its share in chunks of ``batch_size`` destinations, reads each chunk's in-neighbour
+rows from the previous layer's file (mapped for that chunk only) and writes its output rows
+to the next layer's file with plain writes, then all ranks meet at a barrier before the next
+layer. No rank holds a whole layer's activations: its memory is the model, one chunk's
+neighbourhood and the pages of the files it maps for one chunk. Intermediate layers live in
+hidden files beside the output, removed at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from omegaconf import OmegaConf
+
+from gnnscale.errors import UserError
+
+
+@dataclass
+class LayerFile:
+    """One layer's rows on disk: a ``.npy`` file, its data offset and row width."""
+
+    path: str
+    offset: int
+    width: int
+
+
+def load_run(cfg, ckpt_path: str):
+    """``(graph, model, task)`` of a run: its task's graph and its trained model (eval mode)."""
+    from gnnscale import registry
+    from gnnscale.distributed.launch import private_temp_dir
+    from gnnscale.runner import checkpoint
+
+    registry.load_all()
+    task = registry.build(cfg.task) if cfg.get("task") is not None else None
+    graph = registry.build(cfg.dataset).load()
+    if task is not None:
+        graph = task.prepare(graph, cfg.data_root, cfg.seed)
+    out = graph.num_classes if task is None else task.out_channels(graph)
+    with private_temp_dir():
+        model = registry.build(cfg.model, in_channels=graph.num_features, out_channels=out)
+    if task is not None:
+        task.attach(model)
+    model.bind_graph(graph)
+    model.load_state_dict(checkpoint.load(ckpt_path)["model"])
+    model.eval()
+    return graph, model, task
+
+
+def _write_rows(f: LayerFile, start: int, rows: torch.Tensor) -> None:
+    """Rows ``start ..`` of ``f``, written in place (no mapping held)."""
+    data = rows.detach().float().cpu().contiguous().numpy()
+    with open(f.path, "r+b") as fh:
+        fh.seek(f.offset + start * f.width * 4)
+        fh.write(data.tobytes())
+
+
+def _read_rows(f: LayerFile, ids: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """Rows ``ids`` of ``f`` (the file mapped for this read only)."""
+    m = np.memmap(f.path, dtype=np.float32, mode="r", offset=f.offset,
+                  shape=(num_nodes, f.width))
+    try:
+        return torch.from_numpy(np.ascontiguousarray(m[ids.numpy()]))
+    finally:
+        del m
+
+
+def embed_rank(topo, cfg_dict: dict, ckpt_path: str, files: list[LayerFile], batch_size: int,
+               progress: bool) -> dict:
+    """This rank's share of every layer up to ``len(files) - 1``, written to ``files``."""
+    from gnnscale.sampling.neighbor import NeighborSampler
+
+    cfg = OmegaConf.create(cfg_dict)
+    graph, model, _ = load_run(cfg, ckpt_path)
+    device = topo.device
+    model.to(device)
+    world, rank, n = topo.world_size, topo.rank, graph.num_nodes
+    share = torch.tensor_split(torch.arange(n), world)[rank]
+    chunks = list(torch.split(share, batch_size))
+    one_hop = NeighborSampler(fanouts=[-1])
+    bar = None
+    if progress and rank == 0:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(chunks) * len(files), desc="embed (rank 0's share)",
+                   dynamic_ncols=True)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        for layer, out_file in enumerate(files):
+            for chunk in chunks:
+                mb = one_hop.sample(graph, chunk, 0)
+                src = (graph.x[mb.n_id].float() if layer == 0 else
+                       _read_rows(files[layer - 1], mb.n_id, n))
+                out = model.layer(layer, src.to(device), mb.blocks[0].to(device))
+                _write_rows(out_file, int(chunk[0]), out)
+                if bar is not None:
+                    bar.update(1)
+            if world > 1:
+                dist.barrier()
+    if bar is not None:
+        bar.close()
+    return {"seconds": time.perf_counter() - t0,
+            "peak_rss": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024}
+
+
+def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int = 1,
+          batch_size: int = 4096, progress: bool = True, data_root: str | None = None) -> dict:
+    """Write layer ``layer`` (0-based; -1: the last) of every node of the run in ``run_dir``
+    to ``out`` (default ``<run_dir>/embeddings.npy``); returns the path, shape, seconds and
+    each rank's peak RSS."""
+    from gnnscale.distributed.launch import Topology, spawn
+    from gnnscale.runner import checkpoint
+
+    ckpt = Path(run_dir) / checkpoint.FILENAME
+    if not ckpt.is_file():
+        raise UserError(f"no checkpoint at {ckpt}: give run_dir= a finished run's folder "
+                        "(trained with checkpoint=true, the default)")
+    if world_size < 1 or batch_size < 1:
+        raise UserError(f"world_size and batch_size must be >= 1, got {world_size}, "
+                        f"{batch_size}")
+    cfg = OmegaConf.create(checkpoint.load(ckpt)["config"])
+    if data_root is not None:
+        cfg.data_root = data_root
+    graph, model, _ = load_run(cfg, str(ckpt))  # processes the data once, here
+    widths = model.widths(graph.num_features)[1:]
+    last = len(widths) - 1
+    if not -len(widths) <= layer <= last:
+        raise UserError(f"layer={layer}: the model has {len(widths)} layers (0..{last}, or -1 "
+                        "for the last)")
+    layer = layer % len(widths)
+    out_path = Path(out) if out else Path(run_dir) / "embeddings.npy"
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    paths = [out_path.parent / f".{out_path.stem}.layer{k}.{os.getpid()}.npy"
+             for k in range(layer)] + [out_path]
+    files = []
+    try:
+        for path, width in zip(paths, widths):
+            m = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
+                                          shape=(graph.num_nodes, width))
+            files.append(LayerFile(str(path), int(m.offset), width))
+            del m
+        cfg_dict = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+        t0 = time.perf_counter()
+        if world_size == 1:
+            cpu = Topology(0, 1, 0, 1, torch.device("cpu"))
+            ranks = [embed_rank(cpu, cfg_dict, str(ckpt), files, batch_size, progress)]
+        else:
+            ranks = spawn(embed_rank, world_size, cfg_dict, str(ckpt), files, batch_size,
+                          progress)
+        seconds = time.perf_counter() - t0
+    finally:
+        for path in paths[:-1]:
+            path.unlink(missing_ok=True)
+    return {"path": str(out_path), "shape": [graph.num_nodes, widths[layer]], "layer": layer,
+            "seconds": seconds, "peak_rss_per_rank": [r["peak_rss"] for r in ranks]}

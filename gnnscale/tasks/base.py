@@ -1,0 +1,130 @@
+"""Task base: what is learned. A task owns the head, the loss and the metrics; a strategy owns
+execution and calls the task at a few seams, whatever the task is.
+
+The seams (every strategy uses some of them):
+
+- :meth:`Task.prepare` (once per process, before the model is built): the graph the strategies
+  train on (link prediction: the message graph, val/test edges removed) and the task's own
+  data (labels, or the edge split);
+- :meth:`Task.train_items`: what the shared schedule permutes and cuts into mini-batches
+  (training vertices, or training-edge ids); :meth:`Task.seeds` the vertices a mini-batch of
+  items needs output rows for, :meth:`Task.target` what the loss compares them with;
+- :meth:`Task.loss`: a micro-batch's loss from its output rows (``data``, ``factored``);
+- :meth:`Task.sharded_loss`: a collective loss from output rows spread over the ranks of a
+  group (``split``: each rank its owned targets; ``fullgraph``/``offload``: each its masters),
+  normalised by the global number of terms so that gradients summed over the ranks equal one
+  process's;
+- :meth:`Task.evaluate` (layer-wise full-neighbour inference) and :meth:`Task.evaluate_owned`
+  (a strategy's own partitioned forward): the metrics, identical on every rank.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+import torch.distributed as dist
+
+from gnnscale.data.graph import GraphStore
+
+#: The attribute under which a task's head (its trainable parameters) joins the model, so that
+#: optimizers, gradient reductions and checkpoints include it without knowing the task.
+HEAD = "task_head"
+
+
+class Task(ABC):
+    """What is learned: the head, the loss and the metrics (see the module docstring)."""
+
+    #: The option name (``task=<name>``).
+    name: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        self.graph: GraphStore | None = None
+        self.head: torch.nn.Module | None = None
+
+    # -- set-up ---------------------------------------------------------------------------------
+    def prepare(self, graph: GraphStore, root: str | None = None, seed: int = 0) -> GraphStore:
+        """The graph strategies train on, derived from the dataset's ``graph`` once (and
+        stored under ``root`` when the task derives data); ``seed`` is the run's seed."""
+        self.graph = graph
+        return graph
+
+    @abstractmethod
+    def out_channels(self, graph: GraphStore) -> int:
+        """The model's output width for this task."""
+
+    def attach(self, model: torch.nn.Module) -> None:
+        """Build the head (under the caller's seed) and make it a submodule of ``model``."""
+        self.head = self.make_head()
+        if self.head is not None:
+            model.add_module(HEAD, self.head)
+
+    def make_head(self) -> torch.nn.Module | None:
+        """The task's trainable head (None: it has none)."""
+        return None
+
+    @abstractmethod
+    def check(self, graph: GraphStore, world: int) -> None:
+        """Raise :class:`~gnnscale.errors.ConfigError` when ``graph`` cannot be trained on
+        with ``world`` ranks (in the launcher, on the prepared graph)."""
+
+    # -- mini-batches ---------------------------------------------------------------------------
+    @abstractmethod
+    def train_items(self) -> torch.Tensor:
+        """The training items the schedule permutes (1-D int64)."""
+
+    @abstractmethod
+    def seeds(self, items: torch.Tensor, epoch: int) -> torch.Tensor:
+        """The vertices whose output rows the loss of ``items`` reads, in row order."""
+
+    @abstractmethod
+    def target(self, items: torch.Tensor, epoch: int) -> Any:
+        """What :meth:`loss` compares the rows of :meth:`seeds` with (has ``.to(device)``)."""
+
+    @abstractmethod
+    def loss(self, rows: torch.Tensor, target: Any, total: int | None = None) -> torch.Tensor:
+        """The loss of one micro-batch from the output rows of its seeds: the mean over its
+        terms, or their sum over ``total`` when given."""
+
+    @abstractmethod
+    def sharded_loss(self, rows: torch.Tensor, row_ids: torch.Tensor, items: torch.Tensor,
+                     epoch: int, group: dist.ProcessGroup | None = None) -> torch.Tensor:
+        """This rank's part of the loss of ``items`` (the same on every rank of ``group``),
+        whose output rows are spread over the ranks: ``rows`` are this rank's, of vertices
+        ``row_ids`` (each vertex on exactly one rank). The sum of the parts over the ranks is
+        the mean over every term of ``items``. Collective when the task exchanges rows."""
+
+    def num_terms(self, items: torch.Tensor) -> int:
+        """The terms of the loss of ``items`` (what the mean divides by)."""
+        return int(items.numel())
+
+    # -- evaluation -----------------------------------------------------------------------------
+    @abstractmethod
+    def evaluate(self, model: torch.nn.Module, graph: GraphStore, device: torch.device,
+                 batch_size: int, splits: tuple[str, ...] = ("val", "test"),
+                 group: dist.ProcessGroup | None = None) -> dict[str, float]:
+        """The metrics of ``splits`` by layer-wise full-neighbour inference (collective)."""
+
+    @abstractmethod
+    def evaluate_owned(self, model: torch.nn.Module, forward: Callable[[], torch.Tensor],
+                       masters: torch.Tensor, splits: tuple[str, ...],
+                       group: dist.ProcessGroup | None) -> dict[str, float]:
+        """The metrics of ``splits`` from a partitioned forward: ``forward()`` returns this
+        rank's output rows of ``masters`` (each vertex one rank's master); collective."""
+
+    def metric_keys(self) -> tuple[str, ...]:
+        """The metric names this task reports (``val_<name>``, ``test_<name>``)."""
+        return ()
+
+
+def eval_mode(model: torch.nn.Module, forward: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """``forward()`` under no_grad with ``model`` in eval mode (its mode restored after)."""
+    was = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return forward()
+    finally:
+        model.train(was)

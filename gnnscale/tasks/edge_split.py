@@ -1,0 +1,213 @@
+"""Train/val/test positive edges for link prediction, and the message graph trained on.
+
+Two sources (``task.split``): the dataset's own split edges (``GraphStore.links``: an OGB
+link-prediction layout, or ``dataset=custom`` arrays ``train_pos``, ``val_pos``, ``val_neg``,
+``test_pos``, ``test_neg``), scored as given; or a seeded random split of the graph's edges
+(``val_fraction``, ``test_fraction``; an undirected graph's edge is split as one pair, both of
+its directions on the same side). Either way:
+
+- val/test positives are removed from the message graph (both directions when undirected),
+  so no training step and no layer of the encoder sees them;
+- a val/test positive that is also a training positive is refused (a leak);
+- val/test negatives missing from the data are drawn once (``eval_negatives`` per positive,
+  seeded, never an edge of the whole graph) and stored, so every run and every strategy
+  scores the same pairs.
+
+The result (the message graph plus the five edge arrays) is processed once into a folder
+beside the dataset's (``<root>/<key>-link-<digest>/processed``, arrays it shares with the
+dataset hard-linked) and memory-mapped and verified like every processed graph
+(:mod:`gnnscale.data.processed`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from gnnscale.data import processed
+from gnnscale.data.graph import GraphStore
+from gnnscale.errors import ConfigError
+from gnnscale.sampling.schedule import mix_seed
+from gnnscale.tasks.negatives import draw
+
+FORMAT = 1  # of the split below: a change re-splits into a new folder
+VAL_NEG, TEST_NEG, SPLIT = 11, 12, 13  # seed streams (sampling.schedule.mix_seed)
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """What decides a link split (and names its folder)."""
+
+    split: str = "auto"  # auto | given | random
+    val_fraction: float = 0.05
+    test_fraction: float = 0.1
+    seed: int = 0
+    directed: str = "auto"  # auto | undirected | directed
+    eval_negatives: int = 1
+    eval_negative_kind: str = "uniform"  # uniform | per_source
+    reject_edges: bool = True
+
+
+def edge_keys(edges: torch.Tensor, n: int) -> torch.Tensor:
+    """``src * n + dst`` of a ``[2, E]`` edge array (one int64 per directed edge)."""
+    return edges[0].long() * n + edges[1].long()
+
+
+def is_undirected(graph: GraphStore) -> bool:
+    """Whether every edge's reverse is an edge too."""
+    ei = graph.edge_index()
+    n = graph.num_nodes
+    return bool(torch.isin(ei[1] * n + ei[0], ei[0] * n + ei[1]).all())
+
+
+def resolve_directed(graph: GraphStore, option: str) -> bool:
+    """True when the split treats the graph as undirected."""
+    if option == "auto":
+        return is_undirected(graph)
+    return option == "undirected"
+
+
+def random_split(graph: GraphStore, opts: SplitOptions, undirected: bool
+                 ) -> dict[str, torch.Tensor]:
+    """``train_pos``, ``val_pos``, ``test_pos`` (``[2, E]``): a seeded permutation of the
+    graph's edges (an undirected graph's pairs ``u < v``; self loops stay out) cut by the
+    fractions (rounded down, as Kipf & Welling's split)."""
+    n = graph.num_nodes
+    src, dst = graph.edge_index()
+    keep = src < dst if undirected else src != dst
+    keys = torch.unique(src[keep] * n + dst[keep])
+    m = keys.numel()
+    n_val, n_test = math.floor(opts.val_fraction * m), math.floor(opts.test_fraction * m)
+    if n_val < 1 or n_test < 1 or m - n_val - n_test < 1:
+        raise ConfigError(f"task.split=random: {graph.name} has {m} "
+                          f"{'undirected ' if undirected else ''}edges, too few for "
+                          f"task.val_fraction={opts.val_fraction} and task.test_fraction="
+                          f"{opts.test_fraction} to leave at least one edge in each split")
+    gen = torch.Generator().manual_seed(mix_seed(opts.seed, SPLIT))
+    perm = keys[torch.randperm(m, generator=gen)]
+    parts = torch.split(perm, [n_val, n_test, m - n_val - n_test])
+    return {name: torch.stack([k // n, k % n]) for name, k in
+            zip(("val_pos", "test_pos", "train_pos"), parts)}
+
+
+def check_no_leak(train_pos: torch.Tensor, held: torch.Tensor, name: str, n: int,
+                  undirected: bool) -> None:
+    """Refuse a val/test positive that is also a training positive (either direction when
+    the graph is undirected)."""
+    train = edge_keys(train_pos, n)
+    if undirected:
+        train = torch.cat([train, edge_keys(train_pos.flip(0), n)])
+    leak = torch.isin(edge_keys(held, n), train)
+    if bool(leak.any()):
+        i = int(leak.nonzero()[0])
+        raise ConfigError(f"{name} holds {int(leak.sum())} edges that are also training edges "
+                          f"(train_pos), first ({int(held[0, i])}, {int(held[1, i])}): a leak; "
+                          f"remove them from train_pos or from {name}")
+
+
+def without_edges(graph: GraphStore, edges: torch.Tensor, undirected: bool) -> GraphStore:
+    """``graph`` minus ``edges`` (and their reverses when ``undirected``), in CSC order."""
+    n = graph.num_nodes
+    drop = edge_keys(edges, n)
+    if undirected:
+        drop = torch.cat([drop, edge_keys(edges.flip(0), n)])
+    src, dst = graph.edge_index()
+    keep = ~torch.isin(src * n + dst, drop)
+    indptr = torch.zeros(n + 1, dtype=torch.int64)
+    indptr[1:] = torch.cumsum(torch.bincount(dst[keep], minlength=n), 0)
+    w = None if graph.edge_weight is None else graph.edge_weight[keep]
+    return GraphStore(indptr=indptr, indices=graph.indices[keep], x=graph.x, y=graph.y,
+                      edge_weight=w, num_classes=graph.num_classes, name=graph.name,
+                      meta={k: v for k, v in graph.meta.items()
+                            if k not in ("checksum", "processed_dir")})
+
+
+def whole_graph(graph: GraphStore, links: dict[str, torch.Tensor], undirected: bool
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sorted CSC of every edge of the graph and every positive of the split (both
+    directions when undirected): what a stored negative must never be."""
+    parts = [graph.edge_index()] + [links[k] for k in ("train_pos", "val_pos", "test_pos")]
+    ei = torch.cat([p.long() for p in parts], 1)
+    g = GraphStore.from_edge_index(ei, graph.num_nodes, symmetrize=undirected)
+    return g.indptr, g.indices
+
+
+def grouping(pos: torch.Tensor, neg: torch.Tensor) -> int:
+    """Negatives per positive when ``neg`` holds each positive's own ``k`` negatives in order
+    (``k`` consecutive columns per positive, each with the positive's source); else 0."""
+    p, q = pos.shape[1], neg.shape[1]
+    if p == 0 or q % p:
+        return 0
+    k = q // p
+    return k if torch.equal(neg[0], pos[0].repeat_interleave(k)) else 0
+
+
+def split_graph(graph: GraphStore, opts: SplitOptions) -> GraphStore:
+    """The message graph with the five split arrays in ``links`` (computed, not stored)."""
+    given = bool(graph.links)
+    if opts.split == "given" and not given:
+        raise ConfigError(f"task.split=given but dataset {graph.name} has no split edges "
+                          "(train_pos, val_pos, test_pos): use task.split=random")
+    undirected = resolve_directed(graph, opts.directed)
+    n = graph.num_nodes
+    if opts.split == "random" or not given:
+        links = random_split(graph, opts, undirected)
+        kind = "random"
+    else:
+        missing = [k for k in ("train_pos", "val_pos", "test_pos") if k not in graph.links]
+        if missing:
+            raise ConfigError(f"dataset {graph.name} gives split edges but not "
+                              f"{', '.join(missing)}: give all of train_pos, val_pos, test_pos "
+                              "(val_neg, test_neg optional), or use task.split=random")
+        links = {k: v.long() for k, v in graph.links.items()}
+        kind = "given"
+        for name in ("val_pos", "test_pos"):
+            check_no_leak(links["train_pos"], links[name], name, n, undirected)
+    if links["train_pos"].shape[1] == 0:
+        raise ConfigError(f"the link split of {graph.name} has no training edge")
+    groups = {}
+    exclude = whole_graph(graph, links, undirected) if opts.reject_edges else (None, None)
+    for name, stream in (("val", VAL_NEG), ("test", TEST_NEG)):
+        pos = links[f"{name}_pos"]
+        if f"{name}_neg" in links:
+            groups[name] = grouping(pos, links[f"{name}_neg"])
+            continue
+        src, dst = draw(n, pos[0], torch.arange(pos.shape[1]), opts.eval_negatives,
+                        opts.eval_negative_kind, mix_seed(opts.seed, stream), *exclude)
+        links[f"{name}_neg"] = torch.stack([src, dst])
+        groups[name] = opts.eval_negatives
+    held = torch.cat([links["val_pos"], links["test_pos"]], 1)
+    message = without_edges(graph, held, undirected)
+    message.links = links
+    message.train_idx = torch.unique(links["train_pos"])
+    message.meta.update({"link_split": kind, "undirected": undirected, "neg_groups": groups,
+                         "source": graph.meta.get("source", graph.name)})
+    return message
+
+
+def folder(graph: GraphStore, opts: SplitOptions) -> Path | None:
+    """Where the split of ``graph`` under ``opts`` is stored (None: the graph was not loaded
+    from a processed folder, so nothing is stored)."""
+    where = graph.meta.get("processed_dir")
+    if not where:
+        return None
+    ident = json.dumps([FORMAT, graph.meta.get("checksum"), asdict(opts)], sort_keys=True)
+    digest = hashlib.blake2b(ident.encode(), digest_size=6).hexdigest()
+    base = Path(where).parent
+    return base.parent / f"{base.name}-link-{digest}" / "processed"
+
+
+def load_split(graph: GraphStore, opts: SplitOptions) -> GraphStore:
+    """The message graph and split of ``graph`` under ``opts``: processed once beside the
+    dataset, then memory-mapped and verified."""
+    where = folder(graph, opts)
+    if where is None:
+        return split_graph(graph, opts)
+    if not processed.is_processed(where):
+        processed.save(split_graph(graph, opts), where, share=where.parent.parent)
+    return processed.load(where)

@@ -1,0 +1,245 @@
+"""``task=link``: link prediction. The model's output rows are node embeddings; a decoder
+(the task's head: ``dot`` or ``mlp``) scores a pair of them; the loss is the binary
+cross-entropy of the positive edges (label 1) and of ``num_negatives`` sampled negatives per
+positive (label 0); the metrics are ROC-AUC, average precision, Hits@K and MRR with OGB's
+evaluator semantics (:mod:`gnnscale.tasks.metrics`), computed on every rank's scores.
+
+Training items are the training positives' ids (columns of ``train_pos``); a mini-batch of
+them needs the output rows of every endpoint of its positives and of their negatives (drawn
+afresh each epoch, keyed by ``(seed, epoch, edge id)``: the same on any number of ranks), so
+a sampling strategy samples those vertices as its seeds, and splits and queues stay as they
+are. Where the rows are spread over ranks, pairs are scored by the rank holding the source's
+row (:mod:`gnnscale.tasks.pairs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from gnnscale.data.graph import GraphStore
+from gnnscale.deps.shuffle import ShuffleStats
+from gnnscale.distributed.collectives import group_rank, group_size
+from gnnscale.errors import ConfigError
+from gnnscale.sampling.schedule import mix_seed
+from gnnscale.tasks import metrics
+from gnnscale.tasks.base import Task, eval_mode
+from gnnscale.tasks.decoders import make_decoder
+from gnnscale.tasks.edge_split import SplitOptions, load_split
+from gnnscale.tasks.negatives import draw, sorted_csc
+from gnnscale.tasks.pairs import RowLocator, gather_scores, pair_rows
+
+TRAIN_NEG = 21  # seed stream of the training negatives
+
+
+@dataclass
+class LinkTarget:
+    """A micro-batch's pairs as rows of its seeds (``index[0]``, ``index[1]``) and labels."""
+
+    index: torch.Tensor
+    label: torch.Tensor
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> LinkTarget:
+        """On ``device``."""
+        return LinkTarget(self.index.to(device, non_blocking=non_blocking),
+                          self.label.to(device, non_blocking=non_blocking))
+
+
+class LinkTask(Task):
+    """Link prediction (see the module docstring); options are ``task=link``'s schema."""
+
+    name = "link"
+
+    def __init__(self, split: str = "auto", val_fraction: float = 0.05,
+                 test_fraction: float = 0.1, split_seed: int | None = None,
+                 directed: str = "auto", num_negatives: int = 1, negatives: str = "uniform",
+                 eval_negatives: int = 1, eval_negative_kind: str = "uniform",
+                 reject_edges: bool = True, decoder: str = "dot", decoder_hidden: int = 256,
+                 decoder_layers: int = 2, dim: int = 64,
+                 hits_k: list[int] | tuple[int, ...] = (20, 50, 100)) -> None:
+        super().__init__()
+        if num_negatives < 1:
+            raise ConfigError(f"task.num_negatives={num_negatives}: at least one negative per "
+                              "positive edge")
+        self.options = dict(split=split, val_fraction=val_fraction,
+                            test_fraction=test_fraction, directed=directed,
+                            eval_negatives=eval_negatives,
+                            eval_negative_kind=eval_negative_kind, reject_edges=reject_edges)
+        self.split_seed = split_seed
+        self.k, self.kind, self.reject = int(num_negatives), negatives, bool(reject_edges)
+        self.decoder, self.decoder_hidden, self.decoder_layers = decoder, decoder_hidden, \
+            decoder_layers
+        self.dim, self.hits_k = int(dim), [int(k) for k in hits_k]
+        self.seed = 0
+        self.stats = ShuffleStats()  # bytes of endpoint rows exchanged (sharded loss, eval)
+        self._locator: tuple | None = None
+
+    # -- set-up ---------------------------------------------------------------------------------
+    def prepare(self, graph: GraphStore, root: str | None = None, seed: int = 0) -> GraphStore:
+        """The message graph (val/test edges removed) with the split edges, processed once."""
+        self.seed = int(seed)
+        opts = SplitOptions(seed=int(seed if self.split_seed is None else self.split_seed),
+                            **self.options)
+        g = load_split(graph, opts)
+        self.graph = g
+        self.train_pos = g.links["train_pos"]
+        self.exclude = sorted_csc(g.indptr, g.indices) if self.reject else (None, None)
+        return g
+
+    def out_channels(self, graph: GraphStore) -> int:
+        """The embedding width ``task.dim``."""
+        return self.dim
+
+    def make_head(self) -> torch.nn.Module:
+        """The decoder."""
+        return make_decoder(self.decoder, self.dim, self.decoder_hidden, self.decoder_layers)
+
+    def check(self, graph: GraphStore, world: int) -> None:
+        """Features, and a training edge per rank at least."""
+        if graph.x is None:
+            raise ConfigError(f"dataset {graph.name} has no node features: task=link encodes "
+                              "nodes from their features")
+        n = int(graph.links["train_pos"].shape[1])
+        if n < world:
+            raise ConfigError(f"the link split of {graph.name} has {n} training edges but "
+                              f"dist.world_size={world}: use at most {n} ranks")
+
+    # -- mini-batches ---------------------------------------------------------------------------
+    def train_items(self) -> torch.Tensor:
+        """Ids of the training positives (columns of ``train_pos``)."""
+        return torch.arange(self.train_pos.shape[1])
+
+    def num_terms(self, items: torch.Tensor) -> int:
+        """A positive and its negatives per item."""
+        return int(items.numel()) * (1 + self.k)
+
+    def pairs(self, items: torch.Tensor, epoch: int
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(src, dst, label)`` of the positives ``items`` then their negatives (each
+        positive's ``num_negatives`` in a row), drawn for ``epoch``."""
+        pos = self.train_pos[:, items].long()
+        nsrc, ndst = draw(self.graph.num_nodes, pos[0], items, self.k, self.kind,
+                          mix_seed(self.seed, TRAIN_NEG, epoch), *self.exclude)
+        label = torch.cat([torch.ones(pos.shape[1]), torch.zeros(nsrc.numel())])
+        return torch.cat([pos[0], nsrc]), torch.cat([pos[1], ndst]), label
+
+    def seeds(self, items: torch.Tensor, epoch: int) -> torch.Tensor:
+        """Every endpoint of the positives and negatives, once, ascending."""
+        src, dst, _ = self.pairs(items, epoch)
+        return torch.unique(torch.cat([src, dst]))
+
+    def target(self, items: torch.Tensor, epoch: int) -> LinkTarget:
+        """The pairs as rows of :meth:`seeds`, with their labels."""
+        src, dst, label = self.pairs(items, epoch)
+        seeds = torch.unique(torch.cat([src, dst]))
+        return LinkTarget(torch.stack([torch.searchsorted(seeds, src),
+                                       torch.searchsorted(seeds, dst)]), label)
+
+    def score(self, zu: torch.Tensor, zv: torch.Tensor) -> torch.Tensor:
+        """The decoder's logits of row pairs (on the decoder's device when it has weights:
+        offloading strategies hold their rows on the host)."""
+        weight = next(self.head.parameters(), None)
+        if weight is not None and zu.device != weight.device:
+            zu, zv = zu.to(weight.device), zv.to(weight.device)
+        return self.head(zu, zv)
+
+    def loss(self, rows: torch.Tensor, target: LinkTarget, total: int | None = None
+             ) -> torch.Tensor:
+        """Binary cross-entropy of the micro-batch's pairs: the mean, or the sum over
+        ``total``."""
+        logits = self.score(rows[target.index[0]], rows[target.index[1]])
+        label = target.label.to(logits.dtype)
+        if total is None:
+            return F.binary_cross_entropy_with_logits(logits, label)
+        return F.binary_cross_entropy_with_logits(logits, label, reduction="sum") / total
+
+    def locator(self, row_ids: torch.Tensor, group: dist.ProcessGroup | None) -> RowLocator:
+        """Who holds which row (remembered for the same ``row_ids`` tensor: a full-graph
+        strategy's masters are the same every epoch)."""
+        key = self._locator
+        if key is None or key[0] is not row_ids or key[1] is not group:
+            self._locator = (row_ids, group, RowLocator.build(row_ids, group))
+        return self._locator[2]
+
+    def sharded_loss(self, rows: torch.Tensor, row_ids: torch.Tensor, items: torch.Tensor,
+                     epoch: int, group: dist.ProcessGroup | None = None) -> torch.Tensor:
+        """The summed cross-entropy of the pairs this rank scores, over every pair of
+        ``items`` (collective: the endpoint rows it lacks come from their holders)."""
+        src, dst, label = self.pairs(items, epoch)
+        zu, zv, mine = pair_rows(rows, self.locator(row_ids, group), src, dst,
+                                 self.graph.num_nodes, group, self.stats)
+        logits = self.score(zu, zv)
+        return F.binary_cross_entropy_with_logits(
+            logits, label[mine].to(logits.device, logits.dtype), reduction="sum") / src.numel()
+
+    # -- evaluation -----------------------------------------------------------------------------
+    def eval_pairs(self, splits: tuple[str, ...]) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+        """``(split, positives, negatives)`` of the splits the task has edges for."""
+        links = self.graph.links
+        return [(s, links[f"{s}_pos"].long(), links[f"{s}_neg"].long()) for s in splits
+                if f"{s}_pos" in links and links[f"{s}_pos"].shape[1]]
+
+    def evaluate(self, model: torch.nn.Module, graph: GraphStore, device: torch.device,
+                 batch_size: int, splits: tuple[str, ...] = ("val", "test"),
+                 group: dist.ProcessGroup | None = None) -> dict[str, float]:
+        """Embeddings of every endpoint by layer-wise full-neighbour inference (each rank its
+        share), then the scored pairs and their metrics (collective)."""
+        from gnnscale.evaluation.evaluate import layerwise_logits
+
+        todo = self.eval_pairs(splits)
+        if not todo:
+            return {}
+        nodes = torch.unique(torch.cat([torch.cat([p, q], 1) for _, p, q in todo], 1))
+        rows = layerwise_logits(model, graph, nodes, device, batch_size, group)
+        mine = torch.tensor_split(nodes, group_size(group))[group_rank(group)]
+        return self._scored(rows, mine, todo, group)
+
+    def evaluate_owned(self, model: torch.nn.Module, forward: Callable[[], torch.Tensor],
+                       masters: torch.Tensor, splits: tuple[str, ...],
+                       group: dist.ProcessGroup | None) -> dict[str, float]:
+        """The same metrics from each rank's rows of its masters."""
+        todo = self.eval_pairs(splits)
+        if not todo:
+            return {}
+        return self._scored(eval_mode(model, forward), masters, todo, group)
+
+    def _scored(self, rows: torch.Tensor, row_ids: torch.Tensor, todo: list,
+                group: dist.ProcessGroup | None) -> dict[str, float]:
+        """Score every pair of ``todo`` from rows spread over ``group``; the metrics."""
+        src = torch.cat([torch.cat([p[0], q[0]]) for _, p, q in todo])
+        dst = torch.cat([torch.cat([p[1], q[1]]) for _, p, q in todo])
+        with torch.no_grad():
+            zu, zv, mine = pair_rows(rows, RowLocator.build(row_ids, group), src, dst,
+                                     self.graph.num_nodes, group, self.stats)
+            scores = gather_scores(self.score(zu, zv), mine, src.numel(), group)
+        out, at = {}, 0
+        groups = self.graph.meta.get("neg_groups", {})
+        for s, p, q in todo:
+            pos, neg = scores[at: at + p.shape[1]], scores[at + p.shape[1]: at + p.shape[1]
+                                                             + q.shape[1]]
+            at += p.shape[1] + q.shape[1]
+            out.update(self.metrics(s, pos, neg, int(groups.get(s, 0))))
+        return out
+
+    def metrics(self, split: str, pos: torch.Tensor, neg: torch.Tensor, group_k: int
+                ) -> dict[str, float]:
+        """``<split>_{auc,ap,hits@K,mrr,loss}`` of the positives' and negatives' logits;
+        MRR when each positive has its own ``group_k`` negatives."""
+        scores = torch.cat([pos, neg])
+        labels = torch.cat([torch.ones_like(pos), torch.zeros_like(neg)])
+        out = {f"{split}_auc": metrics.roc_auc(scores, labels),
+               f"{split}_ap": metrics.average_precision(scores, labels),
+               f"{split}_loss": float(F.binary_cross_entropy_with_logits(scores, labels))}
+        for k in self.hits_k:
+            out[f"{split}_hits@{k}"] = metrics.hits_at_k(pos, neg, k)
+        if group_k:
+            out[f"{split}_mrr"] = metrics.mrr(pos, neg.reshape(pos.numel(), group_k))
+        return out
+
+    def metric_keys(self) -> tuple[str, ...]:
+        """AUC, AP, Hits@K, MRR."""
+        return ("auc", "ap", *(f"hits@{k}" for k in self.hits_k), "mrr", "loss")

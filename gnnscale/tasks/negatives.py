@@ -1,0 +1,45 @@
+"""Negative pairs for link prediction, drawn by the native sampler (``csrc/sampling/``).
+
+A positive's negatives are keyed by its global id (its column in ``train_pos``, ``val_pos``
+or ``test_pos``) and a seed: the same pairs on any number of ranks, in any batch. ``uniform``
+draws both endpoints uniformly over the nodes; ``per_source`` keeps the positive's source and
+draws the target (the corruption OGB ranks for MRR). With a graph to avoid, a negative is
+never a self loop nor one of its edges (redrawn up to :data:`EXCLUDE_TRIES` times).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gnnscale.ops.sampling import negative_sample
+
+EXCLUDE_TRIES = 64
+KINDS = ("uniform", "per_source")
+
+
+def sorted_csc(indptr: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(indptr, indices)`` with each vertex's in-neighbours ascending (what the sampler's
+    edge test searches); the same tensors when they already are."""
+    n = indptr.numel() - 1
+    if indices.numel() < 2:
+        return indptr, indices
+    starts = torch.zeros(indices.numel(), dtype=torch.bool)
+    starts[indptr[:-1][indptr[:-1] < indices.numel()]] = True
+    if bool(((indices[1:] > indices[:-1]) | starts[1:]).all()):
+        return indptr, indices
+    dst = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
+    order = torch.argsort(dst * n + indices.long())
+    return indptr, indices[order].contiguous()
+
+
+def draw(num_nodes: int, sources: torch.Tensor, keys: torch.Tensor, k: int, kind: str,
+         seed: int, indptr: torch.Tensor | None = None, indices: torch.Tensor | None = None
+         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``k`` negatives per key: ``(src, dst)``, those of key ``i`` at ``[i * k, (i + 1) * k)``;
+    ``sources`` are the positives' sources (kept under ``per_source``); ``indptr``/``indices``
+    (a CSC graph, in-neighbours ascending) the edges to avoid, or None."""
+    if kind not in KINDS:
+        raise ValueError(f"negative kind must be one of {KINDS}, got {kind!r}")
+    return negative_sample(num_nodes, keys, k, seed,
+                           sources=sources if kind == "per_source" else None,
+                           indptr=indptr, indices=indices, max_tries=EXCLUDE_TRIES)

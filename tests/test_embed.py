@@ -1,0 +1,80 @@
+"""``python -m gnnscale.embed``: every node's embeddings from a trained run's checkpoint,
+equal to the layer-wise evaluation's rows, on one rank and on several."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from gnnscale.embed.__main__ import main, parse
+from gnnscale.evaluation.evaluate import layerwise_logits
+from gnnscale.runner import checkpoint
+from gnnscale.runner.embed import load_run
+from gnnscale.runner.run import run
+from tests._train import TINY, make_cfg
+
+
+def trained(tmp_path: Path, *extra: str) -> Path:
+    cfg = make_cfg(tmp_path, *TINY, "dist.world_size=1", "epochs=1", *extra)
+    run(cfg)
+    return Path(cfg.run_dir)
+
+
+def reference(run_dir: Path, layer: int) -> np.ndarray:
+    """The layer's rows of every node: the evaluation's layer-wise inference for the last
+    layer; one conv over every node's whole neighbourhood for the first."""
+    from gnnscale.sampling.neighbor import NeighborSampler
+
+    ckpt = run_dir / checkpoint.FILENAME
+    cfg = OmegaConf.create(checkpoint.load(ckpt)["config"])
+    graph, model, _ = load_run(cfg, str(ckpt))
+    nodes = torch.arange(graph.num_nodes)
+    if layer == model.num_layers - 1:
+        return layerwise_logits(model, graph, nodes, torch.device("cpu"), 300).numpy()
+    mb = NeighborSampler(fanouts=[-1]).sample(graph, nodes, 0)
+    with torch.no_grad():
+        return model.layer(0, graph.x[mb.n_id], mb.blocks[0]).numpy()
+
+
+@pytest.mark.parametrize("layer", [-1, 0])
+def test_embeddings_equal_the_layerwise_rows(tmp_path, layer):
+    run_dir = trained(tmp_path)
+    out = tmp_path / "emb" / "z.npy"
+    res = main([f"run_dir={run_dir}", f"out={out}", f"layer={layer}", "batch_size=300",
+                "progress=false", f"data_root={tmp_path / 'data'}"])
+    z = np.load(out, mmap_mode="r")
+    want = reference(run_dir, layer % 2)
+    assert z.shape == want.shape == tuple(res["shape"])
+    np.testing.assert_allclose(z, want, rtol=1e-5, atol=1e-6)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["z.npy"]  # no layer files left
+
+
+def test_link_run_embeds_its_message_graph(tmp_path):
+    run_dir = trained(tmp_path, "task=link", "task.dim=12")
+    res = main([f"run_dir={run_dir}", "progress=false"])
+    assert res["shape"][1] == 12 and Path(res["path"]).is_file()
+
+
+def test_bad_arguments_fail_clearly(tmp_path):
+    with pytest.raises(SystemExit, match="run_dir= is required"):
+        parse(["layer=1"])
+    with pytest.raises(SystemExit, match="unknown argument"):
+        parse(["run_dir=x", "layers=1"])
+    with pytest.raises(SystemExit) as err:
+        main([f"run_dir={tmp_path}"])
+    assert err.value.code == 2
+
+
+@pytest.mark.slow
+def test_ranks_write_the_same_embeddings(tmp_path):
+    run_dir = trained(tmp_path)
+    one = main([f"run_dir={run_dir}", f"out={tmp_path / 'one.npy'}", "progress=false"])
+    two = main([f"run_dir={run_dir}", f"out={tmp_path / 'two.npy'}", "world_size=2",
+                "batch_size=256", "progress=false"])
+    assert len(two["peak_rss_per_rank"]) == 2
+    np.testing.assert_allclose(np.load(one["path"]), np.load(two["path"]), rtol=1e-5,
+                               atol=1e-6)
