@@ -153,6 +153,7 @@ def import_costs(repeats: int) -> dict:
 
 
 def run(quick: bool = False) -> dict:
+    load_before = os.getloadavg()
     repeats = 3 if quick else 5
     work = Path(tempfile.mkdtemp(prefix="gnnscale-startup-"))
     try:
@@ -199,5 +200,6 @@ def run(quick: bool = False) -> dict:
     ratios["sweep5_vs_one_run"] = results["sweep5_vs_one_run"]["ratio_median"]
     ratios["config_error_vs_import_torch"] = (results["config_error"]["gnnscale_s"]
                                               / results["config_error"]["import_torch_s"])
-    return {"config": {"repeats": repeats, "command": " ".join(TINY), "cpus": os.cpu_count()},
+    return {"config": {"repeats": repeats, "command": " ".join(TINY), "cpus": os.cpu_count(),
+                       "load_average_before": load_before, "load_average_after": os.getloadavg()},
             "results": results, "ratios": ratios}
