@@ -121,10 +121,11 @@ def test_two_ranks_with_sampler_workers_train_like_the_thread(tmp_path, strategy
 
 
 def test_a_sampler_worker_error_ends_a_split_run(tmp_path):
-    """The leader's pool really samples (its error reaches the launcher) and nothing hangs."""
+    """The sampling ranks' pools really sample (a worker's error reaches the launcher) and
+    nothing hangs; every rank samples its share of the steps, so either may fail first."""
     cfg = make_cfg(tmp_path, *TINY, "strategy=split", "dist.world_size=2", "epochs=1",
                    "strategy.sample_workers=1", "sampler.weighted=true")
     start = time.monotonic()
-    with pytest.raises(RankFailed, match="(?s)rank 0 failed.*sampler worker 0 failed"):
+    with pytest.raises(RankFailed, match="(?s)rank [01] failed.*sampler worker 0 failed"):
         run(cfg)
     assert time.monotonic() - start < 60
