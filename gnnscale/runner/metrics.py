@@ -18,6 +18,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from gnnscale.distributed.devices import allocator_peak
+
 MAX_KEYS = {"epoch_time", "peak_memory", "edge_skew", "peak_device_bytes", "device_bound_bytes",
             "presample_time"}
 MEAN_KEYS = {"sample_time", "split_time", "load_time", "compute_time", "comm_time",
@@ -29,9 +31,11 @@ COLUMNS = ("epoch", "train_loss", "val_loss", "val_acc", "test_acc", "val_rocauc
 
 
 def peak_memory(device: torch.device) -> int:
-    """Peak bytes of this process: CUDA allocator peak on a GPU, max RSS on the CPU."""
-    if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device))
+    """Peak bytes of this process: CUDA allocator peak on a GPU (since the last reset: offload
+    resets it every epoch), max RSS on the CPU."""
+    peak = allocator_peak(device)
+    if peak is not None:
+        return peak
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
