@@ -39,7 +39,7 @@ class FullGraphConfig:
     """``strategy=fullgraph``'s options."""
     _target_: str = "gnnscale.strategies.fullgraph.FullGraph"
     ring: bool = False  # peer-ordered point-to-point exchange instead of one all-to-all
-    overlap: bool = False  # convolve all-local destinations while remote rows are in flight
+    overlap: bool = False  # exchanges overlap the local aggregation, forward and backward
 
 
 def partition_kind(cfg) -> str:
@@ -49,15 +49,10 @@ def partition_kind(cfg) -> str:
     return getattr(get_object(cfg.partitioner._target_), "kind", "edge_cut")
 
 
-def check_combination(kind: str, deps: Any, model: Any, feature_dim: int, partitioner: str,
-                      overlap: bool = False) -> None:
+def check_combination(kind: str, deps: Any, model: Any, feature_dim: int,
+                      partitioner: str) -> None:
     """Refuse, before training, what full-graph training cannot run (the key to change)."""
     name = type(deps).__name__.lower()
-    if kind == "vertex_cut" and overlap:
-        raise ConfigError(
-            f"strategy.overlap=true convolves an edge-cut rank's all-local destinations while "
-            f"remote rows are in flight; a vertex-cut (partitioner={partitioner}) has no such "
-            "split yet: set strategy.overlap=false (strategy.ring=true works on both cuts)")
     if kind == "vertex_cut":
         if not deps.replicates_none:
             raise ConfigError(
@@ -109,8 +104,7 @@ class FullGraph(Strategy):
         kind, model, graph = partition_kind(cfg), built.model, built.graph
         name = cfg.partitioner._target_.rsplit(".", 1)[-1].replace("Partitioner", "").lower()
         if cfg.dist.world_size > 1:
-            check_combination(kind, built.deps, model, graph.num_features, name,
-                              overlap=bool(cfg.strategy.get("overlap", False)))
+            check_combination(kind, built.deps, model, graph.num_features, name)
         elif getattr(model, "gcn_norm", "graph") != "graph":
             check_combination("edge_cut", built.deps, model, graph.num_features, name)
 
@@ -126,13 +120,12 @@ class FullGraph(Strategy):
         book = ctx.partition.get(world) if world > 1 else None
         kind = book.kind if book is not None else "edge_cut"
         check_combination(kind, ctx.deps if world > 1 else _NoDeps(), self._module,
-                          graph.num_features, getattr(ctx.partition, "name", "?"),
-                          overlap=self.overlap and world > 1)
+                          graph.num_features, getattr(ctx.partition, "name", "?"))
         if kind == "vertex_cut":
             from gnnscale.strategies.fullgraph.vertex_cut import VertexCutPlan
 
             self.plan = VertexCutPlan(graph, book, self._module, topo, group=self.group,
-                                      ring=self.ring)
+                                      ring=self.ring, overlap=self.overlap)
         else:
             part = book.part if book is not None else torch.zeros(graph.num_nodes,
                                                                    dtype=torch.int64)
