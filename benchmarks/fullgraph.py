@@ -11,17 +11,33 @@ rank after a warm-up epoch; bytes sent forward and backward, edges and vertex up
 Ratios (speed-ups, > 1 = the first named is slower): ``hybrid_over_depcache.<row>`` =
 t(depcache) / t(hybrid), ``hybrid_over_depcomm.<row>``, ``best_over_hybrid.<row>`` =
 min(t(depcache), t(depcomm)) / t(hybrid) (>= 0.95: hybrid within 5% of the faster),
-``cvc_over_oec.<row>`` = t(oec) / t(cvc), ``ring_over_all_to_all.<row>`` and
-``overlap_over_plain.<row>`` = t(depcomm) / t(depcomm with the option) on the first products
-row, ``plan_over_100_epochs`` = the largest hybrid plan
-time (the cost probe, once per graph, ``probe_s``, included) over 100 of its epochs, and
-``plan_over_100_epochs_without_probe`` the same for the planning alone (``plan_s``).
+``cvc_over_oec.<row>`` = t(oec) / t(cvc), ``ring_over_all_to_all.<row>`` = t(depcomm) /
+t(depcomm with ``ring``) on the first products row, ``plan_over_100_epochs`` = the largest
+hybrid plan time (the cost probe, once per graph, ``probe_s``, included) over 100 of its
+epochs, and ``plan_over_100_epochs_without_probe`` the same for the planning alone
+(``plan_s``).
+
+The overlap comparison (:func:`run_overlap`; alone: ``python -m benchmarks.fullgraph overlap
+[--quick] [--out PATH]``; in the suite under ``results.overlap`` and ``ratios.overlap``): on the
+products-like graph, every variant (every deps option on edge-cuts, depcomm on vertex-cuts)
+beside its ``strategy.overlap=true`` twin (row key ``<deps>+overlap``) and overlap's computation
+with every message awaited at once (``<deps>+split``: the plan's ``hide=False``), the three
+trained in one spawn with epochs alternating; ``overlap_over_plain.<row>/<deps>`` = t(plain) /
+t(overlap) (>= 1: overlap never slower), ``split_over_plain`` = t(plain) / t(split) (what
+computing by source group gains: aggregate-then-update, matrices built once),
+``overlap_over_split`` = t(split) / t(overlap) (what hiding the messages gains),
+``overlap_worst``, ``overlap_rows_slower`` (how many below 1) and ``overlap_same_loss`` (the
+twins' last losses and forward bytes agree).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -33,7 +49,7 @@ WORLD = 4
 EDGE_CUTS = ("metis", "random", "range")
 VERTEX_CUTS = ("oec/blocked", "oec/metis", "cvc/blocked", "cvc/metis")
 EDGE_DEPS = ("depcache", "depcomm", "hybrid")
-OPTIONS = {"depcomm+ring": {"ring": True}, "depcomm+overlap": {"overlap": True}}
+OPTIONS = {"depcomm+ring": {"ring": True}}
 
 
 def settings(quick: bool) -> dict:
@@ -83,16 +99,45 @@ def _footprint(plan) -> int:
     return rows + 16 * sum(s.block.num_edges for s in plan.steps)
 
 
-def _rank(topo, graph, books: dict, variants: list[tuple], epochs: int) -> dict:
-    """Per variant (model, hidden, partitioner, deps): epoch times and the plan's figures."""
+TWINS = {"": {}, "+overlap": {"overlap": True}, "+split": {"overlap": True, "hide": False}}
+
+
+def _build(topo, graph, book, model_name: str, hidden: int, deps: str, hybrid, twin: str):
+    """One variant's model, plan, optimizer and plan figures (``twin``: a key of
+    :data:`TWINS`: plain, overlapped, or overlap's computation with nothing hidden)."""
+    from gnnscale.deps.depcache import DepCache
+    from gnnscale.deps.depcomm import DepComm
+    from gnnscale.strategies.fullgraph.edge_cut import EdgeCutPlan
+    from gnnscale.strategies.fullgraph.vertex_cut import VertexCutPlan
+
+    model = _model(model_name, graph, hidden)
+    opts = {**OPTIONS.get(deps, {}), **TWINS[twin]}
+    t0 = time.perf_counter()
+    if book.kind == "vertex_cut":
+        plan = VertexCutPlan(graph, book, model, topo, **opts)
+        extra = {}
+    else:
+        base = deps.split("+")[0]
+        dm = {"depcache": DepCache(), "depcomm": DepComm(), "hybrid": hybrid}[base]
+        plan = EdgeCutPlan(graph, book.part, topo.rank, WORLD, dm,
+                           model.widths(graph.num_features), **opts)
+        extra = {"footprint_bytes": _footprint(plan),
+                 "replicated_bytes": plan.layout.report["replicated_bytes"],
+                 "layers": plan.layout.report["layers"]}
+    extra["plan_s"] = time.perf_counter() - t0
+    return model, plan, torch.optim.Adam(model.parameters(), lr=0.01), extra
+
+
+def _rank(topo, graph, books: dict, variants: list[tuple], epochs: int,
+          twins: bool = False) -> dict:
+    """Per variant (model, hidden, partitioner, deps), and with ``twins`` its overlapped twin
+    (deps + "+overlap") and overlap's computation with nothing hidden (deps + "+split"),
+    trained side by side, epochs alternating (the order rotating each epoch): epoch times and
+    the plan's figures."""
     import torch.distributed as dist
     import torch.nn.functional as F
 
-    from gnnscale.deps.depcache import DepCache
-    from gnnscale.deps.depcomm import DepComm
     from gnnscale.deps.hybrid import Hybrid
-    from gnnscale.strategies.fullgraph.edge_cut import EdgeCutPlan
-    from gnnscale.strategies.fullgraph.vertex_cut import VertexCutPlan
 
     hybrid = Hybrid()  # probed once per rank (collective), reused; timed apart from planning
     probe_s = 0.0
@@ -102,46 +147,49 @@ def _rank(topo, graph, books: dict, variants: list[tuple], epochs: int) -> dict:
         probe_s = time.perf_counter() - t0
     out = {}
     for model_name, hidden, pname, deps in variants:
-        model = _model(model_name, graph, hidden)
         book = books[pname]
-        t0 = time.perf_counter()
-        if book.kind == "vertex_cut":
-            plan = VertexCutPlan(graph, book, model, topo)
-            extra = {}
-        else:
-            base = deps.split("+")[0]
-            dm = {"depcache": DepCache(), "depcomm": DepComm(), "hybrid": hybrid}[base]
-            plan = EdgeCutPlan(graph, book.part, topo.rank, WORLD, dm,
-                               model.widths(graph.num_features), **OPTIONS.get(deps, {}))
-            extra = {"footprint_bytes": _footprint(plan),
-                     **({"probe_s": probe_s} if base == "hybrid" else {}),
-                     "replicated_bytes": plan.layout.report["replicated_bytes"],
-                     "layers": plan.layout.report["layers"]}
-        plan_s = time.perf_counter() - t0
-        opt = torch.optim.Adam(model.parameters(), lr=0.01)
-        mask = graph.mask("train")[plan.masters]
-        y = graph.y[plan.masters[mask]]
-        times = []
-        for _ in range(epochs + 1):
-            dist.barrier()
-            t0 = time.perf_counter()
-            opt.zero_grad()
-            out_rows = plan.forward(model)
-            loss = F.cross_entropy(out_rows[mask], y, reduction="sum") / graph.train_idx.numel()
-            loss.backward()
-            for p in model.parameters():
-                dist.all_reduce(p.grad)
-            opt.step()
-            times.append(time.perf_counter() - t0)
-            stats = plan.stats()
-        out[(model_name, hidden, pname, deps)] = {
-            "epoch_s": statistics.median(times[1:]), "plan_s": plan_s, **stats, **extra}
+        pair = {}
+        for twin in (TWINS if twins else ("",)):
+            model, plan, opt, extra = _build(topo, graph, book, model_name, hidden, deps,
+                                             hybrid, twin)
+            if deps.startswith("hybrid"):
+                extra["probe_s"] = probe_s
+            mask = graph.mask("train")[plan.masters]
+            pair[twin] = (model, plan, opt, extra, mask, graph.y[plan.masters[mask]], [])
+        names = list(pair)
+        for epoch in range(epochs + 1):
+            shift = epoch % len(names)
+            for twin in names[shift:] + names[:shift]:
+                model, plan, opt, extra, mask, y, times = pair[twin]
+                dist.barrier()
+                t0 = time.perf_counter()
+                opt.zero_grad()
+                out_rows = plan.forward(model)
+                loss = F.cross_entropy(out_rows[mask], y, reduction="sum") / \
+                    graph.train_idx.numel()
+                loss.backward()
+                for p in model.parameters():
+                    dist.all_reduce(p.grad)
+                opt.step()
+                times.append(time.perf_counter() - t0)
+                extra["stats"] = plan.stats()
+                extra["loss"] = float(loss.detach())
+        for twin, built in pair.items():
+            extra, times = built[3], built[6]
+            stats, loss = extra.pop("stats"), extra.pop("loss")
+            out[(model_name, hidden, pname, deps + twin)] = {
+                "epoch_s": statistics.median(times[1:]), "epoch_s_all": times[1:],
+                "last_loss": loss, **stats, **extra}
+        del pair
     return out
 
 
 def _combine(per_rank: list[dict], key, num_edges: int) -> dict:
     rs = [r[key] for r in per_rank]
-    row = {"epoch_s": max(r["epoch_s"] for r in rs), "plan_s": max(r["plan_s"] for r in rs)}
+    slowest = [max(ts) for ts in zip(*(r["epoch_s_all"] for r in rs))]
+    row = {"epoch_s": statistics.median(slowest), "epoch_s_all": slowest,
+           "plan_s": max(r["plan_s"] for r in rs),
+           "last_loss": sum(r["last_loss"] for r in rs)}
     if "probe_s" in rs[0]:
         row["probe_s"] = max(r["probe_s"] for r in rs)
     for k in ("bytes_forward", "bytes_backward", "edges_computed", "vertex_updates",
@@ -158,26 +206,81 @@ def _combine(per_rank: list[dict], key, num_edges: int) -> dict:
 
 
 def measure_rows(graph, parts: list[str], models: list[str], hiddens: list[int], epochs: int,
-                 seed: int, options: bool = False) -> tuple[dict, list[tuple]]:
+                 seed: int, options: bool = False, twins: bool = False
+                 ) -> tuple[dict, list[tuple]]:
     """Rows ``<model>/h<hidden>/<partitioner>`` -> deps -> figures (4 spawned ranks) and the
-    variants run; ``options`` adds NeutronStar's ring and overlap on the first row."""
+    variants run; ``options`` adds NeutronStar's ring on the first row, ``twins`` each
+    variant's overlap twin (:func:`_rank`)."""
     books = {p: _book(graph, p, seed) for p in parts}
     variants = [(m, h, p, d) for m in models for h in hiddens for p in parts
                 for d in (EDGE_DEPS if books[p].kind == "edge_cut" else ("depcomm",))]
-    if options:  # NeutronStar's ring and overlap, each against plain depcomm
+    if options:  # NeutronStar's ring against plain depcomm
         variants += [(models[0], hiddens[-1], parts[0], d) for d in OPTIONS]
-    per_rank = spawn(_rank, WORLD, graph, books, variants, epochs, timeout_s=3000.0)
+    per_rank = spawn(_rank, WORLD, graph, books, variants, epochs, twins, timeout_s=3000.0)
     rows: dict = {}
     for m, h, p, d in variants:
-        rows.setdefault(f"{m}/h{h}/{p}", {})[d] = _combine(per_rank, (m, h, p, d),
-                                                           graph.num_edges)
+        for v in ([d + t for t in TWINS] if twins else (d,)):
+            rows.setdefault(f"{m}/h{h}/{p}", {})[v] = _combine(per_rank, (m, h, p, v),
+                                                               graph.num_edges)
     return rows, variants
 
 
+def overlap_settings(quick: bool) -> dict:
+    """``strategy.overlap`` on and off, alone: the products-like graph, every deps option on
+    edge-cuts (metis, random) and depcomm on a vertex-cut (cvc, metis masters)."""
+    if quick:
+        return {"graphs": {"products": {"preset": "products_sim", "scale": 0.01}},
+                "models": ["gcn"], "hiddens": [64],
+                "partitioners": ["metis", "random", "cvc/metis"], "side_partitioners": [],
+                "epochs": 2, "seed": 0}
+    return {"graphs": {"products": {"preset": "products_sim", "scale": 0.03}},
+            "models": ["gcn", "sage"], "hiddens": [64, 256],
+            "partitioners": ["metis", "random", "cvc/metis"],
+            "side_partitioners": [], "epochs": 5, "seed": 0}
+
+
 def run(quick: bool) -> dict:
-    cfg = settings(quick)
+    """The suite: the rows of :func:`settings`, then the overlap comparison
+    (``results.overlap``, ``ratios.overlap``)."""
+    out = run_with(settings(quick))
+    ov = run_overlap(quick)
+    out["config"]["overlap"], out["results"]["overlap"], out["ratios"]["overlap"] = \
+        ov["config"], ov["results"], ov["ratios"]
+    return out
+
+
+def run_overlap(quick: bool) -> dict:
+    """Only the overlap comparison (:func:`overlap_settings`): each variant beside its
+    overlap twin."""
+    return run_with(overlap_settings(quick), twins=True)
+
+
+def _overlap_ratios(results: dict, ratios: dict) -> None:
+    """t(plain) / t(overlap) per row and deps (> 1: overlap faster), split into what the
+    computation's split gains (t(plain) / t(split)) and what hiding the messages gains
+    (t(split) / t(overlap)); the worst, and whether the twins' losses and bytes agree."""
+    out, same = {}, True
+    ratios["split_over_plain"], ratios["overlap_over_split"] = {}, {}
+    for row, r in results["rows"].items():
+        for d in r:
+            if d + "+overlap" in r:
+                key, t = f"{row}/{d}", {x: r[d + x]["epoch_s"] for x in TWINS}
+                out[key] = ratio(t[""], t["+overlap"])
+                ratios["split_over_plain"][key] = ratio(t[""], t["+split"])
+                ratios["overlap_over_split"][key] = ratio(t["+split"], t["+overlap"])
+                for x in ("+overlap", "+split"):
+                    same &= abs(r[d]["last_loss"] - r[d + x]["last_loss"]) < 1e-3 and \
+                        r[d]["bytes_forward"] == r[d + x]["bytes_forward"]
+    ratios["overlap_over_plain"] = out
+    ratios["overlap_worst"] = min(out.values()) if out else None
+    ratios["overlap_rows_slower"] = sum(v < 1.0 for v in out.values())
+    ratios["overlap_same_loss"] = same
+
+
+def run_with(cfg: dict, twins: bool = False) -> dict:
+    """The suite on ``cfg`` (:func:`settings`, or :func:`overlap_settings` with ``twins``)."""
     results: dict = {"rows": {}, "graphs": {}}
-    ratios: dict = {"ring_over_all_to_all": {}, "overlap_over_plain": {},
+    ratios: dict = {"ring_over_all_to_all": {},
                     "best_over_hybrid": {}, "hybrid_over_depcache": {},
                     "hybrid_over_depcomm": {}, "cvc_over_oec": {}, "plan_over_100_epochs": None,
                     "plan_over_100_epochs_without_probe": None}
@@ -190,15 +293,15 @@ def run(quick: bool) -> dict:
                                     "features": graph.num_features}
         parts = cfg["partitioners"] if gname == "products" else cfg["side_partitioners"]
         rows, variants = measure_rows(graph, parts, cfg["models"], cfg["hiddens"],
-                                      cfg["epochs"], cfg["seed"], options=gname == "products")
+                                      cfg["epochs"], cfg["seed"],
+                                      options=gname == "products" and not twins, twins=twins)
         for key, row in rows.items():
             results["rows"][f"{gname}/{key}"] = row
         for m, h, p, d in variants:
             if d in OPTIONS:
                 row = results["rows"][f"{gname}/{m}/h{h}/{p}"]
-                key = "ring_over_all_to_all" if "ring" in d else "overlap_over_plain"
-                ratios[key][f"{gname}/{m}/h{h}/{p}"] = ratio(row["depcomm"]["epoch_s"],
-                                                              row[d]["epoch_s"])
+                ratios["ring_over_all_to_all"][f"{gname}/{m}/h{h}/{p}"] = ratio(
+                    row["depcomm"]["epoch_s"], row[d]["epoch_s"])
         for m in cfg["models"]:
             for h in cfg["hiddens"]:
                 for p in parts:
@@ -221,5 +324,30 @@ def run(quick: bool) -> dict:
                             oec["depcomm"]["epoch_s"], cvc["depcomm"]["epoch_s"])
     ratios["plan_over_100_epochs"] = worst_plan
     ratios["plan_over_100_epochs_without_probe"] = worst_planner
+    if twins:
+        _overlap_ratios(results, ratios)
     cfg["wall_s"] = time.perf_counter() - t_all
     return {"config": cfg, "results": results, "ratios": ratios}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.fullgraph overlap [--quick] [--out PATH]``: only the overlap
+    comparison."""
+    import benchmarks
+    from benchmarks.__main__ import show
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("part", choices=["overlap"])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    report = {"suite": "fullgraph-overlap", "quick": args.quick, **run_overlap(args.quick),
+              "env": benchmarks.env()}
+    show(report)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

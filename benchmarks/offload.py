@@ -1,7 +1,7 @@
 """Benchmark suite ``offload``: HongTu's offloaded full-graph training on the products-like
 synthetic, 4 ranks (sections 4-5, Tables 3, 8, 9).
 
-Three parts:
+Four parts:
 
 - **Volumes from the plans** (no training; :func:`offload_volumes`, also used by the
   ``reproduce`` suite): every rank's transfer plan of one layer pass, for chunks 1, 8, 32 per
@@ -17,6 +17,16 @@ Three parts:
   and ``fullgraph`` with depcomm on the same metis book; median epoch time of the slowest rank
   after a warm-up epoch, peak device bytes against the planned bound (max over ranks),
   recompute time, planning time over 100 epochs (Table 9: <= 1.5%).
+- **The intermediate-data rule** (section 4.2, costed as Eq. 4; :func:`run_rule`, alone:
+  ``python -m benchmarks.offload rule [--quick] [--out PATH]``): on the ``products_like``
+  preset, ``intermediate=auto`` (the rule's per-batch choice from measured costs) against
+  ``recompute`` and ``cache`` throughout, the three trained side by side in one spawn, epochs
+  alternating (the order rotating each round); per variant the median epoch time of the
+  slowest rank, host-to-device, device-to-host and rank-to-rank bytes per epoch (summed over
+  ranks), the measured peak device bytes against the planned bound (largest rank), the loss
+  per epoch (equal: every choice gives the same gradients), and the rule's choice per layer
+  with its modelled seconds. Ratios ``rule.<row>.rule_over_best`` = t(auto) / min(t(cache),
+  t(recompute)) (target <= 1 within noise), ``rule_over_cache``, ``rule_over_recompute``.
 
 Ratios: ``dedup_saving.<first_level>.<chunks>`` = 1 - h2d(inter+intra) / h2d(none) without
 reorganisation, ``dedup_saving_reorganized`` the same with it, ``reorganize_gain`` = the
@@ -29,10 +39,14 @@ t(offload) / t(depcomm), ``plan_over_100_epochs.<chunks>``, ``peak_within_bound`
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
+import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -125,8 +139,9 @@ def _context(topo, graph: GraphStore, book, cfg: dict):
     from gnnscale.strategies.base import RunContext
 
     torch.manual_seed(cfg["seed"])
+    kw = {"gcn_norm": "graph"} if cfg["model"] == "gcn" else {}
     model = build(option("model", cfg["model"], hidden=cfg["hidden"],
-                         num_layers=cfg["layers"], dropout=0.0, gcn_norm="graph"),
+                         num_layers=cfg["layers"], dropout=0.0, **kw),
                   in_channels=graph.num_features, out_channels=graph.num_classes)
     return RunContext(topo=topo, graph=graph, model=model, sampler=None, cache_policy=NoCache(),
                       deps=DepComm(), partition=FixedPartition(book), optim=Adam(lr=0.01),
@@ -301,5 +316,145 @@ def run(quick: bool) -> dict:
         ratios["plan_over_100_epochs"][str(c)] = row["plan_s"] / (100 * row["epoch_s"])
     ratios["peak_within_bound"] = all(epochs[f"offload/{c}"]["peak_within_bound"]
                                       for c in cfg["measured_chunks"])
+    rule = run_rule(quick)
+    cfg["rule"], results["rule"], ratios["rule"] = rule["config"], rule["results"], \
+        rule["ratios"]
     cfg["wall_s"] = time.perf_counter() - t_all
     return {"config": cfg, "results": results, "ratios": ratios}
+
+
+# -- the intermediate-data rule: auto against recompute and cache throughout ---------------------
+RULE_VARIANTS = ("auto", "recompute", "cache")
+
+
+def rule_settings(quick: bool) -> dict:
+    """The rule's rows: ``products_like`` (the brief's graph: range chunks, degree 50) and the
+    low-degree ``web_like`` (METIS chunks: few rows to reload, cheap aggregation)."""
+    base = {"world": 4, "first_level": "metis", "seed": 0, "dedup": "inter+intra",
+            "reorganize": True}
+    if quick:
+        return {**base, "epochs": 3, "graphs": {
+            "products_like": {"preset": "products_like", "scale": 0.25, "chunks": 4,
+                              "level2": "range",
+                              "rows": [{"model": "gcn", "layers": 2, "hidden": 64}]}}}
+    return {**base, "epochs": 5, "graphs": {
+        "products_like": {"preset": "products_like", "scale": 1.0, "chunks": 8,
+                          "level2": "range",
+                          "rows": [{"model": "gcn", "layers": 3, "hidden": 128},
+                                   {"model": "sage", "layers": 3, "hidden": 128}]},
+        "web_like": {"preset": "web_like", "scale": 0.5, "chunks": 8, "level2": "metis",
+                     "rows": [{"model": "gcn", "layers": 2, "hidden": 128}]}}}
+
+
+def _rule_rank(topo, graph: GraphStore, book, cfg: dict) -> dict:
+    """Per row and variant: every epoch's time and the last epoch's figures on this rank."""
+    import torch.distributed as dist
+
+    out = {}
+    for row in cfg["rows"]:
+        name = f"{row['model']}/l{row['layers']}/h{row['hidden']}"
+        model_cfg = {**cfg, **row}
+        strats = {v: _offload(topo, graph, book, model_cfg, cfg["chunks"], dedup=cfg["dedup"],
+                              reorganize=cfg["reorganize"], intermediate=v,
+                              level2=cfg["level2"])
+                  for v in RULE_VARIANTS}
+        times = {v: [] for v in RULE_VARIANTS}
+        losses = {v: [] for v in RULE_VARIANTS}
+        last: dict = {}
+        for epoch in range(cfg["epochs"] + 1):  # epoch 0: warm-up (auto decides in it)
+            shift = epoch % len(RULE_VARIANTS)
+            for v in RULE_VARIANTS[shift:] + RULE_VARIANTS[:shift]:
+                dist.barrier()
+                with contextlib.redirect_stdout(io.StringIO()):  # the rule's report
+                    m = strats[v].train_epoch(epoch)
+                losses[v].append(m["train_loss"])
+                if epoch:
+                    times[v].append(m["epoch_time"])
+                last[v] = m
+        out[name] = {v: {"epoch_s": times[v], "losses": losses[v],
+                         **{k: last[v][k] for k in (
+                             "bytes_host_to_device", "bytes_device_to_host",
+                             "bytes_rank_to_rank", "bytes_reused", "peak_device_bytes",
+                             "device_bound_bytes", "recompute_time", "rows_host_loaded",
+                             "edges_computed")},
+                         "modes": ["".join("c" if x == "cache" else "r" for x in ms)
+                                   for ms in strats[v].modes],
+                         "rule": {str(k): r for k, r in strats[v].rule_report.items()},
+                         "rates_MBps": None if strats[v].rule_rates is None else {
+                             k: getattr(strats[v].rule_rates, k) / 1e6
+                             for k in ("h2d", "d2h", "r2r", "reuse")}}
+                     for v in RULE_VARIANTS}
+        del strats
+    return out
+
+
+def _rule_combine(per_rank: list[dict], name: str, v: str) -> dict:
+    rs = [r[name][v] for r in per_rank]
+    slowest = [max(ts) for ts in zip(*(r["epoch_s"] for r in rs))]
+    row = {"epoch_s": statistics.median(slowest), "epoch_s_all": slowest,
+           "losses": rs[0]["losses"], "modes": rs[0]["modes"], "rule": rs[0]["rule"],
+           "rates_MBps_rank0": rs[0]["rates_MBps"],
+           "peak_device_bytes": max(r["peak_device_bytes"] for r in rs),
+           "device_bound_bytes": max(r["device_bound_bytes"] for r in rs),
+           "peak_within_bound": all(r["peak_device_bytes"] <= r["device_bound_bytes"]
+                                    for r in rs),
+           "recompute_s": max(r["recompute_time"] for r in rs)}
+    for k in ("bytes_host_to_device", "bytes_device_to_host", "bytes_rank_to_rank",
+              "bytes_reused", "rows_host_loaded", "edges_computed"):
+        row[k] = sum(r[k] for r in rs)
+    return row
+
+
+def run_rule(quick: bool) -> dict:
+    """auto against recompute and cache throughout, side by side (see the module docstring)."""
+    cfg = rule_settings(quick)
+    t_all = time.perf_counter()
+    results: dict = {"graphs": {}, "rows": {}}
+    ratios: dict = {}
+    for gname, spec in cfg["graphs"].items():
+        graph = generate(spec["preset"], scale=spec["scale"], seed=cfg["seed"])
+        results["graphs"][gname] = {"nodes": graph.num_nodes, "edges": graph.num_edges,
+                                    "features": graph.num_features}
+        with _threads(1):
+            book = _book(graph, cfg["first_level"], cfg["seed"])
+        per_rank = spawn(_rule_rank, cfg["world"], graph, book, {**cfg, **spec},
+                         timeout_s=3000.0)
+        for name in per_rank[0]:
+            rows = {v: _rule_combine(per_rank, name, v) for v in RULE_VARIANTS}
+            key = f"{gname}/{name}/{spec['level2']}{spec['chunks']}"
+            results["rows"][key] = rows
+            t = {v: rows[v]["epoch_s"] for v in RULE_VARIANTS}
+            ratios[key] = {
+                "rule_over_best": ratio(t["auto"], min(t["cache"], t["recompute"])),
+                "rule_over_cache": ratio(t["auto"], t["cache"]),
+                "rule_over_recompute": ratio(t["auto"], t["recompute"]),
+                "h2d_rule_over_recompute": ratio(rows["auto"]["bytes_host_to_device"],
+                                                 rows["recompute"]["bytes_host_to_device"]),
+                "peak_within_bound": all(r["peak_within_bound"] for r in rows.values()),
+                "losses_equal": all(
+                    max(abs(a - b) for a, b in zip(rows[v]["losses"], rows["auto"]["losses"]))
+                    < 1e-4 for v in RULE_VARIANTS)}
+    cfg["wall_s"] = time.perf_counter() - t_all
+    return {"config": cfg, "results": results, "ratios": ratios}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.offload rule [--quick] [--out PATH]``: only the rule part."""
+    import benchmarks
+    from benchmarks.__main__ import show
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("part", choices=["rule"])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    report = {"suite": "offload-rule", "quick": args.quick, **run_rule(args.quick),
+              "env": benchmarks.env()}
+    show(report)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

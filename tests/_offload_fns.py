@@ -20,7 +20,10 @@ from gnnscale.strategies.offload.strategy import Offload
 from tests import _fullgraph_fns as F
 
 
-def make_strategy(topo, part: torch.Tensor | None, model_name: str, **opts) -> Offload:
+def make_strategy(topo, part: torch.Tensor | None, model_name: str,
+                  modes: tuple[str, ...] | None = None, **opts) -> Offload:
+    """``modes``: per layer a string of ``c``/``r``, one per batch, set as the rule sets them
+    (with ``intermediate=auto``, whose set-up keeps room for the aggregates)."""
     graph = F.make_graph()
     if topo is None:
         topo = Topology(rank=0, world_size=1, local_rank=0, local_world_size=1,
@@ -33,6 +36,8 @@ def make_strategy(topo, part: torch.Tensor | None, model_name: str, **opts) -> O
                      optim=Adam(lr=0.01), seed=F.DROPOUT_SEED)
     strat = Offload(ctx, **opts)
     strat.setup()
+    if modes is not None:
+        strat.modes = [[{"c": "cache", "r": "recompute"}[x] for x in p] for p in modes]
     return strat
 
 
@@ -42,7 +47,7 @@ def one_epoch(strat: Offload) -> dict:
     m["grads"] = [p.grad.clone() for p in strat.module.parameters()]
     m["planned_rows"] = strat.planned_rows_loaded()
     m["per_pass_rows"] = sum(t.rows_loaded for t in strat.transfers)
-    m["passes"] = strat.passes()
+    m["modes"] = [list(x) for x in strat.modes]
     return m
 
 

@@ -76,11 +76,11 @@ def vertex_cut_cases(topo, cases: list[tuple[str, str, str, str]]) -> list[dict]
     graph = tiny_graph()
     results = []
     for part, masters, name, reorder in cases:
-        ring = masters.endswith("+ring")
-        masters = masters.removesuffix("+ring")
+        masters, *flags = masters.split("+")  # e.g. blocked+ring+overlap, +wait: hide=False
         book = PARTITIONERS[part](masters=masters).partition(graph, topo.world_size)
         model = make_model(name, reorder, graph)
-        plan = VertexCutPlan(graph, book, model, topo, ring=ring)
+        plan = VertexCutPlan(graph, book, model, topo, ring="ring" in flags,
+                             overlap="overlap" in flags, hide="wait" not in flags)
         loss = _loss(plan.forward(model), plan.masters, graph)
         loss.backward()
         for p in model.parameters():

@@ -29,7 +29,9 @@ def test_runner_fullgraph_matches_one_process(tmp_path):
                           "deps.costs={t_vertex:0.0,t_edge:0.0,t_comm:1.0}",
                           "deps.memory_cap_mb=0.05", run="hybrid"))
     vcut = run(make_cfg(tmp_path, *FULL, *GCN, "dist.world_size=2", "partitioner=cvc", run="cvc"))
-    for res in (hybrid, vcut):
+    overlap = run(make_cfg(tmp_path, *FULL, *GCN, "dist.world_size=2", "partitioner=cvc",
+                           "strategy.overlap=true", "strategy.ring=true", run="cvc-overlap"))
+    for res in (hybrid, vcut, overlap):
         assert _losses(res) == pytest.approx(_losses(one), rel=1e-4)
         assert res["summary"]["final_test_acc"] == pytest.approx(
             one["summary"]["final_test_acc"], abs=2e-3)
@@ -69,7 +71,6 @@ def _check(tmp_path, *overrides: str) -> None:
     (("partitioner=cvc", "model=gat"), "edge-cut"),
     (("model=gcn", "model.gcn_norm=block"), "model.gcn_norm=graph"),
     (("deps=hybrid", "deps.memory_cap_mb=0.00001", *GCN), "less than one replicated feature row"),
-    (("partitioner=cvc", "strategy.overlap=true", *GCN), "strategy.overlap=false"),
 ])
 def test_refused_before_training(tmp_path, overrides, match):
     with pytest.raises(ConfigError, match=match):
@@ -79,7 +80,8 @@ def test_refused_before_training(tmp_path, overrides, match):
 def test_accepted_combinations(tmp_path):
     for overrides in (("deps=hybrid", *GCN), ("partitioner=random", "deps=depcache", "model=gat"),
                       ("partitioner=cvc", *GCN), ("partitioner=hvc", "model=sage"),
-                      ("partitioner=oec", "strategy.ring=true", *GCN)):
+                      ("partitioner=oec", "strategy.ring=true", *GCN),
+                      ("partitioner=cvc", "strategy.overlap=true", *GCN)):
         _check(tmp_path, "dist.world_size=2", *overrides)
 
 

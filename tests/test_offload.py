@@ -58,7 +58,16 @@ def test_every_combination_matches_single_process_and_depcomm(world, partitioner
     graph = F.make_graph()
     parter = MetisPartitioner() if partitioner == "metis" else RandomPartitioner(seed=1)
     part = parter.partition(graph, world).part
-    cases = _cases(chunk_counts=chunk_counts) + [  # METIS chunks inside each part
+    cases = _cases(chunk_counts=chunk_counts) + [
+        # the rule's own choice, and per-batch mixes of both modes as the rule may set them
+        ("gcn", dict(chunks=3, dedup="inter+intra", reorganize=True, intermediate="auto")),
+        ("sage", dict(chunks=3, dedup="inter+intra", reorganize=False, intermediate="auto",
+                      modes=("crc", "rcr", "rrc"))),
+        ("gcn", dict(chunks=3, dedup="inter", reorganize=True, intermediate="auto",
+                     modes=("ccr", "rcc", "crr"))),
+        ("gin", dict(chunks=3, dedup="inter+intra", reorganize=True, intermediate="auto",
+                     modes=("rcc", "crr", "rcr"))),
+        # METIS chunks inside each part
         ("sage", dict(chunks=3, dedup="inter+intra", reorganize=True, intermediate="cache",
                       level2="metis")),
         ("gat", dict(chunks=3, dedup="inter", reorganize=False, intermediate="recompute",
@@ -79,10 +88,11 @@ def test_every_combination_matches_single_process_and_depcomm(world, partitioner
             assert m["rows_host_loaded"] == m["planned_rows"], (model, opts)
             assert m["peak_device_bytes"] <= m["device_bound_bytes"], (model, opts)
             assert m["bytes_rank_to_rank"] > 0
+            assert m["modes"] == mine[0]["modes"], (model, opts)  # one choice on every rank
     # dedup: fewer host rows at each level, per batch the counts the definitions give
     by = {(c[0], c[1]["chunks"], c[1]["dedup"], c[1]["reorganize"], c[1]["intermediate"]):
           sum(r[i]["per_pass_rows"] for r in ranks) for i, c in enumerate(cases)
-          if "level2" not in c[1]}
+          if "level2" not in c[1] and c[1]["intermediate"] != "auto"}
     for chunks, reorg in itertools.product(chunk_counts, (False, True)):
         none, inter, both = (by[("sage", chunks, d, reorg, "cache")] for d in DEDUPS)
         ch = two_level(graph, part, world, chunks, reorg)
@@ -93,6 +103,111 @@ def test_every_combination_matches_single_process_and_depcomm(world, partitioner
         assert none > inter >= both
         if chunks == 1:
             assert inter == both  # one batch: nothing to reuse
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn", "gin"])
+def test_mixed_modes_equal_the_reference(model):
+    """Per batch and layer either mode, as the rule may choose: a recomputed batch after a
+    cached one reloads its whole buffer (nothing to reuse), and the loads match the plan."""
+    ref = F.reference(model)
+    for modes in (("crc", "rcr", "rrc"), ("rrc", "ccr", "rcr")):
+        strat = O.make_strategy(None, None, model, chunks=3, intermediate="auto", modes=modes)
+        m = O.one_epoch(strat)
+        assert m["train_loss"] == pytest.approx(ref["loss"], rel=1e-5), modes
+        assert _close(m["grads"], ref["grads"]), modes
+        assert m["rows_host_loaded"] == m["planned_rows"], modes
+        for k, p in enumerate(modes):
+            assert m[f"chunks_cached_l{k}"] == p.count("c")
+            assert m[f"chunks_recomputed_l{k}"] == p.count("r")
+        assert 0 < m["peak_device_bytes"] <= m["device_bound_bytes"]
+
+
+def test_auto_decides_every_batch_in_the_first_epoch_and_reports_it():
+    """intermediate=auto: the first epoch's forward measures, then every layer of a model
+    that can cache gets one mode per batch, reported per layer in the metrics; GAT (and
+    residual models) recompute without measuring."""
+    strat = O.make_strategy(None, None, "gcn", chunks=3, intermediate="auto")
+    assert all(m is None for m in strat.modes)
+    m = O.one_epoch(strat)
+    assert all(len(x) == 3 and set(x) <= {"cache", "recompute"} for x in strat.modes)
+    assert sorted(strat.rule_report) == [0, 1, 2]
+    for k, rep in strat.rule_report.items():
+        assert rep["cached"] + rep["recomputed"] == 3
+        assert m[f"chunks_cached_l{k}"] == rep["cached"]
+        assert rep["modelled_s"] <= min(rep["modelled_all_cache_s"],
+                                        rep["modelled_all_recompute_s"]) + 1e-12
+    assert strat.rule_rates.h2d > 0 and strat.rule_rates.d2h > 0
+    assert "layer 2: cache" in strat.describe_rule()
+    m2 = strat.train_epoch(1)  # decided once: the second epoch keeps the modes
+    assert [m2[f"chunks_cached_l{k}"] for k in range(3)] == \
+        [m[f"chunks_cached_l{k}"] for k in range(3)]
+    gat = O.make_strategy(None, None, "gat", chunks=3, intermediate="auto")
+    assert gat.modes == [["recompute"] * 3] * 3
+    O.one_epoch(gat)
+    assert gat.rule_report == {}
+
+
+def test_rule_takes_the_cheapest_sequence_of_modes():
+    """The dynamic programme equals trying every sequence (a recomputed batch costs less after
+    a recomputed one: it reuses that buffer); ties go to caching."""
+    from gnnscale.strategies.offload import rule
+
+    gen = torch.Generator().manual_seed(0)
+    for n in range(1, 7):
+        for _ in range(30):
+            costs = torch.rand(n, 3, generator=gen, dtype=torch.float64)
+            costs[:, 2] = costs[:, 1] + torch.rand(n, generator=gen, dtype=torch.float64)
+            got = rule.decide(costs)
+            best = min(rule.modelled(costs, list(p)) for p in itertools.product(
+                (rule.CACHE, rule.RECOMPUTE), repeat=n))
+            assert rule.modelled(costs, got) == pytest.approx(best)
+    # reuse makes a run of recomputes pay off where each batch alone would cache
+    costs = torch.tensor([[1.0, 1.5, 1.5], [1.0, 0.2, 1.5], [1.0, 0.2, 1.5]],
+                         dtype=torch.float64)
+    assert rule.decide(costs) == [rule.RECOMPUTE] * 3
+    assert rule.decide(torch.ones(2, 3, dtype=torch.float64)) == [rule.CACHE] * 2
+
+
+def test_rule_costs_are_rows_over_the_measured_rates():
+    from gnnscale.strategies.offload import rule
+
+    strat = O.make_strategy(None, None, "sage", chunks=3, intermediate="auto")
+    t = strat.transfers[1]
+    rates = rule.Rates(h2d=100.0, d2h=50.0, r2r=25.0, reuse=1000.0)
+    cache, again, cold = rule.batch_costs(t, 8, 0.5, rates)
+    dst = t.dst.numel() * 32
+    assert cache == pytest.approx(dst / 50.0 + 2 * dst / 100.0)
+    assert again == pytest.approx(t.rows_loaded * 32 / 100.0 + t.rows_reused * 32 / 1000.0 + 0.5)
+    assert cold == pytest.approx((t.rows_loaded + t.rows_reused) * 32 / 100.0 + 0.5)
+
+
+def test_device_tier_measures_the_storages_alive():
+    """Each storage counted once and whole while some tensor keeps it alive, whether or not
+    the tier still names it; freed tensors drop out; sparse matrices count their arrays."""
+    from gnnscale.strategies.offload.tiers import DeviceTier, TransferStats
+
+    tier = DeviceTier(torch.device("cpu"), TransferStats())
+    a = tier.hold("a", torch.zeros(100, 4))
+    view = a[10:20]
+    tier.hold("b", torch.zeros(50, 4))
+    assert tier.live_bytes() == 150 * 16 and tier.peak == 150 * 16
+    tier.release("a")
+    assert tier.live_bytes() == 150 * 16  # ``a`` and its view are still referenced here
+    del a
+    assert tier.live_bytes() == 150 * 16  # the view keeps the whole storage
+    del view
+    assert tier.live_bytes() == 50 * 16
+    tier.release("b")
+    assert tier.live_bytes() == 0 and tier.peak == 150 * 16
+    csr = torch.eye(4).to_sparse_csr()
+    parts = (csr.crow_indices(), csr.col_indices(), csr.values())
+    assert tier.measure(csr) == sum(x.untyped_storage().nbytes() for x in parts) >= 88
+    tier.reset_peak()
+    assert tier.peak == tier.live_bytes() > 0
+    del csr, parts
+    loaded = tier.load(torch.ones(10, 3), torch.tensor([1, 2]))
+    assert tier.live_bytes() == loaded.untyped_storage().nbytes()
+    assert tier.stats.host_to_device == 24 and tier.stats.h2d_seconds > 0
 
 
 def test_chunks_balance_in_edges_and_cover_the_part():

@@ -21,6 +21,13 @@ CASES = [(p, "blocked", m, "auto") for p in ("iec", "oec", "cvc", "hvc")
     ("cvc", "blocked+ring", "sage", "auto"), ("hvc", "metis+ring", "gcn", "true"),
     ("cvc", "blocked", "gcn_res", "auto"), ("hvc", "metis+ring", "sage_res", "false"),
     ("oec", "blocked", "sage_res", "auto"),
+    # both syncs overlapped with the local aggregation (forward and backward)
+    ("iec", "blocked+overlap", "gcn", "false"), ("oec", "blocked+overlap", "gin", "auto"),
+    ("cvc", "blocked+overlap", "sage", "auto"), ("cvc", "metis+overlap", "gin", "true"),
+    ("hvc", "metis+overlap", "gcn", "true"), ("hvc", "blocked+ring+overlap", "sage_sum", "true"),
+    ("cvc", "blocked+ring+overlap", "gcn_res", "auto"), ("hvc", "blocked+overlap", "sage_res",
+                                                           "false"),
+    ("cvc", "metis+overlap+wait", "gcn", "true"),  # the same computation, nothing hidden
 ]
 
 
@@ -55,6 +62,12 @@ def test_vertex_cut_matches_single_process(world):
         fwd, bwd = (sum(s[f"bytes_{d}"] for s in stats) for d in ("forward", "backward"))
         whole = reduce == 0 or reorder == "true" or model.endswith("_res")
         assert bwd == fwd if whole else 0 < bwd < fwd, CASES[k]
+        plain = (part, CASES[k][1].replace("+overlap", "").replace("+wait", ""), model, reorder)
+        if "overlap" in CASES[k][1] and plain in CASES:  # the same rows move as without
+            j = CASES.index(plain)
+            for r in range(world):
+                for key in ("bytes_forward", "bytes_backward", "broadcast_rows", "reduce_rows"):
+                    assert got[r]["stats"][key] == ranks[r][j]["stats"][key], (CASES[k], key)
         if part == "cvc":  # broadcast within the grid row, reduce within the column
             for r in range(world):
                 for q in range(world):

@@ -21,17 +21,12 @@ def _option(obj: Any) -> str:
 
 
 def check_combination(kind: str, deps: Any, model: Any, feature_dim: int | None,
-                      partitioner: str, overlap: bool = False) -> None:
+                      partitioner: str) -> None:
     """Refuse, before training, what full-graph training cannot run (the key to change).
 
     ``deps`` and ``model`` are the built manager and model, or their schemas (both answer
     ``replicates_all``, ``replicates_none``, ``budget_bytes()``, ``why_not_splittable()``);
     ``feature_dim`` None skips the budget check (the dataset is not read yet)."""
-    if kind == "vertex_cut" and overlap:
-        raise ConfigError(
-            f"strategy.overlap=true convolves an edge-cut rank's all-local destinations while "
-            f"remote rows are in flight; a vertex-cut (partitioner={partitioner}) has no such "
-            "split yet: set strategy.overlap=false (strategy.ring=true works on both cuts)")
     if kind == "vertex_cut":
         if not deps.replicates_none:
             raise ConfigError(
@@ -67,7 +62,7 @@ class FullGraphConfig(StrategyConfig):
     default_cache: ClassVar[str] = "none"
     _target_: str = "gnnscale.strategies.fullgraph.FullGraph"
     ring: bool = False  # peer-ordered point-to-point exchange instead of one all-to-all
-    overlap: bool = False  # convolve all-local destinations while remote rows are in flight
+    overlap: bool = False  # exchanges overlap the local aggregation, forward and backward
 
     @classmethod
     def preferred(cls, cfg: Any) -> dict[str, str]:
@@ -92,7 +87,6 @@ class FullGraphConfig(StrategyConfig):
         name = str(cfg.partitioner._target_).rsplit(".", 1)[-1]
         name = name.replace("Partitioner", "").lower()
         if cfg.dist.world_size > 1:
-            check_combination(partition_kind(cfg), built.deps, built.model, feature_dim, name,
-                              overlap=bool(cfg.strategy.get("overlap", False)))
+            check_combination(partition_kind(cfg), built.deps, built.model, feature_dim, name)
         elif getattr(built.model, "gcn_norm", "graph") != "graph":
             check_combination("edge_cut", built.deps, built.model, feature_dim, name)

@@ -4,7 +4,11 @@ The dependency planner (:mod:`gnnscale.deps.planner`) says which rows this rank 
 layer and which it receives. Here that becomes, per conv, a local block (destinations = the
 rows held at the next layer, masters first; sources = destinations, then the other rows read),
 a gather from ``cat(held rows, received rows)`` into the block's source order, and the
-shuffle's send lists (exchanged with the owners once, at set-up).
+shuffle's send lists (exchanged with the owners once, at set-up). With ``overlap`` the exchange
+is a :class:`~gnnscale.deps.pipeline.PeerExchange` consumed as it arrives
+(:mod:`.overlap`): forward, the held rows' share of the aggregation runs while rows travel
+and each peer's share as its rows arrive; backward, each peer's gradient is sent as soon as it
+is computed and the held share's backward runs while they travel.
 """
 
 from __future__ import annotations
@@ -15,11 +19,18 @@ import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.deps.base import DependencyManager
+from gnnscale.deps.pipeline import PeerExchange
 from gnnscale.deps.planner import EdgeCutLayout, in_edges, plan_edge_cut
-from gnnscale.deps.shuffle import ShuffleStats, shuffle, start_shuffle
+from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import all_reduce_host, all_to_all_host
 from gnnscale.models.base import GNN
 from gnnscale.sampling.base import Block
+from gnnscale.strategies.fullgraph.overlap import (
+    SourceGroups,
+    WeightCache,
+    partial,
+    split_by_destination,
+)
 from gnnscale.strategies.fullgraph.plan import FullGraphPlan
 
 
@@ -33,8 +44,25 @@ class ConvStep:
     send_counts: list[int]
     recv_counts: list[int]
     exchange: bool                    # any rank receives rows at this layer
-    # overlap: destinations whose sources are all held, run while the rows are in flight
-    local: tuple[Block, torch.Tensor, torch.Tensor, Block, torch.Tensor] | None = None
+    pipe: Pipelined | None = None     # overlap: the exchange consumed as it arrives
+
+
+@dataclass
+class Pipelined:
+    """What an overlapped conv needs besides its block: the exchange, the edges by source
+    group (held rows, then each peer's), the global ids of the held and received rows (keyed
+    dropout on layer 0's inputs), the destinations' own rows in ``cat(held, received)``, and
+    the host block and gather to split by destination for models that cannot split."""
+
+    exchange: PeerExchange
+    groups: SourceGroups
+    held_ids: torch.Tensor
+    recv_ids: dict[int, torch.Tensor]
+    dst_own: torch.Tensor
+    dst_held: bool
+    dst_first: bool
+    host: tuple[Block, torch.Tensor, int]
+    by_destination: tuple | None = None
 
 
 def exchange_requests(recv: torch.Tensor, recv_counts: list[int], group
@@ -77,15 +105,17 @@ class EdgeCutPlan(FullGraphPlan):
     """One rank's full-graph forward on an edge-cut partition, dependencies per ``deps``.
 
     Collective at construction (send lists, global traffic flags; Hybrid's cost probe).
-    ``ring``: peer-ordered exchange; ``overlap``: convolve the destinations whose sources are
-    all held while the received rows are in flight.
+    ``ring``: peer-ordered exchange; ``overlap``: each exchange overlaps the computation that
+    does not need it, forward and backward (module docstring); ``hide=False`` runs overlap's
+    computation with every message awaited at once (to measure what overlapping hides).
     """
 
     def __init__(self, graph: GraphStore, part: torch.Tensor, rank: int, world: int,
                  deps: DependencyManager, dims: list[int], group=None, ring: bool = False,
                  overlap: bool = False, device: torch.device | str = "cpu",
-                 budget: int | None = None) -> None:
+                 budget: int | None = None, hide: bool = True) -> None:
         self.group, self.ring, self.overlap, self.world = group, ring, overlap, world
+        self.hide = hide  # False: overlap's computation, messages awaited at once (to measure)
         lc = None
         if not (deps.replicates_all or deps.replicates_none) and world > 1:
             deps.prepare(group=group)
@@ -100,8 +130,10 @@ class EdgeCutPlan(FullGraphPlan):
         if world > 1:
             all_reduce_host(totals, group=group)
         self.steps: list[ConvStep] = []
+        gather_of: list[tuple[Block, torch.Tensor]] = []
         for k in range(len(dims) - 1):
             block, gather = _conv_block(graph, lay.rows[k + 1], lay.rows[k], lay.recv[k])
+            gather_of.append((block, gather))
             send_idx, send_counts = torch.zeros(0, dtype=torch.int64), [0] * world
             if totals[k] > 0:
                 wanted, send_counts = exchange_requests(lay.recv[k], lay.recv_counts[k], group)
@@ -111,12 +143,40 @@ class EdgeCutPlan(FullGraphPlan):
             step = ConvStep(block.to(device), None if ident else gather.to(device),
                             send_idx.to(device), send_counts, lay.recv_counts[k],
                             bool(totals[k] > 0))
-            if overlap and step.exchange:
-                step.local = _split_local(block, gather, lay.rows[k].numel(), device)
             self.steps.append(step)
         self.shuffle_stats = ShuffleStats()
+        self._weights = WeightCache()
+        if overlap:
+            for k, step in enumerate(self.steps):
+                if step.exchange:
+                    step.pipe = self._pipelined_step(k, step, gather_of[k])
         self._edges = sum(s.block.num_edges for s in self.steps)
         self._updates = sum(r.numel() for r in lay.rows[1:])
+
+    def _pipelined_step(self, k: int, step: ConvStep, host: tuple[Block, torch.Tensor]
+                        ) -> Pipelined:
+        """Conv ``k``'s exchange as a :class:`PeerExchange` and its edges by source group."""
+        lay, device = self.layout, self.device
+        block, gather = host
+        held = lay.rows[k].numel()
+        counts = step.recv_counts
+        off = torch.tensor([0] + counts).cumsum(0)
+        row = gather[block.edge_index[0]]
+        remote = row >= held
+        peer = torch.searchsorted(off[1:], row - held, right=True)
+        group = torch.where(remote, 1 + peer, torch.zeros_like(row))
+        col = torch.where(remote, row - held - off[peer.clamp(max=len(counts) - 1)], row)
+        groups = SourceGroups.build(group, col, block.edge_index[1], [held] + list(counts),
+                                    block.num_dst)
+        recv_ids = {p: lay.recv[k][off[p]:off[p + 1]].to(device)
+                    for p in range(self.world) if counts[p]}
+        dst_own = gather[: block.num_dst]
+        ex = PeerExchange(step.send_idx.cpu(), step.send_counts, counts, self.group,
+                          self.shuffle_stats, self.ring, tag=2 * k, hide=self.hide).to(device)
+        return Pipelined(ex, groups.to(device), lay.rows[k].to(device), recv_ids,
+                         dst_own.to(device), bool((dst_own < held).all()),
+                         bool(torch.equal(dst_own, torch.arange(dst_own.numel()))),
+                         (block, gather, held))
 
     def forward(self, model: GNN) -> torch.Tensor:
         """This rank's logits of its masters, layer by layer with the planned exchanges."""
@@ -126,8 +186,9 @@ class EdgeCutPlan(FullGraphPlan):
                 src = h
                 h = model.layer(k, src if step.gather is None else src[step.gather], step.block)
                 continue
-            if step.local is not None:
-                h = self._overlapped(model, k, step, h)
+            if step.pipe is not None:
+                h = (self._by_source if model.splittable else self._by_destination)(
+                    model, k, step, h)
                 continue
             recv = shuffle(h, step.send_idx, step.send_counts, step.recv_counts, self.group,
                            self.shuffle_stats, self.ring)
@@ -135,16 +196,46 @@ class EdgeCutPlan(FullGraphPlan):
             h = model.layer(k, src if step.gather is None else src[step.gather], step.block)
         return h
 
-    def _overlapped(self, model: GNN, k: int, step: ConvStep, h: torch.Tensor) -> torch.Tensor:
-        """Start the exchange, convolve the all-local destinations, then the rest."""
-        b_local, g_local, b_rest, g_rest, order = step.local
-        pending = start_shuffle(h, step.send_idx, step.send_counts, step.recv_counts,
-                                self.group, self.shuffle_stats, self.ring)
+    def _by_source(self, model: GNN, k: int, step: ConvStep, h: torch.Tensor) -> torch.Tensor:
+        """Aggregate the held rows' edges while rows travel, each peer's as they arrive, then
+        update (a splittable model)."""
+        pipe = step.pipe
+        started = pipe.exchange.start(h)
+        mats = self._weights.get(model, k, step.block, pipe.groups, dtype=h.dtype)
+        reorder = model.reorders(k)  # transform first when it shrinks the rows (as the conv)
+        x = model.inputs(h, pipe.held_ids) if k == 0 else h
+        z = model.transform(k, x) if reorder else x
+        agg = partial(model, k, mats[0], z)
+        got = {}
+        for p, rows in pipe.exchange.arrivals(started):
+            r = model.inputs(rows, pipe.recv_ids[p]) if k == 0 else rows
+            got[p] = (r, model.transform(k, r) if reorder else r)
+            agg = agg.add_(partial(model, k, mats[1 + p], got[p][1]))
+        if pipe.dst_first:  # the destinations are the first held rows: no gather
+            n = step.block.num_dst
+            x_dst, z_dst = x[:n], z[:n]
+        elif pipe.dst_held:
+            x_dst, z_dst = x[pipe.dst_own], z[pipe.dst_own]
+        else:
+            x_dst, z_dst = (torch.cat([a] + [got[p][i] for p in sorted(got)])[pipe.dst_own]
+                            for i, a in enumerate((x, z)))
+        dst_ids = step.block.src_ids[: step.block.num_dst]
+        out = model.update(k, agg, x_dst, dst_ids, z_dst if reorder else None)
+        return pipe.exchange.join(model.post(k, out, dst_ids), started)
+
+    def _by_destination(self, model: GNN, k: int, step: ConvStep, h: torch.Tensor
+                        ) -> torch.Tensor:
+        """Convolve the destinations that read only held rows while rows travel, then the
+        rest (a model that cannot split its aggregation: GAT)."""
+        pipe = step.pipe
+        if pipe.by_destination is None:
+            pipe.by_destination = split_by_destination(*pipe.host, self.device)
+        b_local, g_local, b_rest, g_rest, order = pipe.by_destination
+        started = pipe.exchange.start(h)
         out_local = model.layer(k, h[g_local], b_local)
-        recv = shuffle(h, step.send_idx, step.send_counts, step.recv_counts, self.group,
-                       self.shuffle_stats, self.ring, pending=pending)
+        recv = pipe.exchange.gather(started, h)
         out_rest = model.layer(k, torch.cat([h, recv])[g_rest], b_rest)
-        return torch.cat([out_local, out_rest])[order]
+        return pipe.exchange.join(torch.cat([out_local, out_rest])[order], started)
 
     def stats(self) -> dict[str, float]:
         """Edges computed, rows sent and replicated in the last pass."""
@@ -161,42 +252,3 @@ class EdgeCutPlan(FullGraphPlan):
             "replicated_bytes": float(rep["replicated_bytes"]),
         })
         return out
-
-
-def _sub_block(block: Block, gather: torch.Tensor, dsts: torch.Tensor
-               ) -> tuple[Block, torch.Tensor]:
-    """The part of ``block`` whose destinations are ``dsts`` (local ids), sources renumbered
-    with those destinations first; its gather from the same rows as ``gather``."""
-    ei = block.edge_index
-    keep = torch.zeros(block.num_dst, dtype=torch.bool)
-    keep[dsts] = True
-    e = ei[:, keep[ei[1]]]
-    used = torch.zeros(block.num_src, dtype=torch.bool)
-    used[e[0]] = True
-    used[dsts] = False
-    src = torch.cat([dsts, used.nonzero().flatten()])
-    spos = torch.full((block.num_src,), -1, dtype=torch.int64)
-    spos[src] = torch.arange(src.numel())
-    dpos = torch.full((block.num_dst,), -1, dtype=torch.int64)
-    dpos[dsts] = torch.arange(dsts.numel())
-    ids = None if block.src_ids is None else block.src_ids[src]
-    sub = Block(torch.stack([spos[e[0]], dpos[e[1]]]), (src.numel(), dsts.numel()), ids)
-    return sub, gather[src]
-
-
-def _split_local(block: Block, gather: torch.Tensor, num_held: int, device
-                 ) -> tuple[Block, torch.Tensor, Block, torch.Tensor, torch.Tensor]:
-    """Destinations reading only held rows vs the rest, and the order that restores them."""
-    ei = block.edge_index
-    remote_src = gather[ei[0]] >= num_held
-    needs_remote = torch.zeros(block.num_dst, dtype=torch.bool)
-    needs_remote[ei[1][remote_src]] = True
-    needs_remote |= gather[: block.num_dst] >= num_held  # its own row arrives too
-    local_d = (~needs_remote).nonzero().flatten()
-    rest_d = needs_remote.nonzero().flatten()
-    b_local, g_local = _sub_block(block, gather, local_d)
-    b_rest, g_rest = _sub_block(block, gather, rest_d)
-    order = torch.empty(block.num_dst, dtype=torch.int64)
-    order[torch.cat([local_d, rest_d])] = torch.arange(block.num_dst)
-    return (b_local.to(device), g_local.to(device), b_rest.to(device), g_rest.to(device),
-            order.to(device))

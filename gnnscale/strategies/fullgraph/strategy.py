@@ -54,13 +54,12 @@ class FullGraph(Strategy):
         book = ctx.partition.get(world) if world > 1 else None
         kind = book.kind if book is not None else "edge_cut"
         check_combination(kind, ctx.deps if world > 1 else _NoDeps(), self._module,
-                          graph.num_features, getattr(ctx.partition, "name", "?"),
-                          overlap=self.overlap and world > 1)
+                          graph.num_features, getattr(ctx.partition, "name", "?"))
         if kind == "vertex_cut":
             from gnnscale.strategies.fullgraph.vertex_cut import VertexCutPlan
 
             self.plan = VertexCutPlan(graph, book, self._module, topo, group=self.group,
-                                      ring=self.ring)
+                                      ring=self.ring, overlap=self.overlap)
         else:
             part = book.part if book is not None else torch.zeros(graph.num_nodes,
                                                                    dtype=torch.int64)

@@ -22,6 +22,16 @@ broadcasts the transformed rows (DeepGalois 4.2: fewer bytes when the layer shri
 Local vertex order on rank ``r``: its masters (ascending), then the mirrors it reads as sources
 (in broadcast-receive order: by master rank, then id), then the mirrors it only aggregates into
 (ascending). The local block has these as both sources and destinations.
+
+With ``overlap`` both syncs are peer exchanges (:mod:`gnnscale.deps.pipeline`) and the
+aggregation is cut by where each edge's source comes from (this rank's rows, or each peer's
+broadcast) and where its destination goes (a master here, or a partial reduced to its master;
+:mod:`.overlap`). Per layer: the broadcast starts; the masters' and the reduced partials' sums
+over local sources run while it travels; each peer's mirrors are summed into the reduced
+partials as they arrive; the reduce starts; the masters' sums over the received mirrors run
+while it travels; the arriving partials are added. Backward runs the mirror image: the reduce's
+gradients travel while the masters' sums backpropagate, each peer's mirror gradients go back as
+soon as they are complete, and the local sums backpropagate while they travel.
 """
 
 from __future__ import annotations
@@ -32,12 +42,14 @@ import torch
 from torch import nn
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.deps.pipeline import PeerExchange
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.launch import Topology
 from gnnscale.models.base import GNN
 from gnnscale.partition._graph import edge_dst, edge_src
 from gnnscale.partition.book import PartitionBook
 from gnnscale.sampling.base import Block
+from gnnscale.strategies.fullgraph.overlap import SourceGroups, WeightCache, partial
 from gnnscale.strategies.fullgraph.plan import FullGraphPlan
 
 
@@ -94,12 +106,15 @@ class VertexCutPlan(FullGraphPlan):
     shuffles, ``stats`` an optional :class:`ShuffleStats` to count into (a fresh one if None;
     do not reset it between a forward and its backward), ``ring`` to move each broadcast and
     reduce as peer-ordered point-to-point steps instead of one all-to-all (NeutronStar's ring,
-    in both directions of autograd). Set-up needs no communication: every rank derives all sync
-    sets from the book.
+    in both directions of autograd), ``overlap`` to overlap both syncs with the local
+    aggregation (module docstring; ``hide=False`` runs its computation with every message
+    awaited at once, to measure what overlapping hides). Set-up needs no communication: every
+    rank derives all sync sets from the book.
     """
 
     def __init__(self, graph: GraphStore, book: PartitionBook, model: GNN, topo: Topology,
-                 group=None, stats: ShuffleStats | None = None, ring: bool = False) -> None:
+                 group=None, stats: ShuffleStats | None = None, ring: bool = False,
+                 overlap: bool = False, hide: bool = True) -> None:
         check_vertex_cut(graph, book, model, topo.world_size)
         model.bind_graph(graph)
         n, world, rank = graph.num_nodes, topo.world_size, topo.rank
@@ -134,6 +149,53 @@ class VertexCutPlan(FullGraphPlan):
         self.masters_dev = self.masters.to(self.device)
         self._fwd_bytes = 0
         self._mark = self.shuffle_stats.bytes_sent
+        self.overlap, self.hide = overlap and world > 1, hide
+        if self.overlap:
+            self._pipelined(ei, model.num_layers, world)
+
+    def _pipelined(self, ei: torch.Tensor, layers: int, world: int) -> None:
+        """The overlapped syncs of every layer (own tags) and the local edges by source group
+        and destination kind."""
+        nm, dev = self.masters.numel(), self.device
+        b, r = self.bcast, self.reduce
+        self._bcast_ex = [PeerExchange(b.send_idx, b.send_counts, b.recv_counts, self.group,
+                                       self.shuffle_stats, self.ring, tag=4 * i,
+                                       hide=self.hide).to(dev)
+                          for i in range(layers)]
+        n_send = r.send_idx.numel()
+        self._reduce_ex = [PeerExchange(torch.arange(n_send), r.send_counts, r.recv_counts,
+                                        self.group, self.shuffle_stats, self.ring,
+                                        tag=4 * i + 2, hide=self.hide).to(dev)
+                           for i in range(layers)]
+        roff = torch.tensor([0] + r.recv_counts).cumsum(0).tolist()
+        into = self.reduce_into
+        self._reduce_into = {q: into[roff[q]:roff[q + 1]] for q in range(world)
+                             if r.recv_counts[q]}
+        src, dst = ei
+        nl = self.local_ids.numel()
+        send_row = torch.full((nl,), -1, dtype=torch.int64)
+        send_row[r.send_idx] = torch.arange(n_send)
+        to_master = dst < nm
+        row = torch.where(to_master, dst, send_row[dst])
+        # layer 0 reads every local source's features: one group
+        zero = torch.zeros_like(src)
+        # later layers: this rank's masters, or the broadcast rows of peer p (group 1 + p)
+        boff = torch.tensor([0] + b.recv_counts).cumsum(0)
+        mirror = src >= nm
+        peer = torch.searchsorted(boff[1:], src - nm, right=True)
+        group = torch.where(mirror, 1 + peer, zero)
+        col = torch.where(mirror, src - nm - boff[peer.clamp(max=world - 1)], src)
+        sizes = [nm] + list(b.recv_counts)
+        self._groups = {
+            ("first", "master"): SourceGroups.build(zero, src, row, [self.num_read], nm,
+                                                    to_master),
+            ("first", "send"): SourceGroups.build(zero, src, row, [self.num_read], n_send,
+                                                  ~to_master),
+            ("later", "master"): SourceGroups.build(group, col, row, sizes, nm, to_master),
+            ("later", "send"): SourceGroups.build(group, col, row, sizes, n_send, ~to_master),
+        }
+        self._groups = {k: g.to(dev) for k, g in self._groups.items()}
+        self._weights = WeightCache()
 
     # ---- one epoch ---------------------------------------------------------------------------
     def _broadcast(self, rows: torch.Tensor) -> torch.Tensor:
@@ -161,6 +223,10 @@ class VertexCutPlan(FullGraphPlan):
         nm, nl = self.masters.numel(), self.local_ids.numel()
         x = model.inputs(self.x, self.local_ids[: self.num_read])
         h = x[:nm]
+        if self.overlap:
+            h = self._forward_overlapped(model, x, h)
+            self._fwd_bytes += self.shuffle_stats.bytes_sent - before
+            return h
         for i in range(model.num_layers):
             reorder = model.reorders(i)
             if i == 0:  # input features of every local source are read, not sent
@@ -172,6 +238,54 @@ class VertexCutPlan(FullGraphPlan):
             out = model.update(i, agg, h, self.masters_dev, y[:nm] if reorder else None)
             h = model.post(i, out, self.masters_dev)
         self._fwd_bytes += self.shuffle_stats.bytes_sent - before
+        return h
+
+    def _matrices(self, model: GNN, i: int, which: str) -> tuple[list, list]:
+        """Layer ``i``'s matrices into masters and into reduced partials, ``which`` sources."""
+        w = self._weights
+        return (w.get(model, i, self.block, self._groups[which, "master"], which + "/master"),
+                w.get(model, i, self.block, self._groups[which, "send"], which + "/send"))
+
+    def _forward_overlapped(self, model: GNN, x: torch.Tensor, h: torch.Tensor
+                            ) -> torch.Tensor:
+        """The layers with both syncs overlapped with the local aggregation."""
+        nm = self.masters.numel()
+        reduce_on = self.reduce.active
+        for i in range(model.num_layers):
+            reorder = model.reorders(i)
+            bcast_on = i > 0 and self.bcast.active
+            own = x if i == 0 else h
+            own = model.transform(i, own) if reorder else own
+            to_master, to_send = self._matrices(model, i, "first" if i == 0 else "later")
+            mine = model.pre(i, own)  # what the sums read: pre once, so normed=True below
+            started = []
+            if bcast_on:
+                sb = self._bcast_ex[i].start(own)
+                started.append(sb)
+                agg = partial(model, i, to_master[0], mine, normed=True)
+                part = partial(model, i, to_send[0], mine, normed=True) if reduce_on else None
+                got = {}
+                for p, rows in self._bcast_ex[i].arrivals(sb):
+                    got[p] = model.pre(i, rows)
+                    if reduce_on:
+                        part = part.add_(partial(model, i, to_send[1 + p], got[p],
+                                                 normed=True))
+                if reduce_on:
+                    started.append(self._reduce_ex[i].start(part))
+                for p, rows in got.items():
+                    agg = agg.add_(partial(model, i, to_master[1 + p], rows, normed=True))
+            else:
+                if reduce_on:
+                    started.append(self._reduce_ex[i].start(
+                        partial(model, i, to_send[0], mine, normed=True)))
+                agg = partial(model, i, to_master[0], mine, normed=True)
+            if reduce_on:
+                for q, rows in self._reduce_ex[i].arrivals(started[-1]):
+                    agg = agg.index_add_(0, self._reduce_into[q], rows)
+            out = model.update(i, agg, h, self.masters_dev, own[:nm] if reorder else None)
+            h = model.post(i, out, self.masters_dev)
+            for s in started:
+                h = PeerExchange.join(h, s)
         return h
 
     def stats(self) -> dict[str, float]:

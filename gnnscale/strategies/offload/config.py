@@ -72,7 +72,7 @@ class OffloadConfig(StrategyConfig):
     dedup: str = "inter+intra"          # none | inter | inter+intra
     reorganize: bool = False            # HongTu's Algorithm 4 before training
     level2: str = "range"               # range (id ranges) | metis (METIS inside each part)
-    intermediate: str = "auto"          # cache | recompute | auto (per layer)
+    intermediate: str = "auto"          # cache | recompute | auto (HongTu's costs per batch)
     device_budget_gb: float | None = None  # refuse a plan whose device bound exceeds it
 
     def check(self) -> None:

@@ -2,7 +2,8 @@
 and modelled.
 
 :class:`SavedBytes` counts the bytes of the tensors autograd saves for backward inside its
-block (each storage once, leaving out storages the caller already accounts for). An
+block (each storage once, leaving out storages the caller already accounts for) and keeps a
+weak reference to each, so the device tier can measure them while they live. An
 :class:`ActivationModel` fits ``bytes = a*edges + b*sources + c*destinations + d`` per layer
 from a few probes of the same computation on random blocks, so the planned bound of every
 batch is known before training and the budget is checked at set-up.
@@ -10,6 +11,7 @@ batch is known before training and the budget is checked at set-up.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,18 +26,27 @@ class SavedBytes:
     def __init__(self, exclude: tuple[torch.Tensor, ...] = ()) -> None:
         self._seen = {t.untyped_storage().data_ptr() for t in exclude}
         self.nbytes = 0
+        self._refs: list[weakref.ref] = []
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        self._refs.append(weakref.ref(t))
+        return self._count(t)
+
+    def _count(self, t: torch.Tensor) -> torch.Tensor:
         if t.layout == torch.sparse_csr:  # a block's matrix: its index and value arrays
             for part in (t.crow_indices(), t.col_indices(), t.values()):
-                self._pack(part)
+                self._count(part)
             return t
         st = t.untyped_storage()
         if st.data_ptr() not in self._seen:
             self._seen.add(st.data_ptr())
             self.nbytes += st.nbytes()
         return t
+
+    def alive(self) -> list[torch.Tensor]:
+        """The saved tensors autograd still holds."""
+        return [t for t in (r() for r in self._refs) if t is not None]
 
     def __enter__(self) -> SavedBytes:
         self._hooks.__enter__()

@@ -10,9 +10,12 @@ each rank computes its chunk and writes the outputs back to the host. The loss i
 from the top rows of the rank's masters (node classification: the summed cross-entropy of its
 training vertices over the global training-set size). Backward,
 from the top layer down, batch by batch (Algorithm 1): reload the inputs and recompute, or
-reload the cached aggregate and recompute only the update (``intermediate``), backpropagate the
-destinations' gradients, and send the sources' gradients back to their owners' host buffers.
-One parameter all-reduce per epoch, so an epoch equals one process training on the whole graph.
+reload the cached aggregate and recompute only the update (``intermediate``; ``auto`` decides
+per batch and layer by HongTu's costs, :mod:`.rule`, measured in the first epoch's forward),
+backpropagate the destinations' gradients, and send the sources' gradients back to their
+owners' host buffers. One parameter all-reduce per epoch, so an epoch equals one process
+training on the whole graph. ``peak_device_bytes`` is measured (:class:`~.tiers.DeviceTier`;
+on a GPU the allocator's peak).
 """
 
 from __future__ import annotations
@@ -21,17 +24,20 @@ import time
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
-from gnnscale.distributed.collectives import sum_gradients
+from gnnscale.distributed import device as device_seam
+from gnnscale.distributed.collectives import all_reduce_host, sum_gradients
 from gnnscale.errors import ConfigError
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.base import RunContext, Strategy
-from gnnscale.strategies.offload import compute
+from gnnscale.strategies.offload import compute, rule
 from gnnscale.strategies.offload.bound import layer_bound
 from gnnscale.strategies.offload.chunks import Chunking, two_level
 from gnnscale.strategies.offload.config import OffloadConfig, check_options
 from gnnscale.strategies.offload.memory import ActivationModel
+from gnnscale.strategies.offload.rule import CACHE, RECOMPUTE
 from gnnscale.strategies.offload.tiers import DeviceTier, HostStore, TransferStats
 from gnnscale.strategies.offload.transfers import BatchTransfer, plan_transfers
 
@@ -97,18 +103,22 @@ class Offload(Strategy):
         self.stats = TransferStats()
         self.shuffle_stats = ShuffleStats()
         self.tier = DeviceTier(self.device, self.stats)
-        self.store = HostStore(graph.x[self.masters], self.dims, self.device.type == "cuda")
+        self.store = HostStore(graph.x[self.masters], self.dims, self.device)
         n = self.masters.numel()
-        self.agg_host = [torch.empty(n, self.dims[k]) if c.mode == "cache" else None
-                         for k, c in enumerate(self.choices)]
+        self.agg_host = [torch.zeros(n, self.dims[k]) if self._may(k, CACHE) else None
+                         for k in range(self.num_layers)]
         self._check_budget()
         self.alpha = self.chunking.replication(graph.num_nodes)
+        #: per layer: the rule's choice and modelled seconds (``intermediate=auto``)
+        self.rule_report: dict[int, dict] = {}
+        self.rule_rates: rule.Rates | None = None
+        self._agg_seconds = [[0.0] * len(self.transfers) for _ in range(self.num_layers)]
         if topo.rank == 0:
             print(self.describe(), flush=True)
 
     def plan(self) -> None:
-        """This rank's chunks, transfers, per-layer recompute/cache choices and device bound
-        (no buffers allocated, no collective: the launcher plans every rank with it)."""
+        """This rank's chunks, transfers, the modes its layers may take and device bound (no
+        buffers allocated, no collective: the launcher plans every rank with it)."""
         ctx, topo = self.ctx, self.ctx.topo
         world, graph = topo.world_size, ctx.graph
         self.device = topo.device
@@ -131,17 +141,25 @@ class Offload(Strategy):
         self.blocks = [Block(t.edge_index, (t.src_ids.numel(), t.dst.numel()), t.src_ids)
                        for t in self.transfers]
         self.dims = self._module.widths(graph.num_features)
-        self.choices = [compute.choose(
-            self._module, k, self.intermediate, self.dims[k],
-            sum(t.dst.numel() for t in self.transfers),
-            sum(t.rows_loaded + sum(t.recv_counts) for t in self.transfers),
-            sum(b.num_edges for b in self.blocks)) for k in range(len(self.dims) - 1)]
+        self.num_layers = len(self.dims) - 1
+        fixed = {"cache": CACHE, "recompute": RECOMPUTE}.get(self.intermediate)
+        if fixed is None and not compute.can_cache(self._module):
+            fixed = RECOMPUTE  # GAT, residual models: nothing to cache
+        #: per layer, the mode of every batch in run order; None until the rule decides
+        self.modes: list[list[str] | None] = [
+            None if fixed is None else [fixed] * len(self.transfers)
+            for _ in range(self.num_layers)]
         self.plan_time = time.perf_counter() - t0
         self.masters = self.masters_all[topo.rank]
         self.bound, self.bound_where = self._plan_bound()
 
+    def _may(self, k: int, mode: str) -> bool:
+        """Whether some batch of layer ``k`` may run in ``mode`` (undecided: both)."""
+        return self.modes[k] is None or mode in self.modes[k]
+
     def _plan_bound(self) -> tuple[int, tuple[int, int]]:
-        """The device bound (max over layers) and where it is reached (layer, batch)."""
+        """The device bound (max over layers) and where it is reached (layer, batch); a layer
+        the rule has not decided yet is bounded for both modes."""
         gen = torch.Generator().manual_seed(0)
         model = self._module
         was = model.training
@@ -151,13 +169,14 @@ class Offload(Strategy):
         whole = sum(self.masters_all[self.ctx.topo.rank].numel() * d * 4 for d in self.dims)
         edges = sum(b.num_edges for b in self.blocks)
         sources = torch.unique(torch.cat([t.src_ids for t in self.transfers])).numel()
-        for k, c in enumerate(self.choices):
+        for k in range(self.num_layers):
             d_in, d_out = self.dims[k], self.dims[k + 1]
-            act = self._activations(k, c.mode, gen)
-            b, i = layer_bound(self.transfers, d_in, d_out, c.mode == "cache", act)
+            acts = [self._activations(k, m, gen) for m in (CACHE, RECOMPUTE) if self._may(k, m)]
+            b, i = layer_bound(self.transfers, d_in, d_out, self._may(k, CACHE),
+                               lambda e, s, d, acts=acts: max(a(e, s, d) for a in acts))
             if b > best:
                 best, where = b, (k, i)
-            whole += self._activations(k, "recompute", gen)(
+            whole += self._activations(k, RECOMPUTE, gen)(
                 edges, sources, self.masters_all[self.ctx.topo.rank].numel())
         #: modelled bytes of training the whole part on the device at once (all layers' saved
         #: tensors and rows): what plain full-graph training would hold
@@ -174,7 +193,7 @@ class Offload(Strategy):
                if k < model.num_layers - 1 else "last", model.dropout,
                model.input_dropout if k == 0 else 0.0, mode, d_in, d_out)
         if key not in _ACTIVATIONS:
-            _ACTIVATIONS[key] = ActivationModel.fit(self._probe(k, mode == "cache", d_out), d_in,
+            _ACTIVATIONS[key] = ActivationModel.fit(self._probe(k, mode == CACHE, d_out), d_in,
                                                     self.ctx.graph.num_nodes, gen)
         return _ACTIVATIONS[key]
 
@@ -225,31 +244,71 @@ class Offload(Strategy):
             self.chunks, self.chunking, self.transfers = saved
 
     def describe(self) -> str:
-        """The plan in a few lines (chunks, dedup, bound, per-layer choice)."""
+        """The plan in a few lines (chunks, dedup, bound, per-layer modes)."""
         lines = [f"offload plan (rank 0): {self.chunks} chunks x {self.ctx.topo.world_size} "
                  f"parts, dedup={self.dedup}, reorganize={self.reorganize}, alpha="
                  f"{self.chunking.replication(self.ctx.graph.num_nodes):.3f}, planned in "
                  f"{self.plan_time:.3f}s; device bound {self.bound} bytes"
                  + (f" of budget {int(self.budget_gb * GB)}" if self.budget_gb else "")
                  + f" (the whole part at once: ~{self.whole_part_bytes} bytes, modelled)"]
-        for k, c in enumerate(self.choices):
-            lines.append(f"  layer {k}: {c.mode} (cache would move {c.cache_bytes} B, "
-                         f"recompute {c.recompute_bytes} B)")
+        for k, modes in enumerate(self.modes):
+            what = ("cache or recompute per batch, by HongTu's costs measured in the first "
+                    "epoch" if modes is None else f"{modes[0]} (every batch)")
+            lines.append(f"  layer {k}: {what}")
+        return "\n".join(lines)
+
+    # -- the rule ----------------------------------------------------------------------------
+    def _now(self) -> float:
+        """A clock read after the device's queued work."""
+        device_seam.synchronize(self.device)
+        return time.perf_counter()
+
+    def _decide(self) -> None:
+        """Every undecided layer's modes from the costs of the forward pass just run (its
+        copies, exchanges and aggregations), agreed over ranks (collective)."""
+        rates = rule.Rates.measured(self.stats, self.shuffle_stats)
+        open_ = [k for k, m in enumerate(self.modes) if m is None]
+        costs = torch.zeros(self.num_layers, len(self.transfers), 3, dtype=torch.float64)
+        for k in open_:
+            for b, t in enumerate(self.transfers):
+                costs[k, b] = torch.tensor(rule.batch_costs(t, self.dims[k],
+                                                            self._agg_seconds[k][b], rates))
+        if self.ctx.topo.world_size > 1:
+            all_reduce_host(costs, op=dist.ReduceOp.MAX, group=self.group)
+        for k in open_:
+            self.modes[k] = rule.decide(costs[k])
+            self.rule_report[k] = rule.report(costs[k], self.modes[k])
+            if not self._may(k, CACHE):
+                self.agg_host[k] = None
+        self.rule_rates = rates
+        if self.ctx.topo.rank == 0:
+            print(self.describe_rule(), flush=True)
+
+    def describe_rule(self) -> str:
+        """The rule's choice per layer, its modelled seconds and this rank's measured rates."""
+        r = self.rule_rates
+        lines = [f"offload intermediate rule (rank 0 rates, MB/s: host->device {r.h2d / 1e6:.0f}"
+                 f", device->host {r.d2h / 1e6:.0f}, rank->rank {r.r2r / 1e6:.0f}, reuse "
+                 f"{r.reuse / 1e6:.0f})"]
+        for k, x in sorted(self.rule_report.items()):
+            lines.append(f"  layer {k}: cache {x['cached']}, recompute {x['recomputed']} of "
+                         f"{len(self.transfers)} batches ({x['modes']}); modelled "
+                         f"{x['modelled_s']:.4f}s against {x['modelled_all_cache_s']:.4f}s "
+                         f"all cached, {x['modelled_all_recompute_s']:.4f}s all recomputed")
         return "\n".join(lines)
 
     # -- moving rows -------------------------------------------------------------------------
     def _fill(self, k: int, t: BatchTransfer, prev: torch.Tensor | None) -> torch.Tensor:
-        """The batch's device buffer of layer-``k`` rows: reused rows, then loaded ones."""
+        """The batch's device buffer of layer-``k`` rows: reused rows, then loaded ones (all
+        loaded when no previous buffer is on the device)."""
         host = self.store.rows[k]
-        if t.reuse_dst.numel() == 0:
-            buf = self.tier.load(host, t.buffer)
-        else:
-            buf = torch.empty(t.buffer.numel(), host.shape[1], device=self.device)
-            buf[t.reuse_dst] = prev[t.reuse_src]
-            self.stats.reused += t.reuse_dst.numel() * host.shape[1] * 4
-            self.stats.rows_reused += t.reuse_dst.numel()
-            if t.load.numel():
-                buf[t.load] = self.tier.load(host, t.buffer[t.load])
+        if prev is None or t.reuse_dst.numel() == 0:
+            return self.tier.load(host, t.buffer)
+        buf = torch.empty(t.buffer.numel(), host.shape[1], device=self.device)
+        self.tier.track(buf)
+        self.tier.copy_rows(buf, t.reuse_dst, prev, t.reuse_src)
+        if t.load.numel():
+            buf[t.load] = self.tier.load(host, t.buffer[t.load])
         return buf
 
     def _sources(self, k: int, t: BatchTransfer, prev: torch.Tensor | None
@@ -274,18 +333,18 @@ class Offload(Strategy):
         self.stats.rank_to_rank += self.shuffle_stats.bytes_sent - before
         return out
 
-    def _send_back(self, k: int, t: BatchTransfer, grad_src: torch.Tensor,
+    def _send_back(self, k: int, t: BatchTransfer, g: torch.Tensor,
                    carry: torch.Tensor | None) -> torch.Tensor | None:
-        """Sources' gradients to their owners, summed into the buffer rows; rows the next
-        batch holds again stay on the device (returned), the rest are added to the host."""
+        """Sources' gradients (``g``: per row of cat(buffer, received)) to their owners,
+        summed into the buffer rows; rows the next batch holds again stay on the device
+        (returned), the rest are added to the host."""
         nb, nr = t.buffer.numel(), sum(t.recv_counts)
-        g = self.tier.hold("grad_rows", grad_src.new_zeros(nb + nr, grad_src.shape[1]))
-        g.index_add_(0, t.assemble.to(self.device), grad_src)
         back = self.tier.hold("grad_back", self._exchange(
             g[nb:], torch.arange(nr), t.recv_counts, t.send_counts))
         gbuf = g[:nb]
         gbuf.index_add_(0, t.send_idx.to(self.device), back)
-        self.tier.release("grad_back", "grad_src")
+        del back
+        self.tier.release("grad_back")
         if carry is not None and t.reuse_dst.numel():
             gbuf.index_add_(0, t.reuse_dst.to(self.device), carry)
         self.tier.release("prev_carry")
@@ -294,90 +353,124 @@ class Offload(Strategy):
         rows = out.nonzero().flatten()
         self.tier.store(self.store.grads[k], t.buffer[rows], gbuf[rows.to(self.device)],
                         accumulate=True)
-        nxt = self.tier.hold("carry", gbuf[t.keep.to(self.device)].clone()) \
-            if t.keep.numel() else None
-        self.tier.release("grad_rows")
-        return nxt
+        if not t.keep.numel():
+            return None
+        return self.tier.hold("carry", gbuf[t.keep.to(self.device)].clone())
 
     # -- passes ------------------------------------------------------------------------------
-    def _forward(self, cache_aggregates: bool) -> None:
-        model = self._module
-        for k, choice in enumerate(self.choices):
-            cache = cache_aggregates and choice.mode == "cache"
+    def _forward(self, cache_aggregates: bool, probe: bool = False) -> None:
+        """Every layer, batch by batch; ``cache_aggregates`` sends the aggregates of the
+        batches that may be cached to the host; ``probe`` times each chunk's aggregation."""
+        for k in range(self.num_layers):
             prev = None
-            for t, block in zip(self.transfers, self.blocks):
-                buf, src = self._sources(k, t, prev)
-                blk = block.to(self.device)
-                self.tier.hold("block", blk.edge_index)
-                out, agg = compute.forward(model, k, src, blk, cache)
-                self.tier.hold("out", out)
-                if agg is not None:
-                    self.tier.hold("agg", agg)
-                    self.tier.store(self.agg_host[k], t.dst, agg)
-                self.tier.store(self.store.rows[k + 1], t.dst, out)
-                self.tier.release("src", "out", "agg", "block")
-                prev = self._keep_buffer(buf)
+            for b, (t, block) in enumerate(zip(self.transfers, self.blocks)):
+                cache = cache_aggregates and (self.modes[k] is None
+                                              or self.modes[k][b] == CACHE)
+                prev = self._forward_batch(k, b, t, block, prev, cache, probe)
+            del prev
             self.tier.release_all()
 
-    def _keep_buffer(self, buf: torch.Tensor) -> torch.Tensor | None:
+    def _forward_batch(self, k: int, b: int, t: BatchTransfer, block: Block,
+                       prev: torch.Tensor | None, cache: bool, probe: bool
+                       ) -> torch.Tensor | None:
+        """One chunk of layer ``k``'s forward; the buffer the next batch may reuse."""
+        buf, src = self._sources(k, t, prev)
+        blk = block.to(self.device)
+        self.tier.hold("block", blk.edge_index)
+        out, agg, seconds = compute.forward(self._module, k, src, blk, cache,
+                                            self._now if probe else None)
+        self._agg_seconds[k][b] = seconds
+        del src
+        self.tier.release("src")
+        self.tier.hold("out", out)
+        if agg is not None:
+            self.tier.hold("agg", agg)
+            self.tier.store(self.agg_host[k], t.dst, agg)
+        self.tier.store(self.store.rows[k + 1], t.dst, out)
+        self.tier.release("out", "agg", "block")
+        return self._keep_buffer(buf)
+
+    def _keep_buffer(self, buf: torch.Tensor | None) -> torch.Tensor | None:
         """The buffer the next batch may reuse rows from (inter+intra only)."""
         self.tier.release("buffer")
-        if self.dedup != "inter+intra":
+        if self.dedup != "inter+intra" or buf is None:
             return None
         return self.tier.hold("prev_buffer", buf)
 
     def _backward(self) -> None:
-        model = self._module
-        for k in reversed(range(len(self.choices))):
-            cache = self.choices[k].mode == "cache"
-            need = k > 0
+        for k in reversed(range(self.num_layers)):
             prev, carry = None, None
-            for t, block in zip(self.transfers, self.blocks):
-                blk = block.to(self.device)
-                self.tier.hold("block", blk.edge_index)
-                grad_out = self.tier.hold("grad_out", self.tier.load(
-                    self.store.grads[k + 1], t.dst, vertex_rows=False))
-                t0 = time.perf_counter()
-                if cache:
-                    agg = self.tier.hold("agg", self.tier.load(self.agg_host[k], t.dst, False))
-                    x_dst = self.tier.hold("x_dst", self.tier.load(self.store.rows[k], t.dst,
-                                                                   False))
-                    grad_src, saved = compute.backward_cached(model, k, agg, x_dst, blk,
-                                                              grad_out, need)
-                    buf = None
-                else:
-                    buf, src = self._sources(k, t, prev)
-                    grad_src, saved = compute.backward_recompute(model, k, src, blk, grad_out,
-                                                                 need)
-                    self.stats.recompute_seconds += time.perf_counter() - t0
-                self.tier.transient(saved)
-                self.tier.release("agg", "x_dst", "src", "grad_out")
-                if need:
-                    self.tier.hold("grad_src", grad_src)
-                    self.tier.hold("prev_carry", carry)
-                    carry = self._send_back(k, t, grad_src, carry)
-                    self.tier.release("grad_src")
-                if carry is not None:
-                    self.tier.hold("prev_carry", carry)
-                    self.tier.release("carry")
-                self.tier.release("block")
-                prev = self._keep_buffer(buf) if buf is not None else None
+            for b, (t, block) in enumerate(zip(self.transfers, self.blocks)):
+                prev, carry = self._backward_batch(k, self.modes[k][b], t, block, prev, carry)
+            del prev, carry
             self.tier.release_all()
+
+    def _backward_batch(self, k: int, mode: str, t: BatchTransfer, block: Block,
+                        prev: torch.Tensor | None, carry: torch.Tensor | None
+                        ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """One chunk of layer ``k``'s backward in ``mode``; (the buffer the next batch may
+        reuse, the gradient rows it carries on)."""
+        model, need = self._module, k > 0
+        blk = block.to(self.device)
+        self.tier.hold("block", blk.edge_index)
+        grad_out = self.tier.hold("grad_out", self.tier.load(
+            self.store.grads[k + 1], t.dst, vertex_rows=False))
+        buf = None
+        if mode == CACHE:
+            agg = self.tier.hold("agg", self.tier.load(self.agg_host[k], t.dst, False))
+            x_dst = self.tier.hold("x_dst", self.tier.load(self.store.rows[k], t.dst, False))
+            grad_src, _ = compute.backward_cached(model, k, agg, x_dst, blk, grad_out, need,
+                                                  self._at_peak)
+            del agg, x_dst
+        else:
+            t0 = time.perf_counter()
+            buf, src = self._sources(k, t, prev)
+            grad_src, _ = compute.backward_recompute(model, k, src, blk, grad_out, need,
+                                                     self._at_peak)
+            del src
+            self.stats.recompute_seconds += time.perf_counter() - t0
+        del grad_out
+        self.tier.release("agg", "x_dst", "src", "grad_out")
+        self.tier.hold("prev_carry", carry)
+        if need:
+            self.tier.hold("grad_src", grad_src)
+            g = self.tier.hold("grad_rows", grad_src.new_zeros(
+                t.buffer.numel() + sum(t.recv_counts), grad_src.shape[1]))
+            g.index_add_(0, t.assemble.to(self.device), grad_src)
+            del grad_src
+            self.tier.release("grad_src")
+            carry = self._send_back(k, t, g, carry)
+            del g
+            self.tier.release("grad_rows")
+        if carry is not None:
+            self.tier.hold("prev_carry", carry)
+            self.tier.release("carry")
+        self.tier.release("block")
+        return self._keep_buffer(buf), carry
+
+    def _at_peak(self, tensors: list[torch.Tensor]) -> None:
+        """A chunk's recompute before its backward: measure with what autograd saved."""
+        self.tier.measure(*tensors)
 
     # -- epoch -------------------------------------------------------------------------------
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
-        """One offloaded full-graph epoch: chunked forward, backward, one optimizer step."""
+        """One offloaded full-graph epoch: chunked forward, backward, one optimizer step; the
+        first one also decides the undecided layers' modes (collective)."""
         model = self._module
         self.stats.reset()
         self.shuffle_stats.reset()
         self.tier.release_all()
+        device_seam.reset_peak(self.device)
         self.tier.reset_peak()
         t0 = time.perf_counter()
         model.train()
         model.set_dropout_key(self.ctx.seed, epoch)
         self._optimizer.zero_grad(set_to_none=True)
         self.store.zero_grads()
-        self._forward(cache_aggregates=True)
+        deciding = any(m is None for m in self.modes)
+        self._forward(cache_aggregates=True, probe=deciding)
+        if deciding:
+            self._decide()
         top = self.store.rows[-1].detach().clone().requires_grad_(True)
         task = self.ctx.task
         loss = task.sharded_loss(top, self.masters, task.train_items(), epoch, self.group)
@@ -391,9 +484,10 @@ class Offload(Strategy):
         self._optimizer.step()
         epoch_time = time.perf_counter() - t0
         s = self.stats
+        peak = device_seam.peak_allocated(self.device)
         if progress is not None:
             progress.update(1)
-        return {
+        m = {
             "epoch_time": epoch_time, "sample_time": 0.0, "load_time": 0.0,
             "comm_time": self.shuffle_stats.seconds, "compute_time": epoch_time
             - self.shuffle_stats.seconds, "train_loss": total,
@@ -404,24 +498,40 @@ class Offload(Strategy):
             "bytes_reused": float(s.reused), "bytes_allreduce": float(ar_bytes),
             "rows_host_loaded": float(s.rows_loaded), "rows_reused": float(s.rows_reused),
             "rows_intermediate": float(s.rows_intermediate),
-            "edges_computed": float(sum(b.num_edges for b in self.blocks) * self.passes()),
+            "edges_computed": float(self.edges_per_epoch()),
             "replication_alpha": self.alpha,
-            "peak_device_bytes": float(self.tier.peak),
+            "peak_device_bytes": float(self.tier.peak if peak is None else peak),
             "device_bound_bytes": float(self.bound),
             "whole_part_device_bytes": float(self.whole_part_bytes),
             "recompute_time": s.recompute_seconds,
             "plan_time": self.plan_time / self.ctx.topo.world_size,  # summed: the mean
         }
+        for k, modes in enumerate(self.modes):  # this rank's chunks; summed over ranks
+            m[f"chunks_cached_l{k}"] = float(modes.count(CACHE))
+            m[f"chunks_recomputed_l{k}"] = float(modes.count(RECOMPUTE))
+        return m
 
-    def passes(self) -> int:
-        """Layer passes over the chunks per epoch that aggregate edges (forward: every
-        layer; backward: the recomputed ones)."""
-        return len(self.choices) + sum(c.mode == "recompute" for c in self.choices)
+    def edges_per_epoch(self) -> int:
+        """Edges this rank aggregates per epoch: every layer's forward, and the backward's
+        recomputed batches."""
+        edges = [b.num_edges for b in self.blocks]
+        total = self.num_layers * sum(edges)
+        for modes in self.modes:
+            total += sum(e for e, m in zip(edges, modes or ()) if m == RECOMPUTE)
+        return total
 
     def planned_rows_loaded(self) -> int:
-        """Vertex rows this rank loads from its host per epoch, by the plan."""
-        per_pass = sum(t.rows_loaded for t in self.transfers)
-        return per_pass * self.passes()
+        """Vertex rows this rank loads from its host per epoch, by the plan and the modes: every
+        forward batch, and each recomputed batch of the backward (its reused rows too when the
+        batch before it was cached: no buffer to reuse them from)."""
+        total = self.num_layers * sum(t.rows_loaded for t in self.transfers)
+        for modes in self.modes:
+            prev = CACHE
+            for t, mode in zip(self.transfers, modes or ()):
+                if mode == RECOMPUTE:
+                    total += t.rows_loaded + (t.rows_reused if prev == CACHE else 0)
+                prev = mode
+        return total
 
     def num_steps(self, epoch: int) -> int:
         """One step per epoch."""

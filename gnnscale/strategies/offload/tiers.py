@@ -3,20 +3,30 @@
 :class:`HostStore` keeps, per layer, the rows of this rank's masters and their gradients in
 host memory (pinned when the device is a GPU). :class:`DeviceTier` is where chunks compute: on
 a GPU the GPU; on a CPU host a separate set of buffers, so a copy between the tiers is an
-explicit, counted copy either way. The tier tracks the bytes of the buffers it holds (and,
-during a recompute, the tensors autograd saves) and their peak, to hold it to a budget.
+explicit, counted (and timed) copy either way.
+
+The tier measures the device memory it holds: it keeps the named buffers it holds and a weak
+reference to every tensor it loads, holds or is shown (the tensors autograd saves while a chunk
+recomputes), and at each moment memory can peak (a buffer taken, a chunk's recompute before
+its backward) sums the bytes of the distinct storages of those still alive: a tensor some
+Python name still references counts until it is freed, a view counts its whole storage once.
 """
 
 from __future__ import annotations
 
+import time
+import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import torch
 
+from gnnscale.distributed import device as device_seam
+
 
 @dataclass
 class TransferStats:
-    """Bytes and rows moved per tier since the last reset."""
+    """Bytes, rows and seconds moved per tier since the last reset."""
 
     host_to_device: int = 0
     device_to_host: int = 0
@@ -26,6 +36,9 @@ class TransferStats:
     rows_reused: int = 0
     rows_intermediate: int = 0   # cached aggregates and destination rows loaded back
     recompute_seconds: float = 0.0
+    h2d_seconds: float = 0.0     # in host-to-device copies
+    d2h_seconds: float = 0.0     # in device-to-host copies
+    reuse_seconds: float = 0.0   # in copies of reused rows on the device
     extra: dict = field(default_factory=dict)
 
     def reset(self) -> None:
@@ -35,12 +48,16 @@ class TransferStats:
 
 class HostStore:
     """Per-layer host buffers: ``rows[k]`` (k = 0..L, 0 = features) and ``grads[k]``
-    (k = 1..L) of this rank's masters, in masters order."""
+    (k = 1..L) of this rank's masters, in masters order. Allocated zeroed, so the first epoch
+    does not pay the first touch of their pages (it would skew the probed copy rates)."""
 
-    def __init__(self, features: torch.Tensor, widths: list[int], pin: bool) -> None:
+    def __init__(self, features: torch.Tensor, widths: list[int], device: torch.device) -> None:
         n = features.shape[0]
-        alloc = (lambda *s: torch.empty(*s).pin_memory()) if pin else torch.empty
-        self.rows = [features.pin_memory() if pin else features.contiguous()]
+
+        def alloc(rows: int, width: int) -> torch.Tensor:  # pinned when it feeds a GPU
+            return device_seam.host_empty((rows, width), device).zero_()
+
+        self.rows = [device_seam.pinned(features, device)]
         self.rows += [alloc(n, w) for w in widths[1:]]
         self.grads: list[torch.Tensor | None] = [None] + [alloc(n, w) for w in widths[1:]]
 
@@ -56,63 +73,129 @@ class HostStore:
         return sum(t.numel() * t.element_size() for t in ts)
 
 
+def _storages(t: torch.Tensor) -> list[torch.Tensor]:
+    """The strided tensors holding ``t``'s memory (a sparse matrix: its index and values)."""
+    if t.layout == torch.sparse_csr:
+        return [t.crow_indices(), t.col_indices(), t.values()]
+    if t.layout == torch.sparse_coo:
+        return [t._indices(), t._values()]
+    return [t]
+
+
+def storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (each storage once, whole)."""
+    seen: set[int] = set()
+    total = 0
+    for t in tensors:
+        for part in _storages(t):
+            st = part.untyped_storage()
+            ptr = st.data_ptr()
+            if ptr and ptr not in seen:
+                seen.add(ptr)
+                total += st.nbytes()
+    return total
+
+
 class DeviceTier:
-    """Counted copies between host and device and the device bytes held (with their peak)."""
+    """Counted, timed copies between host and device, and the device bytes alive (measured,
+    with their peak)."""
 
     def __init__(self, device: torch.device, stats: TransferStats) -> None:
         self.device, self.stats = device, stats
-        self.live = 0
         self.peak = 0
-        self._held: dict[str, int] = {}
+        self._held: dict[str, torch.Tensor] = {}
+        self._seen: list[weakref.ref] = []
 
     # -- what the tier holds ---------------------------------------------------------------
     def hold(self, name: str, t: torch.Tensor | None) -> torch.Tensor | None:
-        """Account ``t`` as the device buffer ``name`` (replacing what that name held)."""
+        """Keep ``t`` as the device buffer ``name`` (replacing what that name held) and
+        measure."""
         self.release(name)
         if t is not None:
-            self._held[name] = t.numel() * t.element_size()
-            self.live += self._held[name]
-            self.peak = max(self.peak, self.live)
+            self._held[name] = t
+            self.track(t)
+            self.measure()
         return t
 
     def release(self, *names: str) -> None:
-        """Drop the named device buffers."""
+        """Drop the tier's reference to the named device buffers."""
         for name in names:
-            self.live -= self._held.pop(name, 0)
+            self._held.pop(name, None)
 
     def release_all(self) -> None:
-        """Drop every device buffer."""
+        """Drop every device buffer the tier references."""
         self._held.clear()
-        self.live = 0
 
-    def transient(self, nbytes: int) -> None:
-        """Bytes held only for a moment on top of the buffers (autograd's saved tensors)."""
-        self.peak = max(self.peak, self.live + nbytes)
+    def track(self, *ts: torch.Tensor | None) -> None:
+        """Count ``ts`` as device memory for as long as they are alive."""
+        self._seen.extend(weakref.ref(t) for t in ts if t is not None)
+
+    def alive(self) -> list[torch.Tensor]:
+        """The tracked tensors still alive (dead references are dropped)."""
+        live, refs = [], []
+        for r in self._seen:
+            t = r()
+            if t is not None:
+                live.append(t)
+                refs.append(r)
+        self._seen = refs
+        return live + list(self._held.values())
+
+    def live_bytes(self) -> int:
+        """Bytes of the distinct storages of the device tensors alive now."""
+        return storage_bytes(self.alive())
+
+    def measure(self, *extra: torch.Tensor) -> int:
+        """The live device bytes now (with ``extra`` tensors shown to the tier), into the
+        peak."""
+        self.track(*extra)
+        live = self.live_bytes()
+        self.peak = max(self.peak, live)
+        return live
 
     def reset_peak(self) -> None:
-        """Start a new peak from the bytes held now."""
-        self.peak = self.live
+        """Start a new peak from the bytes alive now."""
+        self.peak = self.live_bytes()
 
     # -- copies between the tiers ----------------------------------------------------------
     def load(self, host: torch.Tensor, rows: torch.Tensor, vertex_rows: bool = True
              ) -> torch.Tensor:
-        """``host[rows]`` copied to the device (counted)."""
+        """``host[rows]`` copied to the device (counted, timed, tracked)."""
+        t0 = time.perf_counter()
         t = host.index_select(0, rows)
         nbytes = t.numel() * t.element_size()
+        # on a CPU host ``t`` (a fresh gather) is already the device tier's own copy
+        if device_seam.is_accelerator(self.device):
+            t = device_seam.to_device(t, self.device)
+            device_seam.synchronize(self.device)
+        self.stats.h2d_seconds += time.perf_counter() - t0
         self.stats.host_to_device += nbytes
         if vertex_rows:
             self.stats.rows_loaded += rows.numel()
         else:
             self.stats.rows_intermediate += rows.numel()
-        # on a CPU host ``t`` (a fresh gather) is already the device tier's own copy
-        return t if self.device.type == "cpu" else t.to(self.device, non_blocking=True)
+        self.track(t)
+        return t
+
+    def copy_rows(self, dst: torch.Tensor, dst_rows: torch.Tensor, src: torch.Tensor,
+                  src_rows: torch.Tensor) -> None:
+        """``dst[dst_rows] = src[src_rows]`` on the device (rows reused in place; timed)."""
+        t0 = time.perf_counter()
+        dst[dst_rows.to(self.device)] = src[src_rows.to(self.device)]
+        device_seam.synchronize(self.device)
+        self.stats.reuse_seconds += time.perf_counter() - t0
+        self.stats.reused += src_rows.numel() * dst.shape[1] * dst.element_size()
+        self.stats.rows_reused += src_rows.numel()
 
     def store(self, host: torch.Tensor, rows: torch.Tensor, t: torch.Tensor,
               accumulate: bool = False) -> None:
-        """Device rows ``t`` written (or, ``accumulate``, added) to ``host[rows]`` (counted)."""
+        """Device rows ``t`` written (or, ``accumulate``, added) to ``host[rows]`` (counted,
+        timed)."""
+        t0 = time.perf_counter()
         self.stats.device_to_host += t.numel() * t.element_size()
         t = t.detach().to("cpu")
         if accumulate:
             host.index_add_(0, rows, t)
         else:
             host[rows] = t
+        self.stats.d2h_seconds += time.perf_counter() - t0

@@ -1,0 +1,129 @@
+"""``strategy.overlap``: a layer's exchange in flight while the rank computes what does not
+need it, forward and backward (NeutronStar section 4.3), on edge-cuts and vertex-cuts.
+
+A splittable model's aggregation is a sum over edges, so it splits by where each edge's source
+row comes from (:class:`SourceGroups`): the rows the rank holds, and each peer's received rows.
+The held group is summed while the exchange is in flight, each peer's group as its rows arrive
+(:class:`~gnnscale.deps.pipeline.PeerExchange`); backward, each peer's gradient goes back as
+soon as it is computed and the held group's backward runs while they travel. The partial sums
+use the model's own edge weights (:meth:`~gnnscale.models.base.GNN.edge_weight`: graph-level
+degrees, so they add up to the whole aggregate) and its vertex-wise :meth:`pre`, as
+:meth:`~gnnscale.models.base.GNN.aggregate` does. A model that cannot split (GAT) splits by
+destination instead (:func:`split_by_destination`): the destinations that read only held rows
+run while rows travel, the rest after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gnnscale.models.base import GNN, csr_matrix
+from gnnscale.sampling.base import Block
+
+
+@dataclass
+class SourceGroups:
+    """Edges into ``num_dst`` destination rows, by source group: per group the edges' source
+    column within that group's rows and destination row, and the group's row count."""
+
+    edges: list[torch.Tensor]   # positions in the block's edge list, per group
+    cols: list[torch.Tensor]
+    dst: list[torch.Tensor]
+    sizes: list[int]
+    num_dst: int
+
+    @staticmethod
+    def build(group: torch.Tensor, col: torch.Tensor, dst: torch.Tensor, sizes: list[int],
+              num_dst: int, keep: torch.Tensor | None = None) -> SourceGroups:
+        """From per-edge ``group``, ``col`` (source row within its group) and ``dst`` row;
+        ``keep`` (a mask over the edges) takes only some. Edge order is kept (grouped by
+        destination, as the blocks are built)."""
+        edges, cols, dsts = [], [], []
+        for g in range(len(sizes)):
+            sel = group == g if keep is None else (group == g) & keep
+            pos = sel.nonzero().flatten()
+            edges.append(pos)
+            cols.append(col[pos])
+            dsts.append(dst[pos])
+        return SourceGroups(edges, cols, dsts, list(sizes), num_dst)
+
+    def to(self, device: torch.device | str) -> SourceGroups:
+        """The groups with their indices on ``device``."""
+        return SourceGroups([e.to(device) for e in self.edges], [c.to(device) for c in self.cols],
+                            [d.to(device) for d in self.dst], self.sizes, self.num_dst)
+
+    def matrices(self, weights: torch.Tensor | None, dtype: torch.dtype) -> list[torch.Tensor]:
+        """Per group the ``num_dst x size`` CSR matrix of the edges' weights (``weights``: one
+        per block edge; None: ones)."""
+        return [csr_matrix(c, d, None if weights is None else weights[e], (n, self.num_dst),
+                           dtype)
+                for e, c, d, n in zip(self.edges, self.cols, self.dst, self.sizes)]
+
+
+def partial(model: GNN, layer: int, matrix: torch.Tensor, rows: torch.Tensor,
+            normed: bool = False) -> torch.Tensor:
+    """One group's share of :meth:`GNN.aggregate`: ``sum of w_uv * pre(rows)[u]``
+    (``normed``: ``rows`` are already ``pre(rows)``)."""
+    return torch.sparse.mm(matrix, rows if normed else model.pre(layer, rows))
+
+
+class WeightCache:
+    """Matrices per (model, layer), built once: the edge weights are fixed by the bound
+    graph."""
+
+    def __init__(self) -> None:
+        self._mats: dict[tuple[int, int, str], list[torch.Tensor]] = {}
+
+    def get(self, model: GNN, layer: int, block: Block, groups: SourceGroups,
+            name: str = "", dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
+        """The CSR matrices of ``groups`` with ``model``'s weights of ``layer`` on
+        ``block``."""
+        key = (id(model), layer, name)
+        if key not in self._mats:
+            with torch.no_grad():
+                w = model.edge_weight(layer, block)
+            self._mats[key] = groups.matrices(w, dtype)
+        return self._mats[key]
+
+
+# -- a model that cannot split its aggregation: split by destination -------------------------
+def _sub_block(block: Block, gather: torch.Tensor, dsts: torch.Tensor
+               ) -> tuple[Block, torch.Tensor]:
+    """The part of ``block`` whose destinations are ``dsts`` (local ids), sources renumbered
+    with those destinations first; its gather from the same rows as ``gather``."""
+    ei = block.edge_index
+    keep = torch.zeros(block.num_dst, dtype=torch.bool)
+    keep[dsts] = True
+    e = ei[:, keep[ei[1]]]
+    used = torch.zeros(block.num_src, dtype=torch.bool)
+    used[e[0]] = True
+    used[dsts] = False
+    src = torch.cat([dsts, used.nonzero().flatten()])
+    spos = torch.full((block.num_src,), -1, dtype=torch.int64)
+    spos[src] = torch.arange(src.numel())
+    dpos = torch.full((block.num_dst,), -1, dtype=torch.int64)
+    dpos[dsts] = torch.arange(dsts.numel())
+    ids = None if block.src_ids is None else block.src_ids[src]
+    sub = Block(torch.stack([spos[e[0]], dpos[e[1]]]), (src.numel(), dsts.numel()), ids)
+    return sub, gather[src]
+
+
+def split_by_destination(block: Block, gather: torch.Tensor, num_held: int, device
+                         ) -> tuple[Block, torch.Tensor, Block, torch.Tensor, torch.Tensor]:
+    """Destinations reading only held rows vs the rest (blocks and gathers), and the order
+    that restores them."""
+    ei = block.edge_index
+    remote_src = gather[ei[0]] >= num_held
+    needs_remote = torch.zeros(block.num_dst, dtype=torch.bool)
+    needs_remote[ei[1][remote_src]] = True
+    needs_remote |= gather[: block.num_dst] >= num_held  # its own row arrives too
+    local_d = (~needs_remote).nonzero().flatten()
+    rest_d = needs_remote.nonzero().flatten()
+    b_local, g_local = _sub_block(block, gather, local_d)
+    b_rest, g_rest = _sub_block(block, gather, rest_d)
+    order = torch.empty(block.num_dst, dtype=torch.int64)
+    order[torch.cat([local_d, rest_d])] = torch.arange(block.num_dst)
+    return (b_local.to(device), g_local.to(device), b_rest.to(device), g_rest.to(device),
+            order.to(device))
