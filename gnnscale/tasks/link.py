@@ -1,9 +1,10 @@
 """``task=link``: link prediction. The model's output rows are node embeddings; a decoder
 (the task's head: ``dot`` or ``mlp``) scores a pair of them; the loss is the binary
 cross-entropy of the positive edges (label 1) and of ``num_negatives`` sampled negatives per
-positive (label 0) (with ``self_pairs``, each node's ``(v, v)`` is a positive too, as the
-graph auto-encoder reconstructs ``A + I``); the metrics are ROC-AUC, average precision, Hits@K and MRR with OGB's
-evaluator semantics (:mod:`gnnscale.tasks.metrics`), computed on every rank's scores.
+positive (label 0); with ``self_pairs`` each node's ``(v, v)`` is a positive too (the graph
+auto-encoder reconstructs ``A + I``). The metrics are ROC-AUC, average precision, Hits@K and
+MRR with OGB's evaluator semantics (:mod:`gnnscale.tasks.metrics`), computed on every rank's
+scores.
 
 Training items are the training positives' ids (columns of ``train_pos``); a mini-batch of
 them needs the output rows of every endpoint of its positives and of their negatives (drawn
