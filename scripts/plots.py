@@ -198,6 +198,9 @@ PUBLISHED = {
     "physics (split per seed) (largest component) / GCN, select=loss": ("Physics", 92.8, 1.5),
     "tolokers / GCN (residual)": ("Tolokers GCN\n(ROC-AUC)", 83.64, 1.5),
     "tolokers / SAGE (residual)": ("Tolokers SAGE\n(ROC-AUC)", 82.43, 1.5),
+    "Cora (link prediction) / GCN, select=last": ("Cora GAE\n(link AUC)", 91.0, 1.5),
+    "CiteSeer (link prediction) / GCN, select=last": ("CiteSeer GAE\n(link AUC)", 89.5, 1.5),
+    "PubMed (link prediction) / GCN, select=last": ("PubMed GAE\n(link AUC)", 96.4, 1.5),
 }
 
 

@@ -53,10 +53,14 @@ def scattered(n: int, world: int) -> torch.Tensor:
     return (torch.arange(n) * 7 + 3) % world
 
 
-def make_ctx(topo, decoder: str = "mlp", deps=None) -> RunContext:
+def make_ctx(topo, decoder: str = "mlp", deps=None, cut: str = "edge") -> RunContext:
     task, graph = make_task(decoder)
     provider = None
-    if topo.world_size > 1:
+    if topo.world_size > 1 and cut == "vertex":  # masters and mirrors (CVC)
+        from gnnscale.partition.cvc import CvcPartitioner
+
+        provider = FixedPartition(CvcPartitioner().partition(graph, topo.world_size))
+    elif topo.world_size > 1:
         part = scattered(graph.num_nodes, topo.world_size)
         provider = FixedPartition(PartitionBook.from_edge_cut(graph, part, topo.world_size))
     return RunContext(topo=topo, graph=graph, model=make_model(task, graph),
@@ -80,6 +84,7 @@ def train(topo, kind: str, decoder: str = "mlp", evaluate: bool = False,
     ``evaluate``, the metrics."""
     opts = dict(opts or {})
     deps_name = opts.pop("deps", "depcomm")
+    cut = opts.pop("cut", "edge")
     from gnnscale.strategies.data.strategy import DataParallel
     from gnnscale.strategies.factored.strategy import Factored
     from gnnscale.strategies.fullgraph.strategy import FullGraph
@@ -89,7 +94,7 @@ def train(topo, kind: str, decoder: str = "mlp", evaluate: bool = False,
     deps = None
     if kind in ("split", "fullgraph", "offload"):
         deps = DepCache() if deps_name == "depcache" else DepComm()
-    ctx = make_ctx(topo, decoder, deps)
+    ctx = make_ctx(topo, decoder, deps, cut)
     cls = {"data": DataParallel, "factored": Factored, "split": SplitParallel,
            "fullgraph": FullGraph, "offload": Offload}[kind]
     if kind in ("data", "split"):

@@ -84,6 +84,7 @@ def test_split_link_equals_one_process(world, sample_on):
 
 
 @pytest.mark.parametrize("kind,opts", [("fullgraph", {}), ("fullgraph", {"deps": "depcache"}),
+                                       ("fullgraph", {"cut": "vertex"}),
                                        ("offload", {"chunks": 3})])
 @pytest.mark.parametrize("world", [2, 4])
 def test_full_graph_link_equals_one_process(world, kind, opts):

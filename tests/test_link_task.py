@@ -324,3 +324,12 @@ def test_link_needs_features(tmp_path):
                    f"dataset.path={tmp_path / 'g.npz'}", "dist.world_size=1")
     with pytest.raises(ConfigError, match="no node features"):
         validate(cfg)
+
+
+def test_self_pairs_are_training_positives():
+    task = LinkTask(self_pairs=True)
+    g = task.prepare(ring_graph(), None, seed=0)
+    edges = g.links["train_pos"].shape[1]
+    assert task.train_items().numel() == edges + g.num_nodes
+    src, dst, label = task.pairs(torch.tensor([edges, edges + 5]), 0)
+    assert src[:2].tolist() == dst[:2].tolist() == [0, 5] and label[:2].tolist() == [1, 1]

@@ -1,8 +1,10 @@
 """``task=link``: link prediction. The model's output rows are node embeddings; a decoder
 (the task's head: ``dot`` or ``mlp``) scores a pair of them; the loss is the binary
 cross-entropy of the positive edges (label 1) and of ``num_negatives`` sampled negatives per
-positive (label 0); the metrics are ROC-AUC, average precision, Hits@K and MRR with OGB's
-evaluator semantics (:mod:`gnnscale.tasks.metrics`), computed on every rank's scores.
+positive (label 0); with ``self_pairs`` each node's ``(v, v)`` is a positive too (the graph
+auto-encoder reconstructs ``A + I``). The metrics are ROC-AUC, average precision, Hits@K and
+MRR with OGB's evaluator semantics (:mod:`gnnscale.tasks.metrics`), computed on every rank's
+scores.
 
 Training items are the training positives' ids (columns of ``train_pos``); a mini-batch of
 them needs the output rows of every endpoint of its positives and of their negatives (drawn
@@ -58,7 +60,8 @@ class LinkTask(Task):
                  test_fraction: float = 0.1, split_seed: int | None = None,
                  directed: str = "auto", num_negatives: int = 1, negatives: str = "uniform",
                  eval_negatives: int = 1, eval_negative_kind: str = "uniform",
-                 reject_edges: bool = True, decoder: str = "dot", decoder_hidden: int = 256,
+                 reject_edges: bool = True, self_pairs: bool = False, decoder: str = "dot",
+                 decoder_hidden: int = 256,
                  decoder_layers: int = 2, dim: int = 64,
                  hits_k: list[int] | tuple[int, ...] = (20, 50, 100)) -> None:
         super().__init__()
@@ -71,6 +74,7 @@ class LinkTask(Task):
                             eval_negative_kind=eval_negative_kind, reject_edges=reject_edges)
         self.split_seed = split_seed
         self.k, self.kind, self.reject = int(num_negatives), negatives, bool(reject_edges)
+        self.self_pairs = bool(self_pairs)
         self.decoder, self.decoder_hidden, self.decoder_layers = decoder, decoder_hidden, \
             decoder_layers
         self.dim, self.hits_k = int(dim), [int(k) for k in hits_k]
@@ -87,6 +91,9 @@ class LinkTask(Task):
         g = load_split(graph, opts)
         self.graph = g
         self.train_pos = g.links["train_pos"]
+        if self.self_pairs:  # the auto-encoder reconstructs A + I: every (v, v) is positive
+            loops = torch.arange(g.num_nodes).repeat(2, 1)
+            self.train_pos = torch.cat([self.train_pos.long(), loops], 1)
         self.exclude = sorted_csc(g.indptr, g.indices) if self.reject else (None, None)
         return g
 
@@ -110,7 +117,8 @@ class LinkTask(Task):
 
     # -- mini-batches ---------------------------------------------------------------------------
     def train_items(self) -> torch.Tensor:
-        """Ids of the training positives (columns of ``train_pos``)."""
+        """Ids of the training positives (columns of ``train_pos``, then with
+        ``self_pairs`` one ``(v, v)`` per node)."""
         return torch.arange(self.train_pos.shape[1])
 
     def num_terms(self, items: torch.Tensor) -> int:

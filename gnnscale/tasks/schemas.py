@@ -71,6 +71,7 @@ class LinkTaskConfig:
     eval_negatives: int = 1  # stored val/test negatives per positive (when not given)
     eval_negative_kind: Negatives = Negatives.uniform
     reject_edges: bool = True  # negatives are never edges of the graph (nor self loops)
+    self_pairs: bool = False  # (v, v) of every node is a training positive (GAE: A + I)
     decoder: Decoder = Decoder.dot
     decoder_hidden: int = 256  # decoder=mlp: hidden width
     decoder_layers: int = 2  # decoder=mlp: linear layers
