@@ -106,3 +106,27 @@ def test_planner_layouts():
     capped = plan_edge_cut(graph, part, 1, 3, Hybrid(costs=costs, memory_cap_mb=1 / 1024), dims)
     assert 0 < capped.report["replicated_bytes"] <= 1024
     assert capped.report["plan_seconds"] >= 0
+
+
+@pytest.mark.parametrize("reach", [3, 40])  # a peer reaching few destinations, and most
+def test_group_sum_over_the_rows_it_reaches_equals_the_dense_sum(reach):
+    """A source group's partial sum, whether compact (only the destination rows its edges
+    reach) or over every row, equals the dense product, alone and added into an aggregate;
+    its gradient too."""
+    from gnnscale.strategies.fullgraph.overlap import GroupSum
+
+    g = torch.Generator().manual_seed(reach)
+    num_dst, size, edges = 50, 30, 120
+    dst = torch.randint(0, reach, (edges,), generator=g).sort().values
+    col = torch.randint(0, size, (edges,), generator=g)
+    w = torch.rand(edges, generator=g)
+    dense = torch.zeros(num_dst, size).index_put_((dst, col), w, accumulate=True)
+    gs = GroupSum.build(col, dst, w, size, num_dst, torch.float32)
+    assert (gs.rows is not None) == (reach <= GroupSum.COMPACT * num_dst)
+    x = torch.rand(size, 4, generator=g, requires_grad=True)
+    base = torch.rand(num_dst, 4, generator=g)
+    torch.testing.assert_close(gs.first(x), dense @ x)
+    got = gs.add_to(base.clone(), x)
+    torch.testing.assert_close(got, base + dense @ x)
+    got.sum().backward()
+    torch.testing.assert_close(x.grad, dense.sum(0)[:, None].expand(size, 4))

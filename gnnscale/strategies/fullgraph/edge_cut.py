@@ -210,7 +210,7 @@ class EdgeCutPlan(FullGraphPlan):
         for p, rows in pipe.exchange.arrivals(started):
             r = model.inputs(rows, pipe.recv_ids[p]) if k == 0 else rows
             got[p] = (r, model.transform(k, r) if reorder else r)
-            agg = agg.add_(partial(model, k, mats[1 + p], got[p][1]))
+            agg = partial(model, k, mats[1 + p], got[p][1], into=agg)
         if pipe.dst_first:  # the destinations are the first held rows: no gather
             n = step.block.num_dst
             x_dst, z_dst = x[:n], z[:n]

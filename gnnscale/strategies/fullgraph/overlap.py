@@ -54,19 +54,56 @@ class SourceGroups:
         return SourceGroups([e.to(device) for e in self.edges], [c.to(device) for c in self.cols],
                             [d.to(device) for d in self.dst], self.sizes, self.num_dst)
 
-    def matrices(self, weights: torch.Tensor | None, dtype: torch.dtype) -> list[torch.Tensor]:
-        """Per group the ``num_dst x size`` CSR matrix of the edges' weights (``weights``: one
-        per block edge; None: ones)."""
-        return [csr_matrix(c, d, None if weights is None else weights[e], (n, self.num_dst),
-                           dtype)
+    def matrices(self, weights: torch.Tensor | None, dtype: torch.dtype) -> list[GroupSum]:
+        """Per group its edges' weights as a :class:`GroupSum` (``weights``: one per block
+        edge; None: ones)."""
+        return [GroupSum.build(c, d, None if weights is None else weights[e], n, self.num_dst,
+                               dtype)
                 for e, c, d, n in zip(self.edges, self.cols, self.dst, self.sizes)]
 
 
-def partial(model: GNN, layer: int, matrix: torch.Tensor, rows: torch.Tensor,
-            normed: bool = False) -> torch.Tensor:
-    """One group's share of :meth:`GNN.aggregate`: ``sum of w_uv * pre(rows)[u]``
-    (``normed``: ``rows`` are already ``pre(rows)``)."""
-    return torch.sparse.mm(matrix, rows if normed else model.pre(layer, rows))
+@dataclass
+class GroupSum:
+    """One source group's edges as a CSR matrix over only the destination rows they reach
+    (``rows``; None: every row), so a peer whose rows reach few destinations costs its
+    edges, not a pass over every destination row."""
+
+    matrix: torch.Tensor
+    rows: torch.Tensor | None
+    num_dst: int
+
+    #: a group reaching at most this share of the destinations is summed into their rows only
+    COMPACT = 0.5
+
+    @staticmethod
+    def build(col: torch.Tensor, dst: torch.Tensor, w: torch.Tensor | None, size: int,
+              num_dst: int, dtype: torch.dtype) -> GroupSum:
+        """The group of edges ``(col[e] -> dst[e])`` with weights ``w`` from ``size`` rows."""
+        rows = torch.unique(dst)
+        if rows.numel() > GroupSum.COMPACT * num_dst:
+            return GroupSum(csr_matrix(col, dst, w, (size, num_dst), dtype), None, num_dst)
+        local = torch.searchsorted(rows, dst)
+        return GroupSum(csr_matrix(col, local, w, (size, rows.numel()), dtype), rows, num_dst)
+
+    def first(self, x: torch.Tensor) -> torch.Tensor:
+        """The ``num_dst x d`` sum over this group's edges of rows ``x``."""
+        out = torch.sparse.mm(self.matrix, x)
+        if self.rows is None:
+            return out
+        return out.new_zeros((self.num_dst, out.shape[1])).index_add_(0, self.rows, out)
+
+    def add_to(self, agg: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``agg`` plus this group's sum of rows ``x`` (in place)."""
+        out = torch.sparse.mm(self.matrix, x)
+        return agg.add_(out) if self.rows is None else agg.index_add_(0, self.rows, out)
+
+
+def partial(model: GNN, layer: int, group: GroupSum, rows: torch.Tensor,
+            normed: bool = False, into: torch.Tensor | None = None) -> torch.Tensor:
+    """One group's share of :meth:`GNN.aggregate`, ``sum of w_uv * pre(rows)[u]``, added to
+    ``into`` in place when given (``normed``: ``rows`` are already ``pre(rows)``)."""
+    x = rows if normed else model.pre(layer, rows)
+    return group.first(x) if into is None else group.add_to(into, x)
 
 
 class WeightCache:
@@ -74,11 +111,11 @@ class WeightCache:
     graph."""
 
     def __init__(self) -> None:
-        self._mats: dict[tuple[int, int, str], list[torch.Tensor]] = {}
+        self._mats: dict[tuple[int, int, str], list[GroupSum]] = {}
 
     def get(self, model: GNN, layer: int, block: Block, groups: SourceGroups,
-            name: str = "", dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
-        """The CSR matrices of ``groups`` with ``model``'s weights of ``layer`` on
+            name: str = "", dtype: torch.dtype = torch.float32) -> list[GroupSum]:
+        """The group sums of ``groups`` with ``model``'s weights of ``layer`` on
         ``block``."""
         key = (id(model), layer, name)
         if key not in self._mats:

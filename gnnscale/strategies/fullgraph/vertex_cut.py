@@ -268,12 +268,12 @@ class VertexCutPlan(FullGraphPlan):
                 for p, rows in self._bcast_ex[i].arrivals(sb):
                     got[p] = model.pre(i, rows)
                     if reduce_on:
-                        part = part.add_(partial(model, i, to_send[1 + p], got[p],
-                                                 normed=True))
+                        part = partial(model, i, to_send[1 + p], got[p], normed=True,
+                                       into=part)
                 if reduce_on:
                     started.append(self._reduce_ex[i].start(part))
                 for p, rows in got.items():
-                    agg = agg.add_(partial(model, i, to_master[1 + p], rows, normed=True))
+                    agg = partial(model, i, to_master[1 + p], rows, normed=True, into=agg)
             else:
                 if reduce_on:
                     started.append(self._reduce_ex[i].start(
