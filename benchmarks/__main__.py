@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import benchmarks
@@ -33,6 +34,23 @@ def show(report: dict) -> None:
         for key, value in flatten(report[section]):
             text = f"{value:.4g}" if isinstance(value, float) else str(value)
             print(f"  {section}.{key:<52} {text}")
+
+
+def run_part(suite: str, part: str, run: Callable[[bool], dict], argv: list[str] | None,
+             description: str) -> int:
+    """``python -m benchmarks.<suite> <part> [--quick] [--out PATH]``: one part of a suite
+    alone (``run(quick)``: its body), reported as suite ``<suite>-<part>``."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("part", choices=[part])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    report = {"suite": f"{suite}-{part}", "quick": args.quick, **run(args.quick),
+              "env": benchmarks.env()}
+    show(report)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,12 +32,9 @@ twins' last losses and forward bytes agree).
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
@@ -333,20 +330,9 @@ def run_with(cfg: dict, twins: bool = False) -> dict:
 def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks.fullgraph overlap [--quick] [--out PATH]``: only the overlap
     comparison."""
-    import benchmarks
-    from benchmarks.__main__ import show
+    from benchmarks.__main__ import run_part
 
-    p = argparse.ArgumentParser(description=main.__doc__)
-    p.add_argument("part", choices=["overlap"])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", default=None)
-    args = p.parse_args(argv)
-    report = {"suite": "fullgraph-overlap", "quick": args.quick, **run_overlap(args.quick),
-              "env": benchmarks.env()}
-    show(report)
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2))
-    return 0
+    return run_part("fullgraph", "overlap", run_overlap, argv, main.__doc__)
 
 
 if __name__ == "__main__":

@@ -39,14 +39,11 @@ t(offload) / t(depcomm), ``plan_over_100_epochs.<chunks>``, ``peak_within_bound`
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
@@ -440,20 +437,9 @@ def run_rule(quick: bool) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks.offload rule [--quick] [--out PATH]``: only the rule part."""
-    import benchmarks
-    from benchmarks.__main__ import show
+    from benchmarks.__main__ import run_part
 
-    p = argparse.ArgumentParser(description=main.__doc__)
-    p.add_argument("part", choices=["rule"])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", default=None)
-    args = p.parse_args(argv)
-    report = {"suite": "offload-rule", "quick": args.quick, **run_rule(args.quick),
-              "env": benchmarks.env()}
-    show(report)
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2))
-    return 0
+    return run_part("offload", "rule", run_rule, argv, main.__doc__)
 
 
 if __name__ == "__main__":

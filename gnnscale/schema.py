@@ -1,5 +1,6 @@
-"""Typed schema of the top-level config (the groups are typed by their own options), and
-:class:`Options`, the base of every option's schema."""
+"""Typed schema of the top-level config (the groups are typed by their own options),
+:class:`Options`, the base of every option's schema, and the checks options share
+(:func:`require_at_least`, :func:`require_range`, :func:`require_one_of`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+from gnnscale.errors import ConfigError
 
 
 class Options:
@@ -20,6 +23,29 @@ class Options:
 
     def check(self) -> None:
         """Raise ``ConfigError`` for a value this option cannot run (default: none)."""
+
+
+def require_at_least(key: str, value: Any, low: Any, note: str = "") -> None:
+    """Refuse ``value < low``: ``<key> must be >= <low><note>, got <value>`` (``note``: what
+    the key means, e.g. ``" (0: automatic)"``)."""
+    if value < low:
+        raise ConfigError(f"{key} must be >= {low}{note}, got {value}")
+
+
+def require_range(key: str, value: Any, low: Any, high: Any, *, closed: bool = False,
+                  note: str = "") -> None:
+    """Refuse a ``value`` outside ``[low, high)`` (``[low, high]`` when ``closed``):
+    ``<key> must lie in [<low>, <high>)<note>, got <value>``."""
+    if not (low <= value <= high if closed else low <= value < high):
+        end = "]" if closed else ")"
+        raise ConfigError(f"{key} must lie in [{low}, {high}{end}{note}, got {value}")
+
+
+def require_one_of(key: str, value: Any, choices: Any, note: str = "") -> None:
+    """Refuse a ``value`` not among ``choices``: ``<key> must be one of <choices><note>, got
+    <value!r>``."""
+    if value not in choices:
+        raise ConfigError(f"{key} must be one of {choices}{note}, got {value!r}")
 
 
 class Select(str, Enum):

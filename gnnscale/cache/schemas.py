@@ -9,7 +9,7 @@ from enum import Enum
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
-from gnnscale.schema import Options
+from gnnscale.schema import Options, require_at_least, require_one_of, require_range
 
 
 class Placement(str, Enum):
@@ -35,17 +35,12 @@ class CacheConfig(Options):
 
     def check(self) -> None:
         """A ratio in [0, 1], a byte budget >= 0, a known placement, a reserve in [0, 1)."""
-        if not 0.0 <= float(self.ratio) <= 1.0:
-            raise ConfigError(f"cache.ratio must lie in [0, 1] (fraction of vertices each rank "
-                              f"caches), got {self.ratio}")
-        if self.bytes is not None and self.bytes < 0:
-            raise ConfigError(f"cache.bytes must be >= 0 (a byte budget per rank), "
-                              f"got {self.bytes}")
-        if self.placement not in PLACEMENTS:
-            raise ConfigError(f"cache.placement must be one of {PLACEMENTS}, "
-                              f"got {self.placement!r}")
-        if not 0.0 <= self.reserve < 1.0:
-            raise ConfigError(f"cache.reserve must lie in [0, 1), got {self.reserve}")
+        require_range("cache.ratio", float(self.ratio), 0, 1, closed=True,
+                      note=" (fraction of vertices each rank caches)")
+        if self.bytes is not None:
+            require_at_least("cache.bytes", self.bytes, 0, " (a byte budget per rank)")
+        require_one_of("cache.placement", self.placement, PLACEMENTS)
+        require_range("cache.reserve", self.reserve, 0, 1)
 
 
 @register("cache", "none")
@@ -75,8 +70,7 @@ class PresampleCacheConfig(CacheConfig):
     def check(self) -> None:
         """The budget's checks, and K >= 1 pre-sampled epochs."""
         super().check()
-        if self.epochs < 1:
-            raise ConfigError(f"cache.epochs (K of PreSC#K) must be >= 1, got {self.epochs}")
+        require_at_least("cache.epochs", self.epochs, 1, " (K of PreSC#K)")
 
 
 @register("cache", "random")

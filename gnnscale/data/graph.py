@@ -209,7 +209,7 @@ class GraphStore:
             w = None if w is None else torch.cat([w, torch.ones(num_nodes)])
         key = dst * max(num_nodes, 1) + src
         if dedupe:
-            key, first = _unique_first(key)
+            key, first = unique_first(key)
             w = None if w is None else w[first]
             order = None
         else:
@@ -222,7 +222,7 @@ class GraphStore:
         return cls(indptr=indptr, indices=src.to(index_dtype), edge_weight=w, **fields)
 
 
-def _unique_first(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def unique_first(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Sorted unique keys and, for each, the position of its first occurrence."""
     skey, order = torch.sort(key, stable=True)
     if skey.numel() == 0:

@@ -12,14 +12,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import ClassVar
 
 from gnnscale.data.presets import params_key, resolve
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
-from gnnscale.schema import Options
+from gnnscale.schema import Options, require_range
 
 
 class FeatureNorm(str, Enum):
@@ -92,8 +94,24 @@ class RawDatasetConfig(DatasetConfig):
     """Fields of a dataset read from raw files: which one, and where its files are (None:
     ``<root>/<name>/raw``, then the shared datasets folder)."""
 
+    #: the graphs the option reads, as :attr:`graph` spells them
+    graphs: ClassVar[Collection[str]] = ()
+    #: what those graphs are, for messages
+    family: ClassVar[str] = "dataset"
     name: str = ""
     raw_dir: str | None = None
+
+    @property
+    def graph(self) -> str:
+        """The graph's name as :attr:`graphs` spells it (``name`` in lower case)."""
+        return self.name.lower()
+
+    def check(self) -> None:
+        """A known feature transform and one of the option's graphs."""
+        super().check()
+        if self.graph not in self.graphs:
+            raise ConfigError(f"dataset.name: unknown {self.family} {self.name!r}; choose "
+                              f"one of {list(self.graphs)}")
 
 
 @register("dataset", "planetoid")
@@ -101,15 +119,10 @@ class RawDatasetConfig(DatasetConfig):
 class PlanetoidConfig(RawDatasetConfig):
     """Options ``cora``, ``citeseer``, ``pubmed``."""
 
+    graphs: ClassVar[Collection[str]] = PLANETOID_NAMES
+    family: ClassVar[str] = "Planetoid dataset"
     _target_: str = "gnnscale.data.planetoid.PlanetoidDataset"
     name: str = "Cora"
-
-    def check(self) -> None:
-        """A Planetoid graph."""
-        super().check()
-        if self.name.lower() not in PLANETOID_NAMES:
-            raise ConfigError(f"dataset.name: unknown Planetoid dataset {self.name!r}; choose "
-                              f"one of {list(PLANETOID_NAMES.values())}")
 
     def key(self) -> str:
         """The graph's name in lower case."""
@@ -121,6 +134,8 @@ class PlanetoidConfig(RawDatasetConfig):
 class NpzConfig(RawDatasetConfig):
     """Options ``computers``, ``photo``, ``cs``, ``physics``."""
 
+    graphs: ClassVar[Collection[str]] = NPZ_GRAPHS
+    family: ClassVar[str] = "gnn-benchmark graph"
     _target_: str = "gnnscale.data.npz.NpzDataset"
     name: str = "computers"
     train_per_class: int = 20
@@ -131,9 +146,6 @@ class NpzConfig(RawDatasetConfig):
     def check(self) -> None:
         """A gnn-benchmark graph and a split of at least one training vertex per class."""
         super().check()
-        if self.name.lower() not in NPZ_GRAPHS:
-            raise ConfigError(f"dataset.name: unknown gnn-benchmark graph {self.name!r}; choose "
-                              f"one of {list(NPZ_GRAPHS)}")
         if self.train_per_class < 1 or self.val_per_class < 0:
             raise ConfigError("need dataset.train_per_class >= 1 and dataset.val_per_class "
                               ">= 0")
@@ -150,6 +162,8 @@ class NpzConfig(RawDatasetConfig):
 class HeterophilousConfig(RawDatasetConfig):
     """Option ``tolokers``."""
 
+    graphs: ClassVar[Collection[str]] = HETEROPHILOUS_NAMES
+    family: ClassVar[str] = "heterophilous graph"
     _target_: str = "gnnscale.data.heterophilous.HeterophilousDataset"
     name: str = "tolokers"
     split: int = 0
@@ -162,12 +176,7 @@ class HeterophilousConfig(RawDatasetConfig):
     def check(self) -> None:
         """A known graph and one of its fixed splits."""
         super().check()
-        if self.graph not in HETEROPHILOUS_NAMES:
-            raise ConfigError(f"dataset.name: unknown heterophilous graph {self.name!r}; choose "
-                              f"one of {HETEROPHILOUS_NAMES}")
-        if not 0 <= self.split < HETEROPHILOUS_SPLITS:
-            raise ConfigError(f"dataset.split must lie in [0, {HETEROPHILOUS_SPLITS}), "
-                              f"got {self.split}")
+        require_range("dataset.split", self.split, 0, HETEROPHILOUS_SPLITS)
 
     def key(self) -> str:
         """Name and split."""
@@ -179,6 +188,8 @@ class HeterophilousConfig(RawDatasetConfig):
 class OgbConfig(RawDatasetConfig):
     """Options ``arxiv``, ``products``, ``papers100m``."""
 
+    graphs: ClassVar[Collection[str]] = OGB_GRAPHS
+    family: ClassVar[str] = "OGB node dataset"
     _target_: str = "gnnscale.data.ogb.OgbNodeDataset"
     name: str = "arxiv"
     symmetrize: bool = True
@@ -187,13 +198,6 @@ class OgbConfig(RawDatasetConfig):
     def graph(self) -> str:
         """The option's short name (``ogbn-`` dropped)."""
         return self.name.lower().removeprefix("ogbn-").removeprefix("ogbn_")
-
-    def check(self) -> None:
-        """An OGB node-property graph."""
-        super().check()
-        if self.graph not in OGB_GRAPHS:
-            raise ConfigError(f"dataset.name: unknown OGB node dataset {self.name!r}; choose "
-                              f"one of {list(OGB_GRAPHS)}")
 
     def key(self) -> str:
         """``ogbn-<name>``, ``-directed`` when not symmetrised."""
@@ -206,6 +210,8 @@ class OgblConfig(RawDatasetConfig):
     """Options ``collab``, ``ppa``, ``ddi``, ``citation2``: an ``ogbl-*`` graph and its
     published edge split (``task=link`` scores it as given)."""
 
+    graphs: ClassVar[Collection[str]] = OGBL_GRAPHS
+    family: ClassVar[str] = "OGB link dataset"
     _target_: str = "gnnscale.data.ogbl.OgbLinkDataset"
     name: str = "collab"
     symmetrize: bool | None = None  # None: the OGB default (undirected but citation2)
@@ -214,13 +220,6 @@ class OgblConfig(RawDatasetConfig):
     def graph(self) -> str:
         """The option's short name (``ogbl-`` dropped)."""
         return self.name.lower().removeprefix("ogbl-").removeprefix("ogbl_")
-
-    def check(self) -> None:
-        """An OGB link-prediction graph."""
-        super().check()
-        if self.graph not in OGBL_GRAPHS:
-            raise ConfigError(f"dataset.name: unknown OGB link dataset {self.name!r}; choose "
-                              f"one of {list(OGBL_GRAPHS)}")
 
     def key(self) -> str | None:
         """``ogbl-<graph>``, ``-sym`` when its edges are stored in both directions."""

@@ -11,7 +11,7 @@ from enum import Enum
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
-from gnnscale.schema import Options
+from gnnscale.schema import Options, require_at_least
 
 
 def under_torchrun() -> bool:
@@ -50,13 +50,11 @@ class LocalDistConfig(Options):
 
     def check(self) -> None:
         """At least one rank, a deadline > 0 s, threads >= 0, known backend and device."""
-        if self.world_size < 1:
-            raise ConfigError(f"dist.world_size must be >= 1, got {self.world_size}")
+        require_at_least("dist.world_size", self.world_size, 1)
         if not self.timeout_s > 0:
             raise ConfigError(f"dist.timeout_s must be > 0 seconds, got {self.timeout_s}")
-        if self.threads_per_rank < 0:
-            raise ConfigError(f"dist.threads_per_rank must be >= 0 (0: host cores / local "
-                              f"ranks), got {self.threads_per_rank}")
+        require_at_least("dist.threads_per_rank", self.threads_per_rank, 0,
+                         " (0: host cores / local ranks)")
         for key, choices in (("backend", Backend), ("device", Device)):
             value = getattr(self, key)
             if getattr(value, "value", value) not in choices.__members__:

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
-from gnnscale.schema import Options
+from gnnscale.schema import Options, require_at_least, require_one_of, require_range
 
 NORMS = ("none", "batch", "layer")
 REORDER = ("auto", "true", "false")
@@ -58,20 +58,15 @@ class ModelConfig(Options):
     def check(self) -> None:
         """Sizes >= 1, known choices, dropouts in [0, 1), and what residual blocks refuse."""
         for key in ("hidden", "num_layers"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"model.{key} must be >= 1, got {getattr(self, key)}")
+            require_at_least(f"model.{key}", getattr(self, key), 1)
         reorder = str(self.reorder_update).lower()
         if reorder not in REORDER:
             raise ConfigError(f"model.reorder_update must be one of {REORDER}, "
                               f"got {self.reorder_update!r}")
-        if self.activation not in ACTIVATION_NAMES:
-            raise ConfigError(f"model.activation must be one of {list(ACTIVATION_NAMES)}, "
-                              f"got {self.activation!r}")
-        if self.norm not in NORMS:
-            raise ConfigError(f"model.norm must be one of {NORMS}, got {self.norm!r}")
+        require_one_of("model.activation", self.activation, list(ACTIVATION_NAMES))
+        require_one_of("model.norm", self.norm, NORMS)
         for key in ("dropout", "input_dropout"):
-            if not 0.0 <= getattr(self, key) < 1.0:
-                raise ConfigError(f"model.{key} must be in [0, 1), got {getattr(self, key)}")
+            require_range(f"model.{key}", getattr(self, key), 0, 1)
         if self.residual and self.norm == "batch":
             raise ConfigError("model.residual normalises every source row before aggregating; "
                               "batch statistics would then depend on which rows a strategy "
@@ -131,9 +126,7 @@ class GCNConfig(ModelConfig):
     def check(self) -> None:
         """The shared checks and a known normalisation."""
         super().check()
-        if self.gcn_norm not in GCN_NORMS:
-            raise ConfigError(f"model.gcn_norm must be one of {GCN_NORMS}, "
-                              f"got {self.gcn_norm!r}")
+        require_one_of("model.gcn_norm", self.gcn_norm, GCN_NORMS)
 
     @property
     def splittable(self) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
-from gnnscale.schema import Options
+from gnnscale.schema import Options, require_at_least, require_range
 
 
 @dataclass
@@ -25,8 +25,7 @@ class OptimConfig(Options):
         """A learning rate > 0, a decay >= 0, decayed layers as conv indices or null."""
         if self.lr <= 0:
             raise ConfigError(f"optim.lr must be > 0, got {self.lr}")
-        if self.weight_decay < 0:
-            raise ConfigError(f"optim.weight_decay must be >= 0, got {self.weight_decay}")
+        require_at_least("optim.weight_decay", self.weight_decay, 0)
         layers = self.weight_decay_layers
         if layers is not None and (not isinstance(layers, (list, tuple)) or not all(
                 isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in layers)):
@@ -55,8 +54,7 @@ class AdamConfig(OptimConfig):
         """The shared checks, and betas in [0, 1)."""
         super().check()
         for key in ("beta1", "beta2"):
-            if not 0.0 <= getattr(self, key) < 1.0:
-                raise ConfigError(f"optim.{key} must be in [0, 1), got {getattr(self, key)}")
+            require_range(f"optim.{key}", getattr(self, key), 0, 1)
 
 
 @register("optim", "adamw")
@@ -81,7 +79,6 @@ class SGDConfig(OptimConfig):
     def check(self) -> None:
         """The shared checks, momentum >= 0, and Nesterov only with momentum."""
         super().check()
-        if self.momentum < 0:
-            raise ConfigError(f"optim.momentum must be >= 0, got {self.momentum}")
+        require_at_least("optim.momentum", self.momentum, 0)
         if self.nesterov and self.momentum == 0:
             raise ConfigError("optim.nesterov=true needs optim.momentum > 0")

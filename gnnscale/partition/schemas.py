@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
-from gnnscale.schema import Options
+from gnnscale.schema import Options, require_at_least, require_one_of
 
 
 class VertexWeights(str, Enum):
@@ -33,11 +33,6 @@ EDGE_CUT_MASTERS = ("metis", "random", "range", "ldg", "fennel")
 MASTER_SOURCES = ("blocked",) + EDGE_CUT_MASTERS
 #: the order a streaming partitioner (ldg, fennel) sees the vertices in
 STREAM_ORDERS = ("natural", "random")
-
-
-def _one_of(key: str, value: object, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"partitioner.{key} must be one of {choices}, got {value!r}")
 
 
 def _imbalance(value: float) -> None:
@@ -73,8 +68,8 @@ class MetisConfig(PartitionerConfig):
     def check(self) -> None:
         """A max/mean ratio >= 1 and known choices."""
         _imbalance(self.imbalance)
-        _one_of("vertex_weights", self.vertex_weights, VERTEX_WEIGHTS)
-        _one_of("method", self.method, METHODS)
+        require_one_of("partitioner.vertex_weights", self.vertex_weights, VERTEX_WEIGHTS)
+        require_one_of("partitioner.method", self.method, METHODS)
 
 
 @register("partitioner", "random")
@@ -95,9 +90,9 @@ class RangeConfig(PartitionerConfig):
 
     def check(self) -> None:
         """``alpha`` >= 0 or null."""
-        if self.alpha is not None and self.alpha < 0:
-            raise ConfigError(f"partitioner.alpha must be >= 0 (or null for Gemini's 8(p-1)), "
-                              f"got {self.alpha}")
+        if self.alpha is not None:
+            require_at_least("partitioner.alpha", self.alpha, 0,
+                             " (or null for Gemini's 8(p-1))")
 
 
 @register("partitioner", "ldg")
@@ -112,7 +107,7 @@ class LdgConfig(PartitionerConfig):
     def check(self) -> None:
         """A max/mean ratio >= 1 and a known order."""
         _imbalance(self.imbalance)
-        _one_of("order", self.order, STREAM_ORDERS)
+        require_one_of("partitioner.order", self.order, STREAM_ORDERS)
 
 
 @register("partitioner", "fennel")
@@ -132,7 +127,7 @@ class FennelConfig(PartitionerConfig):
         if not self.gamma > 1.0:
             raise ConfigError(f"partitioner.gamma must be > 1 (the paper uses 1.5), "
                               f"got {self.gamma}")
-        _one_of("order", self.order, STREAM_ORDERS)
+        require_one_of("partitioner.order", self.order, STREAM_ORDERS)
 
 
 @dataclass
@@ -144,9 +139,8 @@ class VertexCutConfig(PartitionerConfig):
 
     def check(self) -> None:
         """Masters from ``blocked`` or an edge-cut partitioner."""
-        if self.masters not in MASTER_SOURCES:
-            raise ConfigError(f"partitioner.masters must be one of {MASTER_SOURCES} (an "
-                              f"edge-cut partitioner or blocked), got {self.masters!r}")
+        require_one_of("partitioner.masters", self.masters, MASTER_SOURCES,
+                       " (an edge-cut partitioner or blocked)")
 
 
 @register("partitioner", "oec")
@@ -186,6 +180,4 @@ class HvcConfig(VertexCutConfig):
     def check(self) -> None:
         """Masters as every vertex-cut's, and an in-degree threshold >= 0."""
         super().check()
-        if self.threshold < 0:
-            raise ConfigError(f"partitioner.threshold is an in-degree (>= 0), "
-                              f"got {self.threshold}")
+        require_at_least("partitioner.threshold", self.threshold, 0, " (an in-degree)")

@@ -9,12 +9,7 @@ from typing import ClassVar
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
-from gnnscale.schema import Options
-
-
-def _threads(threads: int) -> None:
-    if int(threads) < 0:
-        raise ConfigError(f"sampler.threads must be >= 0 (0: automatic), got {threads}")
+from gnnscale.schema import Options, require_at_least
 
 
 @dataclass
@@ -47,39 +42,44 @@ class NeighborSamplerConfig(SamplerConfig):
         if any(f < -1 for f in fanouts):
             raise ConfigError(f"sampler.fanouts must be -1 (all neighbors) or >= 0, "
                               f"got {fanouts}")
-        _threads(self.threads)
+        require_at_least("sampler.threads", int(self.threads), 0, " (0: automatic)")
 
 
-@register("sampler", "full")
 @dataclass
-class FullNeighborSamplerConfig(SamplerConfig):
-    """``sampler=full``: whole in-neighborhoods, ``num_layers`` hops."""
+class HopsSamplerConfig(SamplerConfig):
+    """Base of the samplers that draw ``num_layers`` hops instead of per-layer fanouts (the
+    strategies check it against ``model.num_layers``)."""
 
-    _target_: str = "gnnscale.sampling.full.FullNeighborSampler"
     num_layers: int = 3
 
     def check(self) -> None:
         """At least one hop."""
-        if int(self.num_layers) < 1:
-            raise ConfigError(f"sampler.num_layers must be >= 1, got {self.num_layers}")
+        require_at_least("sampler.num_layers", int(self.num_layers), 1)
+
+
+@register("sampler", "full")
+@dataclass
+class FullNeighborSamplerConfig(HopsSamplerConfig):
+    """``sampler=full``: whole in-neighborhoods, ``num_layers`` hops."""
+
+    _target_: str = "gnnscale.sampling.full.FullNeighborSampler"
 
 
 @register("sampler", "random_walk")
 @dataclass
-class RandomWalkSamplerConfig(SamplerConfig):
+class RandomWalkSamplerConfig(HopsSamplerConfig):
     """``sampler=random_walk``: PinSAGE's neighbourhoods (FGNN: 4 walks of length 3, top 5)."""
 
     weighted_blocks: ClassVar[bool] = True
     _target_: str = "gnnscale.sampling.random_walk.RandomWalkSampler"
-    num_layers: int = 3
     num_walks: int = 4
     walk_length: int = 3
     top_k: int = 5
     threads: int = 0
 
     def check(self) -> None:
-        """Layers, walks, walk length and top-k >= 1; threads >= 0."""
-        for key in ("num_layers", "num_walks", "walk_length", "top_k"):
-            if int(getattr(self, key)) < 1:
-                raise ConfigError(f"sampler.{key} must be >= 1, got {getattr(self, key)}")
-        _threads(self.threads)
+        """At least one hop; walks, walk length and top-k >= 1; threads >= 0."""
+        super().check()
+        for key in ("num_walks", "walk_length", "top_k"):
+            require_at_least(f"sampler.{key}", int(getattr(self, key)), 1)
+        require_at_least("sampler.threads", int(self.threads), 0, " (0: automatic)")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from gnnscale.data.graph import unique_first
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import all_gather_rows, group_rank, group_size
 
@@ -71,7 +72,7 @@ def pair_rows(rows: torch.Tensor, locator: RowLocator, src: torch.Tensor, dst: t
     # distinct (scorer, holder, v) of remote endpoints, ordered by scorer, holder, then v
     remote = h_dst != h_src
     key = (h_src[remote] * world + h_dst[remote]) * num_nodes + dst[remote]
-    key, first = _unique_first(key)
+    key, first = unique_first(key)
     pos = p_dst[remote][first]
     scorer, holder = key // num_nodes // world, key // num_nodes % world
     out = holder == rank  # rows this rank sends, scorer by scorer
@@ -88,16 +89,6 @@ def pair_rows(rows: torch.Tensor, locator: RowLocator, src: torch.Tensor, dst: t
     b[mine_remote] = rows.shape[0] + torch.searchsorted(got, wanted)
     dev = rows.device
     return table[p_src[mine].to(dev)], table[b.to(dev)], mine
-
-
-def _unique_first(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sorted distinct keys and the position of one occurrence of each."""
-    skey, order = torch.sort(key, stable=True)
-    if skey.numel() == 0:
-        return skey, order
-    new = torch.ones_like(skey, dtype=torch.bool)
-    new[1:] = skey[1:] != skey[:-1]
-    return skey[new], order[new]
 
 
 def gather_scores(scores: torch.Tensor, mine: torch.Tensor, total: int,

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gnnscale.errors import ConfigError
 from gnnscale.registry import register
-from gnnscale.schema import Options
+from gnnscale.schema import Options, require_one_of
 
 MODES = ("offline", "online", "disabled")
 
@@ -35,5 +34,4 @@ class WandbConfig(Options):
 
     def check(self) -> None:
         """A known mode."""
-        if self.mode not in MODES:
-            raise ConfigError(f"logger.mode must be one of {MODES}, got {self.mode!r}")
+        require_one_of("logger.mode", self.mode, MODES)

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+from gnnscale.schema import require_at_least
 from gnnscale.strategies.config import Checked, StrategyConfig, partition_kind
 
 #: how a part is cut into chunks (:mod:`.chunks`)
@@ -22,8 +23,7 @@ INTERMEDIATE = ("cache", "recompute", "auto")
 def check_values(chunks: int, dedup: str, intermediate: str, budget: float | None,
                  level2: str = "range") -> None:
     """Refuse option values offloading cannot run (the key to change)."""
-    if chunks < 1:
-        raise ConfigError(f"strategy.chunks must be >= 1, got {chunks}")
+    require_at_least("strategy.chunks", chunks, 1)
     if level2 not in LEVEL2:
         raise ConfigError(f"strategy.level2 must be one of {', '.join(LEVEL2)}, got {level2!r}")
     if dedup not in DEDUP:

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+from gnnscale.schema import require_one_of
 from gnnscale.strategies.config import Checked, SamplingConfig
 
 SAMPLE_ON = ("all", "leader")
@@ -36,9 +37,7 @@ class SplitParallelConfig(SamplingConfig):
     def check(self) -> None:
         """The sampling options and who samples."""
         super().check()
-        if self.sample_on not in SAMPLE_ON:
-            raise ConfigError(f"strategy.sample_on must be one of {SAMPLE_ON}, got "
-                              f"{self.sample_on!r}")
+        require_one_of("strategy.sample_on", self.sample_on, SAMPLE_ON)
 
     @classmethod
     def check_config(cls, cfg: Any, built: Checked) -> None:
