@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 
@@ -28,11 +30,16 @@ def make_sampler(name: str = "neighbor"):
 
 def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1,
                     switching: bool = False, staleness: int = 0, epochs: int = 1,
-                    sampler: str = "neighbor", queue: str = "routes", prefetch: int = 1) -> dict:
+                    sampler: str = "neighbor", queue: str = "routes", prefetch: int = 1,
+                    hosts: int = 1) -> dict:
     """``epochs`` epochs of ``kind`` (factored or data); every step's loss and gradients on a
     trainer, the final parameters, the jobs this rank handled and its last metrics. With the
     shared queue, switching or staleness, ``record`` holds each job's loss and each step's
-    reduced gradients on every rank that trains."""
+    reduced gradients on every rank that trains. ``hosts`` > 1: the ranks take themselves for
+    ``hosts`` hosts of consecutive ranks (each host opens its own ring)."""
+    if hosts > 1:
+        per = topo.world_size // hosts
+        topo = dataclasses.replace(topo, local_rank=topo.rank % per, local_world_size=per)
     graph = make_graph()
     ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
                      sampler=make_sampler(sampler), cache_policy=NoCache(), deps=DepCache(),

@@ -1,6 +1,5 @@
 """strategy=factored: sampler ranks feed trainer ranks; with no staleness a step equals data."""
 
-import dataclasses
 import os
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from gnnscale.runner.run import run
 from gnnscale.sampling.base import Block, MiniBatch
 from gnnscale.strategies.base import Checked
 from gnnscale.strategies.factored.allocation import allocate, parse_samplers
+from gnnscale.strategies.factored.hosts import HostPlan
 from gnnscale.strategies.factored.queue import body_size, pack, unpack
 from gnnscale.strategies.factored.strategy import Factored
 from tests import _factored_fns
@@ -434,24 +434,50 @@ def test_job_ring_across_processes():
             assert parts == [list(range(j % 7 + 1)), [j] * (j % 3)]
 
 
-def test_shared_queue_needs_one_host(capsys):
-    """A run whose ranks span hosts takes fixed routes, and says so."""
-    graph = _factored_fns.make_graph()
-    from gnnscale.cache.none import NoCache
-    from gnnscale.deps.depcache import DepCache
-    from gnnscale.optim.adam import Adam
-    from gnnscale.strategies.base import RunContext
+def test_host_plans():
+    """One ring per host with trainers, serving its trainers' slots; a host without samplers
+    is fed by every sampler elsewhere, a host of samplers only feeds every ring."""
+    one = HostPlan.build([0, 0, 0], trainers=2)
+    assert one.slots == {0: (0, 1)} and one.local == {0: (2,)} and one.remote == {}
+    mixed = HostPlan.build([0, 0, 2, 2], trainers=3)  # host 0: trainers only
+    assert mixed.slots == {0: (0, 1), 2: (2,)} and mixed.local == {0: (), 2: (3,)}
+    assert mixed.remote == {0: (3,)} and mixed.relays_fed_by(3) == (0,)
+    spare = HostPlan.build([0, 0, 2, 2, 4, 4], trainers=3)  # host 4: samplers only
+    assert spare.remote == {0: (3, 4, 5), 2: (4, 5)} and spare.ring_of(4) is None
+    jobs = spare.jobs(0, steps=3)
+    assert (jobs.base(1), jobs.end(1)) == (6, 12) and jobs.locate(9, 1) == (1, 1)
 
-    two_hosts = Topology(0, 2, 0, 1, torch.device("cpu"))
-    ctx = RunContext(topo=two_hosts, graph=graph, model=_factored_fns.make_model(graph),
-                     sampler=_factored_fns.make_sampler(), cache_policy=NoCache(),
-                     deps=DepCache(), partition=None, seed=0, optim=Adam(lr=0.01))
-    strat = Factored(ctx, batch_size=_factored_fns.BATCH, samplers="1")
-    assert strat.queue == "shared" and not strat._use_shared_queue()
-    assert "fixed routes instead (strategy.queue=routes)" in capsys.readouterr().out
-    one_host = Topology(0, 2, 0, 2, torch.device("cpu"))
-    strat.ctx = dataclasses.replace(ctx, topo=one_host)
-    assert strat._use_shared_queue()
+
+@pytest.mark.slow
+@pytest.mark.parametrize("samplers,switching", [
+    (1, False),  # host 0 (trainers 0, 1) is fed over the network by sampler 3 of host 1,
+    (1, True),   # which also feeds its host's trainer 2 (and trains jobs, switching)
+    (2, False),  # host 1 holds samplers only: both feed host 0's ring over the network
+])
+def test_rings_across_hosts_equal_one_process(samplers, switching):
+    """4 ranks taken for 2 hosts: each host with trainers has its own ring, remote samplers
+    feed it through its relay; every job is sampled once and trained once, every step's
+    reduced gradient equals one process, and the parameters equal strategy=data."""
+    trainers = 4 - samplers
+    # train_one_epoch(topo, kind, samplers, queue_depth, switching, staleness, epochs, sampler,
+    #                 queue, prefetch, hosts)
+    ranks = spawn(_factored_fns.train_one_epoch, 4, "factored", str(samplers), 1, switching, 0,
+                  2, "neighbor", "shared", 1, 2)
+    ref = _factored_fns.reference_epoch(trainers)
+    last = [j for j in _every_job(trainers, epochs=2) if j[0] == 1]  # the last epoch's jobs
+    assert _jobs(ranks, trainer=False) == last  # sampled once, by the samplers
+    assert sorted(j for r in ranks for j in r["trained"]) == last  # trained once
+    one_epoch = spawn(_factored_fns.train_one_epoch, 4, "factored", str(samplers), 1,
+                      switching, 0, 1, "neighbor", "shared", 1, 2)
+    for rank in one_epoch[:trainers]:
+        _assert_steps_equal_reference(rank, ref)
+    data = spawn(_factored_fns.train_one_epoch, trainers, "data", "1", 1, False, 0, 2)
+    for got, want in zip(ranks[0]["params"], data[0]["params"]):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+    lead = ranks[0]["metrics"]
+    assert lead["queue_shared"] == 1 and lead["samples_produced"] == len(last)
+    if switching:  # the sampler of host 1 took jobs of its own ring
+        assert lead["standby_jobs"] > 0
 
 
 def test_bad_queue_settings_fail_clearly(tmp_path, tiny_graph):

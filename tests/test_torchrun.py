@@ -16,16 +16,19 @@ pytestmark = pytest.mark.slow  # multi-rank / subprocess tests: the slow tier
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("extra", [
-    (),
-    # the queue across "hosts": the sampler on one node feeds the trainer on the other, and
-    # pre-samples the trainer's PreSC cache
-    ("strategy=factored", "strategy.samplers=1", "cache=presample", "cache.ratio=0.2"),
-], ids=["data", "factored"])
-def test_two_nodes_on_loopback(tmp_path, extra):
+@pytest.mark.parametrize("extra,per_node", [
+    ((), 1),
+    # the queue across "hosts": the sampler on one node feeds the trainer's ring on the other
+    # over the network, and pre-samples the trainer's PreSC cache
+    (("strategy=factored", "strategy.samplers=1", "cache=presample", "cache.ratio=0.2"), 1),
+    # 2 x 2 ranks: node 0's trainers take from their ring, fed over the network by node 1's
+    # sampler, which also feeds (and, switching, trains from) node 1's ring
+    (("strategy=factored", "strategy.samplers=1", "strategy.switching=true"), 2),
+], ids=["data", "factored", "factored-2x2"])
+def test_two_nodes_on_loopback(tmp_path, extra, per_node):
     port = free_port()
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
-                "--nproc_per_node", "1", "--rdzv_backend", "c10d",
+                "--nproc_per_node", str(per_node), "--rdzv_backend", "c10d",
                 "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", "gnnscale-test",
                 "--max_restarts", "0"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -39,11 +42,16 @@ def test_two_nodes_on_loopback(tmp_path, extra):
     outs = [p.communicate(timeout=300)[0] for p in nodes]
     assert [p.returncode for p in nodes] == [0, 0], "\n".join(outs)
     res = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert res["summary"]["world_size"] == 2
+    world = 2 * per_node
+    assert res["summary"]["world_size"] == world
     assert res["summary"]["final_test_acc"] > 0.3
     if extra:
         last = res["history"][-1]
-        assert (last["samplers"], last["trainers"]) == (1, 1)
+        assert (last["samplers"], last["trainers"]) == (1, world - 1)
         assert last["samples_produced"] == last["samples_consumed"] > 0
-        assert last["queue_bytes"] > 0 and last["presample_time"] > 0
-        assert last["cache_hit_rate_per_rank"] == [last["cache_hit_rate"]] and last["hits"] > 0
+        assert last["queue_shared"] == 1 and last["queue_bytes"] > 0  # rings, not routes
+        assert all(last[f"queue_jobs_rank_{r}"] > 0 for r in range(world - 1))
+        assert "fixed routes" not in "".join(outs)
+    if "cache=presample" in extra:
+        assert last["presample_time"] > 0 and last["hits"] > 0
+        assert last["cache_hit_rate_per_rank"] == [last["cache_hit_rate"]]

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+from gnnscale.schema import require_at_least
 from gnnscale.strategies.config import Checked, SamplingConfig
 
 
@@ -57,15 +58,14 @@ class FactoredConfig(SamplingConfig):
     queue_depth: int = 2  # jobs one sampler may have in flight per trainer
     staleness: int = 0  # steps a rank may run ahead of the slowest (0: synchronous, exact)
     switching: bool = False  # finished samplers train as standby trainers while it pays
-    queue: str = "shared"  # shared: one ring any trainer takes from (one host); routes: p2p
+    queue: str = "shared"  # shared: a ring per host any trainer takes from; routes: p2p
     prefetch: int = 1  # shared queue: jobs a trainer claims and gathers ahead of training
     queue_slot_mb: int = 256  # shared queue: bound of one job in the ring (MiB, sparse)
 
     def check(self) -> None:
         """The batch size, a queue depth >= 1 and the shared queue's settings."""
         super().check()
-        if self.queue_depth < 1:
-            raise ConfigError(f"strategy.queue_depth must be >= 1, got {self.queue_depth}")
+        require_at_least("strategy.queue_depth", self.queue_depth, 1)
         check_queue(self.queue, self.prefetch, self.queue_slot_mb)
 
     @classmethod

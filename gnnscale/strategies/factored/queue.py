@@ -134,15 +134,24 @@ class JobSender:
         self.wait_seconds += time.perf_counter() - t0
 
 
+def receive_parts(src: int, num_layers: int, group: dist.ProcessGroup
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The next job's ``(header, body)`` from ``src`` (body None for a taken marker)."""
+    header = torch.empty(header_size(num_layers), dtype=torch.int64)
+    dist.recv(header, src, group=group)
+    if int(header[2]) < 0:
+        return header, None
+    body = torch.empty(body_size(header), dtype=torch.int64)
+    dist.recv(body, src, group=group)
+    return header, body
+
+
 def receive(src: int, num_layers: int, group: dist.ProcessGroup
             ) -> tuple[int, int, MiniBatch | None, int]:
     """A trainer's side: ``(epoch, step, MiniBatch, bytes)`` of the next job from ``src``; the
     MiniBatch is None for a taken marker."""
-    header = torch.empty(header_size(num_layers), dtype=torch.int64)
-    dist.recv(header, src, group=group)
-    if int(header[2]) < 0:
+    header, body = receive_parts(src, num_layers, group)
+    if body is None:
         return int(header[0]), int(header[1]), None, header.numel() * 8
-    body = torch.empty(body_size(header), dtype=torch.int64)
-    dist.recv(body, src, group=group)
     epoch, step, mb = unpack(header, body)
     return epoch, step, mb, (header.numel() + body.numel()) * 8

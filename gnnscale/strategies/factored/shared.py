@@ -1,10 +1,15 @@
-"""The shared queue of ``strategy=factored`` (``strategy.queue=shared``): one ring, any taker.
+"""The shared queue of ``strategy=factored`` (``strategy.queue=shared``): rings any taker
+takes from.
 
-All ranks of the host open one :class:`~gnnscale.distributed.ring.JobRing`. Job
-``g = (epoch * steps + step) * T + slot`` is step ``step``'s micro-batch ``slot`` of ``data``
+The ranks of a host open its :class:`~gnnscale.distributed.ring.JobRing` (one per host with
+trainers, fed over the network where the host has no samplers of its own:
+:mod:`~gnnscale.strategies.factored.hosts`, :mod:`~gnnscale.strategies.factored.relay`; one
+ring on one host). Job ``(step, slot)`` is step ``step``'s micro-batch ``slot`` of ``data``
 with T ranks, sampled with ``sample_seed(seed, epoch, step, slot)`` by whichever sampler
-claims it next (:meth:`~gnnscale.distributed.ring.JobRing.claim_make`); trainers take jobs
-in job order, whichever trainer is free first. The ring holds ``queue_depth * T`` jobs.
+claims it next (:meth:`~gnnscale.distributed.ring.JobRing.claim_make`); it goes to the ring
+of trainer ``slot``'s host, numbered ``(epoch * steps + step) * T_h + i`` there for the
+host's i-th of its T_h slots, and the host's trainers take jobs in that order, whichever is
+free first. A ring holds ``queue_depth * T_h`` jobs.
 
 **Exact whoever trains what.** A rank trains job ``(step, slot)`` with the parameters after
 the updates of steps ``0 .. step - 1 - staleness`` (never more, never fewer), and puts the
@@ -42,27 +47,32 @@ from gnnscale.distributed import device as device_seam
 from gnnscale.distributed.ring import JobRing
 from gnnscale.distributed.topology import run_timeout
 from gnnscale.sampling.base import MiniBatch
-from gnnscale.sampling.schedule import micro_batch, sample_seed
-from gnnscale.strategies.factored.queue import pack, unpack
+from gnnscale.sampling.schedule import micro_batch
+from gnnscale.strategies.factored.hosts import HostJobs
+from gnnscale.strategies.factored.queue import unpack
+from gnnscale.strategies.factored.relay import Relay, Requests, make_job
 from gnnscale.strategies.factored.sync import StepStats, _profit, train_job
 
 EXTRA = 3  # per slot: loss, the trainer's seconds, 1 when a trainer trained it
 _DONE = object()
 
 
-def open_ring(strat) -> JobRing:
-    """The run's ring: made by rank 0, opened by the others (collective on the queue group)."""
-    world, topo = strat.ctx.topo.world_size, strat.ctx.topo
-    timeout = run_timeout()
-    timeout_s = timeout.total_seconds() if timeout is not None else 300.0
-    shape = dict(slots=strat.queue_depth * strat.alloc.trainers,
-                 slot_bytes=strat.queue_slot_mb * 2**20, procs=world, timeout_s=timeout_s)
-    ring = JobRing.create(**shape) if topo.rank == 0 else None
-    handle = torch.tensor(ring.handle if ring is not None else (0, 0), dtype=torch.int64)
-    dist.broadcast(handle, 0, group=strat.queue_group)
-    if ring is None:
-        ring = JobRing.attach(tuple(handle.tolist()), **shape)
-    dist.barrier(group=strat.queue_group)  # every rank holds it before rank 0 may go on
+def open_ring(strat) -> JobRing | None:
+    """This host's ring, made by its first rank and opened by the host's other ranks (collective
+    on the queue group); None on a host without trainers (its samplers feed relays)."""
+    topo, hosts = strat.ctx.topo, strat.hosts
+    mine = hosts.ring_of(topo.rank)
+    shape = None if mine is None else dict(
+        slots=strat.queue_depth * len(hosts.slots[mine]), slot_bytes=strat.queue_slot_mb * 2**20,
+        procs=topo.world_size, timeout_s=ring_timeout())
+    ring = JobRing.create(**shape) if mine == topo.rank else None
+    handles = torch.zeros(topo.world_size, 2, dtype=torch.int64)
+    if ring is not None:
+        handles[topo.rank] = torch.tensor(ring.handle)
+    dist.all_reduce(handles, group=strat.queue_group)  # each host's first rank sets its row
+    if mine is not None and ring is None:
+        ring = JobRing.attach(tuple(handles[mine].tolist()), **shape)
+    dist.barrier(group=strat.queue_group)  # every rank holds it before its maker may go on
     return ring
 
 
@@ -113,9 +123,10 @@ class SlotReducer:
             self.pending.append((works, grads, extra))
             self.posted += 1
 
-    def apply_until(self, step: int, wait: bool = True) -> bool:
+    def apply_until(self, step: int, wait: bool = True, idle=None) -> bool:
         """Apply the updates of steps up to ``step`` (launched ones); with ``wait=False`` only
-        those whose reduction is done. True when step ``step`` is applied."""
+        those whose reduction is done. True when step ``step`` is applied. ``idle`` runs
+        while a reduction is awaited (a sampler answers its relays meanwhile)."""
         last = min(step, self.steps - 1)
         while self.applied <= last:
             if not self.pending:
@@ -124,6 +135,9 @@ class SlotReducer:
             if not wait and not all(w.is_completed() for w in works):
                 return False
             t0 = time.perf_counter()
+            while idle is not None and not all(w.is_completed() for w in works):
+                idle()
+                time.sleep(1e-4)
             for w in works:
                 w.wait()
             self.stats.reduce_wait += time.perf_counter() - t0
@@ -267,12 +281,12 @@ class _Stopped(Exception):
     """The feeder thread was told to stop while it waited."""
 
 
-def job_target(strat, batches: list[torch.Tensor], epoch: int, base: int):
+def job_target(strat, batches: list[torch.Tensor], epoch: int, jobs: HostJobs):
     """Job number -> the task's target of its items (slot ``slot`` of step ``step``)."""
     trainers = strat.alloc.trainers
 
     def target(number: int):
-        step, slot = divmod(number - base, trainers)
+        step, slot = jobs.locate(number, epoch)
         return strat.ctx.task.target(micro_batch(batches[step], trainers, slot), epoch)
 
     return target
@@ -280,17 +294,22 @@ def job_target(strat, batches: list[torch.Tensor], epoch: int, base: int):
 
 def taker_epoch(strat, ring: JobRing, epoch: int, batches: list[torch.Tensor],
                 stats: StepStats, progress=None) -> None:
-    """A trainer: take jobs until every job of the epoch is taken; every step's reduction."""
-    trainers, k, me = strat.alloc.trainers, strat.staleness, strat.ctx.topo.rank
+    """A trainer: take jobs until every job of the host's ring is taken; every step's
+    reduction. The host's first rank relays jobs from remote samplers meanwhile."""
+    k, me = strat.staleness, strat.ctx.topo.rank
     steps = len(batches)
-    base, end = epoch * steps * trainers, (epoch + 1) * steps * trainers
+    jobs = strat.ring_jobs(steps)
+    base, end = jobs.base(epoch), jobs.end(epoch)
     ring.start(base)
+    relay = _relay(strat, ring, jobs, epoch)
     reducer = SlotReducer(strat, stats, steps, progress)
     feeder = Feeder(strat, ring, base, end, strat.prefetch,
-                    job_target(strat, batches, epoch, base))
+                    job_target(strat, batches, epoch, jobs))
 
     def idle() -> None:
-        reducer.post_until((feeder.first_open_job() - base) // trainers)
+        if relay is not None:
+            relay.check()
+        reducer.post_until(jobs.step_of(feeder.first_open_job(), epoch))
 
     try:
         while True:
@@ -299,7 +318,7 @@ def taker_epoch(strat, ring: JobRing, epoch: int, batches: list[torch.Tensor],
             stats.queue_wait += time.perf_counter() - t0
             if job is None:
                 break
-            step, slot = divmod(job.number - base, trainers)
+            step, slot = jobs.locate(job.number, epoch)
             if job.step != step:
                 raise RuntimeError(f"factored queue: job {job.number} holds step {job.step}, "
                                    f"expected step {step}")
@@ -316,8 +335,21 @@ def taker_epoch(strat, ring: JobRing, epoch: int, batches: list[torch.Tensor],
             feeder.done(job.number)
         reducer.post_until(steps)
         reducer.apply_until(steps - 1)
+        if relay is not None:
+            relay.join()
     finally:
         feeder.close()
+
+
+def _relay(strat, ring: JobRing, jobs: HostJobs, epoch: int) -> Relay | None:
+    """This epoch's relay, started, on a ring host's first rank whose ring remote samplers
+    feed; None elsewhere."""
+    me = strat.ctx.topo.rank
+    feeders = strat.hosts.remote.get(me, ())
+    if not feeders:
+        return None
+    return Relay(ring, jobs, feeders, strat.relay_groups, strat.queue_depth,
+                 strat.ctx.sampler.num_layers, me, epoch).start()
 
 
 @dataclass
@@ -328,69 +360,81 @@ class Produced:
     peak_in_flight: int = 0
 
 
-def sampler_epoch(strat, ring: JobRing, epoch: int, batches: list[torch.Tensor],
+def sampler_epoch(strat, ring: JobRing | None, epoch: int, batches: list[torch.Tensor],
                   stats: StepStats) -> Produced:
-    """A sampler: sample the next unclaimed job, put it in the ring; with switching, train
-    jobs as a standby trainer while GNNLab's profit metric is positive."""
-    trainers, me, steps, k = strat.alloc.trainers, strat.ctx.topo.rank, len(batches), \
-        strat.staleness
-    base, end = epoch * steps * trainers, (epoch + 1) * steps * trainers
+    """A sampler: sample the next unclaimed job of its host's ring and put it there, answering
+    the relays that ask it meanwhile; with switching, train jobs as a standby trainer while
+    GNNLab's profit metric is positive. On a host without a ring it only answers relays."""
+    me, steps, k = strat.ctx.topo.rank, len(batches), strat.staleness
+    out = Produced()
+    make = make_job(strat, batches, stats)
+    asks = Requests(strat, strat.hosts.relays_fed_by(me), strat.relay_groups, make)
+    if ring is None:
+        asks.finish(ring_timeout())
+        out.bytes = asks.bytes
+        return out
+    jobs = strat.ring_jobs(steps)
+    base, end = jobs.base(epoch), jobs.end(epoch)
     ring.start(base)
     standby = strat.switching
     reducer = SlotReducer(strat, stats, steps) if standby else None
-    out = Produced()
 
     def open_step() -> int:
-        return (min(ring.next_take, end) - base) // trainers
+        return jobs.step_of(min(ring.next_take, end), epoch)
 
     def idle() -> None:
+        asks.serve()
         if standby:
             reducer.post_until(open_step())
-            _maybe_train(strat, ring, reducer, stats, epoch, base, end, k, batches)
+            _maybe_train(strat, ring, reducer, stats, epoch, jobs, k, batches, asks.serve)
 
     while (number := ring.claim_make(end)) is not None:
-        step, slot = divmod(number - base, trainers)
-        t0 = time.perf_counter()
-        seeds = strat.ctx.task.seeds(micro_batch(batches[step], trainers, slot), epoch)
-        mb = strat.ctx.sampler.sample(strat.ctx.graph, seeds,
-                                      sample_seed(strat.ctx.seed, epoch, step, slot))
-        header, body = pack(mb, epoch, step)
-        stats.sample_seconds += time.perf_counter() - t0
-        strat.job_log.append((epoch, step, slot))
-        parts = (header, body)
+        step, slot = jobs.locate(number, epoch)
+        parts = make(epoch, step, slot)
         ring.wait(lambda g=number, p=parts: True if ring.try_put(g, p, me) else None,
                   lambda: ring.next_take, f"a free ring slot for job {number}", idle)
-        out.bytes += (header.numel() + body.numel()) * 8
+        out.bytes += (parts[0].numel() + parts[1].numel()) * 8
         out.peak_in_flight = max(out.peak_in_flight, ring.ready())
+        asks.serve()
         if standby:
             reducer.post_until(open_step())
     if standby:  # the epoch's last jobs: help while it pays, join every step's reduction
         ring.wait(lambda: True if ring.next_take >= end else None, lambda: ring.next_take,
                   "the epoch's last jobs to be taken", idle)
         reducer.post_until(steps)
-        reducer.apply_until(steps - 1)
+        reducer.apply_until(steps - 1, idle=asks.serve)
+    asks.finish(ring_timeout())
+    out.bytes += asks.bytes
     return out
 
 
+def ring_timeout() -> float:
+    """The run's deadline in seconds (``dist.timeout_s``; 300 s outside a run)."""
+    timeout = run_timeout()
+    return timeout.total_seconds() if timeout is not None else 300.0
+
+
 def _trainers_t_train(strat, ring: JobRing) -> float:
-    """The trainers' mean seconds per job so far (the profile's figure before any)."""
+    """The mean seconds per job so far of the trainers of this ring (the profile's figure
+    before any)."""
     rows = ring.stats()[: strat.alloc.trainers]
     jobs = float(rows[:, 0].sum())
     return float(rows[:, 1].sum()) / jobs if jobs > 0 else strat.alloc.t_train
 
 
 def _maybe_train(strat, ring: JobRing, reducer: SlotReducer, stats: StepStats, epoch: int,
-                 base: int, end: int, k: int, batches: list[torch.Tensor]) -> None:
-    """A standby trainer's decision (GNNLab section 5.3) and, when it pays, one job trained."""
-    trainers = strat.alloc.trainers
+                 jobs: HostJobs, k: int, batches: list[torch.Tensor], serve) -> None:
+    """A standby trainer's decision (GNNLab section 5.3) and, when it pays, one job trained;
+    ``serve`` answers its relays while it waits for a step's update."""
     t_train = _trainers_t_train(strat, ring)
     if t_train <= 0:  # nothing measured yet: no basis for the profit metric
         return
     own = stats.own_t_train or t_train
-    head = ring.next_take
-    if head >= end or _profit(end - head, trainers, t_train, own) <= 0 or not ring.head_ready():
+    head, end = ring.next_take, jobs.end(epoch)
+    if head >= end or _profit(end - head, jobs.per_step, t_train, own) <= 0 or \
+            not ring.head_ready():
         return
-    step = (head - base) // trainers
+    step = jobs.step_of(head, epoch)
     reducer.post_until(step)
     if not reducer.apply_until(step - 1 - k, wait=False):
         return  # its parameters are not there yet: sample on
@@ -398,15 +442,15 @@ def _maybe_train(strat, ring: JobRing, reducer: SlotReducer, stats: StepStats, e
     if got is None:
         return
     number, (header, body) = got
-    step, slot = divmod(number - base, trainers)
-    reducer.post_until(step)  # every job before this one is taken: safe to wait
-    reducer.apply_until(step - 1 - k)
+    step, slot = jobs.locate(number, epoch)
+    reducer.post_until(step)  # every job before this one is taken: safe to wait, serving
+    reducer.apply_until(step - 1 - k, idle=serve)  # the relays (their jobs may be owed)
     _, _, mb = unpack(header, body)
     strat.visited(mb.input_nodes)  # sent to rank 0 at the epoch's end (footprint)
     dev = strat.ctx.topo.device
     t0 = time.perf_counter()
     x = strat.ctx.graph.x[mb.input_nodes].to(dev)  # a standby trainer has no cache
-    y = device_seam.to_device(job_target(strat, batches, epoch, base)(number), dev)
+    y = device_seam.to_device(job_target(strat, batches, epoch, jobs)(number), dev)
     stats.load_seconds += time.perf_counter() - t0
     before = stats.train_seconds
     loss = train_job(strat, mb, x, y, stats, (epoch, step, slot))

@@ -11,13 +11,14 @@ job order); samplers send jobs through the bounded global queue
 with gradients averaged over the trainers' process group, so with no staleness a step equals
 ``strategy=data`` on the same samples. One rank samples the whole epoch, then trains.
 
-``strategy.queue`` picks how jobs travel. ``shared`` (the default; one host): one ring in
-shared memory that samplers fill and any trainer takes the next job from, with every step's
-gradient reduced per slot so that it does not depend on who trained what; trainers gather the
-next job's features while they train (``strategy.prefetch``) and samplers switch to training
-at any point of the epoch (:mod:`~gnnscale.strategies.factored.shared`). ``routes``: each job
-goes point to point from its sampler to the trainer of its slot
-(:mod:`~gnnscale.strategies.factored.queue`); a run over several hosts uses routes. With
+``strategy.queue`` picks how jobs travel. ``shared`` (the default): a ring in shared memory
+per host that samplers fill and any trainer of the host takes the next job from (fed over the
+network where a host has no sampler: :mod:`~gnnscale.strategies.factored.hosts`), with every
+step's gradient reduced per slot so that it does not depend on who trained what; trainers
+gather the next job's features while they train (``strategy.prefetch``) and samplers switch
+to training at any point of the epoch (:mod:`~gnnscale.strategies.factored.shared`).
+``routes``: each job goes point to point from its sampler to the trainer of its slot
+(:mod:`~gnnscale.strategies.factored.queue`). With
 routes and ``strategy.switching=true`` (GNNLab's behaviour; off by default) or
 ``strategy.staleness > 0`` every rank joins each step's gradient reduction and a finished
 sampler may train jobs as a standby trainer: see :mod:`~gnnscale.strategies.factored.sync`.
@@ -46,6 +47,7 @@ from gnnscale.strategies.factored.allocation import Allocation, allocate, profil
 from gnnscale.strategies.factored.config import FactoredConfig, parse_samplers
 from gnnscale.strategies.factored.config import check_queue as _check_queue
 from gnnscale.strategies.factored.config import check_sync as _check_sync
+from gnnscale.strategies.factored.hosts import HostJobs, HostPlan
 from gnnscale.strategies.factored.presample import presample_hotness
 from gnnscale.strategies.factored.queue import STATS_TAG, JobSender, pack, receive
 from gnnscale.strategies.factored.sync import (
@@ -75,7 +77,7 @@ class Factored(DataParallel):
         _check_sync(staleness, switching, ctx.topo.world_size)
         _check_queue(queue, prefetch, queue_slot_mb)
         self.queue, self.prefetch, self.queue_slot_mb = queue, prefetch, queue_slot_mb
-        self.shared = False  # decided in setup: the ring needs every rank on one host
+        self.shared = False  # decided in setup: the rings need shared memory (Linux)
         self.ring: job_ring.JobRing | None = None
         self.fixed_samplers = parse_samplers(samplers, ctx.topo.world_size)
         self.queue_depth = queue_depth
@@ -103,9 +105,16 @@ class Factored(DataParallel):
         self.is_trainer = topo.rank < trainers
         if topo.world_size > 1:
             self.group = new_group(range(trainers), purpose=Purpose.trainers)
+        self.takers = tuple(range(topo.world_size if self.synced else trainers))
         if self.shared:  # each step's per-slot reduction over the ranks that may train
-            takers = topo.world_size if self.switching else trainers
-            self.reduce_group = new_group(range(takers), purpose=Purpose.host)
+            self.hosts = HostPlan.build(self._hosts(), trainers)
+            self.takers = tuple(r for r in range(topo.world_size) if r < trainers or (
+                self.switching and self.hosts.ring_of(r) is not None))
+            self.reduce_group = new_group(self.takers, purpose=Purpose.host)
+            self.relay_groups = (new_group(range(topo.world_size), purpose=Purpose.host),
+                                 new_group(range(topo.world_size), purpose=Purpose.host)) \
+                if self.hosts.remote else (None, None)  # requests, jobs
+            self.synced = topo.rank in self.takers and self.switching
         self.reports = self.is_trainer
         self.train_topo = dataclasses.replace(topo, world_size=trainers,
                                               rank=topo.rank if self.is_trainer else 0)
@@ -122,20 +131,30 @@ class Factored(DataParallel):
             self.ring = shared.open_ring(self)
 
     def _use_shared_queue(self) -> bool:
-        """``queue=shared`` where it can run: several ranks, all on this host, Linux."""
+        """``queue=shared`` where it can run: several ranks, on hosts with shared memory."""
         topo = self.ctx.topo
         if self.queue != "shared" or topo.world_size == 1:
             return False
-        why = None
-        if topo.local_world_size != topo.world_size:
-            why = (f"its ranks span several hosts ({topo.local_world_size} of "
-                   f"{topo.world_size} on this one)")
-        elif not job_ring.available():
-            why = "this host has no memfd_create or /proc"
-        if why is not None and topo.rank == 0:
-            print(f"factored: strategy.queue=shared needs every rank on one host and {why}: "
-                  "jobs take fixed routes instead (strategy.queue=routes)", flush=True)
-        return why is None
+        if not job_ring.available():
+            if topo.rank == 0:
+                print("factored: strategy.queue=shared needs memfd_create and /proc, which this "
+                      "host lacks: jobs take fixed routes instead (strategy.queue=routes)",
+                      flush=True)
+            return False
+        return True
+
+    def _hosts(self) -> list[int]:
+        """Every rank's host, named by the host's first rank (collective on the queue
+        group)."""
+        topo = self.ctx.topo
+        mine = torch.tensor([topo.rank - topo.local_rank], dtype=torch.int64)
+        got = [torch.zeros_like(mine) for _ in range(topo.world_size)]
+        dist.all_gather(got, mine, group=self.queue_group)
+        return [int(g) for g in got]
+
+    def ring_jobs(self, steps: int) -> HostJobs:
+        """The numbering of this rank's ring's jobs in an epoch of ``steps`` steps."""
+        return self.hosts.jobs(self.hosts.ring_of(self.ctx.topo.rank), steps)
 
     def close(self) -> None:
         """Close this rank's view of the ring (the memory goes with the last rank)."""
@@ -242,7 +261,7 @@ class Factored(DataParallel):
                     stats[key] += value
                 if self.shared:  # the jobs each standby trainer took
                     m[f"_jobs_rank_{src}"] = got[_SAMPLER_STATS.index("standby_jobs")].item()
-                if self.synced and self.footprint is not None:  # jobs a standby trained
+                if src in self.takers and self.footprint is not None:  # a standby's jobs
                     visits = torch.empty_like(self.footprint.counts)
                     dist.recv(visits, src, group=self.queue_group, tag=FOOTPRINT_TAG)
                     self.footprint.counts += visits
