@@ -97,6 +97,37 @@ def test_no_rank_outlives_its_launcher(tmp_path, sig):
                 os.kill(pid, signal.SIGKILL)
 
 
+STUCK_RANK = """
+import ctypes, os, time
+from gnnscale.distributed.guard import guard_rank
+guard_rank(os.getppid(), grace_s=2.0)
+try:
+    print("ready", flush=True)
+    time.sleep(120)
+finally:  # native code that keeps the GIL (as a process group's destructor joining a thread
+    ctypes.PyDLL(None).sleep(120)  # that waits for it): no Python code runs again
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX timers")
+def test_a_rank_stuck_holding_the_gil_still_ends_after_its_grace():
+    """A rank told to stop whose unwinding hangs in native code with the GIL held ends after
+    its grace period: the watchdog thread cannot run then, the kernel's timer does."""
+    proc = subprocess.Popen([sys.executable, "-c", STUCK_RANK], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        assert time.monotonic() - t0 < 10
+        assert proc.returncode == -signal.SIGALRM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_nccl_on_a_cpu_host_names_the_backend_setting():
     with pytest.raises(ValueError, match="dist.backend=nccl needs CUDA.*dist.backend=gloo"):
         resolve_backend("nccl", "auto", cuda_available=False)

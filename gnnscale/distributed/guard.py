@@ -5,8 +5,9 @@ On Linux the kernel sends the rank SIGTERM when its parent dies (``PR_SET_PDEATH
 watchdog thread that polls the parent pid is the fallback everywhere. SIGTERM raises
 :class:`Terminated` in the rank's main thread, so ``finally`` blocks run (sampler workers are
 stopped, the process group destroyed); a rank stuck in native code is ended after a grace
-period. The launcher turns SIGTERM/SIGHUP into :class:`Terminated` too, stops its ranks and
-exits non-zero.
+period, by a timer whose signal the kernel acts on even when no Python code can run. The
+launcher turns SIGTERM/SIGHUP into :class:`Terminated` too, stops its ranks and exits
+non-zero.
 
 A launching process keeps its temp files (its ranks', PyG's generated modules, the fork
 server's socket) in one private folder, :func:`run_temp_dir`, removed at its exit; a folder
@@ -45,12 +46,23 @@ class Terminated(SystemExit):
 
 
 _stopping: list[float] = []  # when this process began to stop (rank side)
+_grace: list[float] = []  # the rank's grace period, once guarded
+
+
+def _arm_hard_exit() -> None:
+    """End this rank ``grace_s`` after it began to stop, by the kernel (SIGALRM's default
+    action), even when its main thread is stuck in native code holding the GIL (a process
+    group's destructor joining a thread that waits for the GIL, say), where neither the
+    watchdog thread nor any Python handler could run again."""
+    if _grace:
+        signal.setitimer(signal.ITIMER_REAL, _grace[0])
 
 
 def _raise_terminated(signum: int, _frame: object) -> None:
     if _stopping:
         return  # already unwinding: let the finally blocks finish
     _stopping.append(time.monotonic())
+    _arm_hard_exit()
     raise Terminated(signum)
 
 
@@ -125,6 +137,7 @@ def _watch(parent_pid: int, grace_s: float, launcher_pid: int | None) -> None:
                                                and not _alive(launcher_pid))
         if orphaned_at is None and gone:
             orphaned_at = time.monotonic()
+            _arm_hard_exit()
             os.kill(os.getpid(), signal.SIGTERM)  # the fallback when no death signal came
         began = min([*_stopping, *([orphaned_at] if orphaned_at else [])], default=None)
         if began is not None and time.monotonic() - began > grace_s:
@@ -137,6 +150,8 @@ def guard_rank(parent_pid: int, grace_s: float = 5.0, launcher_pid: int | None =
     started by a fork server has the server as its parent); call first thing in the rank's
     main thread."""
     _stopping.clear()
+    _grace[:] = [grace_s]
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the hard exit (_arm_hard_exit)
     signal.signal(signal.SIGTERM, _raise_terminated)
     _set_parent_death_signal(signal.SIGTERM)
     if os.getppid() != parent_pid or (launcher_pid is not None and not _alive(launcher_pid)):
