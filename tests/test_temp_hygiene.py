@@ -100,6 +100,7 @@ def test_a_killed_launchers_folder_is_removed_by_the_next_run(tmp_path):
     deadline = time.monotonic() + 15  # its ranks end within seconds (they write there too)
     while any(_rank_alive(p) for p in _pids_using(temp)) and time.monotonic() < deadline:
         time.sleep(0.2)
+    assert not [p for p in _pids_using(temp) if _rank_alive(p)], "a rank outlived its launcher"
     out = subprocess.run([*common, "epochs=1", f"run_dir={tmp_path / 'next'}"], cwd=ROOT,
                          env=_env(temp), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
