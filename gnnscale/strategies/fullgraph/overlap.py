@@ -62,13 +62,29 @@ class SourceGroups:
                 for e, c, d, n in zip(self.edges, self.cols, self.dst, self.sizes)]
 
 
+class _FixedProduct(torch.autograd.Function):
+    """``matrix @ x`` whose backward is ``matrix_t @ grad`` with the transpose built once:
+    torch's own backward of a CSR product transposes the matrix (a sort) on every call."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, matrix: torch.Tensor, matrix_t: torch.Tensor
+                ) -> torch.Tensor:
+        ctx.matrix_t = matrix_t
+        return torch.sparse.mm(matrix, x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        return torch.sparse.mm(ctx.matrix_t, grad), None, None
+
+
 @dataclass
 class GroupSum:
-    """One source group's edges as a CSR matrix over only the destination rows they reach
-    (``rows``; None: every row), so a peer whose rows reach few destinations costs its
-    edges, not a pass over every destination row."""
+    """One source group's edges as a CSR matrix (and its transpose, for the backward) over
+    only the destination rows they reach (``rows``; None: every row), so a peer whose rows
+    reach few destinations costs its edges, not a pass over every destination row."""
 
     matrix: torch.Tensor
+    matrix_t: torch.Tensor
     rows: torch.Tensor | None
     num_dst: int
 
@@ -81,20 +97,25 @@ class GroupSum:
         """The group of edges ``(col[e] -> dst[e])`` with weights ``w`` from ``size`` rows."""
         rows = torch.unique(dst)
         if rows.numel() > GroupSum.COMPACT * num_dst:
-            return GroupSum(csr_matrix(col, dst, w, (size, num_dst), dtype), None, num_dst)
-        local = torch.searchsorted(rows, dst)
-        return GroupSum(csr_matrix(col, local, w, (size, rows.numel()), dtype), rows, num_dst)
+            rows, local, n = None, dst, num_dst
+        else:
+            local, n = torch.searchsorted(rows, dst), rows.numel()
+        return GroupSum(csr_matrix(col, local, w, (size, n), dtype),
+                        csr_matrix(local, col, w, (n, size), dtype), rows, num_dst)
+
+    def _product(self, x: torch.Tensor) -> torch.Tensor:
+        return _FixedProduct.apply(x, self.matrix, self.matrix_t)
 
     def first(self, x: torch.Tensor) -> torch.Tensor:
         """The ``num_dst x d`` sum over this group's edges of rows ``x``."""
-        out = torch.sparse.mm(self.matrix, x)
+        out = self._product(x)
         if self.rows is None:
             return out
         return out.new_zeros((self.num_dst, out.shape[1])).index_add_(0, self.rows, out)
 
     def add_to(self, agg: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """``agg`` plus this group's sum of rows ``x`` (in place)."""
-        out = torch.sparse.mm(self.matrix, x)
+        out = self._product(x)
         return agg.add_(out) if self.rows is None else agg.index_add_(0, self.rows, out)
 
 
