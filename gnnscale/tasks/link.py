@@ -16,6 +16,8 @@ row (:mod:`gnnscale.tasks.pairs`).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,6 +38,7 @@ from gnnscale.tasks.negatives import draw, sorted_csc
 from gnnscale.tasks.pairs import RowLocator, gather_scores, pair_rows
 
 TRAIN_NEG = 21  # seed stream of the training negatives
+MEMO = 16  # micro-batches whose pairs are kept (a prefetching sampler runs a few ahead)
 
 
 @dataclass
@@ -81,6 +84,8 @@ class LinkTask(Task):
         self.seed = 0
         self.stats = ShuffleStats()  # bytes of endpoint rows exchanged (sharded loss, eval)
         self._locator: tuple | None = None
+        self._memo: OrderedDict = OrderedDict()  # the last micro-batches' pairs (_drawn)
+        self._memo_lock = threading.Lock()
 
     # -- set-up ---------------------------------------------------------------------------------
     def prepare(self, graph: GraphStore, root: str | None = None, seed: int = 0) -> GraphStore:
@@ -129,21 +134,34 @@ class LinkTask(Task):
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(src, dst, label)`` of the positives ``items`` then their negatives (each
         positive's ``num_negatives`` in a row), drawn for ``epoch``."""
+        return self._drawn(items, epoch)[:3]
+
+    def _drawn(self, items: torch.Tensor, epoch: int) -> tuple[torch.Tensor, ...]:
+        """:meth:`pairs` and their endpoints once, ascending: drawn once per micro-batch (a
+        step asks for its seeds, then, maybe on another thread, its target)."""
+        key = (epoch, items.numpy().tobytes())
+        with self._memo_lock:
+            if key in self._memo:
+                return self._memo[key]
         pos = self.train_pos[:, items].long()
         nsrc, ndst = draw(self.graph.num_nodes, pos[0], items, self.k, self.kind,
                           mix_seed(self.seed, TRAIN_NEG, epoch), *self.exclude)
         label = torch.cat([torch.ones(pos.shape[1]), torch.zeros(nsrc.numel())])
-        return torch.cat([pos[0], nsrc]), torch.cat([pos[1], ndst]), label
+        src, dst = torch.cat([pos[0], nsrc]), torch.cat([pos[1], ndst])
+        out = (src, dst, label, torch.unique(torch.cat([src, dst])))
+        with self._memo_lock:
+            self._memo[key] = out
+            while len(self._memo) > MEMO:
+                self._memo.popitem(last=False)
+        return out
 
     def seeds(self, items: torch.Tensor, epoch: int) -> torch.Tensor:
         """Every endpoint of the positives and negatives, once, ascending."""
-        src, dst, _ = self.pairs(items, epoch)
-        return torch.unique(torch.cat([src, dst]))
+        return self._drawn(items, epoch)[3]
 
     def target(self, items: torch.Tensor, epoch: int) -> LinkTarget:
         """The pairs as rows of :meth:`seeds`, with their labels."""
-        src, dst, label = self.pairs(items, epoch)
-        seeds = torch.unique(torch.cat([src, dst]))
+        src, dst, label, seeds = self._drawn(items, epoch)
         return LinkTarget(torch.stack([torch.searchsorted(seeds, src),
                                        torch.searchsorted(seeds, dst)]), label)
 
