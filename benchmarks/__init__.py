@@ -53,6 +53,18 @@ def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> floa
     return statistics.median(times)
 
 
+def pyg_missing(what: str) -> str | None:
+    """Why PyG's ``what`` (a loader that samples neighbours) cannot run here, or None: it
+    needs pyg-lib or torch-sparse."""
+    try:
+        import torch_geometric.typing as t
+    except ImportError:  # pragma: no cover
+        return "torch_geometric is not installed"
+    if t.WITH_PYG_LIB or t.WITH_TORCH_SPARSE:
+        return None
+    return f"PyG's {what} needs pyg-lib or torch-sparse (neither installed; `make sparse`)"
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     """``a / b`` or None when either is missing."""
     if a is None or b is None or b == 0:

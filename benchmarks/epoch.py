@@ -17,20 +17,10 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import ratio
+from benchmarks import pyg_missing, ratio
 
 WORLD = 2
 FANOUTS = [15, 10, 5]
-
-
-def _pyg_missing() -> str | None:
-    try:
-        import torch_geometric.typing as t
-    except ImportError:  # pragma: no cover
-        return "torch_geometric is not installed"
-    if t.WITH_PYG_LIB or t.WITH_TORCH_SPARSE:
-        return None
-    return "PyG's NeighborLoader needs pyg-lib or torch-sparse (neither installed; `make sparse`)"
 
 
 def _pyg_rank(topo, graph_dir: str, epochs: int, batch: int, hidden: int) -> list[float]:
@@ -108,7 +98,7 @@ def run(quick: bool = False) -> dict:
             "final_test_acc": ours["history"][-1].get("test_acc"),
             "pyg_epoch_s": None,
         }
-        reason = _pyg_missing()
+        reason = pyg_missing("NeighborLoader")
         if reason is None:
             from gnnscale.distributed import spawn
 
