@@ -3,6 +3,7 @@
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,10 +13,11 @@ import torch.distributed as dist
 
 from gnnscale.distributed import RankFailed, spawn
 from gnnscale.distributed.collectives import new_group
-from gnnscale.runner.run import run
-from tests._train import act_when_training, make_cfg
+from tests._train import rank_pids
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TIMEOUT_S = 20
 COMMON = ("dataset=synthetic", "dataset.preset=tiny", "model.hidden=32", "model.num_layers=2",
@@ -86,33 +88,48 @@ def test_a_rank_that_did_not_time_out_is_named():
     assert time.monotonic() - start < 20
 
 
-@pytest.mark.slow  # end to end through the runner, five times
-@pytest.mark.parametrize("strategy", list(STRATEGIES))
-def test_stopped_rank_is_named_and_ends_the_run(tmp_path, strategy):
-    """SIGSTOP rank 1 mid-run: its peer's collective times out after dist.timeout_s, the
-    launcher ends every rank and raises naming rank 1, all within 60 s (in this process,
-    through its warm fork server; train.py turns the error into a non-zero status)."""
-    cfg = make_cfg(tmp_path, *COMMON, *STRATEGIES[strategy])
-    seen: dict = {}
-
-    def stop(ranks: list[int]) -> None:
-        seen["ranks"] = ranks
-        if len(ranks) == 2:
-            os.kill(ranks[1], signal.SIGSTOP)  # the forked ranks start in rank order
-            seen["stopped"] = time.monotonic()
-
-    watcher = act_when_training(Path(cfg.run_dir), stop)
+@pytest.mark.slow  # end to end, the five strategies' runs side by side
+def test_a_stopped_rank_is_named_and_ends_the_run_in_every_strategy(tmp_path):
+    """SIGSTOP rank 1 of a 2-rank train.py of each strategy mid-run: its peer's collective
+    times out after dist.timeout_s, the launcher ends every rank and exits non-zero naming
+    rank 1, all within 60 s of the SIGSTOP. The five runs wait out their deadlines side by
+    side (a stopped rank takes no CPU)."""
+    procs, stopped, ended = {}, {}, {}
+    for name, extra in STRATEGIES.items():
+        cmd = [sys.executable, "train.py", *COMMON, *extra, f"run_dir={tmp_path / name}",
+               f"data_root={tmp_path / 'data'}", "progress=false", "checkpoint=false"]
+        procs[name] = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True)
     try:
-        with pytest.raises(RankFailed) as err:
-            run(cfg)
-        took = time.monotonic() - seen.get("stopped", time.monotonic())
+        deadline = time.monotonic() + 240
+        while len(ended) < len(procs) and time.monotonic() < deadline:
+            for name, proc in procs.items():
+                if name in ended:
+                    continue
+                if proc.poll() is not None:
+                    ended[name] = time.monotonic()
+                elif name not in stopped and (tmp_path / name / "metrics.jsonl").exists():
+                    ranks = rank_pids(proc.pid)
+                    if len(ranks) == 2:  # the forked ranks start in rank order
+                        os.kill(ranks[1], signal.SIGSTOP)
+                        stopped[name] = (time.monotonic(), ranks)
+            time.sleep(0.1)
     finally:
-        watcher.join(timeout=5)
-        for pid in seen.get("ranks", []):
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
-                os.kill(pid, signal.SIGCONT)
-    assert len(seen["ranks"]) == 2, seen
-    assert str(err.value).startswith("rank 1 stopped answering"), str(err.value)
-    assert took < 60, f"the run took {took:.0f} s to end after the SIGSTOP\n{err.value}"
-    assert [p for p in seen["ranks"] if _alive(p)] == [], "a rank outlived the run"
+        outs = {}
+        for name, proc in procs.items():
+            if proc.poll() is None:
+                proc.kill()
+            outs[name] = proc.communicate(timeout=30)[0]
+        for _, ranks in stopped.values():
+            for pid in ranks:
+                if _alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+                    os.kill(pid, signal.SIGCONT)
+    for name, proc in procs.items():
+        assert name in stopped, f"{name}: no epoch finished\n{outs[name]}"
+        assert name in ended, f"{name}: still running 240 s after start\n{outs[name]}"
+        took = ended[name] - stopped[name][0]
+        assert proc.returncode != 0, outs[name]
+        assert "rank 1 stopped answering" in outs[name], outs[name]
+        assert took < 60, f"{name}: the run took {took:.0f} s to end after the SIGSTOP"
+        assert [p for p in stopped[name][1] if _alive(p)] == [], f"{name}: a rank outlived it"
