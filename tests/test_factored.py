@@ -40,6 +40,16 @@ def _jobs(ranks: list[dict], trainer: bool) -> list:
     return sorted(j for r in ranks if r["trainer"] == trainer for j in r["jobs"])
 
 
+def _assert_each_job_once(ranks: list[dict], ref: dict, every_job: list) -> None:
+    """Every job sampled once by the samplers and trained once, its loss one process's."""
+    losses = {job: loss for r in ranks if r["record"] for job, loss in r["record"]["losses"]}
+    assert sorted(losses) == every_job
+    for (_, step, slot), loss in losses.items():
+        assert loss == pytest.approx(ref["losses"][step][slot], rel=1e-5)
+    assert _jobs(ranks, trainer=False) == every_job  # sampled once
+    assert sorted(j for r in ranks for j in r["trained"]) == every_job  # trained once
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("samplers,trainers", [(1, 1), (1, 2), (2, 1)])
 def test_factored_matches_single_process_and_data(samplers, trainers):
@@ -195,13 +205,8 @@ def test_switching_steps_equal_one_process(samplers, trainers, depth, switches):
     ref = _factored_fns.reference_epoch(trainers)
     for rank in ranks:
         _assert_steps_equal_reference(rank, ref)
-    losses = {job: loss for r in ranks for job, loss in r["record"]["losses"]}
     every_job = sorted((0, s, t) for s in range(3) for t in range(trainers))
-    assert sorted(losses) == every_job
-    for (_, step, slot), loss in losses.items():
-        assert loss == pytest.approx(ref["losses"][step][slot], rel=1e-5)
-    assert _jobs(ranks, trainer=False) == every_job  # sampled once
-    assert sorted(j for r in ranks for j in r["trained"]) == every_job  # trained once
+    _assert_each_job_once(ranks, ref, every_job)
     lead = ranks[0]["metrics"]
     standby = sum(len(r["trained"]) for r in ranks[trainers:])
     assert lead["switch_events"] == standby and (standby > 0) == switches
@@ -296,10 +301,6 @@ def _every_job(trainers: int, epochs: int = 1) -> list:
     return sorted((e, s, t) for e in range(epochs) for s in range(3) for t in range(trainers))
 
 
-def _job_losses(ranks: list[dict]) -> dict:
-    return {job: loss for r in ranks if r["record"] for job, loss in r["record"]["losses"]}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("samplers,trainers", [(1, 1), (1, 3), (2, 2)])
 def test_shared_queue_matches_one_process_routes_and_data(samplers, trainers):
@@ -315,12 +316,7 @@ def test_shared_queue_matches_one_process_routes_and_data(samplers, trainers):
     for rank in ranks[:trainers]:
         _assert_steps_equal_reference(rank, ref)
     every_job = _every_job(trainers)
-    losses = _job_losses(ranks)
-    assert sorted(losses) == every_job
-    for (_, step, slot), loss in losses.items():
-        assert loss == pytest.approx(ref["losses"][step][slot], rel=1e-5)
-    assert _jobs(ranks, trainer=False) == every_job  # sampled once
-    assert sorted(j for r in ranks for j in r["trained"]) == every_job  # trained once
+    _assert_each_job_once(ranks, ref, every_job)
     lead = ranks[0]["metrics"]
     assert lead["queue_shared"] == 1 and lead["samples_produced"] == len(every_job)
     assert lead["queue_bytes"] == sum(r["metrics"]["bytes_queue_received"]

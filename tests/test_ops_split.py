@@ -85,3 +85,25 @@ def test_mu_discounts_recomputation_in_the_split_greedy():
         assert torch.allclose(costs[3:], mu * deps.layer_costs(dims)[3:])
         replicated.append(split_plan(mb, part, part, 2, 0, costs=costs, budget=1 << 40).replicated)
     assert replicated[0] < replicated[1] < replicated[2]
+
+
+@pytest.mark.parametrize("world,preagg,budget", [(2, False, 0), (3, True, 0), (4, False, 50)])
+def test_split_sample_all_equals_each_ranks_split(world, preagg, budget):
+    """The sample planned once for every rank gives each rank exactly its own split (on a
+    sampled graph, with pre-aggregation and with the hybrid's replication)."""
+    from gnnscale.data.synthetic import generate
+    from gnnscale.ops.split import split_sample_all
+    from gnnscale.sampling.neighbor import NeighborSampler
+    from gnnscale.strategies.split.splitter import sample_counts
+
+    graph = generate("tiny", seed=0)
+    mb = NeighborSampler([5, 5, 5]).sample(graph, graph.train_idx[:64], 7)
+    ids = mb.n_id[: mb.blocks[0].num_src]
+    own = (ids % world).int()
+    costs = torch.tensor([1.0] * 4 + [0.01] * 4 + [0.001] * 4, dtype=torch.float64)
+    args = (sample_counts(mb), [b.edge_index for b in mb.blocks], own, (ids * 7 % world).int())
+    every = split_sample_all(*args, world, preagg, costs, budget)
+    assert len(every) == world
+    for rank in range(world):
+        one = split_sample(*args, world, rank, preagg, costs, budget)
+        assert len(every[rank]) == len(one) and all(map(torch.equal, every[rank], one))

@@ -29,6 +29,9 @@ TORCH_LIBRARY_FRAGMENT(gnnscale, m) {
   m.def(
       "split_sample(Tensor counts, Tensor[] edges, Tensor own_in, Tensor own_part, int world, "
       "int rank, bool preagg, Tensor costs, int budget, int num_threads=0) -> Tensor[]");
+  m.def(
+      "split_sample_all(Tensor counts, Tensor[] edges, Tensor own_in, Tensor own_part, "
+      "int world, bool preagg, Tensor costs, int budget, int num_threads=0) -> Tensor[]");
 }
 
 }  // namespace gnnscale::split

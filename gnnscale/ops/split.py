@@ -1,4 +1,5 @@
-"""The split domain: ``split_sample`` (``csrc/split/``), the online split of one sample."""
+"""The split domain: ``split_sample`` and ``split_sample_all`` (``csrc/split/``), the online
+split of one sample."""
 
 from __future__ import annotations
 
@@ -23,3 +24,14 @@ def split_sample(counts: torch.Tensor, edges: list[torch.Tensor], own_in: torch.
     """
     return native().split_sample(counts, list(edges), own_in, own_part, int(world), int(rank),
                                  bool(preagg), costs, int(budget), int(num_threads))
+
+
+def split_sample_all(counts: torch.Tensor, edges: list[torch.Tensor], own_in: torch.Tensor,
+                     own_part: torch.Tensor, world: int, preagg: bool, costs: torch.Tensor,
+                     budget: int, num_threads: int = 0) -> list[list[torch.Tensor]]:
+    """Every rank's :func:`split_sample` list, rank 0 first, from one plan of the sample (a
+    rank that splits a sample for all ranks plans it once, not once per rank)."""
+    flat = native().split_sample_all(counts, list(edges), own_in, own_part, int(world),
+                                      bool(preagg), costs, int(budget), int(num_threads))
+    per = len(flat) // int(world)
+    return [flat[r * per: (r + 1) * per] for r in range(int(world))]

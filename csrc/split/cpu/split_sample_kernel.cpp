@@ -17,6 +17,8 @@
 // owner into one row per (destination, sender) (partial mean) and the receiver keeps one edge
 // per original edge from that row, so a mean (or sum) aggregation stays exact.
 //
+// split_sample_all plans the sample once and returns every rank's output, rank 0 first.
+//
 // Output for rank `rank` (flat list): [loaded layer-0 ids, stats], then per layer i 8 tensors:
 //   dst ids, src ids (sample ids; a virtual row carries its destination's id), edge_index
 //   (2, E_r) in local ids, gather index (each local source -> row of cat(h, recv)), send index
@@ -64,7 +66,7 @@ struct Costs {
 
 // The sample, its owners and (once planned) which rank computes and needs which vertex.
 struct Splitter {
-  int64_t L, W, R;
+  int64_t L, W;
   bool preagg;
   int64_t threads;  // ranks are planned in parallel (mark_needs, replicate)
   Ids n;                                       // n[i], i = 0..L
@@ -166,16 +168,17 @@ struct Splitter {
     return used;
   }
 
-  // layer-0 rows this rank loads
-  Ids loaded_rows() const {
+  // layer-0 rows rank R loads
+  Ids loaded_rows(int64_t R) const {
     Ids loaded;
     for (int64_t v = 0; v < n[0]; ++v)
       if (own_in[v] == R) loaded.push_back(v);
     return loaded;
   }
 
-  // [edges computed by each rank..., local edges, all edges, rows this rank replicated]
-  Ids edge_stats(const Ids& used) const {
+  // [edges computed by each rank..., local edges, all edges, 0]: the last entry is each
+  // rank's own (rows it replicated)
+  Ids edge_stats() const {
     Ids stats(W + 3, 0);
     for (int64_t i = 0; i < L; ++i)
       for (int64_t k = 0; k < ne[i]; ++k) {
@@ -184,7 +187,6 @@ struct Splitter {
         stats[W] += owner(i, u) == owner(i + 1, v);
         ++stats[W + 1];
       }
-    stats[W + 2] = used[R];
     return stats;
   }
 
@@ -210,8 +212,8 @@ struct ReceiveSide {
   Ids virt_pos;              // received row of each virtual source row
 };
 
-ReceiveSide receive_side(const Splitter& s, int64_t i) {
-  const int64_t n_lo = s.n[i], n_hi = s.n[i + 1], R = s.R;
+ReceiveSide receive_side(const Splitter& s, int64_t i, int64_t R) {
+  const int64_t n_lo = s.n[i], n_hi = s.n[i + 1];
   ReceiveSide r;
   r.pos_src.assign(n_lo, -1);
   for (int64_t v = 0; v < n_hi; ++v)
@@ -252,13 +254,13 @@ ReceiveSide receive_side(const Splitter& s, int64_t i) {
 }
 
 // Each local source row -> its row of cat(h, received rows); h holds the n_h rows R computes.
-Ids gather_index(const Splitter& s, int64_t i, const ReceiveSide& r, const Ids& pos_h,
-                 int64_t n_h) {
+Ids gather_index(const Splitter& s, int64_t i, int64_t R, const ReceiveSide& r,
+                 const Ids& pos_h, int64_t n_h) {
   Ids gather(r.src_ids.size());
   const int64_t n_real = static_cast<int64_t>(r.src_ids.size() - r.virt_pos.size());
   for (int64_t j = 0; j < n_real; ++j) {
     const int64_t u = r.src_ids[j];
-    const bool own = s.comp(i, s.R, u);
+    const bool own = s.comp(i, R, u);
     gather[j] = own ? pos_h[u] : n_h + r.recv_pos[u];
     TORCH_CHECK(own || r.recv_pos[u] >= 0, "split_sample: unresolved source row");
   }
@@ -267,12 +269,12 @@ Ids gather_index(const Splitter& s, int64_t i, const ReceiveSide& r, const Ids& 
 }
 
 // The local block's edges (2, E_r) as [sources..., destinations...] in local rows.
-Ids local_edges(const Splitter& s, int64_t i, const ReceiveSide& r) {
+Ids local_edges(const Splitter& s, int64_t i, int64_t R, const ReceiveSide& r) {
   Ids e_src, e_dst;
   for (int64_t k = 0; k < s.ne[i]; ++k) {
     const int64_t u = s.src[i][k], v = s.dst[i][k];
-    if (!s.comp(i + 1, s.R, v)) continue;
-    if (s.preagg && !s.comp(i, s.R, u))
+    if (!s.comp(i + 1, R, v)) continue;
+    if (s.preagg && !s.comp(i, R, u))
       e_src.push_back(r.slot_of[s.owner(i, u)][v]);
     else
       e_src.push_back(r.pos_src[u]);
@@ -288,8 +290,8 @@ struct SendSide {
   Ids send_idx, send_counts, agg_row, agg_slot, slot_count;
 };
 
-SendSide send_side(const Splitter& s, int64_t i, const Ids& pos_h, int64_t n_h) {
-  const int64_t n_lo = s.n[i], n_hi = s.n[i + 1], R = s.R;
+SendSide send_side(const Splitter& s, int64_t i, int64_t R, const Ids& pos_h, int64_t n_h) {
+  const int64_t n_lo = s.n[i], n_hi = s.n[i + 1];
   SendSide out;
   out.send_counts.assign(s.W, 0);
   for (int64_t q = 0; q < s.W; ++q) {
@@ -322,16 +324,16 @@ SendSide send_side(const Splitter& s, int64_t i, const Ids& pos_h, int64_t n_h) 
 }
 
 // The 8 tensors of layer i (see the header comment), appended to `out`.
-void plan_layer(const Splitter& s, int64_t i, std::vector<at::Tensor>& out) {
-  // rows of h on this rank (layer i) and their positions
+void plan_layer(const Splitter& s, int64_t i, int64_t R, std::vector<at::Tensor>& out) {
+  // rows of h on rank R (layer i) and their positions
   Ids pos_h(s.n[i], -1);
   int64_t n_h = 0;
   for (int64_t u = 0; u < s.n[i]; ++u)
-    if (s.comp(i, s.R, u)) pos_h[u] = n_h++;
-  const ReceiveSide recv = receive_side(s, i);
-  const Ids gather = gather_index(s, i, recv, pos_h, n_h);
-  const Ids edges = local_edges(s, i, recv);
-  const SendSide send = send_side(s, i, pos_h, n_h);
+    if (s.comp(i, R, u)) pos_h[u] = n_h++;
+  const ReceiveSide recv = receive_side(s, i, R);
+  const Ids gather = gather_index(s, i, R, recv, pos_h, n_h);
+  const Ids edges = local_edges(s, i, R, recv);
+  const SendSide send = send_side(s, i, R, pos_h, n_h);
   const int64_t A = static_cast<int64_t>(send.agg_row.size());
   Ids agg(send.agg_row);
   agg.insert(agg.end(), send.agg_slot.begin(), send.agg_slot.end());
@@ -348,6 +350,42 @@ void plan_layer(const Splitter& s, int64_t i, std::vector<at::Tensor>& out) {
   out.push_back(to_tensor(agg).view({3, A}));
 }
 
+// The sample and its owners read into `s` (which keeps `keep`'s tensors alive), then planned.
+Ids plan_sample(Splitter& s, std::vector<at::Tensor>& keep, const at::Tensor& counts,
+                at::TensorList edges, const at::Tensor& own_in, const at::Tensor& own_part,
+                int64_t world, bool preagg, const at::Tensor& costs, int64_t budget,
+                int64_t num_threads) {
+  s.L = static_cast<int64_t>(edges.size());
+  s.W = world;
+  s.preagg = preagg;
+  s.threads = resolve_threads(num_threads);
+  const at::Tensor cnt = counts.contiguous().to(at::kLong);
+  // counts are in sampler order (targets first); layer i has counts[L - i] vertices
+  for (int64_t i = 0; i <= s.L; ++i) s.n.push_back(cnt.data_ptr<int64_t>()[s.L - i]);
+  for (int64_t i = 0; i < s.L; ++i) {
+    keep.push_back(edges[i].contiguous().to(at::kLong));
+    s.ne.push_back(keep.back().size(1));
+    s.src.push_back(keep.back().data_ptr<int64_t>());
+    s.dst.push_back(keep.back().data_ptr<int64_t>() + keep.back().size(1));
+  }
+  keep.push_back(own_in.contiguous().to(at::kInt));
+  s.own_in = keep.back().data_ptr<int32_t>();
+  keep.push_back(own_part.contiguous().to(at::kInt));
+  s.own_part = keep.back().data_ptr<int32_t>();
+  keep.push_back(costs.contiguous().to(at::kDouble));
+  const double* c = keep.back().data_ptr<double>();
+  const Costs per_layer{c, c + s.L + 1, c + 2 * (s.L + 1)};
+  return s.plan(per_layer, budget);
+}
+
+// Rank R's flat output (see the header comment) of a planned split.
+std::vector<at::Tensor> rank_output(const Splitter& s, const Ids& used, Ids stats, int64_t R) {
+  stats[s.W + 2] = used[R];
+  std::vector<at::Tensor> out{to_tensor(s.loaded_rows(R)), to_tensor(stats)};
+  for (int64_t i = 0; i < s.L; ++i) plan_layer(s, i, R, out);
+  return out;
+}
+
 std::vector<at::Tensor> split_sample(const at::Tensor& counts, at::TensorList edges,
                                      const at::Tensor& own_in, const at::Tensor& own_part,
                                      int64_t world, int64_t rank, bool preagg,
@@ -355,37 +393,37 @@ std::vector<at::Tensor> split_sample(const at::Tensor& counts, at::TensorList ed
                                      int64_t num_threads) {
   check_split_sample(counts, edges, own_in, own_part, world, rank, costs);
   Splitter s;
-  s.L = static_cast<int64_t>(edges.size());
-  s.W = world;
-  s.R = rank;
-  s.preagg = preagg;
-  s.threads = resolve_threads(num_threads);
-  const at::Tensor cnt = counts.contiguous().to(at::kLong);
-  // counts are in sampler order (targets first); layer i has counts[L - i] vertices
-  for (int64_t i = 0; i <= s.L; ++i) s.n.push_back(cnt.data_ptr<int64_t>()[s.L - i]);
   std::vector<at::Tensor> keep;
-  for (int64_t i = 0; i < s.L; ++i) {
-    keep.push_back(edges[i].contiguous().to(at::kLong));
-    s.ne.push_back(keep.back().size(1));
-    s.src.push_back(keep.back().data_ptr<int64_t>());
-    s.dst.push_back(keep.back().data_ptr<int64_t>() + keep.back().size(1));
-  }
-  const at::Tensor oi = own_in.contiguous().to(at::kInt);
-  const at::Tensor op = own_part.contiguous().to(at::kInt);
-  s.own_in = oi.data_ptr<int32_t>();
-  s.own_part = op.data_ptr<int32_t>();
-  const at::Tensor cst = costs.contiguous().to(at::kDouble);
-  const double* c = cst.data_ptr<double>();
-  const Costs per_layer{c, c + s.L + 1, c + 2 * (s.L + 1)};
+  const Ids used = plan_sample(s, keep, counts, edges, own_in, own_part, world, preagg, costs,
+                               budget, num_threads);
+  return rank_output(s, used, s.edge_stats(), rank);
+}
 
-  const Ids used = s.plan(per_layer, budget);
-  std::vector<at::Tensor> out{to_tensor(s.loaded_rows()), to_tensor(s.edge_stats(used))};
-  for (int64_t i = 0; i < s.L; ++i) plan_layer(s, i, out);
+// Every rank's output, ranks 0 .. world - 1 one after another: the sample is planned once and
+// the ranks' outputs are built in parallel.
+std::vector<at::Tensor> split_sample_all(const at::Tensor& counts, at::TensorList edges,
+                                         const at::Tensor& own_in, const at::Tensor& own_part,
+                                         int64_t world, bool preagg, const at::Tensor& costs,
+                                         int64_t budget, int64_t num_threads) {
+  check_split_sample(counts, edges, own_in, own_part, world, 0, costs);
+  Splitter s;
+  std::vector<at::Tensor> keep;
+  const Ids used = plan_sample(s, keep, counts, edges, own_in, own_part, world, preagg, costs,
+                               budget, num_threads);
+  const Ids stats = s.edge_stats();
+  std::vector<std::vector<at::Tensor>> per_rank(world);
+  parallel_chunks(world, s.threads,
+                  [&](int64_t r) { per_rank[r] = rank_output(s, used, stats, r); });
+  std::vector<at::Tensor> out;
+  for (auto& part : per_rank) out.insert(out.end(), part.begin(), part.end());
   return out;
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(gnnscale, CPU, m) { m.impl("split_sample", &split_sample); }
+TORCH_LIBRARY_IMPL(gnnscale, CPU, m) {
+  m.impl("split_sample", &split_sample);
+  m.impl("split_sample_all", &split_sample_all);
+}
 
 }  // namespace gnnscale::split

@@ -88,17 +88,41 @@ def split_sample(mb: MiniBatch, own_in: torch.Tensor, own_part: torch.Tensor, wo
     3 x (L + 1) per-layer figures (row communication, per-edge and per-vertex compute) for the
     hybrid greedy; ``budget`` caps the rows a rank replicates (0 = communicate everything).
     """
-    L = len(mb.blocks)
-    n0 = mb.blocks[0].num_src
-    ids = mb.n_id[:n0]
-    if costs is None:
-        costs = torch.zeros(3 * (L + 1), dtype=torch.float64)
-    out = native_split.split_sample(sample_counts(mb), [b.edge_index for b in mb.blocks],
-                                    own_in[ids].int(), own_part[ids].int(), world, rank,
-                                    preagg, costs, int(budget))
+    out = native_split.split_sample(*_native_args(mb, own_in, own_part), world, rank,
+                                    preagg, _costs(mb, costs), int(budget))
+    return _plan(mb, out, world, gcn_block_norm)
+
+
+def split_sample_all(mb: MiniBatch, own_in: torch.Tensor, own_part: torch.Tensor, world: int,
+                     *, preagg: bool = False, costs: torch.Tensor | None = None,
+                     budget: int = 0, gcn_block_norm: bool = False) -> list[SplitPlan]:
+    """Every rank's :func:`split_sample` plan of ``mb``, rank 0 first, planned once (what a
+    parallel split-sampler computes for the step it sampled)."""
+    outs = native_split.split_sample_all(*_native_args(mb, own_in, own_part), world,
+                                         preagg, _costs(mb, costs), int(budget))
+    return [_plan(mb, out, world, gcn_block_norm) for out in outs]
+
+
+def _native_args(mb: MiniBatch, own_in: torch.Tensor, own_part: torch.Tensor) -> tuple:
+    """The sample's counts and edges and its input vertices' owners, as the native ops take
+    them."""
+    ids = mb.n_id[: mb.blocks[0].num_src]
+    return (sample_counts(mb), [b.edge_index for b in mb.blocks], own_in[ids].int(),
+            own_part[ids].int())
+
+
+def _costs(mb: MiniBatch, costs: torch.Tensor | None) -> torch.Tensor:
+    """``costs``, or zeros (communicate everything) for the sample's layers."""
+    return torch.zeros(3 * (len(mb.blocks) + 1), dtype=torch.float64) if costs is None \
+        else costs
+
+
+def _plan(mb: MiniBatch, out: list[torch.Tensor], world: int, gcn_block_norm: bool
+          ) -> SplitPlan:
+    """A :class:`SplitPlan` from the native op's flat list for one rank."""
     stats = out[1].tolist()
     layers = []
-    for i in range(L):
+    for i in range(len(mb.blocks)):
         dst, src, ei, gather, send_idx, send_c, recv_c, agg = out[2 + _PER_LAYER * i:
                                                                  2 + _PER_LAYER * (i + 1)]
         n_slots = int((agg[2] > 0).sum())

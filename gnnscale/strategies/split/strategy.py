@@ -34,7 +34,13 @@ from gnnscale.sampling.prefetch import Prefetcher
 from gnnscale.sampling.schedule import sample_seed
 from gnnscale.strategies.base import RunContext, SamplingStrategy
 from gnnscale.strategies.split.config import SplitParallelConfig
-from gnnscale.strategies.split.splitter import SplitPlan, pack_plan, split_sample, unpack_plan
+from gnnscale.strategies.split.splitter import (
+    SplitPlan,
+    pack_plan,
+    split_sample,
+    split_sample_all,
+    unpack_plan,
+)
 
 
 def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None) -> MiniBatch:
@@ -193,9 +199,9 @@ class SplitParallel(SamplingStrategy):
                 mb = ctx.sampler.sample(ctx.graph, ctx.task.seeds(batches[rank], epoch),
                                         sample_seed(ctx.seed, epoch, first + rank, 0))
             t1 = time.perf_counter()
-            parts = [pack_plan(split_sample(
-                mb, self.own_in, self.own_part, world, r, preagg=self.preagg, costs=self.costs,
-                budget=self.budget, gcn_block_norm=self.gcn_block)) for r in range(world)]
+            parts = [pack_plan(plan) for plan in split_sample_all(
+                mb, self.own_in, self.own_part, world, preagg=self.preagg, costs=self.costs,
+                budget=self.budget, gcn_block_norm=self.gcn_block)]
             t_sample, t_split = t1 - t0, time.perf_counter() - t1
             self.visited(mb.input_nodes)  # each sample counted once, by the rank drawing it
         # 8-byte words on the wire: int32 parts travel two to a word (odd lengths padded)
