@@ -112,3 +112,29 @@ def fail_mid_shuffle(topo) -> None:
     batch = epoch_batches(ctx.graph.train_idx, BATCH, 0, 0, min_size=topo.world_size)[0]
     mb, plan, _ = strat.prepare((0, 0, batch))
     strat.train_step(mb, plan, strat.load(mb, plan))
+
+
+def round_parts(topo) -> dict:
+    """One round of parallel split-samplers (``sample_on=all``): per step, whether the plan this
+    rank received equals its own split of that step's sample (drawn here again), and the bytes
+    it received against the packed size of its parts split on the other ranks."""
+    from gnnscale.strategies.split.splitter import pack_plan, split_sample
+    from gnnscale.strategies.split.strategy import _as_words
+
+    ctx = make_ctx(topo, "sage", "depcomm")
+    strat = SplitParallel(ctx, batch_size=BATCH, prefetch=0, sample_on="all")
+    strat.setup()
+    world, rank = topo.world_size, topo.rank
+    batches = epoch_batches(ctx.graph.train_idx, BATCH, 0, 0, min_size=world)[:world]
+    strat.received_bytes = 0
+    got = strat.prepare_round((0, 0, batches))
+    same, expected_bytes = [], 0
+    for s, (plan, _, _) in enumerate(got):
+        mb = ctx.sampler.sample(ctx.graph, ctx.task.seeds(batches[s], 0), sample_seed(0, 0, s, 0))
+        mine = pack_plan(split_sample(mb, strat.own_in, strat.own_part, world, rank))
+        same.append(torch.equal(pack_plan(plan), mine))
+        if s % world != rank:  # split on the rank that sampled step s, sent here
+            expected_bytes += _as_words(mine).numel() * 8
+    out = {"same": same, "received": strat.received_bytes, "expected": expected_bytes}
+    strat.close()
+    return out

@@ -123,6 +123,18 @@ def test_split_gcn_on_cora(tmp_path, shared_datasets):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("world", [2, 3])
+def test_each_rank_receives_exactly_its_own_split(world):
+    """Parallel split-samplers: in a round every rank's plan of every step equals its own split
+    of that step's sample, and the bytes it receives are exactly the packed parts split for it
+    on the other ranks (its split, not the whole sample)."""
+    ranks = spawn(_split_fns.round_parts, world)
+    for r in ranks:
+        assert r["same"] == [True] * world
+        assert r["received"] == r["expected"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", [2, 3])
 def test_parallel_split_samplers_train_bit_for_bit_like_the_leader(tmp_path, world):
     """sample_on=all (step s sampled and split by rank s mod world, each rank receiving only
     its part) gives the leader's splits bit for bit: the same losses and metrics, while each
