@@ -3,7 +3,9 @@
 (``python scripts/bench.py`` is the same command from any folder.)
 
 Writes ``{"suite", "config", "results", "ratios", "env"}`` as JSON (to PATH, or to
-PATH/<suite>.json when PATH is a folder or several suites run) and prints a table.
+PATH/<suite>.json when PATH is a folder or several suites run) and prints a table. Temp files
+(PyG's generated modules, ranks' folders, those of the commands a suite times) go to a
+private folder removed at exit, as a run's do.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import benchmarks
+from gnnscale.distributed.guard import run_temp_dir
 
 
 def flatten(d: dict, prefix: str = "") -> list[tuple[str, object]]:
@@ -45,6 +48,7 @@ def run_part(suite: str, part: str, run: Callable[[bool], dict], argv: list[str]
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
+    run_temp_dir()  # PyG's generated modules, ranks' folders: removed at exit
     report = {"suite": f"{suite}-{part}", "quick": args.quick, **run(args.quick),
               "env": benchmarks.env()}
     show(report)
@@ -59,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small workload, within two minutes")
     p.add_argument("--out", default=None, help="JSON file, or folder for several suites")
     args = p.parse_args(argv)
+    run_temp_dir()  # PyG's generated modules, ranks' and subprocesses' files: removed at exit
     names = benchmarks.suites() if args.suite == "all" else [args.suite]
     for name in names:
         body = benchmarks.load(name).run(quick=args.quick)
