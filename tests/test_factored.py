@@ -447,7 +447,7 @@ def test_host_plans():
 @pytest.mark.slow
 @pytest.mark.parametrize("samplers,switching", [
     (1, False),  # host 0 (trainers 0, 1) is fed over the network by sampler 3 of host 1,
-    (1, True),   # which also feeds its host's trainer 2 (and trains jobs, switching)
+    (1, True),   # which also feeds its host's trainer 2 (and may train its jobs, switching)
     (2, False),  # host 1 holds samplers only: both feed host 0's ring over the network
 ])
 def test_rings_across_hosts_equal_one_process(samplers, switching):
@@ -472,8 +472,10 @@ def test_rings_across_hosts_equal_one_process(samplers, switching):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
     lead = ranks[0]["metrics"]
     assert lead["queue_shared"] == 1 and lead["samples_produced"] == len(last)
-    if switching:  # the sampler of host 1 took jobs of its own ring
-        assert lead["standby_jobs"] > 0
+    # the jobs host 1's sampler trained from its own ring (as many as GNNLab's rule found
+    # worth it: timing decides; none without switching) are counted as the standby's
+    assert lead["standby_jobs"] == sum(len(r["trained"]) for r in ranks[trainers:])
+    assert switching or lead["standby_jobs"] == 0
 
 
 def test_bad_queue_settings_fail_clearly(tmp_path, tiny_graph):
