@@ -50,7 +50,8 @@ def test_two_nodes_on_loopback(tmp_path, extra, per_node):
         assert (last["samplers"], last["trainers"]) == (1, world - 1)
         assert last["samples_produced"] == last["samples_consumed"] > 0
         assert last["queue_shared"] == 1 and last["queue_bytes"] > 0  # rings, not routes
-        assert all(last[f"queue_jobs_rank_{r}"] > 0 for r in range(world - 1))
+        # node 0's trainers took jobs from their ring, which only node 1's sampler feeds
+        assert sum(last[f"queue_jobs_rank_{r}"] for r in range(per_node)) > 0
         assert "fixed routes" not in "".join(outs)
     if "cache=presample" in extra:
         assert last["presample_time"] > 0 and last["hits"] > 0
