@@ -4,7 +4,10 @@ The dependency planner (:mod:`gnnscale.deps.planner`) says which rows this rank 
 layer and which it receives. Here that becomes, per conv, a local block (destinations = the
 rows held at the next layer, masters first; sources = destinations, then the other rows read),
 a gather from ``cat(held rows, received rows)`` into the block's source order, and the
-shuffle's send lists (exchanged with the owners once, at set-up). With ``overlap`` the exchange
+shuffle's send lists (exchanged with the owners once, at set-up). A splittable model's conv
+runs as its aggregation (one CSR product over the block, built once with its transpose, so
+the backward does not transpose the matrix on every call as torch's CSR product does) and
+its update; a model that cannot split (GAT) runs its own conv. With ``overlap`` the exchange
 is a :class:`~gnnscale.deps.pipeline.PeerExchange` consumed as it arrives
 (:mod:`.overlap`): forward, the held rows' share of the aggregation runs while rows travel
 and each peer's share as its rows arrive; backward, each peer's gradient is sent as soon as it
@@ -45,6 +48,10 @@ class ConvStep:
     recv_counts: list[int]
     exchange: bool                    # any rank receives rows at this layer
     pipe: Pipelined | None = None     # overlap: the exchange consumed as it arrives
+    dst_own: torch.Tensor | None = None  # the destinations' rows in cat(held, received)
+    #                                        (None: the first rows)
+    whole: SourceGroups | None = None  # the block's edges as one group of cat(held, received)
+    src_ids: torch.Tensor | None = None  # global ids of the rows of cat(held, received)
 
 
 @dataclass
@@ -107,21 +114,24 @@ class EdgeCutPlan(FullGraphPlan):
     Collective at construction (send lists, global traffic flags; Hybrid's cost probe).
     ``ring``: peer-ordered exchange; ``overlap``: each exchange overlaps the computation that
     does not need it, forward and backward (module docstring); ``hide=False`` runs overlap's
-    computation with every message awaited at once (to measure what overlapping hides).
+    computation with every message awaited at once (to measure what overlapping hides);
+    ``cached=False`` runs the conv's own product instead of the cached one (torch's backward
+    then transposes the matrix on every call; to measure what caching saves).
     """
 
     def __init__(self, graph: GraphStore, part: torch.Tensor, rank: int, world: int,
                  deps: DependencyManager, dims: list[int], group=None, ring: bool = False,
                  overlap: bool = False, device: torch.device | str = "cpu",
-                 budget: int | None = None, hide: bool = True) -> None:
+                 budget: int | None = None, hide: bool = True, cached: bool = True) -> None:
         self.group, self.ring, self.overlap, self.world = group, ring, overlap, world
+        self.cached = cached
         self.hide = hide  # False: overlap's computation, messages awaited at once (to measure)
         lc = None
         if not (deps.replicates_all or deps.replicates_none) and world > 1:
             deps.prepare(group=group)
             lc = deps.layer_costs(dims)
         self.layout: EdgeCutLayout = plan_edge_cut(graph, part, rank, world, deps, dims, lc,
-                                                   budget)
+                                                   budget, group=group)
         lay = self.layout
         self.masters = lay.masters
         self.dims, self.device = dims, device
@@ -143,6 +153,15 @@ class EdgeCutPlan(FullGraphPlan):
             step = ConvStep(block.to(device), None if ident else gather.to(device),
                             send_idx.to(device), send_counts, lay.recv_counts[k],
                             bool(totals[k] > 0))
+            if cached:  # the block's edges read straight from cat(held, received)
+                col = block.edge_index[0] if step.gather is None else gather[block.edge_index[0]]
+                step.whole = SourceGroups.build(
+                    torch.zeros_like(col), col, block.edge_index[1],
+                    [lay.rows[k].numel() + lay.recv[k].numel()], block.num_dst).to(device)
+                step.src_ids = torch.cat([lay.rows[k], lay.recv[k]]).to(device)
+                own = gather[: block.num_dst]
+                if not torch.equal(own, torch.arange(own.numel())):  # else the first rows
+                    step.dst_own = own.to(device)
             self.steps.append(step)
         self.shuffle_stats = ShuffleStats()
         self._weights = WeightCache()
@@ -182,19 +201,35 @@ class EdgeCutPlan(FullGraphPlan):
         """This rank's logits of its masters, layer by layer with the planned exchanges."""
         h = self.x
         for k, step in enumerate(self.steps):
-            if not step.exchange:
-                src = h
-                h = model.layer(k, src if step.gather is None else src[step.gather], step.block)
-                continue
             if step.pipe is not None:
                 h = (self._by_source if model.splittable else self._by_destination)(
                     model, k, step, h)
                 continue
-            recv = shuffle(h, step.send_idx, step.send_counts, step.recv_counts, self.group,
-                           self.shuffle_stats, self.ring)
-            src = torch.cat([h, recv])
-            h = model.layer(k, src if step.gather is None else src[step.gather], step.block)
+            src = h
+            if step.exchange:
+                recv = shuffle(h, step.send_idx, step.send_counts, step.recv_counts, self.group,
+                               self.shuffle_stats, self.ring)
+                src = torch.cat([h, recv])
+            if step.whole is not None and model.splittable:
+                h = self._whole(model, k, step, src)
+            else:
+                h = model.layer(k, src if step.gather is None else src[step.gather], step.block)
         return h
+
+    def _whole(self, model: GNN, k: int, step: ConvStep, src: torch.Tensor) -> torch.Tensor:
+        """Conv ``k`` of a splittable model as its aggregation over the block's edges (one
+        CSR product, cached with its transpose) and its update, reading ``src`` =
+        ``cat(held, received)`` rows without gathering them into the block's order."""
+        mat = self._weights.get(model, k, step.block, step.whole, "whole", dtype=src.dtype)[0]
+        reorder = model.reorders(k)  # transform first when it shrinks the rows (as the conv)
+        x = model.inputs(src, step.src_ids) if k == 0 else src
+        z = model.transform(k, x) if reorder else x
+        agg = partial(model, k, mat, z)
+        n = step.block.num_dst
+        own = slice(0, n) if step.dst_own is None else step.dst_own
+        dst_ids = step.block.src_ids[:n]
+        out = model.update(k, agg, x[own], dst_ids, z[own] if reorder else None)
+        return model.post(k, out, dst_ids)
 
     def _by_source(self, model: GNN, k: int, step: ConvStep, h: torch.Tensor) -> torch.Tensor:
         """Aggregate the held rows' edges while rows travel, each peer's as they arrive, then

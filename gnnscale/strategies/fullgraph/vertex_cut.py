@@ -16,6 +16,9 @@ the grid row and column). Both directions are the autograd :class:`~gnnscale.dep
 .Shuffle`: a broadcast's backward sums the mirrors' gradients into the master (a reduce), and a
 reduce's backward sends the master's gradient back to every partial (a broadcast).
 
+The aggregation over the local edges is one CSR product per layer, built once with its
+transpose (torch's backward of a CSR product transposes the matrix, a sort, on every call).
+
 With ``model.reorders(layer)`` (``reorder_update``), a layer transforms before aggregating and
 broadcasts the transformed rows (DeepGalois 4.2: fewer bytes when the layer shrinks).
 
@@ -108,13 +111,15 @@ class VertexCutPlan(FullGraphPlan):
     reduce as peer-ordered point-to-point steps instead of one all-to-all (NeutronStar's ring,
     in both directions of autograd), ``overlap`` to overlap both syncs with the local
     aggregation (module docstring; ``hide=False`` runs its computation with every message
-    awaited at once, to measure what overlapping hides). Set-up needs no communication: every
-    rank derives all sync sets from the book.
+    awaited at once, to measure what overlapping hides), ``cached=False`` to aggregate with
+    ``model.aggregate`` (the matrix rebuilt and transposed by torch's backward on every call;
+    to measure what caching saves). Set-up needs no communication: every rank derives all
+    sync sets from the book.
     """
 
     def __init__(self, graph: GraphStore, book: PartitionBook, model: GNN, topo: Topology,
                  group=None, stats: ShuffleStats | None = None, ring: bool = False,
-                 overlap: bool = False, hide: bool = True) -> None:
+                 overlap: bool = False, hide: bool = True, cached: bool = True) -> None:
         check_vertex_cut(graph, book, model, topo.world_size)
         model.bind_graph(graph)
         n, world, rank = graph.num_nodes, topo.world_size, topo.rank
@@ -150,6 +155,10 @@ class VertexCutPlan(FullGraphPlan):
         self._fwd_bytes = 0
         self._mark = self.shuffle_stats.bytes_sent
         self.overlap, self.hide = overlap and world > 1, hide
+        self._weights = WeightCache()
+        # every edge's source is read (a master or a broadcast mirror): num_read rows
+        self._whole = SourceGroups.build(torch.zeros_like(ei[0]), ei[0], ei[1],
+                                         [self.num_read], nl).to(self.device) if cached else None
         if self.overlap:
             self._pipelined(ei, model.num_layers, world)
 
@@ -195,7 +204,6 @@ class VertexCutPlan(FullGraphPlan):
             ("later", "send"): SourceGroups.build(group, col, row, sizes, n_send, ~to_master),
         }
         self._groups = {k: g.to(dev) for k, g in self._groups.items()}
-        self._weights = WeightCache()
 
     # ---- one epoch ---------------------------------------------------------------------------
     def _broadcast(self, rows: torch.Tensor) -> torch.Tensor:
@@ -233,8 +241,12 @@ class VertexCutPlan(FullGraphPlan):
                 y = model.transform(0, x) if reorder else x
             else:
                 y = self._broadcast(model.transform(i, h) if reorder else h)
-            y = torch.cat([y, y.new_zeros((nl - y.shape[0], y.shape[1]))])
-            agg = self._reduce(model.aggregate(i, y, self.block))
+            if self._whole is None:
+                y = torch.cat([y, y.new_zeros((nl - y.shape[0], y.shape[1]))])
+                agg = self._reduce(model.aggregate(i, y, self.block))
+            else:
+                mat = self._weights.get(model, i, self.block, self._whole, "whole", y.dtype)
+                agg = self._reduce(partial(model, i, mat[0], y))
             out = model.update(i, agg, h, self.masters_dev, y[:nm] if reorder else None)
             h = model.post(i, out, self.masters_dev)
         self._fwd_bytes += self.shuffle_stats.bytes_sent - before
