@@ -130,3 +130,56 @@ def test_group_sum_over_the_rows_it_reaches_equals_the_dense_sum(reach):
     torch.testing.assert_close(got, base + dense @ x)
     got.sum().backward()
     torch.testing.assert_close(x.grad, dense.sum(0)[:, None].expand(size, 4))
+
+
+def _predicted(graph, lay, dims, lc, t_sync, mu=1.0) -> float:
+    """A layout's cost on one rank (a plan without a group): computation and rows received,
+    plus two exchanges of ``t_sync`` per layer that receives rows."""
+    from gnnscale.deps.planner import layout_cost
+
+    return layout_cost(graph, lay, dims, lc, mu) + 2 * t_sync * sum(
+        r.numel() > 0 for r in lay.recv)
+
+
+def test_hybrid_guard_keeps_a_fixed_plan_when_exchanges_cost_more():
+    """Rows cheap to send one by one, but each exchange's fixed cost (``t_sync``) above the
+    whole recomputation: the per-row greedy communicates, the guard replicates every layer
+    as DepCache (within the budget), or, when DepCache does not fit, keeps a plan no worse
+    than DepComm."""
+    graph = F.make_graph()
+    part = torch.arange(graph.num_nodes) % 3
+    dims = [6, 8, 8, 3]
+    costs = {"t_vertex": 1e-9, "t_edge": 1e-9, "t_comm": 1e-12, "t_sync": 1.0}
+    lay = plan_edge_cut(graph, part, 1, 3, Hybrid(costs=costs), dims)
+    assert lay.report["guard"]["chose"] == "depcache"
+    assert all(r.numel() == 0 for r in lay.recv)
+    cache = plan_edge_cut(graph, part, 1, 3, DepCache(), dims)
+    assert all(torch.equal(a, b) for a, b in zip(lay.rows, cache.rows))
+    capped = plan_edge_cut(graph, part, 1, 3, Hybrid(costs=costs, memory_cap_mb=1.5 / 1024),
+                           dims)
+    assert capped.report["guard"]["chose"] != "depcache"
+    assert capped.report["replicated_bytes"] <= 1536
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_hybrid_guard_never_predicts_worse_than_a_fixed_plan(seed):
+    """Under random costs (``t_sync`` 0 in half the draws) and budgets, the kept plan's
+    predicted cost is at most DepComm's and, when it fits the budget, DepCache's."""
+    g = torch.Generator().manual_seed(seed)
+    graph = F.make_graph()
+    part = torch.randint(0, 3, (graph.num_nodes,), generator=g)
+    dims = [6, 16, 8, 3]
+    r = torch.rand(5, generator=g).tolist()
+    costs = {"t_vertex": r[0] * 1e-9, "t_edge": r[1] * 1e-8, "t_comm": r[2] * 1e-7,
+             "t_sync": 0.0 if seed % 2 else r[3] * 1e-4}
+    hybrid = Hybrid(costs=costs, memory_cap_mb=r[4] * 4 / 1024, mu=0.5 + 0.5 * r[4])
+    lc = hybrid.layer_costs(dims)
+    lay = plan_edge_cut(graph, part, 1, 3, hybrid, dims)
+    got = _predicted(graph, lay, dims, lc, costs["t_sync"], hybrid.mu)
+    comm = plan_edge_cut(graph, part, 1, 3, DepComm(), dims)
+    assert got <= _predicted(graph, comm, dims, lc, costs["t_sync"], hybrid.mu) * (1 + 1e-9)
+    cache = plan_edge_cut(graph, part, 1, 3, DepCache(), dims)
+    if cache.report["replicated_bytes"] <= hybrid.budget_bytes():
+        assert got <= _predicted(graph, cache, dims, lc, costs["t_sync"], hybrid.mu) * (
+            1 + 1e-9)
+    assert lay.report["replicated_bytes"] <= hybrid.budget_bytes()

@@ -2,12 +2,15 @@
 
 ``t_vertex``: seconds per multiply-add of a dense vertex update (rows x in x out);
 ``t_edge``: seconds per edge per feature of a gather-scatter aggregation;
-``t_comm``: seconds per float shuffled between ranks (all_to_all; 0 on one rank).
+``t_comm``: seconds per float shuffled between ranks (all_to_all; 0 on one rank);
+``t_sync``: seconds of one exchange whatever it carries (a one-float-per-peer all_to_all: the
+latency and the wait for the slowest peer that every exchange pays; 0 on one rank).
 Ranks agree by taking the maximum of each figure.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass
 
@@ -20,21 +23,27 @@ from gnnscale.distributed.device import comm_device
 
 @dataclass
 class Costs:
-    """Per-dimension seconds: a vertex-update multiply-add, an edge per feature, a float sent."""
+    """Per-dimension seconds: a vertex-update multiply-add, an edge per feature, a float sent;
+    and the fixed seconds of one exchange (``t_sync``)."""
 
     t_vertex: float
     t_edge: float
     t_comm: float
+    t_sync: float = 0.0
 
 
-def _best(fn, repeats: int = 5) -> float:
+def _times(fn, repeats: int) -> list[float]:
     fn()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return min(times)
+    return times
+
+
+def _best(fn, repeats: int = 5) -> float:
+    return min(_times(fn, repeats))
 
 
 def probe_costs(dim: int = 128, rows: int = 4096, edges: int = 32768, group=None) -> Costs:
@@ -46,17 +55,22 @@ def probe_costs(dim: int = 128, rows: int = 4096, edges: int = 32768, group=None
     dst = torch.randint(0, rows, (edges,), generator=g)
     t_vertex = _best(lambda: x @ w) / (rows * dim * dim)
     t_edge = _best(lambda: torch.zeros_like(x).index_add_(0, dst, x[src])) / (edges * dim)
-    t_comm = 0.0
+    t_comm = t_sync = 0.0
     if dist.is_initialized() and dist.get_world_size(group) > 1:
         world = dist.get_world_size(group)
         # hidden rows travel from the group's device: time them from there
         send = torch.randn(world * rows // 4, dim, generator=g).to(comm_device(group))
         recv = torch.empty_like(send)
         t_comm = _best(lambda: dist.all_to_all_single(recv, send, group=group)) / send.numel()
-        agreed = torch.tensor([t_vertex, t_edge, t_comm], dtype=torch.float64)
+        # an exchange's fixed cost: the median (not the best) of a tiny all_to_all, as an
+        # epoch's exchanges meet peers that are late as often as not
+        one, got = send[:world, :1].contiguous(), recv[:world, :1].contiguous()
+        t_sync = statistics.median(
+            _times(lambda: dist.all_to_all_single(got, one, group=group), 9))
+        agreed = torch.tensor([t_vertex, t_edge, t_comm, t_sync], dtype=torch.float64)
         all_reduce_host(agreed, op=dist.ReduceOp.MAX, group=group)
-        t_vertex, t_edge, t_comm = agreed.tolist()
-    return Costs(t_vertex, t_edge, t_comm)
+        t_vertex, t_edge, t_comm, t_sync = agreed.tolist()
+    return Costs(t_vertex, t_edge, t_comm, t_sync)
 
 
 def layer_costs(costs: Costs, dims: list[int], comm_weight: float = 1.0) -> torch.Tensor:

@@ -31,7 +31,7 @@ class Hybrid(DependencyManager):
         self.costs: Costs | None = None
         given = given_costs(costs)
         if given:
-            self.costs = Costs(*(given[k] for k in COST_KEYS))
+            self.costs = Costs(*(given[k] for k in COST_KEYS), given.get("t_sync", 0.0))
 
     def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor,
              mem_bytes: torch.Tensor | None = None, budget: int | None = None) -> torch.Tensor:

@@ -104,15 +104,20 @@ def hybrid_replicas(graph: GraphStore, is_master: torch.Tensor, deps: Dependency
 
 def plan_edge_cut(graph: GraphStore, part: torch.Tensor, rank: int, world: int,
                   deps: DependencyManager, dims: list[int], lc: torch.Tensor | None = None,
-                  budget: int | None = None) -> EdgeCutLayout:
+                  budget: int | None = None, group=None) -> EdgeCutLayout:
     """This rank's rows per layer under ``deps`` (``lc``: :meth:`layer_costs` of ``dims``;
-    ``budget``: bytes of replication allowed, by default the manager's)."""
+    ``budget``: bytes of replication allowed, by default the manager's).
+
+    The hybrid's plan is then weighed against both fixed plans under the same cost model
+    (:func:`guard`: computation, rows sent, and each exchange's fixed cost ``t_sync``, on the
+    slowest rank), and the cheapest one kept: never worse than DepCache (within the budget)
+    or DepComm under the model. Collective over ``group`` when distributed."""
     t0 = time.perf_counter()
     budget = deps.budget_bytes() if budget is None else budget
     n, L = graph.num_nodes, len(dims) - 1
     part = part.long()
     is_master = part == rank
-    masters = is_master.nonzero().flatten()
+    guarded = None
     if deps.replicates_all:
         rep = None
     elif deps.replicates_none or world == 1:
@@ -120,6 +125,21 @@ def plan_edge_cut(graph: GraphStore, part: torch.Tensor, rank: int, world: int,
     else:
         lc = lc if lc is not None else deps.layer_costs(dims)
         rep = hybrid_replicas(graph, is_master, deps, dims, lc, budget)
+    layout = _layout(graph, part, is_master, rep, world, L)
+    if rep is not None and not deps.replicates_none and world > 1:
+        layout, guarded = guard(graph, part, is_master, world, deps, dims, lc, budget, layout,
+                                group)
+    layout.report = _report(graph, layout, dims, budget, time.perf_counter() - t0)
+    if guarded is not None:
+        layout.report["guard"] = guarded
+    return layout
+
+
+def _layout(graph: GraphStore, part: torch.Tensor, is_master: torch.Tensor,
+            rep: list[torch.Tensor] | None, world: int, L: int) -> EdgeCutLayout:
+    """The rows held and received per layer, top-down, given the replicated rows ``rep``
+    (None: every needed row is held)."""
+    masters = is_master.nonzero().flatten()
     rows, recv, counts = [None] * L + [masters], [None] * L, [None] * L
     for k in range(L - 1, -1, -1):
         need = _needed(graph, rows[k + 1])
@@ -130,9 +150,76 @@ def plan_edge_cut(graph: GraphStore, part: torch.Tensor, rank: int, world: int,
         order = torch.argsort(part[got], stable=True)
         recv[k] = got[order]
         counts[k] = torch.bincount(part[recv[k]], minlength=world).tolist()
-    layout = EdgeCutLayout(masters, rows, recv, counts)
-    layout.report = _report(graph, layout, dims, budget, time.perf_counter() - t0)
-    return layout
+    return EdgeCutLayout(masters, rows, recv, counts)
+
+
+def layout_cost(graph: GraphStore, lay: EdgeCutLayout, dims: list[int], lc: torch.Tensor,
+                mu: float = 1.0) -> float:
+    """This rank's seconds per epoch under the cost model: each conv's edges and vertex
+    updates (the replicated rows' times ``mu``, Eq. 3) and the rows it receives (forward and
+    backward, as :func:`~gnnscale.deps.costs.layer_costs`); without the exchanges' fixed
+    cost, which depends on every rank (:func:`guard`)."""
+    L, nm = len(dims) - 1, lay.masters.numel()
+    comm_c, edge_c, vert_c = lc[: L + 1], lc[L + 1: 2 * L + 2], lc[2 * L + 2:]
+    deg = graph.in_degree()
+    total = 0.0
+    for k in range(L):
+        out = lay.rows[k + 1]
+        for ids, w in ((out[:nm], 1.0), (out[nm:], mu)):
+            total += w * (float(deg[ids].sum()) * float(edge_c[k])
+                          + ids.numel() * float(vert_c[k]))
+        total += lay.recv[k].numel() * float(comm_c[k])
+    return total
+
+
+def guard(graph: GraphStore, part: torch.Tensor, is_master: torch.Tensor, world: int,
+          deps: DependencyManager, dims: list[int], lc: torch.Tensor, budget: int | None,
+          hybrid: EdgeCutLayout, group=None) -> tuple[EdgeCutLayout, dict]:
+    """The cheapest of the hybrid's layout, DepCache's (when every rank's replication fits
+    ``budget``) and DepComm's under the cost model, and what it predicted for each.
+
+    A plan's predicted epoch is the slowest rank's :func:`layout_cost` plus, per layer where
+    any rank receives rows, two exchanges (forward and backward) of ``t_sync`` seconds each
+    (``comm_weight`` applied): the fixed cost the per-row greedy does not see, which can make
+    replicating a layer's last few rows, or none, cheaper. Ties keep the hybrid's plan. Every
+    rank reaches the same choice (the figures are reduced with MAX over ``group``)."""
+    import torch.distributed as dist
+
+    from gnnscale.distributed.collectives import all_reduce_host
+
+    n, L = graph.num_nodes, len(dims) - 1
+    costs = deps.prepare_costs()
+    t_sync = (costs.t_sync if costs is not None else 0.0) * deps.comm_weight
+    plans = {"hybrid": hybrid,
+             "depcache": _layout(graph, part, is_master, None, world, L),
+             "depcomm": _layout(graph, part, is_master,
+                                [torch.zeros(n, dtype=torch.bool) for _ in range(L)], world, L)}
+    names = list(plans)
+    figures = []  # per plan: cost, replicated bytes, rows received per layer
+    for name in names:
+        lay = plans[name]
+        rep_bytes = replicated_bytes(graph, [_mask(n, r[lay.masters.numel():])
+                                             for r in lay.rows[:L]], dims)
+        figures += [layout_cost(graph, lay, dims, lc, deps.mu), float(rep_bytes)]
+        figures += [float(r.numel()) for r in lay.recv]
+    agreed = torch.tensor(figures, dtype=torch.float64)
+    if dist.is_initialized() and dist.get_world_size(group) > 1:
+        all_reduce_host(agreed, op=dist.ReduceOp.MAX, group=group)
+    per = agreed.view(len(names), 2 + L)
+    predicted = {}
+    for i, name in enumerate(names):
+        fits = name != "depcache" or budget is None or per[i, 1] <= budget
+        exchanges = int((per[i, 2:] > 0).sum())
+        if fits:
+            predicted[name] = float(per[i, 0]) + 2 * exchanges * t_sync
+    best = min(predicted, key=lambda k: (predicted[k], k != "hybrid"))
+    return plans[best], {"predicted_s": predicted, "chose": best, "t_sync": t_sync}
+
+
+def _mask(n: int, ids: torch.Tensor) -> torch.Tensor:
+    m = torch.zeros(n, dtype=torch.bool)
+    m[ids] = True
+    return m
 
 
 def _report(graph: GraphStore, lay: EdgeCutLayout, dims: list[int], budget: int | None,

@@ -59,18 +59,20 @@ class CostsConfig:
     t_vertex: float | None = None  # one multiply-add of a dense vertex update
     t_edge: float | None = None  # one edge, one feature, of an aggregation
     t_comm: float | None = None  # one float sent to another rank
+    t_sync: float | None = None  # one exchange's fixed cost (optional with the others: 0)
 
 
 def given_costs(costs: Any) -> dict[str, float]:
-    """The fixed costs among ``costs`` (a mapping or :class:`CostsConfig`): all three
-    non-negative, or none (probe them); a :class:`ConfigError` otherwise."""
+    """The fixed costs among ``costs`` (a mapping or :class:`CostsConfig`): all three of
+    :data:`COST_KEYS` non-negative (and ``t_sync``, optional, 0 when left out), or none (probe
+    them); a :class:`ConfigError` otherwise."""
     if costs is not None and not isinstance(costs, dict):
-        costs = {k: getattr(costs, k, None) for k in COST_KEYS}
+        costs = {k: getattr(costs, k, None) for k in (*COST_KEYS, "t_sync")}
     given = {k: v for k, v in dict(costs or {}).items() if v is not None}
-    if given and (sorted(given) != sorted(COST_KEYS) or any(float(v) < 0
-                                                            for v in given.values())):
-        raise ConfigError(f"deps.costs must give all of {COST_KEYS} as non-negative seconds "
-                          f"(or none, to probe them), got {given}")
+    if given and (sorted(k for k in given if k != "t_sync") != sorted(COST_KEYS)
+                  or any(float(v) < 0 for v in given.values())):
+        raise ConfigError(f"deps.costs must give all of {COST_KEYS} (and optionally t_sync) "
+                          f"as non-negative seconds (or none, to probe them), got {given}")
     return {k: float(v) for k, v in given.items()}
 
 

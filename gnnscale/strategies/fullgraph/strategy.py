@@ -36,7 +36,7 @@ class FullGraph(Strategy):
 
     schema = FullGraphConfig
 
-    def __init__(self, ctx: RunContext, ring: bool = False, overlap: bool = False) -> None:
+    def __init__(self, ctx: RunContext, ring: bool = False, overlap: bool = True) -> None:
         super().__init__(ctx)
         self.ring, self.overlap = ring, overlap
         self.plan: FullGraphPlan | None = None
@@ -159,6 +159,10 @@ def format_report(report: dict, deps: str) -> str:
     lines = [f"fullgraph plan (rank 0, {deps}): {report['plan_seconds']:.3f}s, "
              f"replicated {report['replicated_bytes']} bytes"
              + (f" of budget {report['budget_bytes']}" if report["budget_bytes"] else "")]
+    if "guard" in report:  # the hybrid weighed against both fixed plans (deps/planner.py)
+        g = report["guard"]
+        lines.append(f"  guard: kept the {g['chose']} plan; predicted s/epoch "
+                     + ", ".join(f"{k} {v:.4g}" for k, v in g["predicted_s"].items()))
     for x in report["layers"]:
         lines.append(f"  layer {x['layer']}: replicated {x['replicated']} rows "
                      f"({x['replicated_bytes']} B), communicated {x['communicated']} rows "
