@@ -43,6 +43,7 @@ import torch
 from benchmarks import ratio
 from gnnscale.data.synthetic import generate
 from gnnscale.distributed import spawn
+from gnnscale.strategies.fullgraph.config import FullGraphConfig
 
 WORLD = 4
 EDGE_CUTS = ("metis", "random", "range")
@@ -98,19 +99,26 @@ def _footprint(plan) -> int:
     return rows + 16 * sum(s.block.num_edges for s in plan.steps)
 
 
-TWINS = {"": {}, "+overlap": {"overlap": True}, "+split": {"overlap": True, "hide": False}}
+#: the main suite's plans: the strategy's defaults (``strategy.overlap``)
+DEFAULTS = {"overlap": FullGraphConfig.overlap}
+TWINS = {"": {"overlap": False}, "+overlap": {"overlap": True},
+         "+split": {"overlap": True, "hide": False},
+         "+uncached": {"overlap": False, "cached": False}}
 
 
-def _build(topo, graph, book, model_name: str, hidden: int, deps: str, hybrid, twin: str):
+def _build(topo, graph, book, model_name: str, hidden: int, deps: str, hybrid,
+           twin: str | None):
     """One variant's model, plan, optimizer and plan figures (``twin``: a key of
-    :data:`TWINS`: plain, overlapped, or overlap's computation with nothing hidden)."""
+    :data:`TWINS`: plain, overlapped, overlap's computation with nothing hidden, or plain with
+    the conv's own product, which torch's backward transposes on every call; None: the
+    strategy's defaults, :data:`DEFAULTS`)."""
     from gnnscale.deps.depcache import DepCache
     from gnnscale.deps.depcomm import DepComm
     from gnnscale.strategies.fullgraph.edge_cut import EdgeCutPlan
     from gnnscale.strategies.fullgraph.vertex_cut import VertexCutPlan
 
     model = _model(model_name, graph, hidden)
-    opts = {**OPTIONS.get(deps, {}), **TWINS[twin]}
+    opts = {**OPTIONS.get(deps, {}), **(DEFAULTS if twin is None else TWINS[twin])}
     t0 = time.perf_counter()
     if book.kind == "vertex_cut":
         plan = VertexCutPlan(graph, book, model, topo, **opts)
@@ -123,16 +131,19 @@ def _build(topo, graph, book, model_name: str, hidden: int, deps: str, hybrid, t
         extra = {"footprint_bytes": _footprint(plan),
                  "replicated_bytes": plan.layout.report["replicated_bytes"],
                  "layers": plan.layout.report["layers"]}
+        if "guard" in plan.layout.report:
+            extra["guard"] = plan.layout.report["guard"]
     extra["plan_s"] = time.perf_counter() - t0
     return model, plan, torch.optim.Adam(model.parameters(), lr=0.01), extra
 
 
 def _rank(topo, graph, books: dict, variants: list[tuple], epochs: int,
           twins: bool = False) -> dict:
-    """Per variant (model, hidden, partitioner, deps), and with ``twins`` its overlapped twin
-    (deps + "+overlap") and overlap's computation with nothing hidden (deps + "+split"),
-    trained side by side, epochs alternating (the order rotating each epoch): epoch times and
-    the plan's figures."""
+    """Per variant (model, hidden, partitioner, deps), and with ``twins`` its twins of
+    :data:`TWINS` (deps + "+overlap", "+split", "+uncached"): epoch times and the plan's
+    figures. The variants of one row (model, hidden, partitioner: every deps option, and
+    their twins) are trained side by side, epochs alternating (the order rotating each
+    epoch), so a change in the host's load falls on all of them alike."""
     import torch.distributed as dist
     import torch.nn.functional as F
 
@@ -145,21 +156,26 @@ def _rank(topo, graph, books: dict, variants: list[tuple], epochs: int,
         hybrid.prepare()
         probe_s = time.perf_counter() - t0
     out = {}
-    for model_name, hidden, pname, deps in variants:
+    rows: dict = {}
+    for v in variants:
+        rows.setdefault(v[:3], []).append(v[3])
+    for (model_name, hidden, pname), deps_list in rows.items():
         book = books[pname]
         pair = {}
-        for twin in (TWINS if twins else ("",)):
-            model, plan, opt, extra = _build(topo, graph, book, model_name, hidden, deps,
-                                             hybrid, twin)
-            if deps.startswith("hybrid"):
-                extra["probe_s"] = probe_s
-            mask = graph.mask("train")[plan.masters]
-            pair[twin] = (model, plan, opt, extra, mask, graph.y[plan.masters[mask]], [])
+        for deps in deps_list:
+            for twin in (TWINS if twins else (None,)):
+                model, plan, opt, extra = _build(topo, graph, book, model_name, hidden, deps,
+                                                 hybrid, twin)
+                if deps.startswith("hybrid"):
+                    extra["probe_s"] = probe_s
+                mask = graph.mask("train")[plan.masters]
+                pair[deps + (twin or "")] = (model, plan, opt, extra, mask,
+                                     graph.y[plan.masters[mask]], [])
         names = list(pair)
         for epoch in range(epochs + 1):
             shift = epoch % len(names)
-            for twin in names[shift:] + names[:shift]:
-                model, plan, opt, extra, mask, y, times = pair[twin]
+            for name in names[shift:] + names[:shift]:
+                model, plan, opt, extra, mask, y, times = pair[name]
                 dist.barrier()
                 t0 = time.perf_counter()
                 opt.zero_grad()
@@ -173,10 +189,10 @@ def _rank(topo, graph, books: dict, variants: list[tuple], epochs: int,
                 times.append(time.perf_counter() - t0)
                 extra["stats"] = plan.stats()
                 extra["loss"] = float(loss.detach())
-        for twin, built in pair.items():
+        for name, built in pair.items():
             extra, times = built[3], built[6]
             stats, loss = extra.pop("stats"), extra.pop("loss")
-            out[(model_name, hidden, pname, deps + twin)] = {
+            out[(model_name, hidden, pname, name)] = {
                 "epoch_s": statistics.median(times[1:]), "epoch_s_all": times[1:],
                 "last_loss": loss, **stats, **extra}
         del pair
@@ -198,6 +214,8 @@ def _combine(per_rank: list[dict], key, num_edges: int) -> dict:
     if "footprint_bytes" in rs[0]:
         row["max_rank_footprint_bytes"] = max(r["footprint_bytes"] for r in rs)
         row["rank0_layers"] = rs[0]["layers"]
+    if "guard" in rs[0]:  # the plan the hybrid kept and what the model predicted for each
+        row["guard"] = rs[0]["guard"]
     row["redundancy"] = row["edges_computed"] / (num_edges * 2)
     edges = [r["edges_computed"] for r in rs]
     row["edge_skew"] = max(edges) / (sum(edges) / len(edges))
@@ -265,6 +283,7 @@ def _overlap_ratios(results: dict, ratios: dict) -> None:
     over the variants that exchange rows."""
     out, same, moving = {}, True, set()
     ratios["split_over_plain"], ratios["overlap_over_split"] = {}, {}
+    ratios["default_over_old_default"], ratios["cached_over_uncached"] = {}, {}
     for row, r in results["rows"].items():
         for d in r:
             if d + "+overlap" in r:
@@ -272,9 +291,11 @@ def _overlap_ratios(results: dict, ratios: dict) -> None:
                 out[key] = ratio(t[""], t["+overlap"])
                 ratios["split_over_plain"][key] = ratio(t[""], t["+split"])
                 ratios["overlap_over_split"][key] = ratio(t["+split"], t["+overlap"])
+                ratios["default_over_old_default"][key] = ratio(t["+uncached"], t["+overlap"])
+                ratios["cached_over_uncached"][key] = ratio(t["+uncached"], t[""])
                 if r[d]["bytes_forward"] > 0:
                     moving.add(key)
-                for x in ("+overlap", "+split"):
+                for x in ("+overlap", "+split", "+uncached"):
                     same &= abs(r[d]["last_loss"] - r[d + x]["last_loss"]) < 1e-3 and \
                         r[d]["bytes_forward"] == r[d + x]["bytes_forward"]
     exchange = [v for k, v in out.items() if k in moving]
