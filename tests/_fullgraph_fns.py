@@ -67,12 +67,14 @@ def make_deps(name: str):
         return DepCache()
     if name == "depcomm":
         return DepComm()
+    # forced plans: margin 0, so the guard keeps the greedy's plan unless a fixed one is
+    # predicted strictly cheaper
     if name == "hybrid_replicate":
-        return Hybrid(costs=REPLICATE)
+        return Hybrid(costs=REPLICATE, margin=0.0)
     if name == "hybrid_communicate":
-        return Hybrid(costs=COMMUNICATE)
+        return Hybrid(costs=COMMUNICATE, margin=0.0)
     if name == "hybrid_capped":  # replicate what fits in 1.5 KiB, communicate the rest
-        return Hybrid(costs=REPLICATE, memory_cap_mb=1.5 / 1024)
+        return Hybrid(costs=REPLICATE, memory_cap_mb=1.5 / 1024, margin=0.0)
     return Hybrid()
 
 

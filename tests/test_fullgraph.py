@@ -27,7 +27,7 @@ def test_runner_fullgraph_matches_one_process(tmp_path):
     one = run(make_cfg(tmp_path, *FULL, *GCN, "dist.world_size=1", run="one"))
     hybrid = run(make_cfg(tmp_path, *FULL, *GCN, "dist.world_size=2", "deps=hybrid",
                           "deps.costs={t_vertex:0.0,t_edge:0.0,t_comm:1.0}",
-                          "deps.memory_cap_mb=0.05", run="hybrid"))
+                          "deps.memory_cap_mb=0.05", "deps.margin=0", run="hybrid"))
     vcut = run(make_cfg(tmp_path, *FULL, *GCN, "dist.world_size=2", "partitioner=cvc", run="cvc"))
     plain = run(make_cfg(tmp_path, *FULL, *GCN, "dist.world_size=2", "partitioner=cvc",
                          "strategy.overlap=false", "strategy.ring=true", run="cvc-plain"))

@@ -103,7 +103,8 @@ def test_planner_layouts():
         assert set(comm.recv[k].tolist()) == _hops(graph, masters, 1) - set(masters.tolist())
         assert comm.recv_counts[k][1] == 0
     costs = {"t_vertex": 0.0, "t_edge": 0.0, "t_comm": 1.0}
-    capped = plan_edge_cut(graph, part, 1, 3, Hybrid(costs=costs, memory_cap_mb=1 / 1024), dims)
+    capped = plan_edge_cut(graph, part, 1, 3, Hybrid(costs=costs, memory_cap_mb=1 / 1024,
+                                                      margin=0.0), dims)
     assert 0 < capped.report["replicated_bytes"] <= 1024
     assert capped.report["plan_seconds"] >= 0
 
@@ -186,3 +187,26 @@ def test_hybrid_guard_never_predicts_worse_than_a_fixed_plan():
             assert got <= _predicted(graph, cache, dims, lc, t_sync, hybrid.mu) * (
                 1 + 1e-9), seed
         assert lay.report["replicated_bytes"] <= hybrid.budget_bytes(), seed
+
+
+def test_hybrid_guard_keeps_its_own_plan_only_beyond_the_margin():
+    """The greedy's plan runs only when predicted faster than the better fixed plan by more
+    than ``deps.margin``; a smaller predicted gain runs that fixed plan."""
+    graph = F.make_graph()
+    part = torch.arange(graph.num_nodes) % 3
+    dims = [6, 8, 8, 3]
+    costs = {"t_vertex": 0.0, "t_edge": 0.0, "t_comm": 1.0}
+    kept = plan_edge_cut(graph, part, 1, 3, Hybrid(costs=costs, memory_cap_mb=1 / 1024,
+                                                   margin=0.0), dims)
+    guard = kept.report["guard"]
+    assert guard["chose"] == "hybrid" and "depcache" not in guard["predicted_s"]  # over budget
+    gain = 1 - guard["predicted_s"]["hybrid"] / guard["predicted_s"]["depcomm"]
+    assert 0 < gain < 1
+    above = plan_edge_cut(graph, part, 1, 3, Hybrid(costs=costs, memory_cap_mb=1 / 1024,
+                                                    margin=gain * 0.9), dims)
+    assert above.report["guard"]["chose"] == "hybrid"
+    below = plan_edge_cut(graph, part, 1, 3, Hybrid(costs=costs, memory_cap_mb=1 / 1024,
+                                                    margin=min(gain * 1.1, 0.99)), dims)
+    assert below.report["guard"]["chose"] == "depcomm"
+    assert below.report["replicated_bytes"] == 0 and all(
+        torch.equal(r, below.masters) for r in below.rows)

@@ -25,9 +25,13 @@ class Hybrid(DependencyManager):
     replicates_all = HybridConfig.replicates_all
 
     def __init__(self, memory_cap_mb: float = 256.0, comm_weight: float = 1.0, mu: float = 1.0,
-                 costs: Any = None) -> None:
-        HybridConfig(memory_cap_mb=memory_cap_mb, comm_weight=comm_weight, mu=mu).check()
+                 costs: Any = None, margin: float = 0.05) -> None:
+        HybridConfig(memory_cap_mb=memory_cap_mb, comm_weight=comm_weight, mu=mu,
+                     margin=margin).check()
         self.memory_cap_mb, self.comm_weight, self.mu = memory_cap_mb, comm_weight, mu
+        #: fullgraph's guard keeps the hybrid's own plan only when it is predicted this much
+        #: faster than the better fixed plan (:func:`gnnscale.deps.planner.guard`)
+        self.margin = margin
         self.costs: Costs | None = None
         given = given_costs(costs)
         if given:

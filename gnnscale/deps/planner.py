@@ -110,7 +110,8 @@ def plan_edge_cut(graph: GraphStore, part: torch.Tensor, rank: int, world: int,
 
     The hybrid's plan is then weighed against both fixed plans under the same cost model
     (:func:`guard`: computation, rows sent, and each exchange's fixed cost ``t_sync``, on the
-    slowest rank), and the cheapest one kept: never worse than DepCache (within the budget)
+    slowest rank): it runs only when predicted faster than the better fixed plan by more than
+    ``deps.margin``, else that fixed plan does: never worse than DepCache (within the budget)
     or DepComm under the model. Collective over ``group`` when distributed."""
     t0 = time.perf_counter()
     budget = deps.budget_bytes() if budget is None else budget
@@ -181,8 +182,11 @@ def guard(graph: GraphStore, part: torch.Tensor, is_master: torch.Tensor, world:
     A plan's predicted epoch is the slowest rank's :func:`layout_cost` plus, per layer where
     any rank receives rows, two exchanges (forward and backward) of ``t_sync`` seconds each
     (``comm_weight`` applied): the fixed cost the per-row greedy does not see, which can make
-    replicating a layer's last few rows, or none, cheaper. Ties keep the hybrid's plan. Every
-    rank reaches the same choice (the figures are reduced with MAX over ``group``)."""
+    replicating a layer's last few rows, or none, cheaper. The hybrid's own plan is kept only
+    when predicted faster than the better fixed plan by more than ``deps.margin`` (a smaller
+    predicted gain is within the error of the probed rates, and replicating costs memory);
+    otherwise that fixed plan runs. Every rank reaches the same choice (the figures are
+    reduced with MAX over ``group``)."""
     import torch.distributed as dist
 
     from gnnscale.distributed.collectives import all_reduce_host
@@ -212,8 +216,13 @@ def guard(graph: GraphStore, part: torch.Tensor, is_master: torch.Tensor, world:
         exchanges = int((per[i, 2:] > 0).sum())
         if fits:
             predicted[name] = float(per[i, 0]) + 2 * exchanges * t_sync
-    best = min(predicted, key=lambda k: (predicted[k], k != "hybrid"))
-    return plans[best], {"predicted_s": predicted, "chose": best, "t_sync": t_sync}
+    fixed = min((k for k in predicted if k != "hybrid"), key=predicted.get)
+    margin = getattr(deps, "margin", 0.0)
+    best = "hybrid" if predicted["hybrid"] < (1 - margin) * predicted[fixed] else fixed
+    if margin == 0.0 and predicted["hybrid"] == predicted[fixed]:
+        best = "hybrid"  # a tie keeps the hybrid's plan
+    return plans[best], {"predicted_s": predicted, "chose": best, "t_sync": t_sync,
+                         "margin": margin}
 
 
 def _mask(n: int, ids: torch.Tensor) -> torch.Tensor:

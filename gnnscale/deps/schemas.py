@@ -85,17 +85,23 @@ class HybridConfig(DepsConfig):
     memory_cap_mb: float = 256.0  # replicated features + rows + edges per rank, at most
     comm_weight: float = 1.0  # scales the communication cost (>1 favours replication)
     mu: float = 1.0  # Eq. 3's factor on the recomputation cost, in (0, 1]
+    # fullgraph: the hybrid's own plan is kept only when predicted this much faster than the
+    # better fixed plan (DepCache within the budget, DepComm), else that fixed plan runs
+    margin: float = 0.05
     # fixed per-dimension costs (deps.costs={t_vertex:..,t_edge:..,t_comm:..}): reproducible
     costs: CostsConfig = field(default_factory=CostsConfig)
 
     def check(self) -> None:
-        """A cap >= 0, a communication weight > 0, ``mu`` in (0, 1], all costs or none."""
+        """A cap >= 0, a communication weight > 0, ``mu`` in (0, 1], ``margin`` in [0, 1), all
+        costs or none."""
         if self.memory_cap_mb < 0:
             raise ConfigError(f"deps.memory_cap_mb must be >= 0, got {self.memory_cap_mb}")
         if self.comm_weight <= 0:
             raise ConfigError(f"deps.comm_weight must be > 0, got {self.comm_weight}")
         if not 0 < self.mu <= 1:
             raise ConfigError(f"deps.mu must be in (0, 1], got {self.mu}")
+        if not 0 <= self.margin < 1:
+            raise ConfigError(f"deps.margin must be in [0, 1), got {self.margin}")
         given_costs(self.costs)
 
     def budget_bytes(self) -> int:
