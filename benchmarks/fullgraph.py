@@ -50,6 +50,8 @@ EDGE_CUTS = ("metis", "random", "range")
 VERTEX_CUTS = ("oec/blocked", "oec/metis", "cvc/blocked", "cvc/metis")
 EDGE_DEPS = ("depcache", "depcomm", "hybrid")
 OPTIONS = {"depcomm+ring": {"ring": True}}
+#: the side graphs also run the greedy's own plan (``deps.margin=0``) beside the guarded hybrid
+GREEDY = "hybrid+greedy"
 
 
 def settings(quick: bool) -> dict:
@@ -114,6 +116,7 @@ def _build(topo, graph, book, model_name: str, hidden: int, deps: str, hybrid,
     strategy's defaults, :data:`DEFAULTS`)."""
     from gnnscale.deps.depcache import DepCache
     from gnnscale.deps.depcomm import DepComm
+    from gnnscale.deps.hybrid import Hybrid
     from gnnscale.strategies.fullgraph.edge_cut import EdgeCutPlan
     from gnnscale.strategies.fullgraph.vertex_cut import VertexCutPlan
 
@@ -126,6 +129,9 @@ def _build(topo, graph, book, model_name: str, hidden: int, deps: str, hybrid,
     else:
         base = deps.split("+")[0]
         dm = {"depcache": DepCache(), "depcomm": DepComm(), "hybrid": hybrid}[base]
+        if deps == "hybrid+greedy":  # the greedy's own plan, whatever the guard predicts
+            dm = Hybrid(margin=0.0)
+            dm.costs = hybrid.costs
         plan = EdgeCutPlan(graph, book.part, topo.rank, WORLD, dm,
                            model.widths(graph.num_features), **opts)
         extra = {"footprint_bytes": _footprint(plan),
@@ -223,14 +229,16 @@ def _combine(per_rank: list[dict], key, num_edges: int) -> dict:
 
 
 def measure_rows(graph, parts: list[str], models: list[str], hiddens: list[int], epochs: int,
-                 seed: int, options: bool = False, twins: bool = False
+                 seed: int, options: bool = False, twins: bool = False, greedy: bool = False
                  ) -> tuple[dict, list[tuple]]:
     """Rows ``<model>/h<hidden>/<partitioner>`` -> deps -> figures (4 spawned ranks) and the
     variants run; ``options`` adds NeutronStar's ring on the first row, ``twins`` each
-    variant's overlap twin (:func:`_rank`)."""
+    variant's overlap twin (:func:`_rank`), ``greedy`` the hybrid's greedy plan without the
+    guard's margin (:data:`GREEDY`) on edge-cuts."""
     books = {p: _book(graph, p, seed) for p in parts}
+    edge_deps = EDGE_DEPS + ((GREEDY,) if greedy else ())
     variants = [(m, h, p, d) for m in models for h in hiddens for p in parts
-                for d in (EDGE_DEPS if books[p].kind == "edge_cut" else ("depcomm",))]
+                for d in (edge_deps if books[p].kind == "edge_cut" else ("depcomm",))]
     if options:  # NeutronStar's ring against plain depcomm
         variants += [(models[0], hiddens[-1], parts[0], d) for d in OPTIONS]
     per_rank = spawn(_rank, WORLD, graph, books, variants, epochs, twins, timeout_s=3000.0)
@@ -327,7 +335,7 @@ def run_with(cfg: dict, twins: bool = False) -> dict:
         # the side graphs' epochs are short (0.1-0.7 s): more of them, for a stable median
         epochs = cfg["epochs"] if gname == "products" else cfg.get("side_epochs", cfg["epochs"])
         rows, variants = measure_rows(graph, parts, cfg["models"], cfg["hiddens"], epochs,
-                                      cfg["seed"],
+                                      cfg["seed"], greedy=gname != "products" and not twins,
                                       options=gname == "products" and not twins, twins=twins)
         for key, row in rows.items():
             results["rows"][f"{gname}/{key}"] = row
@@ -347,6 +355,9 @@ def run_with(cfg: dict, twins: bool = False) -> dict:
                         ratios["hybrid_over_depcomm"][row] = ratio(t["depcomm"], t["hybrid"])
                         ratios["best_over_hybrid"][row] = ratio(
                             min(t["depcache"], t["depcomm"]), t["hybrid"])
+                        if GREEDY in r:  # the same without the guard's margin
+                            ratios.setdefault("best_over_greedy", {})[row] = ratio(
+                                min(t["depcache"], t["depcomm"]), r[GREEDY]["epoch_s"])
                         plan_s, probe_s = r["hybrid"]["plan_s"], r["hybrid"]["probe_s"]
                         worst_plan = max(worst_plan, (plan_s + probe_s) / (100 * t["hybrid"]))
                         worst_planner = max(worst_planner, plan_s / (100 * t["hybrid"]))
