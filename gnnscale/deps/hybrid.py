@@ -25,7 +25,7 @@ class Hybrid(DependencyManager):
     replicates_all = HybridConfig.replicates_all
 
     def __init__(self, memory_cap_mb: float = 256.0, comm_weight: float = 1.0, mu: float = 1.0,
-                 costs: Any = None, margin: float = 0.05) -> None:
+                 costs: Any = None, margin: float = 0.01) -> None:
         HybridConfig(memory_cap_mb=memory_cap_mb, comm_weight=comm_weight, mu=mu,
                      margin=margin).check()
         self.memory_cap_mb, self.comm_weight, self.mu = memory_cap_mb, comm_weight, mu

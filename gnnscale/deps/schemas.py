@@ -87,7 +87,7 @@ class HybridConfig(DepsConfig):
     mu: float = 1.0  # Eq. 3's factor on the recomputation cost, in (0, 1]
     # fullgraph: the hybrid's own plan is kept only when predicted this much faster than the
     # better fixed plan (DepCache within the budget, DepComm), else that fixed plan runs
-    margin: float = 0.05
+    margin: float = 0.01
     # fixed per-dimension costs (deps.costs={t_vertex:..,t_edge:..,t_comm:..}): reproducible
     costs: CostsConfig = field(default_factory=CostsConfig)
 
