@@ -176,8 +176,8 @@ def layout_cost(graph: GraphStore, lay: EdgeCutLayout, dims: list[int], lc: torc
 def guard(graph: GraphStore, part: torch.Tensor, is_master: torch.Tensor, world: int,
           deps: DependencyManager, dims: list[int], lc: torch.Tensor, budget: int | None,
           hybrid: EdgeCutLayout, group=None) -> tuple[EdgeCutLayout, dict]:
-    """The cheapest of the hybrid's layout, DepCache's (when every rank's replication fits
-    ``budget``) and DepComm's under the cost model, and what it predicted for each.
+    """The hybrid's layout, or the better under the cost model of DepCache's (when every
+    rank's replication fits ``budget``) and DepComm's; and what it predicted for each.
 
     A plan's predicted epoch is the slowest rank's :func:`layout_cost` plus, per layer where
     any rank receives rows, two exchanges (forward and backward) of ``t_sync`` seconds each
