@@ -20,10 +20,12 @@ back from the run folder by :func:`gnnscale.cost.volumes_of_run` (``offload``, w
 no ``vertex_updates``, as the full-graph epoch it is: :func:`epoch_volumes`); its FLOPs are
 the linear maps' (:meth:`Volumes.update_flops`) plus the aggregation's (one add per row
 element per row pass, the passes :meth:`Volumes.aggregation_bytes` counts), its bytes the
-aggregation's (SpMM traffic), the gathered and exchanged rows and the gradients.
+aggregation's (SpMM traffic), the gathered and exchanged rows and the gradients, and under
+``task=link`` the decoder's (every scored pair's two embedding rows, :func:`decoder_bytes`).
 
 The bound: :func:`gnnscale.cost.project` of those volumes onto the measured profile, its
-stages (sampling, host-to-rank, compute, rank-to-rank, all-reduce) added, as a rank that runs
+stages (sampling, host-to-rank, compute, rank-to-rank, all-reduce; and the link decoder's
+bytes at the gather rate) added, as a rank that runs
 them one after another on one core must (``bound_s``); the strict roofline (the slowest stage
 alone, everything overlapped) is ``bound_overlapped_s``. ``ratio`` = measured median epoch
 (the slowest rank's, over the epochs after the first) / ``bound_s``; target <= 1.5. Each row
@@ -56,7 +58,7 @@ TASKS = ("node", "link")
 THRESHOLD = 1.5
 # A run phase and the bound's stages it pays for.
 PHASES = {"sample_time": ("sample",), "load_time": ("host_to_rank",),
-          "compute_time": ("compute",), "comm_time": ("rank_to_rank", "allreduce")}
+          "compute_time": ("compute", "decoder"), "comm_time": ("rank_to_rank", "allreduce")}
 
 
 def settings(quick: bool) -> dict:
@@ -139,24 +141,37 @@ def aggregation_flops(v: Volumes) -> float:
     return sum(3.0 * e * d_in for e, _, d_in, _ in v.layers)
 
 
-def counts(v: Volumes) -> dict[str, float]:
-    """An epoch's FLOPs and bytes (summed over ranks) from its volumes."""
-    return {"flops_linear": v.update_flops(), "flops_aggregation": aggregation_flops(v),
+def counts(v: Volumes, dec_bytes: float = 0.0) -> dict[str, float]:
+    """An epoch's FLOPs and bytes (summed over ranks) from its volumes (and the link
+    decoder's bytes, :func:`decoder_bytes`)."""
+    return {"bytes_decoder": dec_bytes, "flops_linear": v.update_flops(),
+            "flops_aggregation": aggregation_flops(v),
             "flops": v.update_flops() + aggregation_flops(v),
             "bytes_aggregation": v.aggregation_bytes(),
             "bytes_host_to_rank": v.bytes_host_to_rank,
             "bytes_rank_to_rank": v.bytes_rank_to_rank, "bytes_allreduce": v.bytes_allreduce,
             "bytes": v.aggregation_bytes() + v.bytes_host_to_rank + v.bytes_rank_to_rank
-            + v.bytes_allreduce, "sampled_edges": v.sampled_edges}
+            + v.bytes_allreduce + dec_bytes, "sampled_edges": v.sampled_edges}
 
 
-def bound(v: Volumes, hw: HardwareProfile) -> dict[str, float]:
-    """The epoch's bound on ``hw``: the projection's stages, their sum (``bound_s``) and the
-    slowest stage alone (``bound_overlapped_s``)."""
+def bound(v: Volumes, hw: HardwareProfile, dec_bytes: float = 0.0) -> dict[str, float]:
+    """The epoch's bound on ``hw``: the projection's stages plus the link decoder's (its bytes
+    at device memory speed, shared by the trainers), their sum (``bound_s``) and the slowest
+    stage alone (``bound_overlapped_s``)."""
     p = project(v, hw)
+    trainers = max(v.ranks - v.sampler_ranks, 1)
     stages = {"sample": p.sample, "host_to_rank": p.host_to_rank, "compute": p.compute,
+              "decoder": dec_bytes / hw.memory_Bps / trainers,
               "rank_to_rank": p.rank_to_rank, "allreduce": p.allreduce}
-    return {"bound_s": p.total, "bound_overlapped_s": max(stages.values()), "stages": stages}
+    return {"bound_s": p.total + stages["decoder"], "bound_overlapped_s": max(stages.values()),
+            "stages": stages}
+
+
+def decoder_bytes(pairs: float, dim: int) -> float:
+    """Bytes of scoring ``pairs`` with the dot decoder: both endpoints' ``dim``-wide rows
+    gathered (forward) and their gradients read and scattered back (backward), 3 row passes
+    of 4-byte floats, as :meth:`Volumes.aggregation_bytes` counts an edge's."""
+    return 3 * 4 * 2 * pairs * dim
 
 
 def where(phases: dict[str, float], stages: dict[str, float], epoch_s: float) -> str:
@@ -169,15 +184,16 @@ def where(phases: dict[str, float], stages: dict[str, float], epoch_s: float) ->
             "the epoch)")
 
 
-def row(history: list[dict], v: Volumes, hw: HardwareProfile) -> dict[str, Any]:
+def row(history: list[dict], v: Volumes, hw: HardwareProfile, dec_bytes: float = 0.0
+        ) -> dict[str, Any]:
     """One strategy's row: the measured epoch and phases (medians after the first epoch),
     the counts, the bound and the ratio."""
     h = history[1:] or history
     epoch_s = statistics.median(float(r["epoch_time"]) for r in h)
     phases = {k: statistics.median(float(r.get(k, 0.0)) for r in h)
               for k in (*PHASES, "split_time")}
-    b = bound(v, hw)
-    out = {"epoch_s": epoch_s, "phases": phases, **counts(v), **b,
+    b = bound(v, hw, dec_bytes)
+    out = {"epoch_s": epoch_s, "phases": phases, **counts(v, dec_bytes), **b,
            "ratio": epoch_s / b["bound_s"], "ratio_overlapped": epoch_s / b["bound_overlapped_s"]}
     out["within_target"] = out["ratio"] <= THRESHOLD
     out["where"] = where(phases, b["stages"], epoch_s)
@@ -229,18 +245,29 @@ def best_of(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def epoch_volumes(run_: Any) -> Volumes:
-    """The run's volumes (:func:`volumes_of_run`). ``offload`` trains the full graph but
-    reports no ``vertex_updates``: its layers are re-spread as a full-graph epoch (every
-    vertex updated once per layer) and it samples nothing."""
+def epoch_volumes(run_: Any) -> tuple[Volumes, float]:
+    """The run's volumes (:func:`volumes_of_run`) and its link decoder's bytes (0 for the
+    node task). ``offload`` trains the full graph but reports no ``vertex_updates``: its
+    layers are re-spread as a full-graph epoch (every vertex updated once per layer) and it
+    samples nothing. Under ``task=link`` the last layer's width is ``task.dim``, and an epoch
+    scores every training positive and ``task.num_negatives`` negatives each: the positives
+    are half the message graph's edges (an undirected split: both directions of each)."""
     v = volumes_of_run(run_)
+    task = run_.config.get("task") or {}
+    dec = 0.0
+    if str(task.get("_target_", "")).endswith("LinkTask"):
+        dim = int(task.get("dim", 64))
+        e, u, a, _ = v.layers[-1]
+        v.layers[-1] = (e, u, a, dim)
+        pairs = run_.graph["num_edges"] / 2 * (1 + int(task.get("num_negatives", 1)))
+        dec = decoder_bytes(pairs, dim)
     if run_.strategy == "offload":
         edges = sum(e for e, _, _, _ in v.layers)
         n = run_.graph["num_nodes"] * len(v.layers)
         v.layers = split_layers(edges, n, [(a, b) for _, _, a, b in v.layers], None)
         v.sampled_edges = 0.0
         v.notes.append("offload: full-graph layers (num_nodes updates each), nothing sampled")
-    return v
+    return v, dec
 
 
 def run(quick: bool = False) -> dict:
@@ -265,7 +292,8 @@ def run(quick: bool = False) -> dict:
     hw = profile_of(measured, cfg["ranks"])
     rows: dict[str, dict] = {}
     for key, r in runs.items():
-        rows[key] = row(r.history, epoch_volumes(r), hw)
+        v, dec = epoch_volumes(r)
+        rows[key] = row(r.history, v, hw, dec)
         rows[key]["graph"] = r.graph
     above = sorted(k for k, v in rows.items() if not v["within_target"])
     return {"config": cfg,

@@ -65,9 +65,29 @@ def test_offload_counts_as_a_full_graph_epoch():
               history=[{"epoch_time": 1.0, "edges_computed": 600.0}],
               summary={"world_size": 2},
               graph={"num_nodes": 30, "num_features": 8, "num_classes": 2})
-    v = R.epoch_volumes(run)
-    assert v.sampled_edges == 0.0
+    v, dec = R.epoch_volumes(run)
+    assert v.sampled_edges == 0.0 and dec == 0.0
     assert v.layers == [(300.0, 30.0, 8, 4), (300.0, 30.0, 4, 2)]
+
+
+def test_a_link_epoch_counts_its_decoder_and_the_embedding_width():
+    model = {"_target_": "gnnscale.models.sage.SAGE", "hidden": 4, "num_layers": 2}
+    run = Run(path=None, config={"model": model, "sampler": {"fanouts": [5, 5]},
+                                 "task": {"_target_": "gnnscale.tasks.link.LinkTask", "dim": 16,
+                                          "num_negatives": 3},
+                                 "strategy": {"_target_": "gnnscale.strategies.fullgraph."
+                                              "FullGraph"}},
+              history=[{"epoch_time": 1.0, "edges_computed": 400.0, "vertex_updates": 60.0}],
+              summary={"world_size": 2},
+              graph={"num_nodes": 30, "num_edges": 200, "num_features": 8, "num_classes": 2})
+    v, dec = R.epoch_volumes(run)
+    assert v.layers == [(200.0, 30.0, 8, 4), (200.0, 30.0, 4, 16)]  # out width: task.dim
+    pairs = 200 / 2 * (1 + 3)  # positives: half the message edges; 3 negatives each
+    assert dec == 3 * 4 * 2 * pairs * 16
+    b = R.bound(v, ROUND, dec)
+    assert b["stages"]["decoder"] == pytest.approx(dec / 1e3 / 2)
+    assert b["bound_s"] == pytest.approx(R.bound(v, ROUND)["bound_s"] + dec / 1e3 / 2)
+    assert R.counts(v, dec)["bytes"] == R.counts(v)["bytes"] + dec
 
 
 def test_the_machine_rates_are_measured_and_fill_a_profile():
