@@ -109,3 +109,15 @@ def test_the_suite_is_registered_and_covers_every_strategy_and_task():
     assert R.TASKS == ("node", "link")
     ov = R.overrides(R.settings(True), "fullgraph", "hybrid", "link")
     assert "deps=hybrid" in ov and "task=link" in ov and "dist.world_size=2" in ov
+
+
+def test_the_roofline_figure_is_drawn_from_a_report(tmp_path):
+    from scripts import plots
+
+    rows = {key: {**R.row([{"epoch_time": t, "compute_time": t / 2, "sample_time": 1.0}],
+                          TINY, ROUND), "graph": {}}
+            for key, t in (("node/data", 30.0), ("link/fullgraph/hybrid", 90.0))}
+    rep = {"config": {"ranks": 2, "threads": 1},
+           "results": {"rows": rows, "load_average_before": [3.0, 2.0, 1.0]}}
+    plots.roofline(rep, tmp_path)
+    assert (tmp_path / "roofline.png").stat().st_size > 1000
