@@ -252,12 +252,16 @@ def roofline(rep: dict, out: Path) -> None:
     keys = list(rows)[::-1]  # first row on top
     phases = ("sample_time", "load_time", "compute_time", "comm_time")
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 0.32 * len(keys) + 1.6), sharey=True)
-    colours = ["tab:blue" if k.startswith("node/") else "tab:orange" for k in keys]
+    colours = ["0.35" if k.startswith("node/") else "tab:olive" for k in keys]
     ax.barh(keys, [rows[k]["ratio"] for k in keys], color=colours)
     ax.axvline(1.5, color="k", ls="--", lw=1, label="target 1.5x")
     ax.axvline(1.0, color="0.5", lw=0.8)
     ax.set_xscale("log")
-    ax.set(xlabel="measured epoch / bound (blue: node task, orange: link)")
+    ticks = [t for t in (0.5, 1, 1.5, 2, 4, 8, 16, 32)
+             if t <= 1.2 * max(rows[k]["ratio"] for k in keys)]
+    ax.set_xticks(ticks, [f"{t:g}x" for t in ticks])
+    ax.minorticks_off()
+    ax.set(xlabel="measured epoch / bound (grey: node task, olive: link)")
     ax.legend(fontsize=8)
     ax.grid(axis="x", alpha=0.3)
     left = [0.0] * len(keys)
