@@ -75,3 +75,37 @@ def test_every_stage_runs_end_to_end_on_the_cpu(tmp_path):
     # nothing left in the temp folder (torch's own compile cache aside, as in test_temp_hygiene)
     left = [q for q in tmp_path.iterdir() if not q.name.startswith("torchinductor_")]
     assert left == [out]
+
+
+def _wheel(folder: Path, module: str) -> Path:
+    """A minimal pure-Python wheel holding ``module`` (a zip with the dist-info pip reads)."""
+    import zipfile
+
+    folder.mkdir(parents=True)
+    path = folder / f"{module}-0.1-py3-none-any.whl"
+    info = f"{module}-0.1.dist-info"
+    files = {f"{module}.py": "VALUE = 42\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                              "Tag: py3-none-any\n"}
+    record = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in {**files, f"{info}/RECORD": record}.items():
+            z.writestr(name, text)
+    return path
+
+
+def test_the_wheels_of_missing_modules_are_installed_privately_and_put_first(
+        tmp_path, monkeypatch):
+    module = "gnnscale_gpu_check_probe"
+    wheel = _wheel(tmp_path / "wheels", module)
+    monkeypatch.setattr(gpu_check, "NEEDED", {module: "probe"})
+    monkeypatch.setattr(sys, "path", list(sys.path))  # restored after the test
+    check = gpu_check.Check(gpu_check.parse(["--wheels", str(wheel.parent)]))
+    site = tmp_path / "site"
+    assert check.wheels(site)
+    stage = check.report["stages"]["wheels"]
+    assert stage["status"] == "ok" and stage["installed"] == [wheel.name]
+    assert sys.path[0] == str(site) and check.env["PYTHONPATH"].split(os.pathsep)[0] == str(site)
+    assert __import__(module).VALUE == 42
+    sys.modules.pop(module)
