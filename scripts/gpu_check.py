@@ -52,8 +52,8 @@ WORKLOADS = {
     "node": {"hidden": 256, "layers": 3, "fanouts": [15, 10, 5], "batch": 1024},
     "link": {"hidden": 64, "layers": 2, "fanouts": [10, 5], "batch": 4096},
 }
-SIZES = {False: {"node": 0.2, "link": 0.02, "epochs": 3, "budget_s": 420.0},
-         True: {"node": 0.02, "link": 0.004, "epochs": 2, "budget_s": 150.0}}
+SIZES = {False: {"node": 0.2, "link": 0.01, "epochs": 3, "budget_s": 400.0},
+         True: {"node": 0.02, "link": 0.004, "epochs": 2, "budget_s": 170.0}}
 
 
 def _tail(text: str, n: int = 1500) -> str:
