@@ -26,6 +26,7 @@ class DatasetMeta:
     has_labels: bool
     has_train: bool
     has_edge_weight: bool = False
+    checksum: str | None = None
 
     @classmethod
     def read(cls, folder: str | Path | None) -> DatasetMeta | None:
@@ -46,7 +47,8 @@ class DatasetMeta:
                        num_train=int(train["shape"][0]) if train else 0,
                        has_features="x" in arrays, has_labels="y" in arrays,
                        has_train=train is not None,
-                       has_edge_weight="edge_weight" in arrays)
+                       has_edge_weight="edge_weight" in arrays,
+                       checksum=str(meta["checksum"]))
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
 
@@ -59,4 +61,5 @@ class DatasetMeta:
                    num_classes=int(graph.num_classes),
                    num_train=0 if train is None else int(train.numel()),
                    has_features=graph.x is not None, has_labels=graph.y is not None,
-                   has_train=train is not None, has_edge_weight=graph.edge_weight is not None)
+                   has_train=train is not None, has_edge_weight=graph.edge_weight is not None,
+                   checksum=graph.meta.get("checksum"))
