@@ -159,3 +159,112 @@ def test_writer_killed_mid_checkpoint_leaves_the_old_one_and_the_next_save_sweep
     assert good.numel() in (2, 8_000_000)
     checkpoint.save(path, {"w": torch.zeros(3)})  # the next run's save
     assert sorted(p.name for p in tmp_path.iterdir()) == [checkpoint.FILENAME]
+
+
+# -- 39.4: a killed processing ----------------------------------------------------------------
+SAVE_GRAPH_LOOP = """
+import sys
+from gnnscale.data import processed
+from gnnscale.data.synthetic import generate
+g = generate("tiny", seed=0)
+while True:  # every save builds a temp folder beside the published one
+    processed.save(g, sys.argv[1])
+"""
+
+
+def test_processing_killed_leaves_a_temp_folder_the_next_save_removes(tmp_path):
+    from gnnscale.data import processed
+
+    folder = tmp_path / "g" / "processed"
+    proc = subprocess.Popen([PY, "-c", SAVE_GRAPH_LOOP, str(folder)], cwd=ROOT, env=_env())
+    prefix = f".processed.tmp{proc.pid}@"
+    try:
+        _wait_for(lambda: folder.is_dir() and [p for p in folder.parent.iterdir()
+                                               if p.name.startswith(prefix)], proc)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    left = [p for p in folder.parent.iterdir() if p.name.startswith(prefix)]
+    assert left, "killed while writing: its temp folder is there"
+    alive = folder.parent / f".processed.tmp{os.getpid()}@{left[0].name.split('@')[1]}"
+    alive.mkdir()  # a live writer's (this process): never removed
+    from gnnscale.data.synthetic import generate
+
+    processed.save(generate("tiny", seed=0), folder)  # the next run's save
+    assert sorted(p.name for p in folder.parent.iterdir()) == sorted(["processed", alive.name])
+    processed.load(folder, verify=True)  # the published copy is whole
+    alive.rmdir()
+
+
+def test_stamp_temp_of_a_dead_process_is_swept(tiny_graph, tmp_path):
+    from gnnscale.data import processed
+
+    folder = tmp_path / "processed"
+    processed.save(tiny_graph, folder)
+    stale = folder / f"{processed.STAMP}.{_dead_pid()}.tmp"
+    stale.write_text("{}")
+    processed.load(folder, verify=True)
+    assert not stale.exists()
+
+
+# -- 39.5: meta.json's fields -------------------------------------------------------------------
+@pytest.mark.parametrize("field, value, match", [
+    ("num_nodes", 1500, "field num_nodes is 1500 but the arrays' shapes give 2000"),
+    ("num_edges", 10, "field num_edges is 10 but the arrays' shapes give"),
+    ("num_features", -1, "field num_features is -1, not an integer >= 0"),
+    ("name", "other", "meta.json: checksum mismatch"),
+])
+def test_edited_meta_json_is_refused_and_never_trusted(tiny_graph, tmp_path, field, value,
+                                                       match):
+    import json
+
+    from gnnscale.data import processed
+    from gnnscale.data.metadata import DatasetMeta
+
+    folder = tmp_path / "processed"
+    processed.save(tiny_graph, folder)
+    assert DatasetMeta.read(folder).num_nodes == tiny_graph.num_nodes
+    meta = json.loads((folder / "meta.json").read_text())
+    meta[field] = value
+    (folder / "meta.json").write_text(json.dumps(meta))
+    assert DatasetMeta.read(folder) is None  # the launcher does not trust the edited sizes
+    with pytest.raises(processed.ProcessedDataError, match=match) as err:
+        processed.load(folder)
+    assert str(folder / "meta.json") in str(err.value)
+
+
+def test_edited_meta_json_is_error_exit_2_before_ranks(tmp_path):
+    import json
+
+    cfg = make_cfg(tmp_path, *TINY, "epochs=1", "dist.world_size=2")
+    from gnnscale import registry
+
+    folder = registry.build(cfg.dataset).processed_dir
+    registry.build(cfg.dataset).load()
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["num_nodes"] = 1
+    (folder / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(UserError, match="field num_nodes is 1 but the arrays' shapes give 2000"):
+        validate(cfg)
+
+
+# -- small: a full disk while processing ------------------------------------------------------
+def test_full_disk_while_processing_names_the_path_and_free_space(tiny_graph, tmp_path):
+    from gnnscale.data import processed
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (not root?)")
+    try:
+        with pytest.raises(processed.DiskFullError) as err:
+            processed.save(tiny_graph, mnt / "g" / "processed")
+        msg = str(err.value)
+        assert f"cannot write the processed graph to {mnt}/g/processed: no space left" in msg
+        assert "MiB free there" in msg and "\n" not in msg
+        assert isinstance(err.value, UserError)
+        assert [p.name for p in (mnt / "g").iterdir()] == []  # its temp folder removed
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from gnnscale.data.publish import pid_alive
 from gnnscale.distributed import device as device_seam
 from gnnscale.errors import UserError
 
@@ -114,20 +115,6 @@ def save(path: str | Path, state: dict[str, Any]) -> None:
                               "checkpoint (if any) is unchanged") from err
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:  # a zombie is dead
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def sweep(path: str | Path) -> list[Path]:
     """Remove the temp files ``.<name>.tmp<pid>`` beside ``path`` whose process is dead (a
     save killed mid-way); returns what was removed."""
@@ -140,7 +127,7 @@ def sweep(path: str | Path) -> list[Path]:
         return removed
     for entry in entries:
         m = pattern.fullmatch(entry.name)
-        if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
+        if m and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1))):
             try:
                 entry.unlink()
                 removed.append(entry)
