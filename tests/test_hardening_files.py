@@ -5,6 +5,7 @@ weights), each refusal one line naming the file and the field."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -268,3 +269,47 @@ def test_full_disk_while_processing_names_the_path_and_free_space(tiny_graph, tm
         assert [p.name for p in (mnt / "g").iterdir()] == []  # its temp folder removed
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+# -- 39.5: edge weights; small: what a custom graph lacks ---------------------------------------
+def _ring_npz(tmp_path: Path, **extra) -> Path:
+    import numpy as np
+
+    n = 6
+    arrays = {"edge_index": np.stack([np.arange(n), (np.arange(n) + 1) % n]),
+              "x": np.ones((n, 2), np.float32), "y": np.arange(n) % 2,
+              "train_idx": np.array([0, 1]), "val_idx": np.array([2, 3]),
+              "test_idx": np.array([4, 5]), **extra}
+    path = tmp_path / "g.npz"
+    np.savez(path, **{k: v for k, v in arrays.items() if v is not None})
+    return path
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), -1.0])
+def test_non_finite_or_negative_edge_weights_are_refused_at_processing(tmp_path, bad):
+    import numpy as np
+
+    from gnnscale.data.custom import CustomDataset
+    from gnnscale.errors import ConfigError
+
+    w = np.ones(6, np.float32)
+    w[3] = bad
+    path = _ring_npz(tmp_path, edge_weight=w)
+    ds = CustomDataset(tmp_path / "data", path=str(path), symmetrize=False)
+    with pytest.raises(ConfigError, match=f"{path}: edge_weight holds 1 values that are NaN, "
+                                          r"infinite or negative \(first: edge"):
+        ds.load()
+    assert not ds.processed_dir.exists()  # refused before it is saved
+
+
+@pytest.mark.parametrize("drop, missing", [
+    ("y", "lacks labels (y): node classification needs"),
+    ("x", "lacks features (x): node classification needs"),
+])
+def test_custom_graph_without_y_or_x_says_which(tmp_path, drop, missing):
+    path = _ring_npz(tmp_path, **{drop: None})
+    cfg = make_cfg(tmp_path, "dataset=custom", f"dataset.path={path}", "dataset.symmetrize=false",
+                   "model.hidden=8", "model.num_layers=1", "sampler.fanouts=[2]",
+                   "strategy.batch_size=2", "logger=none", "epochs=1")
+    with pytest.raises(UserError, match=rf"dataset g {re.escape(missing)}"):
+        validate(cfg)

@@ -143,6 +143,10 @@ class DatasetMeta:
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
 
+    def lacks(self) -> str | None:
+        """What node classification needs that this graph lacks, named (None: nothing)."""
+        return lacks(self.has_features, self.has_labels, self.has_train)
+
     @classmethod
     def of(cls, graph: Any) -> DatasetMeta:
         """The metadata of a loaded graph (a :class:`~gnnscale.data.graph.GraphStore`)."""
@@ -154,3 +158,20 @@ class DatasetMeta:
                    has_features=graph.x is not None, has_labels=graph.y is not None,
                    has_train=train is not None, has_edge_weight=graph.edge_weight is not None,
                    checksum=graph.meta.get("checksum"))
+
+
+def lacks(has_features: bool, has_labels: bool, has_train: bool) -> str | None:
+    """``"labels (y)"``, ``"features (x) and labels (y)"``...: the parts node classification
+    needs that a graph lacks, or None."""
+    missing = [what for what, has in (("features (x)", has_features), ("labels (y)", has_labels),
+                                      ("a training split (train_idx or train_mask)", has_train))
+               if not has]
+    if not missing:
+        return None
+    return missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + " and " + missing[-1]
+
+
+def lacks_message(name: str, missing: str) -> str:
+    """The refusal of a graph node classification cannot train on."""
+    return (f"dataset {name} lacks {missing}: node classification needs features (x), labels "
+            "(y) and a training split")
