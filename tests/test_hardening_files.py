@@ -313,3 +313,31 @@ def test_custom_graph_without_y_or_x_says_which(tmp_path, drop, missing):
                    "strategy.batch_size=2", "logger=none", "epochs=1")
     with pytest.raises(UserError, match=rf"dataset g {re.escape(missing)}"):
         validate(cfg)
+
+
+# -- 39.4: a killed embedding -------------------------------------------------------------------
+def test_embed_killed_midway_keeps_the_previous_output_and_the_next_run_sweeps(one_epoch,
+                                                                              tmp_path):
+    import numpy as np
+
+    from gnnscale.runner.embed import embed
+
+    out = tmp_path / "emb.npy"
+    embed(str(one_epoch / "run"), out=str(out), layer=-1, progress=False)  # a layer file too
+    good = np.load(out)
+    assert np.abs(good).sum() > 0
+    proc = subprocess.Popen([PY, "-m", "gnnscale.embed", f"run_dir={one_epoch / 'run'}",
+                             f"out={out}", "progress=false"], cwd=ROOT, env=_env())
+    prefix = f".emb.npy.tmp{proc.pid}@"
+    try:
+        _wait_for(lambda: [p for p in tmp_path.iterdir() if p.name.startswith(prefix)
+                           and p.name.endswith("out.npy")], proc)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(prefix)]  # left by the kill
+    np.testing.assert_array_equal(np.load(out), good)  # the good output untouched
+    embed(str(one_epoch / "run"), out=str(out), layer=-1, progress=False)  # the next run
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.npy"]
+    np.testing.assert_array_equal(np.load(out), good)

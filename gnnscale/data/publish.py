@@ -96,6 +96,14 @@ def sweep_temp(path: Path) -> list[Path]:
     return removed
 
 
+def temp_path(path: Path, suffix: str) -> Path:
+    """A name beside ``path`` for a file this process builds (``.<name>.tmp<pid>@<host>.
+    <suffix>``, swept by the next writer if this one dies); stale ones are removed first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sweep_temp(path)
+    return path.parent / f".{path.name}.{_owner_tag('tmp')}{suffix}"
+
+
 def temp_folder(path: Path) -> Path:
     """A new folder beside ``path`` to build it in, named after this process (swept by the
     next writer if this one dies); stale ones of dead writers are removed first."""
