@@ -341,3 +341,40 @@ def test_embed_killed_midway_keeps_the_previous_output_and_the_next_run_sweeps(o
     embed(str(one_epoch / "run"), out=str(out), layer=-1, progress=False)  # the next run
     assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.npy"]
     np.testing.assert_array_equal(np.load(out), good)
+
+
+# -- 39.5: given link splits ---------------------------------------------------------------------
+def _given(**links):
+    from gnnscale.data.graph import GraphStore
+
+    ring = torch.stack([torch.arange(12), (torch.arange(12) + 1) % 12])
+    g = GraphStore.from_edge_index(ring, 12, symmetrize=True, x=torch.ones(12, 2),
+                                   meta={"source": "/data/g.npz"})
+    g.links = {"train_pos": torch.tensor([[0, 1, 2], [1, 2, 3]]),
+               "val_pos": torch.tensor([[4], [5]]), "test_pos": torch.tensor([[6], [7]]),
+               **links}
+    return g
+
+
+@pytest.mark.parametrize("links, match", [
+    ({"test_pos": torch.tensor([[5], [4]])},
+     r"test_pos holds 1 edges that are also validation edges \(val_pos\), first \(5, 4\)"),
+    ({"val_neg": torch.tensor([[4], [5]])},
+     r"/data/g.npz: val_neg holds 1 of its 1 negatives that are positives of val_pos"),
+    ({"test_neg": torch.tensor([[0, 8], [1, 9]])},
+     r"/data/g.npz: test_neg holds 2 of its 2 negatives that are positives \(train_pos, "
+     r"val_pos, test_pos\) or edges of the graph, first \(0, 1\)"),
+])
+def test_given_split_with_overlapping_positives_or_edge_negatives_is_refused(links, match):
+    from gnnscale.errors import ConfigError
+    from gnnscale.tasks.edge_split import SplitOptions, split_graph
+
+    with pytest.raises(ConfigError, match=match):
+        split_graph(_given(**links), SplitOptions(split="given"))
+
+
+def test_given_negatives_that_are_non_edges_are_scored_as_given():
+    from gnnscale.tasks.edge_split import SplitOptions, split_graph
+
+    m = split_graph(_given(test_neg=torch.tensor([[0, 2], [6, 8]])), SplitOptions(split="given"))
+    assert torch.equal(m.links["test_neg"], torch.tensor([[0, 2], [6, 8]]))
