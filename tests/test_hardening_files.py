@@ -378,3 +378,31 @@ def test_given_negatives_that_are_non_edges_are_scored_as_given():
 
     m = split_graph(_given(test_neg=torch.tensor([[0, 2], [6, 8]])), SplitOptions(split="given"))
     assert torch.equal(m.links["test_neg"], torch.tensor([[0, 2], [6, 8]]))
+
+
+# -- 39.4: a launcher killed before any rank starts ---------------------------------------------
+def test_launcher_killed_while_processing_leaves_nothing_in_the_temp_folder(tmp_path):
+    """The fork server is warmed first thing, its socket in multiprocessing's pymp-* folder;
+    the launcher's private folder, made right after, records that folder as its own, so a
+    launcher killed while validating (processing its dataset) has both removed by the next
+    run: no pymp-* is left for good."""
+    from gnnscale.distributed.guard import remove_stale_temp_dirs
+
+    tmp = tmp_path / "t"
+    tmp.mkdir()
+    data = tmp_path / "data"
+    proc = subprocess.Popen(
+        [PY, "train.py", *TINY, "dist.world_size=2", f"run_dir={tmp_path / 'run'}",
+         f"data_root={data}", "progress=false"],
+        cwd=ROOT, env={**_env(), "TMPDIR": str(tmp)}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: data.is_dir() and list(tmp.glob("pymp-*")), proc)  # validating
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert list(tmp.glob("pymp-*")) and list(tmp.glob(f"gnnscale-run-{proc.pid}-*"))
+    time.sleep(0.5)  # the fork server ends when its launcher's pipe closes
+    remove_stale_temp_dirs(str(tmp))  # what the next run does first
+    assert list(tmp.iterdir()) == []
