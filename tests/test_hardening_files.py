@@ -97,6 +97,7 @@ def test_text_file_as_checkpoint_is_one_line(tmp_path):
         checkpoint.load_run(path)
 
 
+@pytest.mark.slow
 def test_bad_checkpoint_is_error_exit_2_from_train_py(one_epoch, tmp_path):
     cfg = _resume_cfg(one_epoch, tmp_path, lambda s: s.update(epoch=-7))
     proc = subprocess.run(
@@ -144,6 +145,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_writer_killed_mid_checkpoint_leaves_the_old_one_and_the_next_save_sweeps(tmp_path):
     path = tmp_path / checkpoint.FILENAME
     checkpoint.save(path, {"w": torch.ones(2)})
@@ -173,6 +175,7 @@ while True:  # every save builds a temp folder beside the published one
 """
 
 
+@pytest.mark.slow
 def test_processing_killed_leaves_a_temp_folder_the_next_save_removes(tmp_path):
     from gnnscale.data import processed
 
@@ -316,6 +319,7 @@ def test_custom_graph_without_y_or_x_says_which(tmp_path, drop, missing):
 
 
 # -- 39.4: a killed embedding -------------------------------------------------------------------
+@pytest.mark.slow
 def test_embed_killed_midway_keeps_the_previous_output_and_the_next_run_sweeps(one_epoch,
                                                                               tmp_path):
     import numpy as np
@@ -381,6 +385,7 @@ def test_given_negatives_that_are_non_edges_are_scored_as_given():
 
 
 # -- 39.4: a launcher killed before any rank starts ---------------------------------------------
+@pytest.mark.slow
 def test_launcher_killed_while_processing_leaves_nothing_in_the_temp_folder(tmp_path):
     """The fork server is warmed first thing, its socket in multiprocessing's pymp-* folder;
     the launcher's private folder, made right after, records that folder as its own, so a
