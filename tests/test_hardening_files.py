@@ -411,3 +411,20 @@ def test_launcher_killed_while_processing_leaves_nothing_in_the_temp_folder(tmp_
     time.sleep(0.5)  # the fork server ends when its launcher's pipe closes
     remove_stale_temp_dirs(str(tmp))  # what the next run does first
     assert list(tmp.iterdir()) == []
+
+
+def test_sweep_keeps_live_writers_and_other_hosts_temp_folders(tmp_path):
+    """Only a dead process of this host is known to be gone: a folder named after a live pid,
+    or after any pid of another host sharing the file system, is a writer at work."""
+    from gnnscale.data.publish import sweep_temp, temp_folder
+
+    path = tmp_path / "processed"
+    mine = temp_folder(path)  # this process's, alive
+    host = mine.name.split("@")[1].split(".")[0]
+    dead = tmp_path / f".processed.tmp{_dead_pid()}@{host}.abc"
+    other = tmp_path / f".processed.tmp{_dead_pid()}@another-host.abc"
+    unrelated = tmp_path / f".other.tmp{_dead_pid()}@{host}.abc"
+    for d in (dead, other, unrelated):
+        d.mkdir()
+    assert sweep_temp(path) == [dead]
+    assert mine.is_dir() and other.is_dir() and unrelated.is_dir()
