@@ -170,6 +170,10 @@ def validate(cfg: DictConfig) -> None:
         meta, graph = dataset_meta(cfg)
         built = Checked.build(cfg, meta)
         built.loaded = graph
+    if cfg.get("resume"):  # the checkpoint's graph against this one
+        from gnnscale.runner.resume import check_graph
+
+        check_graph(cfg, built.graph)
     check_dataset(cfg, built, decl)
 
 

@@ -38,7 +38,13 @@ def warm_fork_server(argv: Sequence[str]) -> bool:
     if not needs_ranks(argv) or "forkserver" not in multiprocessing.get_all_start_methods():
         return False
     forkserver.set_forkserver_preload([WORKER_MODULE])
-    forkserver.ensure_running()
+    forkserver.ensure_running()  # its socket in multiprocessing's folder (pymp-*), short
+    from gnnscale.distributed.guard import run_temp_dir
+
+    # this launcher's private folder, now: it records that pymp-* folder as its own, so a
+    # launcher killed while composing, validating or processing (before any rank starts) has
+    # both removed by the next run, instead of leaving pymp-* in the temp folder for good
+    run_temp_dir()
     return True
 
 
