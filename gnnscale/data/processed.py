@@ -119,6 +119,19 @@ def is_processed(path: str | os.PathLike) -> bool:
     return (Path(path) / "meta.json").is_file()
 
 
+def older_format(path: str | os.PathLike) -> int | None:
+    """The format of the processed graph in ``path`` when an older gnnscale wrote it (a derived
+    copy that can be rebuilt from its source), else None (current, newer, absent or unreadable:
+    the loader says what is wrong with those)."""
+    try:
+        found = json.loads((Path(path) / "meta.json").read_text()).get("format")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(found, int) and not isinstance(found, bool) and 0 < found < FORMAT_VERSION:
+        return found
+    return None
+
+
 def _file_stats(path: Path, names: list[str]) -> dict[str, list[int]]:
     out = {}
     for name in names:
