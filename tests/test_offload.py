@@ -210,6 +210,24 @@ def test_device_tier_measures_the_storages_alive():
     assert tier.stats.host_to_device == 24 and tier.stats.h2d_seconds > 0
 
 
+def test_tracked_tensors_do_not_accumulate_over_epochs_and_evaluations():
+    """The tier's record of device tensors holds each live tensor once: a tensor tracked on
+    every batch (a block's index, a parameter autograd saves) does not add an entry per
+    batch, so a measurement's work, and the epoch, do not grow with the epochs run (it grew
+    by ~70 entries per epoch and evaluation, and each measurement walked them all)."""
+    strat = O.make_strategy(None, None, "gcn", chunks=3)
+    tier = strat.tier
+    tier.track(strat.blocks[0].edge_index, strat.blocks[0].edge_index)
+    assert sum(t is strat.blocks[0].edge_index for t in tier.alive()) == 1
+    counts = []
+    for epoch in range(4):
+        m = strat.train_epoch(epoch)
+        strat.evaluate(1024)
+        counts.append(len(tier.alive()))
+        assert 0 < m["peak_device_bytes"] <= m["device_bound_bytes"]
+    assert counts[1:] == counts[:1] * 3, counts
+
+
 def test_chunks_balance_in_edges_and_cover_the_part():
     graph = F.make_graph()
     masters = torch.arange(graph.num_nodes)
