@@ -112,13 +112,17 @@ class DeviceTier:
             weakref.WeakValueDictionary()
 
     # -- what the tier holds ---------------------------------------------------------------
-    def hold(self, name: str, t: torch.Tensor | None) -> torch.Tensor | None:
+    def hold(self, name: str, t: torch.Tensor | None, track: bool = True
+             ) -> torch.Tensor | None:
         """Keep ``t`` as the device buffer ``name`` (replacing what that name held) and
-        measure."""
+        measure. ``track=False``: count ``t`` only while the tier holds it (a tensor that
+        lives on in host memory and serves the device in place, as a chunk's cached
+        matrices on a CPU host)."""
         self.release(name)
         if t is not None:
             self._held[name] = t
-            self.track(t)
+            if track:
+                self.track(t)
             self.measure()
         return t
 
