@@ -417,6 +417,29 @@ def test_too_small_budget_is_refused_at_launch_with_the_smallest_that_works(tmp_
         check(need * 0.99)
 
 
+def test_the_launchers_bound_is_the_ranks_under_task_link(tmp_path):
+    """The launcher's planned bound (the budget it names) is the one the ranks plan: the
+    model's output width is the task's (task=link: the embedding, task.dim), not the
+    dataset's class count."""
+    from gnnscale.distributed.topology import Topology
+    from gnnscale.runner.validate import validate
+    from gnnscale.runner.worker import build_context
+
+    over = (*FULL, "task=link", "task.dim=256", "dist.world_size=2", "strategy.chunks=2")
+    with pytest.raises(ConfigError, match="at least") as err:
+        validate(make_cfg(tmp_path, *over, "strategy.device_budget_gb=1e-7"))
+    need = float(str(err.value).split("at least ")[1].split(",")[0])
+    cfg = make_cfg(tmp_path, *over)
+    bounds = []
+    for rank in range(2):
+        topo = Topology(rank, 2, rank, 2, torch.device("cpu"))
+        strat = registry.build(cfg.strategy, ctx=build_context(topo, cfg))
+        strat.plan()
+        assert strat.dims[-1] == 256
+        bounds.append(strat.bound)
+    assert need == pytest.approx(max(bounds) / 1e9, rel=1e-3)
+
+
 @pytest.mark.slow
 def test_a_budget_error_on_the_ranks_reaches_the_launcher():
     with pytest.raises(RankFailed, match="device_budget_gb"):

@@ -83,11 +83,14 @@ class Offload(Strategy):
         from gnnscale.distributed.launch import private_temp_dir
         from gnnscale.distributed.topology import Topology
         from gnnscale.partition.provider import CachedPartitions
+        from gnnscale.tasks.node import NodeTask
 
         graph = built.loaded if built.loaded is not None else registry.build(cfg.dataset).load()
+        # the output width is the task's, as the ranks build it (link: the embedding width)
+        task = registry.build(cfg.task) if cfg.get("task") is not None else NodeTask()
         with private_temp_dir():  # PyG writes its generated modules to the temp folder
             model = registry.build(cfg.model, in_channels=graph.num_features,
-                                   out_channels=graph.num_classes)
+                                   out_channels=task.out_channels(graph))
         deps = registry.build(cfg.deps)
         world = cfg.dist.world_size
         partitions = CachedPartitions(graph, cfg.partitioner,
