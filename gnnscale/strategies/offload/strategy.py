@@ -554,7 +554,7 @@ class Offload(Strategy):
             "device_bound_bytes": float(self.bound),
             "whole_part_device_bytes": float(self.whole_part_bytes),
             "recompute_time": s.recompute_seconds,
-            "plan_time": self.plan_time / self.ctx.topo.world_size,  # summed: the mean
+            "plan_time": self.plan_time,  # the mean over ranks (runner/metrics.py)
         }
         for k, modes in enumerate(self.modes):  # this rank's chunks; summed over ranks
             m[f"chunks_cached_l{k}"] = float(modes.count(CACHE))
