@@ -1,7 +1,7 @@
 """Benchmark suite ``offload``: HongTu's offloaded full-graph training on the products-like
 synthetic, 4 ranks (sections 4-5, Tables 3, 8, 9).
 
-Four parts:
+Five parts:
 
 - **Volumes from the plans** (no training; :func:`offload_volumes`, also used by the
   ``reproduce`` suite): every rank's transfer plan of one layer pass, for chunks 1, 8, 32 per
@@ -27,6 +27,13 @@ Four parts:
   per epoch (equal: every choice gives the same gradients), and the rule's choice per layer
   with its modelled seconds. Ratios ``rule.<row>.rule_over_best`` = t(auto) / min(t(cache),
   t(recompute)) (target <= 1 within noise), ``rule_over_cache``, ``rule_over_recompute``.
+
+- **The cached transpose** (:func:`run_transpose`, alone only: ``python -m benchmarks.offload
+  transpose [--quick] [--out PATH]``): each chunk's matrix and transpose built once (the
+  default) against the model's own product per call, whose backward re-transposes
+  (``Offload.cached_products = False``), on 2 ranks, epochs alternating; per row the median
+  epoch of the slowest rank, the recompute seconds, the losses (``losses_bit_identical``) and
+  ``cached_over_per_call``.
 
 Ratios: ``dedup_saving.<first_level>.<chunks>`` = 1 - h2d(inter+intra) / h2d(none) without
 reorganisation, ``dedup_saving_reorganized`` the same with it, ``reorganize_gain`` = the
