@@ -46,6 +46,7 @@ from gnnscale.distributed.guard import (
     launcher_signals,
     process_state,
     run_temp_dir,
+    socket_dir,
 )
 from gnnscale.distributed.topology import (  # noqa: F401 - re-exported
     Topology,
@@ -56,6 +57,9 @@ from gnnscale.distributed.topology import (  # noqa: F401 - re-exported
 )
 
 SETTLE_S = 1.0  # after a first failure, how long to collect the other ranks' reports
+#: ... when every report so far is a deadline that fired: a rank still quiet may be waiting on
+#: a deadline of its own (its sampler workers') and name the cause in a moment.
+DEADLINE_SETTLE_S = 5.0
 #: What the fork server imports once for every rank it starts (torch, PyG, all of gnnscale).
 PRELOAD = ["gnnscale.runner.worker"]
 START_METHODS = ("forkserver", "spawn")
@@ -73,6 +77,7 @@ def rank_context() -> Any:
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     with temp_dir_as(run_temp_dir()):  # the server's socket folder: not in a shorter-lived one
+        socket_dir()  # its socket path fits AF_UNIX (the ranks inherit the folder too)
         forkserver.ensure_running()
     return ctx
 
@@ -177,6 +182,31 @@ def describe_exit(code: int | None) -> str:
     return f"exit code {code}"
 
 
+def fork_server_death() -> str | None:
+    """How this process's fork server ended (``killed by signal SIGKILL``) when it is dead,
+    else None. A rank it started then reads as "exit code 255" (its parent could not tell);
+    the dead server is reaped here and forgotten, so the next launch starts a new one (as
+    ``forkserver.ensure_running`` does when it finds it dead)."""
+    server = forkserver._forkserver
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is None:
+        return None
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    if not done:
+        return None
+    death = f"the fork server that started the ranks (pid {pid}) " + (
+        "was " if os.WIFSIGNALED(status) else "ended with ") + describe_exit(
+        os.waitstatus_to_exitcode(status))
+    with server._lock:  # as ensure_running does on finding it dead
+        os.close(server._forkserver_alive_fd)
+        server._forkserver_address = server._forkserver_alive_fd = None
+        server._forkserver_pid = None
+    return death
+
+
 NO_REPORT = ("(no traceback: the rank never raised, the launcher ended it; to see where a "
              "rank hangs, look at it while it does, e.g. py-spy dump --pid PID)")
 NO_TRACEBACK = (
@@ -187,7 +217,7 @@ NO_TRACEBACK = (
 
 #: How a peer's failure reads when a rank stopped answering: its collective (gloo, nccl's
 #: watchdog) or a store wait ran past the deadline.
-TIMED_OUT = re.compile(r"timed out|timeout|timing out", re.IGNORECASE)
+TIMED_OUT = re.compile(r"timed out|timeout(?!_s)|timing out", re.IGNORECASE)
 
 
 def _timed_out(tb: str) -> bool:
@@ -237,7 +267,9 @@ class _Failures:
         if self.since is None:
             return False
         pending = [r for r in self._quiet(done) if not is_stopped(self.procs[r].pid)]
-        return not pending or time.monotonic() - self.since > SETTLE_S
+        deadlines = self.reports and all(_timed_out(tb) for tb in self.reports.values())
+        window = DEADLINE_SETTLE_S if deadlines and not self.silent else SETTLE_S
+        return not pending or time.monotonic() - self.since > window
 
     def _unanswering(self, done: dict) -> list[int]:
         """When every report is a deadline that fired: the ranks still running that did not
@@ -259,6 +291,11 @@ class _Failures:
         """Who failed first, with its traceback, then the others' last lines; call it before
         the ranks are stopped (it reads the state of those that still run)."""
         silent = [r for r in self.silent if r not in self.reports]
+        server = (fork_server_death() if any(p.exitcode == 255 for p in self.procs)
+                  else None)
+        if server:  # every rank it started reads "exit code 255": say what happened
+            self.silent = [r for r in self.silent if self.procs[r].exitcode != 255]
+            silent = [r for r in silent if self.procs[r].exitcode != 255]
         unanswering = [] if silent else self._unanswering(done)
         if unanswering:
             first = unanswering[0]
@@ -266,10 +303,10 @@ class _Failures:
                         else "their deadline")
             lines = [f"rank {first} stopped answering: {self._state(first)}; its peers' "
                      f"collectives timed out waiting for it ({deadline})", NO_REPORT]
-        else:
-            first = silent[0] if silent else next(iter(self.reports))
-            code = self.procs[first].exitcode
-            lines = [f"rank {first} failed first ({describe_exit(code)})"]
+        else:  # a report that is not a deadline comes before the peers' timeouts it caused
+            own = [r for r, tb in self.reports.items() if not _timed_out(tb)]
+            first = silent[0] if silent else own[0] if own else next(iter(self.reports), 0)
+            lines = [f"rank {first} failed first ({self._exit(first, server)})"]
             lines.append(self.reports.get(first, NO_TRACEBACK).rstrip())
         others = [r for r in [*self.reports, *silent, *unanswering] if r != first]
         if others:
@@ -277,9 +314,18 @@ class _Failures:
         for r in others:
             tb = self.reports.get(r, "").strip().splitlines()
             last = (_error_line(tb) if tb else f"no report, {self._state(r)}" if r in unanswering
-                    else describe_exit(self.procs[r].exitcode))
+                    else self._exit(r, server))
             lines.append(f"  rank {r}: {last}")
+        if server:
+            lines.insert(0, f"{server}; the ranks it started end with it")
         return "\n".join(lines)
+
+    def _exit(self, rank: int, server: str | None) -> str:
+        """How ``rank``'s process ended, as far as the launcher can tell."""
+        code = self.procs[rank].exitcode
+        if code == 255 and server:
+            return "ended with the fork server, its exit status unknown"
+        return describe_exit(code)
 
 
 def spawn(

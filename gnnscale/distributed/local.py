@@ -12,7 +12,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from gnnscale.distributed.guard import guard_rank, run_temp_dir
+from gnnscale.distributed.guard import guard_rank, run_temp_dir, socket_dir
 from gnnscale.distributed.launch import spawn
 from gnnscale.distributed.schemas import LocalDistConfig
 from gnnscale.distributed.topology import (
@@ -44,8 +44,11 @@ class Launcher:
         spawned from the fork server, under torchrun this process is one of its ranks.
 
         From here on this process's temp files go to its private folder (``run_temp_dir``),
-        removed at its exit, or by the next run when it is killed."""
+        removed at its exit, or by the next run when it is killed; its sockets, and its ranks'
+        and sampler workers', to :func:`~gnnscale.distributed.guard.socket_dir` (short enough
+        for AF_UNIX, or a clear refusal here, before any rank starts)."""
         run_temp_dir()
+        socket_dir()
         if not under_torchrun() and self.world_size == 1:
             return [run_here(fn, args, self.backend, self.device, self.timeout_s,
                              self.threads_per_rank or (os.cpu_count() or 1))]
