@@ -5,6 +5,7 @@ loopback."""
 
 from __future__ import annotations
 
+import getpass
 import os
 import signal
 import subprocess
@@ -194,3 +195,60 @@ def test_a_killed_fork_server_is_named_not_exit_code_255(tmp_path):
 
 def _rank_of(topo):
     return topo.rank
+
+
+# -- Ctrl-C -----------------------------------------------------------------------------------
+def _descendants(pid: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            kids.setdefault(ppid, []).append(int(entry.name))
+        except (ValueError, OSError, IndexError):
+            continue
+    out, todo = [], [pid]
+    while todo:
+        for kid in kids.get(todo.pop(), []):
+            out.append(kid)
+            todo.append(kid)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LINUX, reason="reads /proc")
+@pytest.mark.parametrize("world", [1, 2])
+def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(tmp_path, world):
+    """Ctrl-C (SIGINT to the launcher's whole process group, as a terminal sends it) during
+    training, with sampler workers: one line, exit 130, no traceback; every rank, worker and
+    temp file gone."""
+    from tests._train import TINY
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    run = tmp_path / "run"
+    cmd = [sys.executable, "train.py", *TINY, "epochs=100000", f"dist.world_size={world}",
+           "strategy.sample_workers=1", f"run_dir={run}", f"data_root={tmp_path / 'data'}",
+           "progress=false", "checkpoint=false"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "TMPDIR": str(temp)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        end = time.monotonic() + 240
+        while not (run / "metrics.jsonl").exists() and time.monotonic() < end:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        family = _descendants(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130, err
+    for text in (out, err):
+        assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    said = {1: "gnnscale: interrupted",  # the rank is the launcher
+            2: "gnnscale: launcher stopped by SIGINT; stopping the ranks"}[world]
+    assert err.strip().splitlines()[-1] == said, err
+    assert _gone(family, 15), {p: _state(p) for p in family}
+    assert set(os.listdir(temp)) <= {f"torchinductor_{getpass.getuser()}"}

@@ -7,7 +7,8 @@ watchdog thread that polls the parent pid is the fallback everywhere. SIGTERM ra
 stopped, the process group destroyed); a rank stuck in native code is ended after a grace
 period, by a timer whose signal the kernel acts on even when no Python code can run. The
 launcher turns SIGTERM/SIGHUP into :class:`Terminated` too, stops its ranks and exits
-non-zero.
+non-zero; so does SIGINT (Ctrl-C), in one line, which the ranks themselves ignore (the launcher
+stops them).
 
 A launching process keeps its temp files (its ranks', PyG's generated modules, the fork
 server's socket) in one private folder, :func:`run_temp_dir`, removed at its exit; a folder
@@ -173,15 +174,19 @@ def guard_rank(parent_pid: int, grace_s: float = 5.0, launcher_pid: int | None =
 
 @contextmanager
 def launcher_signals() -> Iterator[None]:
-    """While inside, SIGTERM and SIGHUP raise :class:`Terminated` (main thread only)."""
+    """While inside, SIGTERM, SIGHUP and SIGINT (Ctrl-C) raise :class:`Terminated` (main
+    thread only), once: a second one while the ranks are being stopped is ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signums = (signal.SIGTERM, signal.SIGHUP)
+    signums = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
     previous = {s: signal.getsignal(s) for s in signums}
+    raised: list[int] = []
 
     def stop(signum: int, _frame: object) -> None:
-        raise Terminated(signum)
+        if not raised:
+            raised.append(signum)
+            raise Terminated(signum)
 
     for s in signums:
         signal.signal(s, stop)
@@ -190,6 +195,22 @@ def launcher_signals() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+@contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """While inside, SIGINT is blocked in this thread: a helper process started here (a fork
+    server, sampler workers) inherits the blocked signal, so a Ctrl-C to the process group
+    never interrupts it mid-import (its owner stops it); a SIGINT that came meanwhile reaches
+    this thread on the way out (as multiprocessing starts its resource tracker)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 # -- temp folders -----------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from gnnscale.distributed.guard import (
     launcher_signals,
     process_state,
     run_temp_dir,
+    sigint_blocked,
     socket_dir,
 )
 from gnnscale.distributed.topology import (  # noqa: F401 - re-exported
@@ -60,6 +61,7 @@ SETTLE_S = 1.0  # after a first failure, how long to collect the other ranks' re
 #: ... when every report so far is a deadline that fired: a rank still quiet may be waiting on
 #: a deadline of its own (its sampler workers') and name the cause in a moment.
 DEADLINE_SETTLE_S = 5.0
+KILL_AFTER_S = 5.0  # how long a terminated process has to unwind before SIGKILL
 #: What the fork server imports once for every rank it starts (torch, PyG, all of gnnscale).
 PRELOAD = ["gnnscale.runner.worker"]
 START_METHODS = ("forkserver", "spawn")
@@ -78,7 +80,8 @@ def rank_context() -> Any:
     ctx.set_forkserver_preload(PRELOAD)
     with temp_dir_as(run_temp_dir()):  # the server's socket folder: not in a shorter-lived one
         socket_dir()  # its socket path fits AF_UNIX (the ranks inherit the folder too)
-        forkserver.ensure_running()
+        with sigint_blocked():  # Ctrl-C reaches the launcher, not the server's imports
+            forkserver.ensure_running()
     return ctx
 
 
@@ -96,7 +99,7 @@ def stop_processes(procs: list, grace_s: float = 0.0) -> None:
     for p in procs:
         if not is_stopped(p.pid):
             p.join(timeout=max(0.0, end - time.monotonic()))
-    for p in procs:
+    for p in procs:  # all at once: one unwinding may wait on another (a process group)
         if p.is_alive():
             p.terminate()
             if is_stopped(p.pid):
@@ -104,7 +107,10 @@ def stop_processes(procs: list, grace_s: float = 0.0) -> None:
                     os.kill(p.pid, signal.SIGCONT)
                 except ProcessLookupError:
                     pass
-            p.join(timeout=5)
+    end = time.monotonic() + KILL_AFTER_S
+    for p in procs:
+        p.join(timeout=max(0.0, end - time.monotonic()))
+    for p in procs:
         if p.is_alive():
             p.kill()
             p.join(timeout=2)
@@ -149,6 +155,7 @@ def private_temp_dir(prefix: str = "gnnscale-") -> Iterator[str]:
 def _worker(rank, world_size, fn, args, port, backend, device, timeout_s, results, threads,
             launcher_pid, tmp_dir, env):
     try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the launcher stops the ranks
         # the parent is the launcher (spawn) or the fork server, which ends with the launcher
         guard_rank(os.getppid(), launcher_pid=launcher_pid)
         os.environ.clear()
@@ -364,8 +371,8 @@ def spawn(
     outs: dict[int, Any] = {}
     failures = _Failures(procs, timeout_s)
     message = None
-    try:
-        with launcher_signals():
+    with launcher_signals():  # around the clean-up too: a second Ctrl-C cannot cut it short
+        try:
             before = os.environ.get("TMPDIR")
             os.environ["TMPDIR"] = tmp_dir  # ranks inherit it: their imports write there too
             try:
@@ -388,12 +395,12 @@ def spawn(
                     failures.report(rank, payload, outs)
             if failures.since is not None:
                 message = failures.message(outs)  # while the ranks still run as they stopped
-    except Terminated as err:
-        print(f"gnnscale: launcher {err}; stopping the ranks", file=sys.stderr, flush=True)
-        raise
-    finally:
-        stop_processes(procs, grace_s if failures.since is not None else 0.0)
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+        except Terminated as err:
+            print(f"gnnscale: launcher {err}; stopping the ranks", file=sys.stderr, flush=True)
+            raise
+        finally:
+            stop_processes(procs, grace_s if failures.since is not None else 0.0)
+            shutil.rmtree(tmp_dir, ignore_errors=True)
     if message is not None:
         raise RankFailed(message)
     return [outs[r] for r in range(world_size)]

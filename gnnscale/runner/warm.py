@@ -37,14 +37,15 @@ def warm_fork_server(argv: Sequence[str]) -> bool:
     """Start the fork server now when ``argv`` will start ranks; True when started."""
     if not needs_ranks(argv) or "forkserver" not in multiprocessing.get_all_start_methods():
         return False
-    from gnnscale.distributed.guard import SocketPathError, socket_dir
+    from gnnscale.distributed.guard import SocketPathError, sigint_blocked, socket_dir
 
     try:
         socket_dir()  # the server's socket path must fit AF_UNIX
     except SocketPathError:
         return False  # the launcher refuses with the reason, before any rank starts
     forkserver.set_forkserver_preload([WORKER_MODULE])
-    forkserver.ensure_running()
+    with sigint_blocked():  # a Ctrl-C now is the launcher's, not a traceback of the server's
+        forkserver.ensure_running()
     return True
 
 

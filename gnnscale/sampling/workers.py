@@ -43,7 +43,12 @@ import torch.multiprocessing as mp
 
 from gnnscale.data import processed
 from gnnscale.data.graph import GraphStore
-from gnnscale.distributed.guard import process_state, set_parent_death_signal, socket_dir
+from gnnscale.distributed.guard import (
+    process_state,
+    set_parent_death_signal,
+    sigint_blocked,
+    socket_dir,
+)
 from gnnscale.distributed.launch import describe_exit, stop_processes
 from gnnscale.distributed.topology import run_timeout
 from gnnscale.sampling.base import MiniBatch, Sampler
@@ -89,6 +94,7 @@ def _worker_main(wid: int, sampler: Sampler, kind: str, spec: Any, jobs: Any, re
                  current: Any, parent: int, poll_s: float, threads: int) -> None:
     """Worker loop: sample jobs of the current generation until told to stop or orphaned."""
     set_parent_death_signal(signal.SIGKILL)  # even when stopped: nothing here to unwind
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the rank closes the pool
     if os.getppid() != parent:
         return  # the parent died before the death signal was set
     torch.set_num_threads(threads)
@@ -124,14 +130,17 @@ def _worker_main(wid: int, sampler: Sampler, kind: str, spec: Any, jobs: Any, re
             results.put((gen, index, wid, False, traceback.format_exc()))
 
 
-def _shutdown(procs: list, job_queues: list, grace_s: float) -> None:
-    """Ask every worker to stop, then terminate (and kill) the ones still running."""
+def _shutdown(procs: list, job_queues: list, grace_s: float, ready: dict) -> None:
+    """Ask every worker to stop, then terminate (and kill) the ones still running; one that
+    has not said it is ready (still importing) is terminated at once: it reads no queue."""
     for q in job_queues:
         try:
             q.put(None)
         except (OSError, ValueError):
             pass
-    stop_processes([p for p in procs if p.pid is not None], grace_s)  # the started ones
+    started = [p for p in procs if p.pid is not None]
+    stop_processes([p for w, p in enumerate(started) if w not in ready], 0.0)
+    stop_processes([p for w, p in enumerate(started) if w in ready], grace_s)
     for q in job_queues:
         q.cancel_join_thread()
         q.close()
@@ -174,11 +183,13 @@ class SamplerPool:
                               self._current, os.getpid(), poll_s, threads_per_worker))
             for w in range(workers)
         ]
-        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._jobs, grace_s)
-        for p in self._procs:
-            p.start()
-        self._started = time.monotonic()
         self._ready: dict[int, float] = {}  # worker -> when it said it was ready
+        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._jobs, grace_s,
+                                           self._ready)
+        with sigint_blocked():  # Ctrl-C is the rank's to act on, not a traceback mid-import
+            for p in self._procs:
+                p.start()
+        self._started = time.monotonic()
 
     @property
     def pids(self) -> list[int | None]:
