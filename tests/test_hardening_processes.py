@@ -6,8 +6,10 @@ loopback."""
 from __future__ import annotations
 
 import getpass
+import ipaddress
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -252,3 +254,56 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(tmp_path, world):
     assert err.strip().splitlines()[-1] == said, err
     assert _gone(family, 15), {p: _state(p) for p in family}
     assert set(os.listdir(temp)) <= {f"torchinductor_{getpass.getuser()}"}
+
+
+# -- every listener where the run is ----------------------------------------------------------
+def _network_interface() -> str | None:
+    """A non-loopback interface with an IPv4 address, None when the host has none."""
+    psutil = pytest.importorskip("psutil")
+    for name, addrs in psutil.net_if_addrs().items():
+        for a in addrs:
+            if a.family == socket.AF_INET and not ipaddress.ip_address(a.address).is_loopback:
+                return name
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LINUX, reason="gloo's interface by name, read with ioctl")
+@pytest.mark.parametrize("world", [1, 2])
+def test_every_listener_of_a_single_host_run_is_on_loopback(monkeypatch, world):
+    """gloo's pair listeners bound where the host name resolves (seen: 127.0.0.2) or to the
+    interface the environment names; a single-host run's listeners (store, gloo, every rank,
+    a subgroup too) are on 127.0.0.0/8 even when GLOO_SOCKET_IFNAME names the network."""
+    from gnnscale.distributed.local import Launcher
+    from tests._launch_fns import listening_addresses
+
+    name = _network_interface()
+    if name is None:
+        pytest.skip("no network interface to be tempted by")
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", name)  # a user's setting for another job
+    per_rank = Launcher(world_size=world, timeout_s=60).launch(listening_addresses)
+    assert len(per_rank) == world and all(per_rank), per_rank
+    off = [ip for ips in per_rank for ip in ips if not ipaddress.ip_address(ip).is_loopback]
+    assert off == [], per_rank
+    assert os.environ["GLOO_SOCKET_IFNAME"] == name  # the launcher's own environment kept
+
+
+def test_listener_interface_of_a_multi_host_run_is_the_networks(monkeypatch):
+    """A multi-host run's listeners go to the interface holding the address this host
+    reaches MASTER_ADDR from; none holding it is a clear error."""
+    from gnnscale.distributed import device
+
+    lo = device.interface_of("127.0.0.1")
+    assert device.listener_env() == {"GLOO_SOCKET_IFNAME": lo, "NCCL_SOCKET_IFNAME": lo}
+    assert device.listener_env("localhost") == device.listener_env()
+    name = _network_interface() if LINUX else None
+    if name is None:
+        pytest.skip("no network interface")
+    import psutil
+
+    own = next(a.address for a in psutil.net_if_addrs()[name] if a.family == socket.AF_INET)
+    assert device.interface_of(own) == name and device.source_address(own) == own
+    assert device.listener_env(own) == {"GLOO_SOCKET_IFNAME": name, "NCCL_SOCKET_IFNAME": name}
+    monkeypatch.setattr(device, "interface_of", lambda addr: None)
+    with pytest.raises(ValueError, match="no network interface of this host holds"):
+        device.listener_env(own)

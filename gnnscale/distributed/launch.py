@@ -12,6 +12,10 @@ Temp files (PyG's generated modules, the ranks' folders, the fork server's socke
 launching process's private folder (:func:`~gnnscale.distributed.guard.run_temp_dir`), removed
 at its exit or, after a SIGKILL, by the next run.
 
+A rank's listeners (the store's, gloo's pair listeners, NCCL's bootstrap) bind to loopback
+(:func:`~gnnscale.distributed.device.listener_env`), whatever the host name resolves to and
+whatever interface the launcher's environment names.
+
 Ranks start from a fork server that has imported torch, PyG and gnnscale once
 (:data:`PRELOAD`), so a rank starts in a fraction of a second instead of spending ~5 s of CPU
 on imports; where the platform has no fork server, or ``GNNSCALE_START_METHOD=spawn``, ranks
@@ -39,6 +43,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from gnnscale.distributed.device import listener_env
 from gnnscale.distributed.guard import (
     Terminated,
     guard_rank,
@@ -360,7 +365,8 @@ def spawn(
     tmp_dir = tempfile.mkdtemp(prefix="gnnscale-ranks-", dir=run_temp_dir())
     # not daemonic: a rank may start processes of its own (sampler workers); ranks end with
     # the launcher (guard_rank) and the ``finally`` below terminates them however spawn ends
-    env = {**os.environ, "TMPDIR": tmp_dir}
+    # every listener of the ranks on loopback (gloo's pairs, NCCL's bootstrap), as the store
+    env = {**os.environ, "TMPDIR": tmp_dir, **listener_env()}
     procs = [
         ctx.Process(target=_worker, args=(r, world_size, fn, args, port, backend, device,
                                           timeout_s, results, threads, os.getpid(), tmp_dir,
