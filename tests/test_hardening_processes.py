@@ -98,6 +98,7 @@ def test_workers_sample_under_a_deep_temp_folder(graph, tmp_path):
 
 
 # -- deadlines, named workers -----------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.skipif(not LINUX, reason="reads /proc")
 def test_a_stopped_worker_is_named_at_the_deadline_and_stopped(graph):
     with SamplerPool(NeighborSampler([3]), graph, 2, timeout_s=60, poll_s=0.2) as pool:
@@ -113,6 +114,7 @@ def test_a_stopped_worker_is_named_at_the_deadline_and_stopped(graph):
     assert _gone(pids, 10), "a stopped worker outlived its pool"
 
 
+@pytest.mark.slow
 def test_a_result_the_worker_cannot_send_is_an_error_not_a_lost_job(graph):
     with SamplerPool(UnsendableSampler([3]), graph, 1, timeout_s=60) as pool:
         start = time.monotonic()

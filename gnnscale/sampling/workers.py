@@ -138,9 +138,9 @@ def _shutdown(procs: list, job_queues: list, grace_s: float, ready: dict) -> Non
             q.put(None)
         except (OSError, ValueError):
             pass
-    started = [p for p in procs if p.pid is not None]
-    stop_processes([p for w, p in enumerate(started) if w not in ready], 0.0)
-    stop_processes([p for w, p in enumerate(started) if w in ready], grace_s)
+    started = [(w, p) for w, p in enumerate(procs) if p.pid is not None]
+    stop_processes([p for w, p in started if w not in ready], 0.0)
+    stop_processes([p for w, p in started if w in ready], grace_s)
     for q in job_queues:
         q.cancel_join_thread()
         q.close()
