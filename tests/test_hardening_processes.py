@@ -309,3 +309,25 @@ def test_listener_interface_of_a_multi_host_run_is_the_networks(monkeypatch):
     monkeypatch.setattr(device, "interface_of", lambda addr: None)
     with pytest.raises(ValueError, match="no network interface of this host holds"):
         device.listener_env(own)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LINUX, reason="a fork server and /proc")
+def test_a_stopped_rank_ends_with_its_sigkilled_launcher(tmp_path):
+    """SIGSTOP rank 1, SIGKILL the launcher: the fork server's exit continues the stopped rank
+    (its parent-death SIGTERM was pending, stopped, for ever: seen alive 20 s later)."""
+    from tests.test_rank_failures import _start_launcher
+
+    proc, ranks = _start_launcher(tmp_path)
+    try:
+        os.kill(ranks[1], signal.SIGSTOP)
+        while _state(ranks[1]) not in ("T", "t", "gone"):
+            time.sleep(0.05)
+        proc.kill()
+        proc.wait(timeout=30)  # its ranks hold its output pipe while they live
+        assert _gone(ranks, 15), {p: _state(p) for p in ranks}
+    finally:
+        for p in ranks:
+            if _state(p) not in ("gone", "Z"):
+                os.kill(p, signal.SIGKILL)
+        proc.stdout.close()

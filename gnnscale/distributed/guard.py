@@ -88,20 +88,30 @@ def set_parent_death_signal(signum: int) -> bool:
         return False
 
 
-def _kill_children() -> None:
-    """SIGKILL this process's children (Linux ``/proc``), so a hard exit orphans nobody."""
-    me = str(os.getpid())
+def children(parent: int | None = None) -> list[int]:
+    """The pids of ``parent``'s (this process's) children, from Linux ``/proc``; [] elsewhere."""
+    me = str(os.getpid() if parent is None else parent)
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return
+        return []
+    found = []
     for pid in filter(str.isdigit, entries):
         try:
             with open(f"/proc/{pid}/stat") as f:
-                ppid = f.read().rsplit(")", 1)[1].split()[1]
-            if ppid == me:
-                os.kill(int(pid), signal.SIGKILL)
+                if f.read().rsplit(")", 1)[1].split()[1] == me:
+                    found.append(int(pid))
         except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def _kill_children() -> None:
+    """SIGKILL this process's children (Linux ``/proc``), so a hard exit orphans nobody."""
+    for pid in children():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
             continue
 
 

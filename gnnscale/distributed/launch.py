@@ -67,8 +67,9 @@ SETTLE_S = 1.0  # after a first failure, how long to collect the other ranks' re
 #: a deadline of its own (its sampler workers') and name the cause in a moment.
 DEADLINE_SETTLE_S = 5.0
 KILL_AFTER_S = 5.0  # how long a terminated process has to unwind before SIGKILL
-#: What the fork server imports once for every rank it starts (torch, PyG, all of gnnscale).
-PRELOAD = ["gnnscale.runner.worker"]
+#: What the fork server imports once for every rank it starts (torch, PyG, all of gnnscale),
+#: after its own exit duty (:mod:`gnnscale.distributed.fork_server`).
+PRELOAD = ["gnnscale.distributed.fork_server", "gnnscale.runner.worker"]
 START_METHODS = ("forkserver", "spawn")
 
 
@@ -157,10 +158,25 @@ def private_temp_dir(prefix: str = "gnnscale-") -> Iterator[str]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _leave_fork_server() -> None:
+    """In a rank forked by the fork server: close the server's "alive" pipe it inherits, so
+    the server ends with its launcher rather than with its last rank (on its way out it
+    continues stopped ranks, :mod:`gnnscale.distributed.fork_server`); a rank starts no rank."""
+    server = forkserver._forkserver
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None and getattr(server, "_forkserver_pid", None) is None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None
+
+
 def _worker(rank, world_size, fn, args, port, backend, device, timeout_s, results, threads,
             launcher_pid, tmp_dir, env):
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the launcher stops the ranks
+        _leave_fork_server()
         # the parent is the launcher (spawn) or the fork server, which ends with the launcher
         guard_rank(os.getppid(), launcher_pid=launcher_pid)
         os.environ.clear()

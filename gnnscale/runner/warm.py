@@ -16,6 +16,8 @@ from multiprocessing import forkserver
 #: The module every rank runs from; the fork server imports it (and through it every option
 #: module) once, so a forked rank imports nothing.
 WORKER_MODULE = "gnnscale.runner.worker"
+#: Imported by the fork server before it: its duty on exit (stopped ranks are continued).
+SERVER_MODULE = "gnnscale.distributed.fork_server"
 _NO_RUN = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "--version",
            "--shell-completion", "-sc"}
 
@@ -43,7 +45,7 @@ def warm_fork_server(argv: Sequence[str]) -> bool:
         socket_dir()  # the server's socket path must fit AF_UNIX
     except SocketPathError:
         return False  # the launcher refuses with the reason, before any rank starts
-    forkserver.set_forkserver_preload([WORKER_MODULE])
+    forkserver.set_forkserver_preload([SERVER_MODULE, WORKER_MODULE])  # launch.PRELOAD
     with sigint_blocked():  # a Ctrl-C now is the launcher's, not a traceback of the server's
         forkserver.ensure_running()
     return True
