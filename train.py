@@ -36,6 +36,12 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     try:
         main()
+    except KeyboardInterrupt:  # Ctrl-C outside the rank launcher (a 1-rank run, processing)
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second one: the clean-up goes on
+        print("gnnscale: interrupted", file=sys.stderr, flush=True)
+        sys.exit(130)  # 128 + SIGINT, as a shell reports it; exit handlers clean up
     finally:
         stop_fork_server()  # ranks are done; one still importing must not outlive us
         import gc  # skip collecting torch/PyG's object graph at exit (~0.8 s): exit handlers
