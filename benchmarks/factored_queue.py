@@ -1,7 +1,8 @@
 """Suite ``factored_queue``: factored's shared queue against fixed routes, one trainer slowed.
 
 A busy loop shares the core of trainer 1 (``strategy=factored``, 2 trainers, 1 sampler, ranks
-pinned to cores); each round runs both queues at staleness 0 and 1, alternating. See
+pinned to cores); each round runs both queues at staleness 0 and 1, and the shared queue with
+1 to 4 jobs per trainer and step (``strategy.jobs_per_trainer``), alternating. See
 :func:`benchmarks.factored.queue_comparison`.
 """
 
