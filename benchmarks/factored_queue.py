@@ -2,8 +2,8 @@
 
 A busy loop shares the core of trainer 1 (``strategy=factored``, 2 trainers, 1 sampler, ranks
 pinned to cores); each round runs both queues at staleness 0 and 1, and the shared queue with
-1 to 4 jobs per trainer and step (``strategy.jobs_per_trainer``), alternating. See
-:func:`benchmarks.factored.queue_comparison`.
+1 to 3 jobs per trainer and step at staleness 0 (``strategy.jobs_per_trainer``), alternating.
+See :func:`benchmarks.factored.queue_comparison`.
 """
 
 from __future__ import annotations

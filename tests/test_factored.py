@@ -385,7 +385,7 @@ def test_shared_queue_runs_are_bit_identical_and_resume(tmp_path):
     assert losses("b", "epochs=2", "strategy.switching=true", "strategy.prefetch=0") == first
     losses("c", "epochs=1")
     assert losses("c", "epochs=2", "resume=true") == first
-    # one job per trainer and step (auto cuts a step into 3 per trainer here): routes' jobs
+    # one job per trainer and step (auto cuts a step into 2 per trainer here): routes' jobs
     one = losses("e", "epochs=2", "strategy.jobs_per_trainer=1")
     routes = losses("d", "epochs=2", "strategy.queue=routes", "strategy.switching=true")
     assert routes == pytest.approx(one, rel=1e-4)

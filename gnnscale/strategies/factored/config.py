@@ -103,7 +103,7 @@ def check_queue(queue: Any, prefetch: Any, slot_mb: Any) -> None:
                           f"{slot_mb!r}")
 
 
-JOBS_PER_TRAINER = 3  # auto's count where it splits (benchmarks/factored.py, queue_comparison)
+JOBS_PER_TRAINER = 2  # auto's count where it splits (docs/results/factored_queue.json)
 
 
 def auto_jobs_per_trainer(shared: bool, trainers: int, staleness: int) -> int:

@@ -14,9 +14,11 @@ with gradients averaged over the trainers' process group, so with no staleness a
 ``strategy.queue`` picks how jobs travel. ``shared`` (the default): a ring in shared memory
 per host that samplers fill and any trainer of the host takes the next job from (fed over the
 network where a host has no sampler: :mod:`~gnnscale.strategies.factored.hosts`), with every
-step's gradient reduced per slot so that it does not depend on who trained what; trainers
-gather the next job's features while they train (``strategy.prefetch``) and samplers switch
-to training at any point of the epoch (:mod:`~gnnscale.strategies.factored.shared`).
+step's gradient reduced per job so that it does not depend on who trained what; a step may
+be cut into several jobs per trainer (``strategy.jobs_per_trainer``, GNNLab's micro-batching)
+so that a faster trainer takes more of it even at ``staleness=0``; trainers gather the next
+job's features while they train (``strategy.prefetch``) and samplers switch to training at
+any point of the epoch (:mod:`~gnnscale.strategies.factored.shared`).
 ``routes``: each job goes point to point from its sampler to the trainer of its slot
 (:mod:`~gnnscale.strategies.factored.queue`). With
 routes and ``strategy.switching=true`` (GNNLab's behaviour; off by default) or
