@@ -7,7 +7,10 @@ import time
 
 os.environ.setdefault("GNNSCALE_T0", repr(time.time()))  # runner/phases.py: the import phase
 
+from gnnscale.distributed.threads import quiet_waits  # noqa: E402 - torch-free
 from gnnscale.runner.warm import stop_fork_server, warm_fork_server  # noqa: E402 - torch-free
+
+quiet_waits()  # OpenMP threads sleep, not spin, when they wait: before any process loads torch
 
 if __name__ == "__main__":
     warm_fork_server(sys.argv[1:])  # ranks' imports on the other core, while we compose

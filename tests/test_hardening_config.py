@@ -1,5 +1,6 @@
 """Issue 39, config side: values bounded at launch, one run per run folder, a misspelt option
-named with the closest ones, sweeps that survive a bad job, embed's command line."""
+named with the closest ones, sweeps that survive a bad job, embed's command line; issue 40.4:
+ranks' OpenMP threads sleep when they wait and take the free cores."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gnnscale.distributed import threads
 from gnnscale.embed.__main__ import main as embed_main
 from gnnscale.errors import ConfigError
 from gnnscale.runner import cli
@@ -157,3 +159,70 @@ def test_a_misspelt_option_on_the_command_line(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "error: strategy=fulgraph is not an option of strategy: did you mean fullgraph? "
         "(options: auto, data, factored, fullgraph, offload, split)"]
+
+
+# -- issue 40.4: no cliff on a busy host ------------------------------------------------------
+
+def test_quiet_waits_sets_passive_unless_the_user_chose():
+    env: dict = {}
+    assert threads.quiet_waits(env) and env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    for chosen in ({"OMP_WAIT_POLICY": "ACTIVE"}, {"GOMP_SPINCOUNT": "300000"}):
+        env = dict(chosen)
+        assert not threads.quiet_waits(env) and env == chosen
+
+
+WARM = ("import os, sys\nfrom multiprocessing import forkserver\n"
+        "from gnnscale.runner.warm import warm_fork_server, stop_fork_server\n"
+        "assert warm_fork_server(['dist.world_size=2'])\n"
+        "pid = forkserver._forkserver._forkserver_pid\n"
+        "import time\nwhile b'forkserver' not in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
+        "    time.sleep(0.01)  # until it has exec'd: its own environment, not ours forked\n"
+        "print(open(f'/proc/{pid}/environ', 'rb').read().split(b'\\0').count("
+        "b'OMP_WAIT_POLICY=PASSIVE'))\nstop_fork_server()\n")
+
+
+def test_the_fork_server_loads_torch_with_the_passive_wait_policy():
+    """Ranks fork from the server, whose libgomp read its environment when it loaded torch."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    out = subprocess.run([sys.executable, "-c", WARM], cwd=ROOT, capture_output=True, text=True,
+                         env={**env, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.stdout.strip() == "1", out.stdout + out.stderr
+
+
+def test_own_running_threads_include_a_spinning_child():
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        assert max(threads._own_running() for _ in range(20)) >= 2  # the caller + the child
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+@pytest.mark.parametrize("busy, ranks, want", [(0.0, 1, 4), (1.2, 1, 3), (3.0, 1, 1),
+                                               (9.0, 1, 1), (0.0, 2, 2), (2.0, 2, 1),
+                                               (0.0, 8, 1)])
+def test_default_threads_share_the_free_cores(monkeypatch, busy, ranks, want):
+    monkeypatch.setattr(threads, "allowed_cores", lambda: 4)
+    monkeypatch.setattr(threads, "busy_elsewhere", lambda: busy)
+    assert threads.default_threads(ranks) == want
+
+
+def _threads(topo):
+    import torch
+
+    return torch.get_num_threads()
+
+
+def test_a_one_rank_run_takes_the_threads_the_free_cores_give(monkeypatch):
+    """``dist.threads_per_rank=0``: the free cores; a value set is kept."""
+    import torch
+
+    from gnnscale.distributed import local
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(local, "default_threads", lambda ranks: 1)
+    assert local.Launcher(world_size=1, threads_per_rank=0).launch(_threads) == [1]
+    cores = os.cpu_count() or 1
+    assert local.Launcher(world_size=1, threads_per_rank=cores).launch(_threads) == [cores]
+    assert torch.get_num_threads() == before

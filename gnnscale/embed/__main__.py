@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> dict:
         return {}
     try:
         kwargs = parse(args)  # first: a bad argument is refused before torch is imported
+        from gnnscale.distributed.threads import quiet_waits
+
+        quiet_waits()  # before torch loads here and in the ranks
         from gnnscale.runner.embed import embed
 
         res = embed(**kwargs)

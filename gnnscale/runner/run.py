@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gnnscale import registry
 from gnnscale.distributed.schemas import under_torchrun
+from gnnscale.distributed.threads import quiet_waits
 from gnnscale.errors import ConfigError
 from gnnscale.runner.phases import LAUNCH_ENV, Phases
 from gnnscale.runner.runlock import run_folder_lock
@@ -72,6 +73,7 @@ def _launch(cfg: DictConfig, run_dir: Path, phases: Phases) -> dict:
         with phases.time("rank_imports"):
             import gnnscale.runner.worker  # noqa: F401
     os.environ[LAUNCH_ENV] = repr(time.time())
+    quiet_waits()  # ranks started from here on (spawned, or a fork server not yet running)
     try:
         results = ranks.launch(rank_main, cfg_dict, str(run_dir))[0]
     finally:

@@ -13,6 +13,8 @@ import signal
 from collections.abc import Sequence
 from multiprocessing import forkserver
 
+from gnnscale.distributed.threads import quiet_waits
+
 #: The module every rank runs from; the fork server imports it (and through it every option
 #: module) once, so a forked rank imports nothing.
 WORKER_MODULE = "gnnscale.runner.worker"
@@ -37,6 +39,7 @@ def warm_fork_server(argv: Sequence[str]) -> bool:
     """Start the fork server now when ``argv`` will start ranks; True when started."""
     if not needs_ranks(argv) or "forkserver" not in multiprocessing.get_all_start_methods():
         return False
+    quiet_waits()  # the server loads torch for every rank: its OpenMP wait policy first
     forkserver.set_forkserver_preload([WORKER_MODULE])
     forkserver.ensure_running()
     return True
