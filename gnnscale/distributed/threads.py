@@ -1,7 +1,7 @@
 """How many intra-op threads a rank gets, and how they wait: no cliff on a busy host.
 
-Torch-free: the launcher calls these before torch is imported. Two causes of one cliff
-(docs/distributed.md, "Threads on a busy host"):
+Torch-free: the launcher calls these before torch is imported (docs/distributed.md, "Threads
+on a busy host"):
 
 * torch's intra-op pool is OpenMP (libgomp): a thread that finishes its share of a parallel
   region spins (300k spins, ~3 ms) waiting for the others. When another process keeps a core
@@ -11,16 +11,14 @@ Torch-free: the launcher calls these before torch is imported. Two causes of one
   sleeps) for the launcher and every rank, before any of them loads torch: libgomp reads it
   once, when it is loaded. A value the user set (``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``) is
   kept.
-* A static split of each region over more threads than free cores waits for the slowest share:
-  :func:`default_threads` gives each rank ``free cores / local ranks`` threads (at least 1),
-  the free cores being this process's allowed cores less what other processes keep running,
-  sampled at launch from ``/proc/loadavg``'s runnable count (this process tree excluded).
+* :func:`default_threads` gives each rank ``allowed cores / local ranks`` threads (at least 1;
+  the cores of this process's affinity mask, not the host's), the same on a quiet host and a
+  busy one, so that a run's bits do not depend on the load.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import MutableMapping
 
 #: The wait policy a rank's OpenMP threads get unless the user chose one.
@@ -46,57 +44,10 @@ def allowed_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _tasks(pid: str) -> list[str]:
-    try:
-        return os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-
-
-def _own_running() -> int:
-    """Threads of this process and its children (``/proc/<pid>/task/<tid>/children``) in
-    state R (running or runnable) now; at least 1 (the caller)."""
-    me = str(os.getpid())
-    pids, running = [me], 0
-    for tid in _tasks(me):
-        try:
-            with open(f"/proc/{me}/task/{tid}/children") as f:
-                pids += f.read().split()
-        except OSError:
-            continue
-    for pid in pids:
-        for tid in _tasks(pid):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    running += f.read().rsplit(")", 1)[1].split()[0] == "R"
-            except (OSError, IndexError):
-                continue
-    return max(1, running)
-
-
-def busy_elsewhere(samples: int = 3, interval_s: float = 0.005) -> float:
-    """How many cores other processes keep running now: the median over ``samples`` reads of
-    ``/proc/loadavg``'s runnable count, less this process tree's running threads (0 where
-    ``/proc`` is absent). Host-wide: on a host with more cores than this process may use,
-    the share that falls on its cores is assumed proportional."""
-    counts = []
-    for i in range(samples):
-        try:
-            with open("/proc/loadavg") as f:
-                runnable = int(f.read().split()[3].split("/")[0])
-        except (OSError, ValueError, IndexError):
-            return 0.0
-        counts.append(max(0, runnable - _own_running()))
-        if i + 1 < samples:
-            time.sleep(interval_s)
-    others = sorted(counts)[len(counts) // 2]
-    host = os.cpu_count() or 1
-    return others * allowed_cores() / host
-
-
 def default_threads(local_ranks: int) -> int:
-    """Intra-op threads per rank when ``dist.threads_per_rank=0``: the free cores (allowed
-    cores less those busy elsewhere, at least 1) shared by the ``local_ranks`` ranks of this
-    host, at least 1."""
-    free = max(1, allowed_cores() - round(busy_elsewhere()))
-    return max(1, free // max(1, local_ranks))
+    """Intra-op threads per rank when ``dist.threads_per_rank=0``: the cores this process may
+    run on shared by the ``local_ranks`` ranks of this host, at least 1. Not fewer when other
+    processes keep cores busy: with passive waits more threads still gained on a loaded host
+    (docs/results/busy_host-free-cores.json), and a count that followed the load would change
+    a run's bits (float sums split differently) from one launch to the next."""
+    return max(1, allowed_cores() // max(1, local_ranks))
