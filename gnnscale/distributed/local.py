@@ -18,6 +18,7 @@ from gnnscale.distributed.device import IFNAME_VARS, listener_env
 from gnnscale.distributed.guard import guard_rank, run_temp_dir, socket_dir
 from gnnscale.distributed.launch import spawn
 from gnnscale.distributed.schemas import LocalDistConfig
+from gnnscale.distributed.threads import default_threads
 from gnnscale.distributed.topology import (
     Backend,
     Device,
@@ -54,11 +55,12 @@ class Launcher:
         socket_dir()
         if not under_torchrun() and self.world_size == 1:
             return [run_here(fn, args, self.backend, self.device, self.timeout_s,
-                             self.threads_per_rank or (os.cpu_count() or 1))]
+                             self.threads_per_rank or default_threads(1))]
         if not under_torchrun():
             return spawn(fn, self.world_size, *args, backend=self.backend, device=self.device,
                          timeout_s=self.timeout_s,
-                         threads_per_rank=self.threads_per_rank or None)
+                         threads_per_rank=self.threads_per_rank
+                         or default_threads(self.world_size))
         guard_rank(os.getppid())  # end with torchrun's agent, however it ends
         # gloo's and NCCL's listeners on the run's network (an interface set here is kept)
         if not all(os.environ.get(key) for key in IFNAME_VARS):

@@ -13,6 +13,8 @@ import signal
 from collections.abc import Sequence
 from multiprocessing import forkserver
 
+from gnnscale.distributed.threads import quiet_waits
+
 #: The module every rank runs from; the fork server imports it (and through it every option
 #: module) once, so a forked rank imports nothing.
 WORKER_MODULE = "gnnscale.runner.worker"
@@ -50,6 +52,7 @@ def warm_fork_server(argv: Sequence[str]) -> bool:
         socket_dir()  # the server's socket path must fit AF_UNIX
     except SocketPathError:
         return False  # the launcher refuses with the reason, before any rank starts
+    quiet_waits()  # the server loads torch for every rank: its OpenMP wait policy first
     forkserver.set_forkserver_preload([SERVER_MODULE, WORKER_MODULE])  # launch.PRELOAD
     with sigint_blocked():  # a Ctrl-C now is the launcher's, not a traceback of the server's
         forkserver.ensure_running()
