@@ -34,7 +34,10 @@
 namespace gnnscale::pairs {
 namespace {
 
-constexpr int64_t kChunkPairs = 1024;       // pairs a chunk of the forward multiplies and sums
+// Elements of a chunk of the forward's products: below torch's grain (32768), so torch's sum of
+// a chunk runs on this thread alone, never forking and joining its pool (a stall per chunk on
+// a busy host); a row's sum is the same bits whatever the chunk or thread count.
+constexpr int64_t kChunkElements = 1 << 14;
 constexpr int64_t kGrainElements = 1 << 14;  // row elements a backward chunk writes
 
 // The pairs of each row as a stable counting sort: pairs of row r are order[ptr[r]:ptr[r+1]],
@@ -76,9 +79,10 @@ at::Tensor pair_product(const at::Tensor& rows_in, const at::Tensor& src_in,
   }
   at::Tensor out = at::empty({pairs}, rows.options());
   if (pairs == 0) return out;
-  at::Tensor buf = at::empty({std::min(pairs, kChunkPairs), width}, rows.options());
-  for (int64_t begin = 0; begin < pairs; begin += kChunkPairs) {
-    const int64_t end = std::min(pairs, begin + kChunkPairs);
+  const int64_t chunk = std::max<int64_t>(1, kChunkElements / std::max<int64_t>(width, 1));
+  at::Tensor buf = at::empty({std::min(pairs, chunk), width}, rows.options());
+  for (int64_t begin = 0; begin < pairs; begin += chunk) {
+    const int64_t end = std::min(pairs, begin + chunk);
     AT_DISPATCH_FLOATING_TYPES(rows.scalar_type(), "pair_product", [&] {
       multiply(rows.data_ptr<scalar_t>(), src.data_ptr<int64_t>(), dst.data_ptr<int64_t>(),
                begin, end, width, buf.data_ptr<scalar_t>());
