@@ -17,7 +17,7 @@ one thread each, ``eval_every=0``; ``data``, ``split``, ``factored``, ``fullgrap
 volumes are what the run reports (``edges_computed``, ``vertex_updates``,
 ``bytes_host_to_rank``, ``bytes_rank_to_rank`` and the shuffles, ``bytes_allreduce``), read
 back from the run folder by :func:`gnnscale.cost.volumes_of_run` (``offload``, which reports
-no ``vertex_updates``, as the full-graph epoch it is: :func:`epoch_volumes`); its FLOPs are
+no ``vertex_updates``, as the full-graph epoch it is); its FLOPs are
 the linear maps' (:meth:`Volumes.update_flops`) plus the aggregation's (one add per row
 element per row pass, the passes :meth:`Volumes.aggregation_bytes` counts), its bytes the
 aggregation's (SpMM traffic), the gathered and exchanged rows and the gradients, and under
@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from gnnscale.cost import HardwareProfile, Volumes, project, volumes_of_run
-from gnnscale.cost.volumes import layer_widths, split_layers
+from gnnscale.cost.volumes import layer_widths, output_width
 from gnnscale.data.presets import PRESETS
 
 RANKS = 2
@@ -246,27 +246,17 @@ def best_of(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def epoch_volumes(run_: Any) -> tuple[Volumes, float]:
-    """The run's volumes (:func:`volumes_of_run`) and its link decoder's bytes (0 for the
-    node task). ``offload`` trains the full graph but reports no ``vertex_updates``: its
-    layers are re-spread as a full-graph epoch (every vertex updated once per layer) and it
-    samples nothing. Under ``task=link`` the last layer's width is ``task.dim``, and an epoch
-    scores every training positive and ``task.num_negatives`` negatives each: the positives
-    are half the message graph's edges (an undirected split: both directions of each)."""
+    """The run's volumes (:func:`volumes_of_run`: ``offload`` as the full-graph epoch it is,
+    the link task's output width ``task.dim``) and its link decoder's bytes (0 for the node
+    task): an epoch scores every training positive and ``task.num_negatives`` negatives each,
+    the positives half the message graph's edges (an undirected split: both directions of
+    each)."""
     v = volumes_of_run(run_)
     task = run_.config.get("task") or {}
     dec = 0.0
     if str(task.get("_target_", "")).endswith("LinkTask"):
-        dim = int(task.get("dim", 64))
-        e, u, a, _ = v.layers[-1]
-        v.layers[-1] = (e, u, a, dim)
         pairs = run_.graph["num_edges"] / 2 * (1 + int(task.get("num_negatives", 1)))
-        dec = decoder_bytes(pairs, dim)
-    if run_.strategy == "offload":
-        edges = sum(e for e, _, _, _ in v.layers)
-        n = run_.graph["num_nodes"] * len(v.layers)
-        v.layers = split_layers(edges, n, [(a, b) for _, _, a, b in v.layers], None)
-        v.sampled_edges = 0.0
-        v.notes.append("offload: full-graph layers (num_nodes updates each), nothing sampled")
+        dec = decoder_bytes(pairs, output_width(run_.config, run_.graph))
     return v, dec
 
 

@@ -1,6 +1,9 @@
 """Typed wrappers of every native op (``csrc/<domain>/``), one module per domain.
 
-- :mod:`gnnscale.ops.sampling`: ``sample_neighbors``, ``random_walk_top_k``;
+- :mod:`gnnscale.ops.sampling`: ``sample_neighbors``, ``random_walk_top_k``,
+  ``negative_sample``, ``edge_key_table``;
+- :mod:`gnnscale.ops.pairs`: ``pair_product``, ``pair_product_backward`` (the link decoder's
+  fused gather-and-multiply);
 - :mod:`gnnscale.ops.gather`: ``gather_rows`` (into a new tensor or ``out``),
   ``advise_huge_pages``;
 - :mod:`gnnscale.ops.split`: ``split_sample``;
