@@ -9,7 +9,8 @@ NATIVE      := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.cu')
 EXT_STAMP   := $(VENV)/.native-built
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: install native train test test-fast lint bench bench-quick compare docs clean sparse
+.PHONY: install native train test test-fast lint bench bench-quick compare docs clean sparse \
+        gpu-wheels gpu-check
 
 install: $(STAMP) $(EXT_STAMP)
 
@@ -71,6 +72,25 @@ sparse: install
 # The docs' figures from the benchmark JSON in docs/results.
 docs: install
 	$(PY) scripts/plots.py docs/results docs/img
+
+# The prepared GPU check (docs/gpu.md). `make gpu-wheels` here, where pip reaches PyPI: the
+# packages the lent GPU machine lacks, as wheels for its Python 3.12 (antlr4's runtime has no
+# wheel on PyPI: built here, pure Python). `make gpu-check` there (GPU_ARGS=--quick: < 3 min):
+# no venv, no network; it runs that machine's own python3 (this venv's where one exists).
+GPU_WHEELS  ?= .gpu-wheels
+GPU_PY      ?= $(if $(wildcard $(PY)),$(PY),python3)
+GPU_ARGS    ?=
+GPU_PIP_PLATFORMS := $(foreach p,manylinux_2_28_x86_64 manylinux_2_24_x86_64 \
+                       manylinux_2_17_x86_64 manylinux2014_x86_64,--platform $(p))
+gpu-wheels:
+	mkdir -p $(GPU_WHEELS)
+	$(PYTHON) -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+	    --implementation cp $(GPU_PIP_PLATFORMS) -d $(GPU_WHEELS) \
+	    hydra-core==1.3.8 omegaconf==2.3.1 pymetis==2025.2.2
+	$(PYTHON) -m pip wheel --no-deps -w $(GPU_WHEELS) antlr4-python3-runtime==4.9.3
+
+gpu-check:
+	$(GPU_PY) scripts/gpu_check.py --wheels $(GPU_WHEELS) $(GPU_ARGS)
 
 clean:
 	rm -rf build gnnscale/_C*.so $(EXT_STAMP)

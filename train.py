@@ -7,7 +7,10 @@ import time
 
 os.environ.setdefault("GNNSCALE_T0", repr(time.time()))  # runner/phases.py: the import phase
 
+from gnnscale.distributed.threads import quiet_waits  # noqa: E402 - torch-free
 from gnnscale.runner.warm import stop_fork_server, warm_fork_server  # noqa: E402 - torch-free
+
+quiet_waits()  # OpenMP threads sleep, not spin, when they wait: before any process loads torch
 
 if __name__ == "__main__":
     warm_fork_server(sys.argv[1:])  # ranks' imports on the other core, while we compose
@@ -17,15 +20,20 @@ from omegaconf import DictConfig  # noqa: E402
 
 from gnnscale import registry  # noqa: E402
 from gnnscale.errors import UserError  # noqa: E402
+from gnnscale.runner import cli  # noqa: E402 - torch-free
 
 registry.load_all()  # every option's typed schema into Hydra's ConfigStore
+SWEEP: cli.Sweep | None = None  # a -m run's jobs (gnnscale/runner/cli.py)
 
 
 @hydra.main(config_path="configs", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
-    """Train as the composed ``cfg`` says; a configuration error is one line, status 2."""
+    """Train as the composed ``cfg`` says; a configuration error is one line, status 2 (in a
+    sweep: reported, and the other jobs go on)."""
     from gnnscale.runner.run import run
 
+    if SWEEP is not None:
+        return SWEEP.job(cfg, run)
     try:
         run(cfg)
     except UserError as err:  # what to change, without a traceback; status 2 like argparse
@@ -33,9 +41,42 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
 
 
+def sweep_first(argv: list[str]) -> cli.Sweep | None:
+    """For ``-m``: every job checked before any trains, the refused ones reported (None for a
+    single run, or a sweep Hydra expands alone)."""
+    from gnnscale.runner.validate import check_config
+
+    overrides, flags = cli.split_argv(argv)
+    if not flags & cli._OTHER_CONFIGS:
+        cli.check_options(overrides)
+    if not flags & {"-m", "--multirun"} or flags & (cli._OTHER_CONFIGS | {"-c", "--cfg"}):
+        return None
+    jobs = cli.sweep_jobs(overrides)
+    if jobs is None:
+        return None
+    sweep = cli.Sweep(jobs, cli.preflight(jobs, check_config))
+    sweep.report()
+    return sweep
+
+
 if __name__ == "__main__":
     try:
+        try:
+            SWEEP = sweep_first(sys.argv[1:])
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr, flush=True)
+            sys.exit(2)
         main()
+        if SWEEP is not None:
+            line, status = SWEEP.summary()
+            print(line, file=sys.stderr if status else sys.stdout, flush=True)
+            sys.exit(status)
+    except KeyboardInterrupt:  # Ctrl-C outside the rank launcher (a 1-rank run, processing)
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second one: the clean-up goes on
+        print("gnnscale: interrupted", file=sys.stderr, flush=True)
+        sys.exit(130)  # 128 + SIGINT, as a shell reports it; exit handlers clean up
     finally:
         stop_fork_server()  # ranks are done; one still importing must not outlive us
         import gc  # skip collecting torch/PyG's object graph at exit (~0.8 s): exit handlers

@@ -175,7 +175,7 @@ def spin_on(core: int):
                              "\nwhile True:\n    pass"])
 
 
-def _queue_cfg(tmp: Path, name: str, w: dict, queue: str, staleness: int):
+def _queue_cfg(tmp: Path, name: str, w: dict, queue: str, staleness: int, jobs: int = 1):
     from hydra import compose, initialize_config_dir
     from omegaconf import open_dict
 
@@ -189,7 +189,8 @@ def _queue_cfg(tmp: Path, name: str, w: dict, queue: str, staleness: int):
             f"model.hidden={w['hidden']}", f"model.num_layers={len(w['fanouts'])}",
             f"sampler.fanouts={w['fanouts']}", "strategy=factored", "strategy.samplers=1",
             f"strategy.batch_size={w['batch']}", f"strategy.queue={queue}",
-            f"strategy.staleness={staleness}", f"epochs={w['epochs']}", "eval_every=0",
+            f"strategy.staleness={staleness}", f"strategy.jobs_per_trainer={jobs}",
+            f"epochs={w['epochs']}", "eval_every=0",
             "checkpoint=false", f"dist.world_size={QUEUE_RANKS}", "dist.threads_per_rank=1",
             "logger=none"])
     with open_dict(cfg):
@@ -211,13 +212,25 @@ def _queue_run(cfg, cores: list[int]) -> list[dict]:
     return launcher.launch(pinned_rank, cores, cfg_dict, cfg_dict["run_dir"])[0]["history"]
 
 
+# (queue, staleness, jobs per trainer): routes take one job per trainer and step
+QUEUE_VARIANTS = [("routes", 0, 1), ("shared", 0, 1), ("shared", 0, 2), ("shared", 0, 3),
+                  ("routes", 1, 1), ("shared", 1, 1)]
+
+
+def _variant_key(queue: str, staleness: int, jobs: int) -> str:
+    return f"{queue}_staleness{staleness}" + (f"_jobs{jobs}" if jobs > 1 else "")
+
+
 def queue_comparison(quick: bool = False) -> dict:
     """Epoch time of ``strategy.queue=shared`` against ``routes`` while a busy loop shares the
-    core of trainer 1 (rank 1), at staleness 0 and 1, the two queues alternating run by run.
+    core of trainer 1 (rank 1), at staleness 0 and 1, with 1 to 3 jobs per trainer and step on
+    the shared queue at staleness 0 (GNNLab's micro-batching), the variants alternating run by run.
 
     Ranks are pinned: trainer 0 and the sampler on one core, trainer 1 and the busy loop on
     another (a third core, when there is one, takes the sampler). Epoch time is the median over
-    the epochs after the first of each run, then over the rounds."""
+    the epochs after the first of each run, then over the rounds. Each row also holds the
+    last epoch's deterministic volumes (input nodes gathered, edges computed: smaller jobs
+    sample more nodes per target)."""
     import os
 
     w = QUEUE_WORKLOAD[quick]
@@ -227,29 +240,36 @@ def queue_comparison(quick: bool = False) -> dict:
     layout = [cores[0], cores[1], cores[2] if len(cores) > 2 else cores[0]]
     times: dict[str, list[float]] = {}
     jobs: dict[str, list[list[float]]] = {}
+    volumes: dict[str, dict[str, float]] = {}
     spinner = spin_on(cores[1])
     try:
         with tempfile.TemporaryDirectory() as d:
             for r in range(w["rounds"]):
-                for staleness in (0, 1):
-                    for queue in ("routes", "shared"):
-                        key = f"{queue}_staleness{staleness}"
-                        hist = _queue_run(_queue_cfg(Path(d), f"{key}_{r}", w, queue, staleness),
-                                          layout)
-                        times.setdefault(key, []).append(_median(hist, "epoch_time"))
-                        if queue == "shared":
-                            last = hist[-1]
-                            jobs.setdefault(key, []).append(
-                                [last.get(f"queue_jobs_rank_{i}", 0.0) for i in range(2)])
+                for queue, staleness, per in QUEUE_VARIANTS:
+                    key = _variant_key(queue, staleness, per)
+                    hist = _queue_run(_queue_cfg(Path(d), f"{key}_{r}", w, queue, staleness, per),
+                                      layout)
+                    times.setdefault(key, []).append(_median(hist, "epoch_time"))
+                    last = hist[-1]
+                    volumes[key] = {"nodes_loaded": last.get("nodes_loaded", 0.0),
+                                    "edges_computed": last.get("edges_computed", 0.0),
+                                    "queue_bytes": last.get("queue_bytes", 0.0)}
+                    if queue == "shared":
+                        jobs.setdefault(key, []).append(
+                            [last.get(f"queue_jobs_rank_{i}", 0.0) for i in range(2)])
     finally:
         spinner.kill()
         spinner.wait()
-    rows = {key: {"epoch_s": statistics.median(v), "epoch_s_runs": v} for key, v in times.items()}
+    rows = {key: {"epoch_s": statistics.median(v), "epoch_s_runs": v, **volumes[key]}
+            for key, v in times.items()}
     for key, v in jobs.items():
         rows[key]["jobs_trainer0_trainer1_last_epoch"] = v
-    ratios = {f"shared_over_routes_staleness{k}": ratio(rows[f"shared_staleness{k}"]["epoch_s"],
-                                                       rows[f"routes_staleness{k}"]["epoch_s"])
-              for k in (0, 1)}
+    ratios = {}
+    for queue, staleness, per in QUEUE_VARIANTS:
+        if queue == "shared":
+            key = _variant_key(queue, staleness, per)
+            ratios[f"{key}_over_routes"] = ratio(rows[key]["epoch_s"],
+                                                 rows[f"routes_staleness{staleness}"]["epoch_s"])
     best_routes = min(rows[f"routes_staleness{k}"]["epoch_s"] for k in (0, 1))
     ratios["shared_staleness1_over_best_routes"] = ratio(rows["shared_staleness1"]["epoch_s"],
                                                          best_routes)
@@ -258,5 +278,7 @@ def queue_comparison(quick: bool = False) -> dict:
               "batch_size": w["batch"], "ranks": "trainers 0, 1 and sampler 2",
               "cores": {"trainer0": layout[0], "trainer1_and_busy_loop": layout[1],
                         "sampler": layout[2]},
+              "variants": [{"queue": q, "staleness": k, "jobs_per_trainer": m}
+                           for q, k, m in QUEUE_VARIANTS],
               "epochs": w["epochs"], "rounds": w["rounds"], "threads_per_rank": 1}
     return {"config": config, "rows": rows, "ratios": ratios}

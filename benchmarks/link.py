@@ -9,7 +9,12 @@ positives and their negatives); ``fullgraph`` computes every node's embedding on
 and scores every training pair. Both run side by side on the same graph and task, epochs
 alternated; figures are medians over the epochs after the first (warm-up). Node
 classification under ``data`` with the same model, fanouts and number of seeds per step gives
-the cost of the seeds alone (``node_seeds_per_s``), for reference.
+the cost of the seeds alone (``node_seeds_per_s``), for reference. ``fullgraph_gathered`` is
+``fullgraph`` with the decoder as it was before the fused pair product (both ends' rows
+gathered into ``[pairs, 64]`` tensors, multiplied, summed; autograd's scatters back), side by
+side with the fused one: the same losses bit for bit on one intra-op thread
+(``results.fused_losses_equal``); on more, torch's scatter sums in an order that follows the
+thread count, and the losses agree to float rounding (``results.fused_loss_max_rel_diff``).
 
 PyG baseline (needs pyg-lib or torch-sparse, ``make sparse``; else its rows are null with the
 reason in ``results.pyg_link_neighbor_loader.skipped``): ``LinkNeighborLoader`` on the same
@@ -65,6 +70,15 @@ BATCH = 4096
 HIDDEN = 64
 CPU = Topology(0, 1, 0, 1, torch.device("cpu"))
 PYG = "pyg_link_neighbor_loader"
+
+
+class _GatheredLink(LinkTask):
+    """The link task with the decoder's pairs gathered first (the formulation before the
+    fused pair product): the baseline of the side-by-side ``fullgraph_gathered`` row."""
+
+    def score_pairs(self, rows: torch.Tensor, src: torch.Tensor, dst: torch.Tensor
+                    ) -> torch.Tensor:
+        return self.score(rows[src], rows[dst])
 
 
 def _strategy(kind: str, graph, task):
@@ -194,8 +208,11 @@ def run(quick: bool) -> dict:
         message, link, sampling_batches, sampling_repeats, pyg_missing("LinkNeighborLoader"))
     node = NodeTask()
     node_graph = node.prepare(message)
+    gathered = _GatheredLink(dim=HIDDEN, num_negatives=1)
+    gathered.prepare(graph, None, seed=0)
     strategies = {"data": _strategy("data", message, link),
                   "fullgraph": _strategy("fullgraph", message, link),
+                  "fullgraph_gathered": _strategy("fullgraph", message, gathered),
                   "node_data": _strategy("data", node_graph, node)}
     if pyg_reason is None:
         try:
@@ -203,12 +220,15 @@ def run(quick: bool) -> dict:
         except Exception as e:  # noqa: BLE001 - as in _sampling
             pyg_reason = f"PyG training failed to start: {type(e).__name__}: {e}"
     times: dict[str, list[float]] = {k: [] for k in strategies}
+    losses: dict[str, list[float]] = {k: [] for k in strategies}
     seeds = {}
     for epoch in range(epochs):
         for name, strat in strategies.items():
             t0 = time.perf_counter()
-            strat.train_epoch(epoch)
+            out = strat.train_epoch(epoch)
             times[name].append(time.perf_counter() - t0)
+            if isinstance(out, dict):
+                losses[name].append(out.get("train_loss"))
     batch = link.train_items()[:BATCH]
     seeds["link_per_step"] = int(link.seeds(batch, 0).numel())
     for name, strat in strategies.items():
@@ -219,7 +239,13 @@ def run(quick: bool) -> dict:
     node_seeds = node_graph.train_idx.numel()
     results = {
         "positive_edges_per_s": {"data": positives / median["data"],
-                                 "fullgraph": positives / median["fullgraph"]},
+                                 "fullgraph": positives / median["fullgraph"],
+                                 "fullgraph_gathered": positives
+                                 / median["fullgraph_gathered"]},
+        "fused_losses_equal": losses["fullgraph"] == losses["fullgraph_gathered"],
+        "fused_loss_max_rel_diff": max((abs(a - b) / max(abs(b), 1e-30) for a, b in zip(
+            losses["fullgraph"], losses["fullgraph_gathered"])), default=0.0),
+        "fullgraph_losses": losses["fullgraph"],
         "epoch_seconds": median,
         "node_seeds_per_s": node_seeds / median["node_data"],
         "link_seeds_per_step": seeds["link_per_step"],
@@ -243,6 +269,9 @@ def run(quick: bool) -> dict:
         "ratios": {
             "fullgraph_over_data": ratio(results["positive_edges_per_s"]["fullgraph"],
                                          results["positive_edges_per_s"]["data"]),
+            "fused_over_gathered_decoder": ratio(
+                results["positive_edges_per_s"]["fullgraph"],
+                results["positive_edges_per_s"]["fullgraph_gathered"]),
             "gnnscale_over_pyg_link_sampling": ratio(
                 sampling["gnnscale"]["positive_edges_per_s"], pyg_rate),
             "gnnscale_one_thread_over_pyg_link_sampling": ratio(

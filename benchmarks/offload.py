@@ -1,7 +1,7 @@
 """Benchmark suite ``offload``: HongTu's offloaded full-graph training on the products-like
 synthetic, 4 ranks (sections 4-5, Tables 3, 8, 9).
 
-Four parts:
+Five parts:
 
 - **Volumes from the plans** (no training; :func:`offload_volumes`, also used by the
   ``reproduce`` suite): every rank's transfer plan of one layer pass, for chunks 1, 8, 32 per
@@ -27,6 +27,13 @@ Four parts:
   per epoch (equal: every choice gives the same gradients), and the rule's choice per layer
   with its modelled seconds. Ratios ``rule.<row>.rule_over_best`` = t(auto) / min(t(cache),
   t(recompute)) (target <= 1 within noise), ``rule_over_cache``, ``rule_over_recompute``.
+
+- **The cached transpose** (:func:`run_transpose`, alone only: ``python -m benchmarks.offload
+  transpose [--quick] [--out PATH]``): each chunk's matrix and transpose built once (the
+  default) against the model's own product per call, whose backward re-transposes
+  (``Offload.cached_products = False``), on 2 ranks, epochs alternating; per row the median
+  epoch of the slowest rank, the recompute seconds, the losses (``losses_bit_identical``) and
+  ``cached_over_per_call``.
 
 Ratios: ``dedup_saving.<first_level>.<chunks>`` = 1 - h2d(inter+intra) / h2d(none) without
 reorganisation, ``dedup_saving_reorganized`` the same with it, ``reorganize_gain`` = the
@@ -435,11 +442,118 @@ def run_rule(quick: bool) -> dict:
     return {"config": cfg, "results": results, "ratios": ratios}
 
 
+# -- the cached transpose: each chunk's matrix and transpose built once, against per call -------
+TRANSPOSE_VARIANTS = ("cached", "per_call")
+
+
+def transpose_settings(quick: bool) -> dict:
+    """2 ranks (the host's cores), ``products_sim``, 8 chunks per part, METIS first level."""
+    base = {"world": 2, "preset": "products_sim", "seed": 0, "chunks": 8, "layers": 2,
+            "hidden": 64, "first_level": "metis", "dedup": "inter+intra", "reorganize": True,
+            "rows": [{"model": "gcn", "intermediate": "recompute"},
+                     {"model": "sage", "intermediate": "recompute"},
+                     {"model": "gcn", "intermediate": "auto"}]}
+    if quick:
+        return {**base, "scale": 0.02, "epochs": 3}
+    return {**base, "scale": 0.05, "epochs": 5}
+
+
+def _transpose_rank(topo, graph: GraphStore, book, cfg: dict) -> dict:
+    """Per row and variant: every epoch's time, loss and the last epoch's volumes on this
+    rank; the variants alternate epoch by epoch (the order rotating)."""
+    import torch.distributed as dist
+
+    out = {}
+    for row in cfg["rows"]:
+        name = f"{row['model']}/{row['intermediate']}"
+        strats = {}
+        for v in TRANSPOSE_VARIANTS:
+            strats[v] = _offload(topo, graph, book, {**cfg, **row}, cfg["chunks"],
+                                 dedup=cfg["dedup"], reorganize=cfg["reorganize"],
+                                 intermediate=row["intermediate"])
+            strats[v].cached_products = v == "cached"
+        times = {v: [] for v in TRANSPOSE_VARIANTS}
+        losses = {v: [] for v in TRANSPOSE_VARIANTS}
+        last: dict = {}
+        for epoch in range(cfg["epochs"] + 1):  # epoch 0: warm-up (matrices built, rule)
+            shift = epoch % len(TRANSPOSE_VARIANTS)
+            for v in TRANSPOSE_VARIANTS[shift:] + TRANSPOSE_VARIANTS[:shift]:
+                dist.barrier()
+                with contextlib.redirect_stdout(io.StringIO()):
+                    m = strats[v].train_epoch(epoch)
+                losses[v].append(m["train_loss"])
+                if epoch:
+                    times[v].append(m["epoch_time"])
+                last[v] = m
+        out[name] = {v: {"epoch_s": times[v], "losses": losses[v],
+                         "recompute_s": last[v]["recompute_time"],
+                         **{k: last[v][k] for k in ("bytes_host_to_device", "edges_computed",
+                                                    "peak_device_bytes",
+                                                    "device_bound_bytes")},
+                         "modes": ["".join("c" if x == "cache" else "r" for x in ms)
+                                   for ms in strats[v].modes]}
+                     for v in TRANSPOSE_VARIANTS}
+        del strats
+    return out
+
+
+def run_transpose(quick: bool) -> dict:
+    """Offload's chunk products with the matrix and transpose built once (``cached``, the
+    default) against the model's own product per call, whose backward re-transposes
+    (``per_call``), side by side: the median epoch of the slowest rank per variant and their
+    ratio, the losses of every epoch (equal bit for bit), the volumes (equal) and the peak
+    against the bound."""
+    cfg = transpose_settings(quick)
+    t_all = time.perf_counter()
+    graph = generate(cfg["preset"], scale=cfg["scale"], seed=cfg["seed"])
+    with _threads(1):
+        book = _book_of(graph, cfg["first_level"], cfg["seed"], cfg["world"])
+    per_rank = spawn(_transpose_rank, cfg["world"], graph, book, cfg, timeout_s=3000.0)
+    results: dict = {"graph": {"nodes": graph.num_nodes, "edges": graph.num_edges,
+                               "features": graph.num_features}, "rows": {}}
+    ratios: dict = {}
+    for name in per_rank[0]:
+        rows = {}
+        for v in TRANSPOSE_VARIANTS:
+            rs = [r[name][v] for r in per_rank]
+            slowest = [max(ts) for ts in zip(*(r["epoch_s"] for r in rs))]
+            rows[v] = {"epoch_s": statistics.median(slowest), "epoch_s_all": slowest,
+                       "losses": rs[0]["losses"], "modes": rs[0]["modes"],
+                       "recompute_s": max(r["recompute_s"] for r in rs),
+                       "peak_device_bytes": max(r["peak_device_bytes"] for r in rs),
+                       "device_bound_bytes": max(r["device_bound_bytes"] for r in rs),
+                       "peak_within_bound": all(r["peak_device_bytes"] <= r["device_bound_bytes"]
+                                                for r in rs),
+                       **{k: sum(r[k] for r in rs) for k in ("bytes_host_to_device",
+                                                             "edges_computed")}}
+        results["rows"][name] = rows
+        c, p = rows["cached"], rows["per_call"]
+        ratios[name] = {"cached_over_per_call": ratio(c["epoch_s"], p["epoch_s"]),
+                        "losses_bit_identical": c["losses"] == p["losses"],
+                        "volumes_equal": all(c[k] == p[k] for k in ("bytes_host_to_device",
+                                                                     "edges_computed")),
+                        "peak_within_bound": c["peak_within_bound"]}
+    cfg["wall_s"] = time.perf_counter() - t_all
+    return {"config": cfg, "results": results, "ratios": ratios}
+
+
+def _book_of(graph: GraphStore, name: str, seed: int, world: int):
+    from gnnscale.partition import get_partition
+    from gnnscale.registry import build, option
+
+    return get_partition(graph, build(option("partitioner", name, seed=seed)), world, log=None)
+
+
+PARTS = {"rule": run_rule, "transpose": run_transpose}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.offload rule [--quick] [--out PATH]``: only the rule part."""
+    """``python -m benchmarks.offload rule|transpose [--quick] [--out PATH]``: one part."""
     from benchmarks.__main__ import run_part
 
-    return run_part("offload", "rule", run_rule, argv, main.__doc__)
+    args = sys.argv[1:] if argv is None else argv
+    part = args[0] if args and args[0] in PARTS else "rule"
+    return run_part("offload", part, PARTS[part], args, main.__doc__)
 
 
 if __name__ == "__main__":

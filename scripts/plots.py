@@ -245,15 +245,55 @@ def accuracy(rows: list[dict], out: Path) -> None:
     fig.savefig(out / "accuracy.png", dpi=110)
 
 
+def roofline(rep: dict, out: Path) -> None:
+    """Each strategy's epoch over its bound (log scale, the 1.5x target dashed) and where its
+    measured epoch goes (the run's phases as shares of the epoch)."""
+    rows = rep["results"]["rows"]
+    keys = list(rows)[::-1]  # first row on top
+    phases = ("sample_time", "load_time", "compute_time", "comm_time")
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 0.32 * len(keys) + 1.6), sharey=True)
+    colours = ["0.35" if k.startswith("node/") else "tab:olive" for k in keys]
+    ax.barh(keys, [rows[k]["ratio"] for k in keys], color=colours)
+    ax.axvline(1.5, color="k", ls="--", lw=1, label="target 1.5x")
+    ax.axvline(1.0, color="0.5", lw=0.8)
+    ax.set_xscale("log")
+    ticks = [t for t in (0.5, 1, 1.5, 2, 4, 8, 16, 32)
+             if t <= 1.2 * max(rows[k]["ratio"] for k in keys)]
+    ax.set_xticks(ticks, [f"{t:g}x" for t in ticks])
+    ax.minorticks_off()
+    ax.set(xlabel="measured epoch / bound (grey: node task, olive: link)")
+    ax.legend(fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    left = [0.0] * len(keys)
+    for ph in (*phases, "other"):
+        shares = []
+        for k in keys:
+            r = rows[k]
+            part = (max(r["epoch_s"] - sum(r["phases"].get(p, 0.0) for p in phases), 0.0)
+                    if ph == "other" else r["phases"].get(ph, 0.0))
+            shares.append(part / r["epoch_s"])
+        bx.barh(keys, shares, left=left, label=ph.replace("_time", ""))
+        left = [a + b for a, b in zip(left, shares)]
+    bx.set(xlabel="share of the measured epoch (per-rank means; phases may overlap)")
+    bx.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    load = rep["results"].get("load_average_before", [None])[0]
+    fig.suptitle(f"roofline, {rep['config']['ranks']} ranks x {rep['config']['threads']} thread"
+                 + (f" (load average {load:.1f} at the start)" if load is not None else ""),
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out / "roofline.png", dpi=110)
+
+
 def main(argv: list[str]) -> int:
     results = Path(argv[0]) if argv else ROOT / "docs" / "results"
     out = Path(argv[1]) if len(argv) > 1 else ROOT / "docs" / "img"
     out.mkdir(parents=True, exist_ok=True)
     for suite, draw in (("cache", cache), ("partition", partition), ("epoch", epoch),
                         ("sampler", sampler), ("split", split), ("fullgraph", fullgraph),
-                        ("factored", factored)):
+                        ("factored", factored), ("roofline", roofline)):
         rep = _load(results, suite)
-        if rep is None and suite in ("fullgraph", "factored"):  # fall back to the quick size
+        # fall back to the quick size
+        if rep is None and suite in ("fullgraph", "factored", "roofline"):
             rep = _load(results, f"{suite}-quick")
         if rep is None:
             print(f"skip {suite}: no {results / (suite + '.json')}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import torch
 import torch.nn.functional as F
@@ -31,12 +32,14 @@ def make_sampler(name: str = "neighbor"):
 def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1,
                     switching: bool = False, staleness: int = 0, epochs: int = 1,
                     sampler: str = "neighbor", queue: str = "routes", prefetch: int = 1,
-                    hosts: int = 1) -> dict:
+                    hosts: int = 1, jobs_per_trainer: int = 1, slow_rank: int = -1) -> dict:
     """``epochs`` epochs of ``kind`` (factored or data); every step's loss and gradients on a
     trainer, the final parameters, the jobs this rank handled and its last metrics. With the
     shared queue, switching or staleness, ``record`` holds each job's loss and each step's
     reduced gradients on every rank that trains. ``hosts`` > 1: the ranks take themselves for
-    ``hosts`` hosts of consecutive ranks (each host opens its own ring)."""
+    ``hosts`` hosts of consecutive ranks (each host opens its own ring). ``jobs_per_trainer``:
+    the shared queue's jobs per trainer and step; rank ``slow_rank`` sleeps 0.2 s before each
+    job it trains (a slowed trainer: the others take more of each step's jobs)."""
     if hosts > 1:
         per = topo.world_size // hosts
         topo = dataclasses.replace(topo, local_rank=topo.rank % per, local_world_size=per)
@@ -47,7 +50,7 @@ def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1,
     if kind == "factored":
         strat = Factored(ctx, batch_size=BATCH, samplers=samplers, queue_depth=queue_depth,
                          switching=switching, staleness=staleness, queue=queue,
-                         prefetch=prefetch)
+                         prefetch=prefetch, jobs_per_trainer=jobs_per_trainer)
     else:
         strat = DataParallel(ctx, batch_size=BATCH, prefetch=0)
     strat.setup()
@@ -61,6 +64,14 @@ def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1,
         return loss
 
     strat.train_step = recorded
+    if topo.rank == slow_rank:  # called once before each job it trains (shared queue)
+        visited = strat.visited
+
+        def slowed(nodes):
+            time.sleep(0.2)
+            visited(nodes)
+
+        strat.visited = slowed
     if getattr(strat, "synced", False) or getattr(strat, "shared", False):
         strat.record = {"losses": [], "grads": []}
     for epoch in range(epochs):

@@ -49,3 +49,17 @@ def save_repeatedly(graph_path, folder, seconds):
         processed.save(graph, folder)
         saves += 1
     return saves
+
+
+def listening_addresses(topo):
+    """Every TCP address this rank listens on once the world group and a gloo subgroup have
+    carried a collective (gloo's pair listeners, the store's on rank 0)."""
+    import psutil
+
+    from gnnscale.distributed.collectives import new_group
+
+    group = new_group(list(range(topo.world_size)), purpose="host")
+    dist.barrier()
+    dist.barrier(group=group)
+    return sorted({c.laddr.ip for c in psutil.Process().net_connections(kind="tcp")
+                   if c.status == psutil.CONN_LISTEN})

@@ -67,6 +67,37 @@ def test_labels_leave_out_groups_the_strategy_does_not_read():
                                        "offload"]
 
 
+def _folder(path: Path, target: str) -> Path:
+    """A finished run folder (results.json) of the strategy class ``target``."""
+    run = _run(str(path), "data", [0.5, 0.7], [1.0, 1.0])
+    run.config["strategy"] = {"_target_": target}
+    path.mkdir(parents=True)
+    (path / "results.json").write_text(json.dumps({"config": run.config, "history": run.history,
+                                                   "summary": run.summary}))
+    return path
+
+
+def test_compare_labels_a_strategy_from_outside_by_its_name(tmp_path, monkeypatch):
+    """``python -m gnnscale.compare`` names a strategy defined outside the package (the layout
+    of docs/adding-a-strategy.md: ``<name>/strategy.py``) by its option name, whether its
+    package imports here (its declared ``name``) or not (its folder), as gnnscale's own."""
+    from gnnscale.compare.cli import main
+    from tests.test_outside_strategy import install
+
+    monkeypatch.syspath_prepend(str(install(tmp_path / "pkg")))
+    try:
+        dirs = [_folder(tmp_path / "a", "my_strategies.replicated.strategy.Replicated"),
+                _folder(tmp_path / "b", "gnnscale.strategies.data.DataParallel"),
+                _folder(tmp_path / "c", "not_installed.mine.strategy.Mine")]
+        assert main([*map(str, dirs), "--out", str(tmp_path / "out")]) == 0
+    finally:
+        for name in [m for m in sys.modules if m.split(".")[0] == "my_strategies"]:
+            del sys.modules[name]
+    doc = json.loads((tmp_path / "out" / "compare.json").read_text())
+    assert [r["strategy"] for r in doc["rows"]] == ["replicated", "data", "mine"]
+    assert [r["label"] for r in doc["rows"]] == ["replicated", "data", "mine"]
+
+
 def test_mismatched_model_refused_naming_the_key():
     a = _run("a", "data", [0.5], [1.0])
     b = _run("b", "split", [0.5], [1.0])

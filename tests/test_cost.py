@@ -14,7 +14,7 @@ from gnnscale.cost import (
     project,
 )
 from gnnscale.cost.profile import validate
-from gnnscale.cost.volumes import layer_widths, split_layers
+from gnnscale.cost.volumes import layer_widths, split_layers, volumes_of_run
 
 BASE = {"name": "toy", "device": "gpu", "nodes": 1, "devices_per_node": 4,
         "compute_flops": 1e12, "memory_Bps": 1e11, "memory_bytes": 1e10,
@@ -100,3 +100,36 @@ def test_paper_ratios_from_the_suites_json():
     for r in rows:
         assert r["projected_ratio (modelled)"] > 0 and r["published_ratio"]
         assert r["needs_explanation"] == (r["gap_factor"] > 1.5)
+
+
+def _run(strategy: str, history: list[dict], task: dict | None = None):
+    from gnnscale.compare.runs import Run
+
+    cfg = {"model": {"_target_": "gnnscale.models.sage.SAGE", "hidden": 4, "num_layers": 2},
+           "sampler": {"fanouts": [5, 5]},
+           "strategy": {"_target_": f"gnnscale.strategies.{strategy}.X"}}
+    if task is not None:
+        cfg["task"] = task
+    return Run(path=None, config=cfg, history=history, summary={"world_size": 2},
+               graph={"num_nodes": 30, "num_edges": 200, "num_features": 8, "num_classes": 2})
+
+
+def test_offload_volumes_are_a_full_graph_epoch():
+    # offload reports no vertex_updates: still a full-graph epoch (every vertex once a layer),
+    # nothing sampled, whatever sampler the config carries
+    v = volumes_of_run(_run("offload", [{"epoch_time": 1.0, "edges_computed": 600.0}]))
+    assert v.sampled_edges == 0.0
+    assert v.layers == [(300.0, 30.0, 8, 4), (300.0, 30.0, 4, 2)]
+    sampled = volumes_of_run(_run("data", [{"epoch_time": 1.0, "edges_computed": 600.0}]))
+    assert sampled.sampled_edges == 600.0  # a sampling strategy stays sampled
+
+
+def test_link_volumes_use_the_embedding_width():
+    task = {"_target_": "gnnscale.tasks.link.LinkTask", "dim": 16}
+    v = volumes_of_run(_run("fullgraph", [{"epoch_time": 1.0, "edges_computed": 400.0,
+                                           "vertex_updates": 60.0}], task))
+    assert v.layers == [(200.0, 30.0, 8, 4), (200.0, 30.0, 4, 16)]  # not num_classes=2
+    node = volumes_of_run(_run("fullgraph", [{"epoch_time": 1.0, "edges_computed": 400.0,
+                                              "vertex_updates": 60.0}],
+                               {"_target_": "gnnscale.tasks.node.NodeTask"}))
+    assert node.layers[-1][3] == 2

@@ -11,6 +11,7 @@ import torch
 from omegaconf import OmegaConf
 
 from gnnscale.embed.__main__ import main, parse
+from gnnscale.errors import UserError
 from gnnscale.evaluation.evaluate import layerwise_logits
 from gnnscale.runner import checkpoint
 from gnnscale.runner.embed import load_run
@@ -60,9 +61,9 @@ def test_link_run_embeds_its_message_graph(tmp_path):
 
 
 def test_bad_arguments_fail_clearly(tmp_path):
-    with pytest.raises(SystemExit, match="run_dir= is required"):
+    with pytest.raises(UserError, match="run_dir= is required"):
         parse(["layer=1"])
-    with pytest.raises(SystemExit, match="unknown argument"):
+    with pytest.raises(UserError, match="unknown argument"):
         parse(["run_dir=x", "layers=1"])
     with pytest.raises(SystemExit) as err:
         main([f"run_dir={tmp_path}"])

@@ -266,11 +266,13 @@ def test_presc_hotness_from_the_samplers_equals_one_process():
 @pytest.mark.slow
 def test_switched_loss_is_the_global_batch_mean_like_data(tmp_path):
     """With switching on, factored reports the mean loss over the global batch, as data does
-    on the same sample sequence (2 trainers = data's 2 ranks), not the sum over trainers."""
+    on the same sample sequence (2 trainers with 2 jobs each per step = data's 4 ranks), not
+    the sum over jobs."""
     common = (*TINY, "epochs=1", "model.dropout=0", "eval_every=0")
-    data = run(make_cfg(tmp_path / "d", *common, "strategy=data", "dist.world_size=2"))
+    data = run(make_cfg(tmp_path / "d", *common, "strategy=data", "dist.world_size=4"))
     fact = run(make_cfg(tmp_path / "f", *common, "strategy=factored", "dist.world_size=3",
-                        "strategy.samplers=1", "strategy.switching=true"))
+                        "strategy.samplers=1", "strategy.switching=true",
+                        "strategy.jobs_per_trainer=2"))
     assert fact["history"][0]["trainers"] == 2
     assert fact["history"][0]["train_loss"] == pytest.approx(data["history"][0]["train_loss"],
                                                              rel=1e-4)
@@ -370,7 +372,8 @@ def test_shared_queue_with_staleness_equals_routes(switching):
 def test_shared_queue_runs_are_bit_identical_and_resume(tmp_path):
     """Through the runner with dropout: two shared-queue runs, one with switching, and a run
     resumed from its checkpoint give the same losses to the bit (per-slot reduction, dropout
-    keyed by step and vertex); fixed routes give them within rounding."""
+    keyed by step and vertex); fixed routes give those of one job per trainer within
+    rounding."""
     common = (*TINY, "strategy=factored", "dist.world_size=3", "strategy.samplers=1",
               "model.dropout=0.5", "eval_every=0")
 
@@ -382,8 +385,38 @@ def test_shared_queue_runs_are_bit_identical_and_resume(tmp_path):
     assert losses("b", "epochs=2", "strategy.switching=true", "strategy.prefetch=0") == first
     losses("c", "epochs=1")
     assert losses("c", "epochs=2", "resume=true") == first
+    # one job per trainer and step (auto cuts a step into 2 per trainer here): routes' jobs
+    one = losses("e", "epochs=2", "strategy.jobs_per_trainer=1")
     routes = losses("d", "epochs=2", "strategy.queue=routes", "strategy.switching=true")
-    assert routes == pytest.approx(first, rel=1e-4)
+    assert routes == pytest.approx(one, rel=1e-4)
+
+
+@pytest.mark.slow
+def test_jobs_per_trainer_equal_one_process_and_the_same_bits_whoever_trains():
+    """jobs_per_trainer=2, 1 sampler and 2 trainers: a step is 4 jobs. Each step's reduced
+    gradient equals one process with 4 micro-batches and the parameters data with 4 ranks.
+    Trainer 1 slowed, then trainer 0 slowed: the faster trainer takes more of each step's jobs
+    (different assignments), and the parameters are the same bits."""
+    # train_one_epoch(topo, kind, samplers, queue_depth, switching, staleness, epochs, sampler,
+    #                 queue, prefetch, hosts, jobs_per_trainer, slow_rank)
+    args = ("factored", "1", 1, False, 0, 1, "neighbor", "shared", 1, 1, 2)
+    slow1 = spawn(_factored_fns.train_one_epoch, 3, *args, 1)
+    slow0 = spawn(_factored_fns.train_one_epoch, 3, *args, 0)
+    ref = _factored_fns.reference_epoch(4)
+    for rank in slow1[:2] + slow0[:2]:
+        _assert_steps_equal_reference(rank, ref)
+    every_job = _every_job(4)
+    _assert_each_job_once(slow1, ref, every_job)
+    _assert_each_job_once(slow0, ref, every_job)
+    took1 = [len(r["trained"]) for r in slow1[:2]]
+    took0 = [len(r["trained"]) for r in slow0[:2]]
+    assert took1[0] > took1[1] and took0[1] > took0[0], (took1, took0)
+    for got, want in zip(slow0[0]["params"], slow1[0]["params"]):
+        assert torch.equal(got, want)
+    assert slow1[0]["metrics"]["samples_produced"] == len(every_job)
+    data = spawn(_factored_fns.train_one_epoch, 4, "data")
+    for got, want in zip(slow1[0]["params"], data[0]["params"]):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
 
 def test_job_ring_orders_bounds_and_times_out():
@@ -442,6 +475,37 @@ def test_host_plans():
     assert spare.remote == {0: (3, 4, 5), 2: (4, 5)} and spare.ring_of(4) is None
     jobs = spare.jobs(0, steps=3)
     assert (jobs.base(1), jobs.end(1)) == (6, 12) and jobs.locate(9, 1) == (1, 1)
+    # 2 jobs per trainer and step: job slot j is trainer j mod 3's, on its host
+    micro = HostPlan.build([0, 0, 2, 2], trainers=3, per_trainer=2)
+    assert micro.slots == {0: (0, 1, 3, 4), 2: (2, 5)}
+    jobs = micro.jobs(0, steps=3)
+    assert jobs.per_step == 4 and jobs.end(0) == 12 and jobs.locate(7, 0) == (1, 4)
+
+
+def test_a_steps_last_jobs_go_to_a_free_trainer():
+    """Several jobs per trainer and step (one process, a real ring): a trainer that holds a
+    job claims ahead only jobs before the step's last T - 1; a free trainer claims any."""
+    from gnnscale.distributed.ring import JobRing
+    from gnnscale.strategies.factored.shared import Feeder
+
+    ring = JobRing.create(slots=8, slot_bytes=4096, procs=1, timeout_s=5.0)
+    try:
+        ring.start(0)
+        for job in range(8):  # 2 steps of 4 jobs (2 trainers, 2 jobs each)
+            assert ring.claim_make(8) == job
+            assert ring.try_put(job, [torch.tensor([job])], 0)
+        feeder = Feeder(None, ring, 0, 8, 0, None, per_step=4, tail=1)
+        assert feeder._claim()[0] == 0 and feeder._claim()[0] == 1
+        assert feeder._claim()[0] == 2  # held 0, 1: job 2 is not among step 0's last 1
+        assert feeder._claim() is None and ring.next_take == 3  # job 3 is: held back
+        for job in (0, 1, 2):
+            feeder.done(job)
+        assert feeder._claim()[0] == 3  # free: it takes the step's last job
+        assert feeder._claim()[0] == 4  # the next step's first, ahead of job 3
+        untailed = Feeder(None, ring, 0, 8, 0, None, per_step=4, tail=0)
+        assert [untailed._claim()[0] for _ in range(3)] == [5, 6, 7]  # one job per trainer
+    finally:
+        ring.close()
 
 
 @pytest.mark.slow
@@ -481,10 +545,21 @@ def test_rings_across_hosts_equal_one_process(samplers, switching):
 def test_bad_queue_settings_fail_clearly(tmp_path, tiny_graph):
     for override, match in [("strategy.queue=maybe", "strategy.queue must be shared"),
                             ("strategy.prefetch=-1", "strategy.prefetch must be"),
-                            ("strategy.queue_slot_mb=0", "strategy.queue_slot_mb must be")]:
-        cfg = make_cfg(tmp_path, *TINY, "strategy=factored", "dist.world_size=2", override)
+                            ("strategy.queue_slot_mb=0", "strategy.queue_slot_mb must be"),
+                            ("strategy.jobs_per_trainer=0", "jobs_per_trainer must be 'auto'"),
+                            ("strategy.jobs_per_trainer=two", "jobs_per_trainer must be"),
+                            ("strategy.queue=routes strategy.jobs_per_trainer=2",
+                             "jobs_per_trainer=2 needs strategy.queue=shared"),
+                            ("dist.world_size=1 strategy.jobs_per_trainer=2",
+                             "jobs_per_trainer > 1 with dist.world_size=1")]:
+        cfg = make_cfg(tmp_path, *TINY, "strategy=factored", "dist.world_size=2",
+                       *override.split())
         with pytest.raises(ConfigError, match=match):
             Factored.check(cfg, Checked.build(cfg, tiny_graph))
+    for jobs in ("auto", "1", "4"):  # accepted on the shared queue
+        cfg = make_cfg(tmp_path, *TINY, "strategy=factored", "dist.world_size=2",
+                       f"strategy.jobs_per_trainer={jobs}")
+        Factored.check(cfg, Checked.build(cfg, tiny_graph))
 
 
 def _children(pid: int) -> list[int]:

@@ -160,7 +160,7 @@ def test_load_errors_are_clear(tiny_graph, tmp_path):
     meta = json.loads((tmp_path / "g" / "meta.json").read_text())
     meta["format"] = 99
     (tmp_path / "g" / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(ValueError, match="delete the folder to reprocess"):
+    with pytest.raises(ValueError, match="field format is 99.*delete .* rebuilt"):
         processed.load(tmp_path / "g")
 
 

@@ -51,11 +51,13 @@ def test_data_parallel_link_equals_one_process(world):
         assert_same(r["params"], ref["params"])
 
 
-@pytest.mark.parametrize("world,samplers", [(2, "1"), (4, "2")])
-def test_factored_link_equals_one_process(world, samplers):
-    ranks = spawn(L.train, world, "factored", "mlp", False, {"samplers": samplers})
+@pytest.mark.parametrize("world,samplers,jobs", [(2, "1", 1), (4, "2", 2)])
+def test_factored_link_equals_one_process(world, samplers, jobs):
+    """jobs per trainer and step: a step is ``trainers * jobs`` micro-batches."""
+    ranks = spawn(L.train, world, "factored", "mlp", False,
+                  {"samplers": samplers, "jobs_per_trainer": jobs})
     trainers = world - int(samplers)
-    ref = L.reference_minibatch(trainers)
+    ref = L.reference_minibatch(trainers * jobs)
     trained = [r for r in ranks if r["reports"]]
     assert len(trained) == trainers
     for rank, r in enumerate(trained):
@@ -66,8 +68,9 @@ def test_factored_link_equals_one_process(world, samplers):
 
 
 def test_factored_switching_link_equals_one_process():
-    ranks = spawn(L.train, 3, "factored", "mlp", False, {"samplers": "1", "switching": True})
-    ref = L.reference_minibatch(2)
+    ranks = spawn(L.train, 3, "factored", "mlp", False,
+                  {"samplers": "1", "switching": True, "jobs_per_trainer": 2})
+    ref = L.reference_minibatch(4)  # 2 trainers, 2 jobs each per step
     for r in ranks:  # every rank holds a replica, updated by each step's reduction
         assert_same(r["params"], ref["params"])
 

@@ -212,14 +212,14 @@ def test_custom_npz_carries_a_published_split(tmp_path):
     g = ring_graph()
     ei = g.edge_index().numpy()
     np.savez(tmp_path / "g.npz", edge_index=ei, x=g.x.numpy(),
-             train_pos=ei[:, :50], val_pos=np.array([[0], [30]]), val_neg=np.array([[0], [31]]),
+             train_pos=ei[:, :50], val_pos=np.array([[0], [30]]), val_neg=np.array([[0], [32]]),
              test_pos=np.array([[1], [33]]), test_neg=np.array([[1], [34]]))
     loaded = CustomDataset(root=str(tmp_path / "data"), path=str(tmp_path / "g.npz")).load()
     assert set(loaded.links) == {"train_pos", "val_pos", "val_neg", "test_pos", "test_neg"}
     task = LinkTask()
     m = task.prepare(loaded, str(tmp_path / "data"), seed=0)
     assert m.meta["link_split"] == "given"
-    assert torch.equal(m.links["val_neg"], torch.tensor([[0], [31]]))
+    assert torch.equal(m.links["val_neg"], torch.tensor([[0], [32]]))  # (0, 31) is an edge
     np.savez(tmp_path / "bad.npz", edge_index=ei, x=g.x.numpy(), train_pos=ei[:1, :5])
     with pytest.raises(ConfigError, match=r"train_pos must have shape \[2, E\]"):
         CustomDataset(root=str(tmp_path / "data"), path=str(tmp_path / "bad.npz")).load()

@@ -131,6 +131,34 @@ def test_reduction_keeps_each_ranks_hit_rate():
     assert reduce_over_ranks({"hits": 0.0, "misses": 0.0})["cache_hit_rate_per_rank"] == [0.0]
 
 
+def _reduced(topo) -> dict:
+    """Rank function: figures that differ per rank, reduced over the world."""
+    from gnnscale.runner.metrics import reduce_over_ranks
+
+    r = float(topo.rank + 1)
+    return reduce_over_ranks({"epoch_time": r, "plan_time": r, "a_new_phase_time": 2 * r,
+                              "sampler_busy_time": r, "trainer_idle_time": r,
+                              "train_loss": r, "bytes_x": 10.0})
+
+
+@pytest.mark.slow
+def test_every_time_is_the_mean_over_ranks_unless_declared_otherwise():
+    """On 2 gloo ranks: ``*_time`` figures average (plan_time too, which offload and fullgraph
+    divided by hand, and any new one), ``epoch_time`` takes the slowest rank, factored's role
+    totals sum, as declared in runner/metrics.py; other keys sum."""
+    from gnnscale.distributed import spawn
+
+    out = spawn(_reduced, 2, timeout_s=120.0)[0]
+    assert out == {"epoch_time": 2.0, "plan_time": 1.5, "a_new_phase_time": 3.0,
+                   "sampler_busy_time": 3.0, "trainer_idle_time": 3.0, "train_loss": 1.5,
+                   "bytes_x": 20.0}
+    from gnnscale.runner.metrics import reduction
+
+    assert [reduction(k) for k in ("compute_time", "presample_time", "standby_train_time",
+                                   "recompute_time", "rows_host_loaded")] == \
+        ["mean", "max", "sum", "mean", "sum"]
+
+
 def test_owned_metrics_equal_the_layerwise_evaluation_order():
     """fullgraph/offload evaluate the logits of their masters (any order); the figures,
     ROC-AUC included, are those of the vertices in split order (the layer-wise evaluation)."""

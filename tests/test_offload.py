@@ -210,6 +210,80 @@ def test_device_tier_measures_the_storages_alive():
     assert tier.stats.host_to_device == 24 and tier.stats.h2d_seconds > 0
 
 
+def test_tracked_tensors_do_not_accumulate_over_epochs_and_evaluations():
+    """The tier's record of device tensors holds each live tensor once: a tensor tracked on
+    every batch (a block's index, a parameter autograd saves) does not add an entry per
+    batch, so a measurement's work, and the epoch, do not grow with the epochs run (it grew
+    by ~70 entries per epoch and evaluation, and each measurement walked them all)."""
+    strat = O.make_strategy(None, None, "gcn", chunks=3)
+    tier = strat.tier
+    tier.track(strat.blocks[0].edge_index, strat.blocks[0].edge_index)
+    assert sum(t is strat.blocks[0].edge_index for t in tier.alive()) == 1
+    counts = []
+    for epoch in range(4):
+        m = strat.train_epoch(epoch)
+        strat.evaluate(1024)
+        counts.append(len(tier.alive()))
+        assert 0 < m["peak_device_bytes"] <= m["device_bound_bytes"]
+    assert counts[1:] == counts[:1] * 3, counts
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn", "gin", "gcn_res"])
+def test_chunk_products_equal_the_models_own_bit_for_bit(model):
+    """A chunk's cached matrices give the model's aggregate, autograd's gradient of it and
+    :meth:`aggregate_grad` exactly (the same sums in the same order)."""
+    from gnnscale.strategies.offload.compute import ChunkProducts
+
+    strat = O.make_strategy(None, None, model, chunks=3)
+    net, block = strat.module, strat.blocks[1]
+    torch.manual_seed(0)
+    for k in range(strat.num_layers):
+        prod = ChunkProducts.build(net, k, block)
+        width = net.in_proj.out_features if net.residual and k == 0 else strat.dims[k]
+        x = torch.randn(block.num_src, width, requires_grad=True)
+        grad = torch.randn(block.num_dst, x.shape[1])
+        ref = net.aggregate(k, x, block)
+        (gx_ref,) = torch.autograd.grad(ref, x, grad)
+        got = prod.aggregate(net, k, x)
+        (gx,) = torch.autograd.grad(got, x, grad)
+        assert torch.equal(got, ref) and torch.equal(gx, gx_ref)
+        if net.linear_aggregate:
+            assert torch.equal(prod.aggregate_grad(net, grad), net.aggregate_grad(k, grad, block))
+
+
+def test_chunk_matrices_are_built_once_and_shared_by_layers(monkeypatch):
+    """After the first epoch no pass builds a sparse matrix again (torch's CSR backward and the
+    model's own product built one, and sorted its transpose, per chunk and pass); layers with
+    the same edge weights share one pair; the device bound counts the pair, and the measured
+    peak stays within the bound in every epoch."""
+    import gnnscale.models.base as base
+    import gnnscale.strategies.offload.compute as compute
+
+    built = []
+
+    def counting(real):
+        def csr(*a, **k):
+            built.append(1)
+            return real(*a, **k)
+        return csr
+
+    monkeypatch.setattr(base, "csr_matrix", counting(base.csr_matrix))
+    monkeypatch.setattr(compute, "csr_matrix", counting(getattr(compute, "csr_matrix", None)),
+                        raising=False)
+    for model, modes in (("gcn", ("ccc", "rrr", "crc")), ("sage", None), ("gat", None)):
+        strat = O.make_strategy(None, None, model, chunks=3, dedup="none", modes=modes)
+        strat.train_epoch(0)
+        strat.evaluate(1024)
+        built.clear()
+        for epoch in (1, 2, 3):
+            m = strat.train_epoch(epoch)
+            strat.evaluate(1024)
+            assert 0 < m["peak_device_bytes"] <= m["device_bound_bytes"], (model, epoch)
+        assert built == [], model
+        if model == "gcn":  # the graph's degrees: every layer the same weights, one pair
+            assert len({id(p) for p in strat._products.values()}) == len(strat.transfers)
+
+
 def test_chunks_balance_in_edges_and_cover_the_part():
     graph = F.make_graph()
     masters = torch.arange(graph.num_nodes)
@@ -341,6 +415,29 @@ def test_too_small_budget_is_refused_at_launch_with_the_smallest_that_works(tmp_
     check(need * 1.001)
     with pytest.raises(ConfigError, match="at least"):
         check(need * 0.99)
+
+
+def test_the_launchers_bound_is_the_ranks_under_task_link(tmp_path):
+    """The launcher's planned bound (the budget it names) is the one the ranks plan: the
+    model's output width is the task's (task=link: the embedding, task.dim), not the
+    dataset's class count."""
+    from gnnscale.distributed.topology import Topology
+    from gnnscale.runner.validate import validate
+    from gnnscale.runner.worker import build_context
+
+    over = (*FULL, "task=link", "task.dim=256", "dist.world_size=2", "strategy.chunks=2")
+    with pytest.raises(ConfigError, match="at least") as err:
+        validate(make_cfg(tmp_path, *over, "strategy.device_budget_gb=1e-7"))
+    need = float(str(err.value).split("at least ")[1].split(",")[0])
+    cfg = make_cfg(tmp_path, *over)
+    bounds = []
+    for rank in range(2):
+        topo = Topology(rank, 2, rank, 2, torch.device("cpu"))
+        strat = registry.build(cfg.strategy, ctx=build_context(topo, cfg))
+        strat.plan()
+        assert strat.dims[-1] == 256
+        bounds.append(strat.bound)
+    assert need == pytest.approx(max(bounds) / 1e9, rel=1e-3)
 
 
 @pytest.mark.slow

@@ -113,3 +113,22 @@ def test_readers_never_see_a_gap_while_others_publish(tiny_graph, tmp_path):
     assert errors == []
     leftovers = [p.name for p in folder.parent.iterdir() if p.name != "processed"]
     assert leftovers == []
+
+
+def test_an_older_formats_copy_is_rebuilt_not_refused(tmp_path, capsys):
+    """A processed copy written by an older gnnscale is derived data: the next load rebuilds it
+    from its source (and says so) instead of asking the user to delete it."""
+    from gnnscale.data.synthetic import SyntheticDataset
+
+    ds = SyntheticDataset(root=str(tmp_path), preset="tiny")
+    first = ds.load()
+    meta_file = ds.processed_dir / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    meta["format"] = processed.FORMAT_VERSION - 1
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(processed.ProcessedDataError, match="format"):
+        processed.load(ds.processed_dir)  # the plain reader still refuses it
+    again = SyntheticDataset(root=str(tmp_path), preset="tiny").load()
+    assert "reprocessing" in capsys.readouterr().out
+    assert json.loads(meta_file.read_text())["format"] == processed.FORMAT_VERSION
+    assert torch.equal(torch.as_tensor(first.indices), torch.as_tensor(again.indices))

@@ -39,11 +39,20 @@ void check_negative_sample(const at::Tensor& indptr, const at::Tensor& indices,
   }
 }
 
+void check_edge_table(const at::Tensor& table) {
+  TORCH_CHECK(table.device().is_cpu() && table.dim() == 1 && table.scalar_type() == at::kLong,
+              "negative_sample: edge_table must be a 1-D int64 CPU tensor (edge_key_table)");
+  const int64_t n = table.numel();
+  TORCH_CHECK(n >= 2 && (n & (n - 1)) == 0, "negative_sample: edge_table must have a power of "
+              "two >= 2 slots (edge_key_table), got ", n);
+}
+
 TORCH_LIBRARY_FRAGMENT(gnnscale, m) {
   m.def(
       "negative_sample(Tensor indptr, Tensor indices, Tensor sources, Tensor keys, "
-      "int num_nodes, int k, int mode, int seed, int max_tries=64, int num_threads=0) "
-      "-> (Tensor, Tensor)");
+      "int num_nodes, int k, int mode, int seed, int max_tries=64, int num_threads=0, "
+      "Tensor? edge_table=None) -> (Tensor, Tensor)");
+  m.def("edge_key_table(Tensor indptr, Tensor indices) -> Tensor");
 }
 
 }  // namespace gnnscale::sampling

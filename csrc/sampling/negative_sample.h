@@ -10,4 +10,7 @@ void check_negative_sample(const at::Tensor& indptr, const at::Tensor& indices,
                            const at::Tensor& sources, const at::Tensor& keys, int64_t num_nodes,
                            int64_t k, int64_t mode, int64_t max_tries);
 
+// Raises a clear error unless edge_table is an edge_key_table: 1-D int64, a power of two slots.
+void check_edge_table(const at::Tensor& table);
+
 }  // namespace gnnscale::sampling

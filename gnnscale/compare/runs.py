@@ -36,9 +36,9 @@ class Run:
 
     @property
     def strategy(self) -> str:
-        """The strategy option name: the package of its ``_target_`` (``configs/strategy/X.yaml``
-        mirrors ``gnnscale/strategies/X/``), so a new strategy needs no change here."""
-        return option_name(self.config.get("strategy", {}).get("_target_", "?"))
+        """The strategy's option name (:func:`strategy_name`), so a new strategy, in gnnscale
+        or outside it, needs no change here."""
+        return strategy_name(self.config)
 
     @property
     def metric(self) -> str:
@@ -156,17 +156,40 @@ def assign_labels(runs: list[Run]) -> None:
 COMPONENT_GROUPS = frozenset({"sampler", "cache", "deps", "partition"})
 
 
-def strategy_reads(config: dict[str, Any]) -> tuple[str, ...]:
-    """The component groups the run's strategy uses (its class's ``reads``); all of them when
-    the class cannot be imported here (a run from another version of gnnscale)."""
+def _strategy_class(config: dict[str, Any]) -> Any:
+    """The class the run's ``strategy._target_`` names, or None when it cannot be imported
+    here (a run from another version of gnnscale, a strategy package not on the path)."""
     target = str(config.get("strategy", {}).get("_target_", ""))
     if target.startswith("gnnscale.executor."):  # runs written before strategies/<name>/
         target = "gnnscale.strategies." + target.removeprefix("gnnscale.executor.")
     module, _, name = target.rpartition(".")
     try:
-        return tuple(getattr(importlib.import_module(module), name).reads)
+        return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError):
-        return tuple(COMPONENT_GROUPS)
+        return None
+
+
+def strategy_reads(config: dict[str, Any]) -> tuple[str, ...]:
+    """The component groups the run's strategy uses (its class's ``reads``); all of them when
+    the class cannot be imported here."""
+    cls = _strategy_class(config)
+    reads = getattr(cls, "reads", None)
+    return tuple(reads) if reads is not None else tuple(COMPONENT_GROUPS)
+
+
+def strategy_name(config: dict[str, Any]) -> str:
+    """The run's strategy option name: its class's declared ``name`` (what ``strategy=<name>``
+    selects) when the class imports here, else read from its ``_target_``: the folder of the
+    class's module (``gnnscale.strategies.data.DataParallel`` -> ``data``,
+    ``my_strategies.replicated.strategy.Replicated`` -> ``replicated``, the layout of
+    docs/adding-a-strategy.md)."""
+    name = getattr(_strategy_class(config), "name", None)
+    if isinstance(name, str) and name:
+        return name
+    parts = str(config.get("strategy", {}).get("_target_", "?")).split(".")
+    if len(parts) >= 3 and parts[-2] == "strategy":  # <name>/strategy.py holds the class
+        return parts[-3]
+    return option_name(".".join(parts))
 
 
 def option_name(target: Any) -> str:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from gnnscale.compare.runs import Run
+from gnnscale import registry
+from gnnscale.compare.runs import Run, option_name
 from gnnscale.compare.table import GRAD_KEYS, HOST_KEYS, PEER_KEYS, epoch_mean
 
 # Linear maps per update of each model (SAGE: lin_l and lin_r; GCN, GAT: one; GIN: a 2-layer
@@ -76,17 +77,20 @@ def volumes_of_run(run: Run) -> Volumes:
     cfg, h = run.config, run.history
     model = cfg["model"]
     widths = layer_widths(run.graph["num_features"], int(model["hidden"]),
-                          run.graph["num_classes"], int(model["num_layers"]))
+                          output_width(cfg, run.graph), int(model["num_layers"]))
     edges = epoch_mean(run, ("edges_computed",))
-    full = any("vertex_updates" in r for r in h)
+    reported = any("vertex_updates" in r for r in h)
+    full = reported or not samples(run.strategy)
+    # a full-graph epoch that reports no updates (offload) updates every vertex once a layer
+    updates = epoch_mean(run, ("vertex_updates",)) if reported else \
+        float(run.graph["num_nodes"]) * len(widths)
     fanouts = None if full else [int(f) for f in (cfg.get("sampler") or {}).get("fanouts", [])]
     if not full and len(fanouts or []) != len(widths):
         raise ValueError(f"{run.path}: sampled run without one sampler fanout per layer")
     samplers = int(max(r.get("samplers", 0.0) for r in h))
     return Volumes(
         ranks=run.world_size,
-        layers=split_layers(edges, epoch_mean(run, ("vertex_updates",)) if full else None,
-                            widths, fanouts),
+        layers=split_layers(edges, updates if full else None, widths, fanouts),
         linear_maps=LINEAR_MAPS.get(_model_name(model), 1),
         bytes_host_to_rank=epoch_mean(run, HOST_KEYS),
         bytes_rank_to_rank=epoch_mean(run, PEER_KEYS),
@@ -97,6 +101,22 @@ def volumes_of_run(run: Run) -> Volumes:
         else 1.0,
         steps=epoch_mean(run, ("steps",)) or 1.0,
     )
+
+
+def samples(strategy: str) -> bool:
+    """Whether the strategy option ``strategy`` trains sampled mini-batches (its schema's
+    ``samples``; True for one without a schema)."""
+    cls = registry.schemas("strategy").get(strategy)
+    return bool(getattr(cls, "samples", True))
+
+
+def output_width(cfg: dict, graph: dict) -> int:
+    """The model's output width: the embedding width ``task.dim`` under ``task=link``, else the
+    number of classes."""
+    task = cfg.get("task") or {}
+    if option_name(task.get("_target_", "")) == "link":
+        return int(task.get("dim", 64))
+    return int(graph["num_classes"])
 
 
 def _model_name(model_cfg: dict) -> str:

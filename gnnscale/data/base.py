@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from abc import ABC, abstractmethod
 from pathlib import Path
 
@@ -65,6 +66,11 @@ class Dataset(ABC):
 
     def load(self, mmap: bool = True) -> GraphStore:
         """The processed graph, processing (and checking) it first if needed."""
+        old = processed.older_format(self.processed_dir)
+        if old is not None:  # an older gnnscale's copy: rebuilt from the source, not refused
+            print(f"{self.key}: the processed copy is format {old}, this gnnscale writes "
+                  f"{processed.FORMAT_VERSION}: reprocessing {self.processed_dir}", flush=True)
+            shutil.rmtree(self.processed_dir)
         if not processed.is_processed(self.processed_dir):
             graph = normalize_features(self.process(), self.feature_norm)
             self.check(graph)

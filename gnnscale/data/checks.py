@@ -1,6 +1,7 @@
 """Checks on a freshly processed graph that turn silently wrong training into clear errors.
 
-Run once, when a dataset is processed (before it is saved): finite features, disjoint splits,
+Run once, when a dataset is processed (before it is saved): finite features, finite and
+non-negative edge weights (the native sampler's check lets +inf through), disjoint splits,
 every split vertex labelled with a class in ``[0, num_classes)``, and a class count that the
 labels back: above the largest label, and at most ``max(1000, 10 * (largest label + 1))``
 (more classes only inflate the output layer; see :func:`class_limit`). A tolerable oddity
@@ -31,6 +32,19 @@ def check_features(x: torch.Tensor | None, where: str) -> None:
         raise ConfigError(f"{where}: x holds {int(bad.sum())} NaN/Inf values in "
                           f"{int(rows.sum())} rows (first: row {first}); replace them, e.g. "
                           "with 0 or the column mean, before training")
+
+
+def check_edge_weight(w: torch.Tensor | None, where: str) -> None:
+    """Edge weights must be finite and >= 0: sampling draws in-neighbours in proportion to
+    them (NaN and negative ones fail only when sampling, +inf silently takes every draw)."""
+    if w is None or not w.is_floating_point():
+        return
+    bad = ~torch.isfinite(w) | (w < 0)
+    if bool(bad.any()):
+        first = int(bad.nonzero()[0])
+        raise ConfigError(f"{where}: edge_weight holds {int(bad.sum())} values that are NaN, "
+                          f"infinite or negative (first: edge {first}, {float(w[first])}); "
+                          "edge weights must be finite and >= 0")
 
 
 def check_splits(graph: GraphStore, where: str) -> None:
@@ -109,5 +123,6 @@ def check_labels(graph: GraphStore, where: str, inferred_classes: bool = False) 
 def check_task(graph: GraphStore, where: str, inferred_classes: bool = False) -> None:
     """All the checks above; ``where`` (a file or dataset name) starts every message."""
     check_features(graph.x, where)
+    check_edge_weight(graph.edge_weight, where)
     check_splits(graph, where)
     check_labels(graph, where, inferred_classes)

@@ -5,8 +5,12 @@ prediction split, its edge arrays (``GraphStore.links``: ``train_pos``, ``val_po
 which enter the checksum only when present.
 
 ``meta.json`` records every array's shape, dtype and SHA-256 digest, the scalar fields and a
-checksum over all of them. ``load`` memory-maps the arrays copy-on-write: ranks on one host
-share the page cache, nothing is copied until (unless) someone writes.
+checksum over all of them: the arrays' digests, the number of classes, the name, the sizes
+(``num_nodes``, ``num_edges``, ``num_features``); the sizes are
+also checked against the arrays' shapes on every load
+(:func:`gnnscale.data.metadata.size_problem`), so an edited ``meta.json`` is refused naming
+the field. ``load`` memory-maps the arrays copy-on-write: ranks on one host share the page
+cache, nothing is copied until (unless) someone writes.
 
 Every load is verified. The first load of a folder (and any load with ``verify=True``) hashes
 every array; a successful check leaves a stamp (``.verified.json``) with each file's size,
@@ -22,15 +26,20 @@ ones: ``save(..., share=root)`` hard-links an array that a complete copy under `
 holds (same SHA-256, re-hashed before it is trusted) instead of writing it again, so five
 split seeds of Coauthor Physics store its 1.16 GB of features once. Loads map copy-on-write,
 so no reader writes through a link; deleting one copy leaves the others whole.
+
+A copy is built in a hidden folder beside its final place, named after the writing process
+(:func:`gnnscale.data.publish.temp_folder`), and renamed into place when complete: a process
+killed while processing leaves that folder, which the next save of the same graph removes
+(never a live writer's). A full disk is one line naming the folder and its free space.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -38,21 +47,31 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnscale.data.graph import LINK_ARRAYS, GraphStore
-from gnnscale.data.metadata import FORMAT
-from gnnscale.data.publish import publish_folder
+from gnnscale.data import graph as _graph
+from gnnscale.data.graph import GraphStore
+from gnnscale.data.metadata import (
+    ARRAYS,
+    FORMAT,
+    LINK_ARRAYS,
+    combine,
+    fields_string,
+    meta_fields,
+    size_problem,
+)
+from gnnscale.data.publish import pid_alive, publish_folder, temp_folder
+from gnnscale.errors import UserError
 
 __all__ = ["ProcessedDataError", "array_digest", "checksum", "is_processed", "load", "load_npy",
            "publish_folder", "save", "unverified", "write_stamp"]
 
-ARRAYS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx", "edge_weight")
+assert LINK_ARRAYS == _graph.LINK_ARRAYS, "metadata.LINK_ARRAYS must list graph.LINK_ARRAYS"
 FORMAT_VERSION = FORMAT
 STAMP = ".verified.json"
 _CHUNK = 1 << 24
 SHARE_MIN_BYTES = 1 << 20  # smaller arrays are written: a link saves nothing worth a hash
 
 
-class ProcessedDataError(ValueError):
+class ProcessedDataError(UserError, ValueError):
     """A processed folder whose files are damaged or changed; the message names the file."""
 
     def __init__(self, file: Path, folder: Path, problem: str) -> None:
@@ -77,15 +96,8 @@ def _array_digests(arrays: dict[str, np.ndarray]) -> dict[str, str]:
         return dict(zip(names, pool.map(lambda n: array_digest(arrays[n]), names)))
 
 
-def _combine(digests: dict[str, str], num_classes: int) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    for name in ARRAYS:
-        h.update(f"{name}:{digests.get(name, 'none')};".encode())
-    for name in LINK_ARRAYS:  # only when present: a graph without them hashes as it always did
-        if name in digests:
-            h.update(f"{name}:{digests[name]};".encode())
-    h.update(str(num_classes).encode())
-    return h.hexdigest()
+def _graph_fields(graph: GraphStore) -> str:
+    return fields_string(graph.name, graph.num_nodes, graph.num_edges, graph.num_features)
 
 
 def _numpy_arrays(graph: GraphStore) -> dict[str, np.ndarray]:
@@ -97,13 +109,27 @@ def _numpy_arrays(graph: GraphStore) -> dict[str, np.ndarray]:
 
 
 def checksum(graph: GraphStore) -> str:
-    """Content hash of a graph's arrays and number of classes (hex, 32 chars)."""
-    return _combine(_array_digests(_numpy_arrays(graph)), graph.num_classes)
+    """Content hash of a graph's arrays, number of classes, name and sizes (hex, 32 chars)."""
+    return combine(_array_digests(_numpy_arrays(graph)), graph.num_classes,
+                    _graph_fields(graph))
 
 
 def is_processed(path: str | os.PathLike) -> bool:
     """True when ``path`` holds a complete processed graph."""
     return (Path(path) / "meta.json").is_file()
+
+
+def older_format(path: str | os.PathLike) -> int | None:
+    """The format of the processed graph in ``path`` when an older gnnscale wrote it (a derived
+    copy that can be rebuilt from its source), else None (current, newer, absent or unreadable:
+    the loader says what is wrong with those)."""
+    try:
+        found = json.loads((Path(path) / "meta.json").read_text()).get("format")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(found, int) and not isinstance(found, bool) and 0 < found < FORMAT_VERSION:
+        return found
+    return None
 
 
 def _file_stats(path: Path, names: list[str]) -> dict[str, list[int]]:
@@ -132,6 +158,10 @@ def write_stamp(path: Path, names: list[str], settle: bool = False) -> None:
     tick at most) until the stamp is newer than every file, so that :func:`unverified`
     trusts them all (for a folder just written by this process)."""
     tmp = path / f"{STAMP}.{os.getpid()}.tmp"
+    for old in path.glob(f"{STAMP}.*.tmp"):  # of a process killed while stamping
+        pid = old.name[len(STAMP) + 1:-len(".tmp")]
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+            old.unlink(missing_ok=True)
     try:
         for _ in range(200 if settle else 1):
             stats = _file_stats(path, names)
@@ -207,13 +237,13 @@ def save(graph: GraphStore, path: str | os.PathLike, share: str | os.PathLike | 
     written again.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    tmp = temp_folder(path)
+    arrays: dict[str, np.ndarray] = {}
     try:
         arrays = _numpy_arrays(graph)
         digests = _array_digests(arrays)
         _write_arrays(tmp, arrays, digests, None if share is None else Path(share))
-        digest = _combine(digests, graph.num_classes)
+        digest = combine(digests, graph.num_classes, _graph_fields(graph))
         meta = {
             "format": FORMAT_VERSION,
             "name": graph.name,
@@ -229,10 +259,38 @@ def save(graph: GraphStore, path: str | os.PathLike, share: str | os.PathLike | 
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         write_stamp(tmp, ["meta.json", *(f"{n}.npy" for n in arrays)], settle=True)
         publish_folder(tmp, path, "meta.json")
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        needed = sum(a.nbytes for a in arrays.values())
+        if err.errno in (errno.ENOSPC, errno.EDQUOT) or (err.errno is None
+                                                          and _free(path) < needed):
+            raise DiskFullError(path, needed) from None  # numpy's short write has no errno
+        raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return digest
+
+
+def _free(path: Path) -> int:
+    try:
+        return shutil.disk_usage(path.parent).free
+    except OSError:
+        return 1 << 62
+
+
+class DiskFullError(UserError, OSError):
+    """No space left where a processed graph is written; the message names the folder, the
+    space it needs and the space left."""
+
+    def __init__(self, path: Path, needed: int) -> None:
+        try:
+            free = f"{shutil.disk_usage(path.parent).free / 2**20:.1f} MiB free there"
+        except OSError:
+            free = "free space unknown"
+        super().__init__(f"cannot write the processed graph to {path}: no space left on "
+                         f"device (it needs {needed / 2**20:.1f} MiB, {free}); free space "
+                         "there or set data_root to a disk with room")
 
 
 def _read_meta(path: Path) -> dict:
@@ -242,15 +300,16 @@ def _read_meta(path: Path) -> dict:
     try:
         meta = json.loads(meta_file.read_text())
         if meta.get("format") != FORMAT_VERSION:
-            raise ValueError(
-                f"{path} has processed format {meta.get('format')}, this gnnscale reads "
-                f"{FORMAT_VERSION}: delete the folder to reprocess"
-            )
+            raise ProcessedDataError(meta_file, path, f"field format is {meta.get('format')!r}, "
+                                     f"this gnnscale reads {FORMAT_VERSION}")
         unknown = set(meta["arrays"]) - set(ARRAYS) - set(LINK_ARRAYS)
         if unknown or not isinstance(meta["num_classes"], int):
             raise KeyError(f"unexpected arrays {sorted(unknown)}" if unknown else "num_classes")
+        problem = size_problem(meta)
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
         raise ProcessedDataError(meta_file, path, f"not a valid meta.json ({err})") from err
+    if problem:
+        raise ProcessedDataError(meta_file, path, problem)
     return meta
 
 
@@ -279,9 +338,10 @@ def _verify(path: Path, meta: dict, arrays: dict[str, np.ndarray],
         if got != meta["arrays"][name].get("sha256"):
             raise ProcessedDataError(path / f"{name}.npy", path, "checksum mismatch: its "
                                      "content changed since it was written")
-    if only is None and _combine(digests, meta["num_classes"]) != meta["checksum"]:
-        raise ProcessedDataError(path / "meta.json", path, "checksum mismatch: its checksum "
-                                 "or number of classes was edited")
+    if only is None and combine(digests, meta["num_classes"], meta_fields(meta)) \
+            != meta["checksum"]:
+        raise ProcessedDataError(path / "meta.json", path, "checksum mismatch: its checksum, "
+                                 "name, sizes or number of classes was edited")
 
 
 def load(path: str | os.PathLike, mmap: bool = True, verify: bool | None = None) -> GraphStore:

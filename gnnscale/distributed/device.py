@@ -8,10 +8,21 @@ under gloo, by construction), whether host buffers are pinned (:func:`host_empty
 :func:`pinned`) and whether copies are non-blocking (:func:`to_device`), and it reads the
 device's memory (:func:`peak_allocated`, :func:`free_bytes`) and RNG (:func:`rng_states`).
 No other module of gnnscale calls ``torch.cuda`` (``tests/test_device.py`` checks it).
+
+It also decides where a rank's own listeners bind (:func:`listener_env`): gloo's pair
+listeners and NCCL's bootstrap otherwise bind to the address the host name resolves to, which
+may be on the network while the run's store is on loopback. A single-host run binds them to
+the loopback interface, a multi-host run to the interface holding the address this host
+reaches ``MASTER_ADDR`` from.
 """
 
 from __future__ import annotations
 
+import fcntl
+import ipaddress
+import socket
+import struct
+import sys
 from collections.abc import Sequence
 from enum import Enum
 
@@ -136,3 +147,61 @@ def set_rng_states(states: list[torch.Tensor] | None) -> None:
 def ddp_device_ids(device: torch.device) -> list[int] | None:
     """``device_ids`` for DistributedDataParallel on ``device``."""
     return [device.index] if is_accelerator(device) else None
+
+
+# -- where a rank's listeners bind ------------------------------------------------------------
+#: The variables gloo and NCCL read for the interface their listeners bind to.
+IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+_SIOCGIFADDR = 0x8915  # Linux: an interface's IPv4 address
+
+
+def _ipv4_of(name: str) -> str | None:
+    """The IPv4 address of interface ``name`` (Linux), None when it has none."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            packed = fcntl.ioctl(s.fileno(), _SIOCGIFADDR,
+                                 struct.pack("256s", name.encode()[:15]))
+        except OSError:
+            return None
+    return socket.inet_ntoa(packed[20:24])
+
+
+def interface_of(addr: str) -> str | None:
+    """The name of the interface holding the IPv4 address ``addr`` (any 127.x address: the
+    loopback interface), None when no interface holds it or it cannot be read here."""
+    ip = ipaddress.ip_address(addr)
+    for _, name in socket.if_nameindex():
+        own = _ipv4_of(name) if sys.platform.startswith("linux") else None
+        if own is None:
+            continue
+        if ipaddress.ip_address(own) == ip or (ip.is_loopback
+                                               and ipaddress.ip_address(own).is_loopback):
+            return name
+    if ip.is_loopback:  # no reading (not Linux): the usual names
+        return "lo0" if sys.platform == "darwin" else "lo"
+    return None
+
+
+def source_address(master_addr: str) -> str:
+    """The local IPv4 address this host reaches ``master_addr`` from (its route; nothing is
+    sent): the address of the run's own network here."""
+    target = socket.getaddrinfo(master_addr, None, socket.AF_INET)[0][4][0]
+    if ipaddress.ip_address(target).is_loopback:
+        return "127.0.0.1"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((target, 9))  # a UDP "connect" only picks the route
+        return s.getsockname()[0]
+
+
+def listener_env(master_addr: str | None = None) -> dict[str, str]:
+    """The environment that binds gloo's and NCCL's listeners of a rank where the run is: on
+    the loopback interface for a single-host run (``master_addr`` None, or a loopback
+    address), else on the interface holding :func:`source_address` (``MASTER_ADDR``'s
+    route). Raises ``ValueError`` when no interface holds that address."""
+    addr = "127.0.0.1" if master_addr is None else source_address(master_addr)
+    name = interface_of(addr)
+    if name is None:
+        raise ValueError(f"no network interface of this host holds {addr}, the address it "
+                         f"reaches MASTER_ADDR={master_addr} from: set GLOO_SOCKET_IFNAME "
+                         "to the interface of the run's network")
+    return dict.fromkeys(IFNAME_VARS, name)

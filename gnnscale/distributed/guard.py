@@ -7,11 +7,19 @@ watchdog thread that polls the parent pid is the fallback everywhere. SIGTERM ra
 stopped, the process group destroyed); a rank stuck in native code is ended after a grace
 period, by a timer whose signal the kernel acts on even when no Python code can run. The
 launcher turns SIGTERM/SIGHUP into :class:`Terminated` too, stops its ranks and exits
-non-zero.
+non-zero; so does SIGINT (Ctrl-C), in one line, which the ranks themselves ignore (the launcher
+stops them).
 
 A launching process keeps its temp files (its ranks', PyG's generated modules, the fork
 server's socket) in one private folder, :func:`run_temp_dir`, removed at its exit; a folder
 whose process was killed is removed by the next one that starts.
+
+Sockets: multiprocessing's AF_UNIX sockets (the fork server's, the resource sharer that passes
+shared tensors between a rank and its sampler workers) go to :func:`socket_dir`, a folder whose
+path leaves room for a socket name within the 107-byte AF_UNIX limit however deep the temp
+folder is: the temp folder itself when it is short enough, else a private folder in ``/tmp``
+(or ``/var/tmp``, ``/dev/shm``); with none of those usable the launcher refuses to start.
+Processes started afterwards (ranks, sampler workers) inherit it.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from multiprocessing import process, util
+
+from gnnscale.errors import UserError
 
 PR_SET_PDEATHSIG = 1
 POLL_S = 0.2
@@ -66,7 +76,9 @@ def _raise_terminated(signum: int, _frame: object) -> None:
     raise Terminated(signum)
 
 
-def _set_parent_death_signal(signum: int) -> bool:
+def set_parent_death_signal(signum: int) -> bool:
+    """Ask the kernel to send this process ``signum`` when the thread that started it ends
+    (``PR_SET_PDEATHSIG``, Linux); False where that is not available."""
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -76,20 +88,30 @@ def _set_parent_death_signal(signum: int) -> bool:
         return False
 
 
-def _kill_children() -> None:
-    """SIGKILL this process's children (Linux ``/proc``), so a hard exit orphans nobody."""
-    me = str(os.getpid())
+def children(parent: int | None = None) -> list[int]:
+    """The pids of ``parent``'s (this process's) children, from Linux ``/proc``; [] elsewhere."""
+    me = str(os.getpid() if parent is None else parent)
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return
+        return []
+    found = []
     for pid in filter(str.isdigit, entries):
         try:
             with open(f"/proc/{pid}/stat") as f:
-                ppid = f.read().rsplit(")", 1)[1].split()[1]
-            if ppid == me:
-                os.kill(int(pid), signal.SIGKILL)
+                if f.read().rsplit(")", 1)[1].split()[1] == me:
+                    found.append(int(pid))
         except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def _kill_children() -> None:
+    """SIGKILL this process's children (Linux ``/proc``), so a hard exit orphans nobody."""
+    for pid in children():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
             continue
 
 
@@ -153,7 +175,7 @@ def guard_rank(parent_pid: int, grace_s: float = 5.0, launcher_pid: int | None =
     _grace[:] = [grace_s]
     signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the hard exit (_arm_hard_exit)
     signal.signal(signal.SIGTERM, _raise_terminated)
-    _set_parent_death_signal(signal.SIGTERM)
+    set_parent_death_signal(signal.SIGTERM)
     if os.getppid() != parent_pid or (launcher_pid is not None and not _alive(launcher_pid)):
         raise Terminated(signal.SIGTERM)  # the launcher died before the death signal was set
     threading.Thread(target=_watch, args=(parent_pid, grace_s, launcher_pid),
@@ -162,15 +184,19 @@ def guard_rank(parent_pid: int, grace_s: float = 5.0, launcher_pid: int | None =
 
 @contextmanager
 def launcher_signals() -> Iterator[None]:
-    """While inside, SIGTERM and SIGHUP raise :class:`Terminated` (main thread only)."""
+    """While inside, SIGTERM, SIGHUP and SIGINT (Ctrl-C) raise :class:`Terminated` (main
+    thread only), once: a second one while the ranks are being stopped is ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signums = (signal.SIGTERM, signal.SIGHUP)
+    signums = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
     previous = {s: signal.getsignal(s) for s in signums}
+    raised: list[int] = []
 
     def stop(signum: int, _frame: object) -> None:
-        raise Terminated(signum)
+        if not raised:
+            raised.append(signum)
+            raise Terminated(signum)
 
     for s in signums:
         signal.signal(s, stop)
@@ -179,6 +205,22 @@ def launcher_signals() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+@contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """While inside, SIGINT is blocked in this thread: a helper process started here (a fork
+    server, sampler workers) inherits the blocked signal, so a Ctrl-C to the process group
+    never interrupts it mid-import (its owner stops it); a SIGINT that came meanwhile reaches
+    this thread on the way out (as multiprocessing starts its resource tracker)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 # -- temp folders -----------------------------------------------------------------------------
@@ -262,10 +304,9 @@ def run_temp_dir() -> str:
     if pid in _run_temp:
         return _run_temp[pid][0]
     parent = tempfile.gettempdir()
-    remove_stale_temp_dirs(parent)
-    path = tempfile.mkdtemp(prefix=f"{RUN_TEMP_PREFIX}{pid}-", dir=parent)
-    fd = os.open(os.path.join(path, _LOCK), os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel however this process ends
+    for folder in dict.fromkeys([parent, *SHORT_BASES]):  # short ones: killed socket folders
+        remove_stale_temp_dirs(folder)
+    path, fd = _owned_dir(parent)
     mp_temp = getattr(process.current_process(), "_config", {}).get("tempdir")
     if mp_temp and os.path.dirname(mp_temp) == parent:  # made before this folder: record it
         with open(os.path.join(path, _ALSO), "w") as f:
@@ -278,9 +319,78 @@ def run_temp_dir() -> str:
     return path
 
 
+def _owned_dir(parent: str) -> tuple[str, int]:
+    """A new ``gnnscale-run-<pid>-*`` folder in ``parent`` and the fd of its lock, held (flock)
+    while this process lives: :func:`remove_stale_temp_dirs` removes it once it is gone."""
+    path = tempfile.mkdtemp(prefix=f"{RUN_TEMP_PREFIX}{os.getpid()}-", dir=parent)
+    fd = os.open(os.path.join(path, _LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel however this process ends
+    return path, fd
+
+
 def _remove_run_temp(pid: int) -> None:
     if os.getpid() != pid or pid not in _run_temp:
         return
     path, fd = _run_temp.pop(pid)
+    shutil.rmtree(path, ignore_errors=True)
+    os.close(fd)
+
+
+# -- socket paths -----------------------------------------------------------------------------
+#: The longest AF_UNIX socket path, in bytes (``sun_path`` less its NUL): 107 on Linux.
+SUN_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+#: What multiprocessing adds to its temp folder for a socket: ``/listener-XXXXXXXX``.
+SOCKET_NAME_LEN = len("/listener-") + 8
+#: Short folders a socket folder falls back to when the temp folder's path is too long.
+SHORT_BASES = ("/tmp", "/var/tmp", "/dev/shm")
+_PYMP_LEN = len("/pymp-") + 8  # multiprocessing's own temp folder, made in the temp folder
+_OWNED_LEN = len("/" + RUN_TEMP_PREFIX) + 7 + 1 + 8  # an _owned_dir folder (pid <= 7 digits)
+
+
+class SocketPathError(UserError):
+    """No folder leaves room for an AF_UNIX socket path (the temp folder's path is too long)."""
+
+
+def socket_room(folder: str) -> bool:
+    """Whether a multiprocessing socket in ``folder`` stays within :data:`SUN_PATH_MAX`."""
+    return len(os.fsencode(folder)) + SOCKET_NAME_LEN <= SUN_PATH_MAX
+
+
+def _usable(folder: str) -> bool:
+    return os.path.isdir(folder) and os.access(folder, os.W_OK | os.X_OK)
+
+
+def socket_dir() -> str:
+    """The folder of this process's multiprocessing sockets (``util.get_temp_dir()``: the fork
+    server's, the resource sharer's), with room for a socket name; processes started after
+    this call inherit it.
+
+    Multiprocessing's own folder (``pymp-*`` in the temp folder) when that is short enough,
+    else a private folder in one of :data:`SHORT_BASES`, removed at this process's exit (or by
+    the next run after a SIGKILL). Raises :class:`SocketPathError` when no folder fits."""
+    config = process.current_process()._config
+    current = config.get("tempdir")
+    if current and socket_room(current) and os.path.isdir(current):
+        return current
+    temp = tempfile.gettempdir()
+    if not current and socket_room(temp + "/" + "x" * (_PYMP_LEN - 1)):
+        return util.get_temp_dir()  # its own, removed at exit by multiprocessing
+    pid = os.getpid()
+    for base in SHORT_BASES:
+        if _usable(base) and socket_room(base + "x" * _OWNED_LEN):
+            path, fd = _owned_dir(base)
+            config["tempdir"] = path
+            util.Finalize(None, _remove_socket_dir, args=(pid, path, fd), exitpriority=-100)
+            return path
+    raise SocketPathError(
+        f"the temp folder {temp} is too long for the run's AF_UNIX sockets ({len(temp)} "
+        f"bytes; a socket path holds at most {SUN_PATH_MAX}) and none of "
+        f"{', '.join(SHORT_BASES)} is a writable folder to use instead: set TMPDIR to a "
+        "shorter folder")
+
+
+def _remove_socket_dir(pid: int, path: str, fd: int) -> None:
+    if os.getpid() != pid:
+        return
     shutil.rmtree(path, ignore_errors=True)
     os.close(fd)

@@ -12,6 +12,10 @@ Temp files (PyG's generated modules, the ranks' folders, the fork server's socke
 launching process's private folder (:func:`~gnnscale.distributed.guard.run_temp_dir`), removed
 at its exit or, after a SIGKILL, by the next run.
 
+A rank's listeners (the store's, gloo's pair listeners, NCCL's bootstrap) bind to loopback
+(:func:`~gnnscale.distributed.device.listener_env`), whatever the host name resolves to and
+whatever interface the launcher's environment names.
+
 Ranks start from a fork server that has imported torch, PyG and gnnscale once
 (:data:`PRELOAD`), so a rank starts in a fraction of a second instead of spending ~5 s of CPU
 on imports; where the platform has no fork server, or ``GNNSCALE_START_METHOD=spawn``, ranks
@@ -39,6 +43,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from gnnscale.distributed.device import listener_env
 from gnnscale.distributed.guard import (
     Terminated,
     guard_rank,
@@ -46,6 +51,8 @@ from gnnscale.distributed.guard import (
     launcher_signals,
     process_state,
     run_temp_dir,
+    sigint_blocked,
+    socket_dir,
 )
 from gnnscale.distributed.topology import (  # noqa: F401 - re-exported
     Topology,
@@ -56,8 +63,13 @@ from gnnscale.distributed.topology import (  # noqa: F401 - re-exported
 )
 
 SETTLE_S = 1.0  # after a first failure, how long to collect the other ranks' reports
-#: What the fork server imports once for every rank it starts (torch, PyG, all of gnnscale).
-PRELOAD = ["gnnscale.runner.worker"]
+#: ... when every report so far is a deadline that fired: a rank still quiet may be waiting on
+#: a deadline of its own (its sampler workers') and name the cause in a moment.
+DEADLINE_SETTLE_S = 5.0
+KILL_AFTER_S = 5.0  # how long a terminated process has to unwind before SIGKILL
+#: What the fork server imports once for every rank it starts (torch, PyG, all of gnnscale),
+#: after its own exit duty (:mod:`gnnscale.distributed.fork_server`).
+PRELOAD = ["gnnscale.distributed.fork_server", "gnnscale.runner.worker"]
 START_METHODS = ("forkserver", "spawn")
 
 
@@ -73,7 +85,9 @@ def rank_context() -> Any:
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     with temp_dir_as(run_temp_dir()):  # the server's socket folder: not in a shorter-lived one
-        forkserver.ensure_running()
+        socket_dir()  # its socket path fits AF_UNIX (the ranks inherit the folder too)
+        with sigint_blocked():  # Ctrl-C reaches the launcher, not the server's imports
+            forkserver.ensure_running()
     return ctx
 
 
@@ -91,7 +105,7 @@ def stop_processes(procs: list, grace_s: float = 0.0) -> None:
     for p in procs:
         if not is_stopped(p.pid):
             p.join(timeout=max(0.0, end - time.monotonic()))
-    for p in procs:
+    for p in procs:  # all at once: one unwinding may wait on another (a process group)
         if p.is_alive():
             p.terminate()
             if is_stopped(p.pid):
@@ -99,7 +113,10 @@ def stop_processes(procs: list, grace_s: float = 0.0) -> None:
                     os.kill(p.pid, signal.SIGCONT)
                 except ProcessLookupError:
                     pass
-            p.join(timeout=5)
+    end = time.monotonic() + KILL_AFTER_S
+    for p in procs:
+        p.join(timeout=max(0.0, end - time.monotonic()))
+    for p in procs:
         if p.is_alive():
             p.kill()
             p.join(timeout=2)
@@ -141,9 +158,25 @@ def private_temp_dir(prefix: str = "gnnscale-") -> Iterator[str]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _leave_fork_server() -> None:
+    """In a rank forked by the fork server: close the server's "alive" pipe it inherits, so
+    the server ends with its launcher rather than with its last rank (on its way out it
+    continues stopped ranks, :mod:`gnnscale.distributed.fork_server`); a rank starts no rank."""
+    server = forkserver._forkserver
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None and getattr(server, "_forkserver_pid", None) is None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None
+
+
 def _worker(rank, world_size, fn, args, port, backend, device, timeout_s, results, threads,
             launcher_pid, tmp_dir, env):
     try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the launcher stops the ranks
+        _leave_fork_server()
         # the parent is the launcher (spawn) or the fork server, which ends with the launcher
         guard_rank(os.getppid(), launcher_pid=launcher_pid)
         os.environ.clear()
@@ -177,6 +210,31 @@ def describe_exit(code: int | None) -> str:
     return f"exit code {code}"
 
 
+def fork_server_death() -> str | None:
+    """How this process's fork server ended (``killed by signal SIGKILL``) when it is dead,
+    else None. A rank it started then reads as "exit code 255" (its parent could not tell);
+    the dead server is reaped here and forgotten, so the next launch starts a new one (as
+    ``forkserver.ensure_running`` does when it finds it dead)."""
+    server = forkserver._forkserver
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is None:
+        return None
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    if not done:
+        return None
+    death = f"the fork server that started the ranks (pid {pid}) " + (
+        "was " if os.WIFSIGNALED(status) else "ended with ") + describe_exit(
+        os.waitstatus_to_exitcode(status))
+    with server._lock:  # as ensure_running does on finding it dead
+        os.close(server._forkserver_alive_fd)
+        server._forkserver_address = server._forkserver_alive_fd = None
+        server._forkserver_pid = None
+    return death
+
+
 NO_REPORT = ("(no traceback: the rank never raised, the launcher ended it; to see where a "
              "rank hangs, look at it while it does, e.g. py-spy dump --pid PID)")
 NO_TRACEBACK = (
@@ -187,7 +245,7 @@ NO_TRACEBACK = (
 
 #: How a peer's failure reads when a rank stopped answering: its collective (gloo, nccl's
 #: watchdog) or a store wait ran past the deadline.
-TIMED_OUT = re.compile(r"timed out|timeout|timing out", re.IGNORECASE)
+TIMED_OUT = re.compile(r"timed out|timeout(?!_s)|timing out", re.IGNORECASE)
 
 
 def _timed_out(tb: str) -> bool:
@@ -237,7 +295,9 @@ class _Failures:
         if self.since is None:
             return False
         pending = [r for r in self._quiet(done) if not is_stopped(self.procs[r].pid)]
-        return not pending or time.monotonic() - self.since > SETTLE_S
+        deadlines = self.reports and all(_timed_out(tb) for tb in self.reports.values())
+        window = DEADLINE_SETTLE_S if deadlines and not self.silent else SETTLE_S
+        return not pending or time.monotonic() - self.since > window
 
     def _unanswering(self, done: dict) -> list[int]:
         """When every report is a deadline that fired: the ranks still running that did not
@@ -259,6 +319,11 @@ class _Failures:
         """Who failed first, with its traceback, then the others' last lines; call it before
         the ranks are stopped (it reads the state of those that still run)."""
         silent = [r for r in self.silent if r not in self.reports]
+        server = (fork_server_death() if any(p.exitcode == 255 for p in self.procs)
+                  else None)
+        if server:  # every rank it started reads "exit code 255": say what happened
+            self.silent = [r for r in self.silent if self.procs[r].exitcode != 255]
+            silent = [r for r in silent if self.procs[r].exitcode != 255]
         unanswering = [] if silent else self._unanswering(done)
         if unanswering:
             first = unanswering[0]
@@ -266,10 +331,10 @@ class _Failures:
                         else "their deadline")
             lines = [f"rank {first} stopped answering: {self._state(first)}; its peers' "
                      f"collectives timed out waiting for it ({deadline})", NO_REPORT]
-        else:
-            first = silent[0] if silent else next(iter(self.reports))
-            code = self.procs[first].exitcode
-            lines = [f"rank {first} failed first ({describe_exit(code)})"]
+        else:  # a report that is not a deadline comes before the peers' timeouts it caused
+            own = [r for r, tb in self.reports.items() if not _timed_out(tb)]
+            first = silent[0] if silent else own[0] if own else next(iter(self.reports), 0)
+            lines = [f"rank {first} failed first ({self._exit(first, server)})"]
             lines.append(self.reports.get(first, NO_TRACEBACK).rstrip())
         others = [r for r in [*self.reports, *silent, *unanswering] if r != first]
         if others:
@@ -277,9 +342,18 @@ class _Failures:
         for r in others:
             tb = self.reports.get(r, "").strip().splitlines()
             last = (_error_line(tb) if tb else f"no report, {self._state(r)}" if r in unanswering
-                    else describe_exit(self.procs[r].exitcode))
+                    else self._exit(r, server))
             lines.append(f"  rank {r}: {last}")
+        if server:
+            lines.insert(0, f"{server}; the ranks it started end with it")
         return "\n".join(lines)
+
+    def _exit(self, rank: int, server: str | None) -> str:
+        """How ``rank``'s process ended, as far as the launcher can tell."""
+        code = self.procs[rank].exitcode
+        if code == 255 and server:
+            return "ended with the fork server, its exit status unknown"
+        return describe_exit(code)
 
 
 def spawn(
@@ -307,7 +381,8 @@ def spawn(
     tmp_dir = tempfile.mkdtemp(prefix="gnnscale-ranks-", dir=run_temp_dir())
     # not daemonic: a rank may start processes of its own (sampler workers); ranks end with
     # the launcher (guard_rank) and the ``finally`` below terminates them however spawn ends
-    env = {**os.environ, "TMPDIR": tmp_dir}
+    # every listener of the ranks on loopback (gloo's pairs, NCCL's bootstrap), as the store
+    env = {**os.environ, "TMPDIR": tmp_dir, **listener_env()}
     procs = [
         ctx.Process(target=_worker, args=(r, world_size, fn, args, port, backend, device,
                                           timeout_s, results, threads, os.getpid(), tmp_dir,
@@ -318,8 +393,8 @@ def spawn(
     outs: dict[int, Any] = {}
     failures = _Failures(procs, timeout_s)
     message = None
-    try:
-        with launcher_signals():
+    with launcher_signals():  # around the clean-up too: a second Ctrl-C cannot cut it short
+        try:
             before = os.environ.get("TMPDIR")
             os.environ["TMPDIR"] = tmp_dir  # ranks inherit it: their imports write there too
             try:
@@ -342,12 +417,12 @@ def spawn(
                     failures.report(rank, payload, outs)
             if failures.since is not None:
                 message = failures.message(outs)  # while the ranks still run as they stopped
-    except Terminated as err:
-        print(f"gnnscale: launcher {err}; stopping the ranks", file=sys.stderr, flush=True)
-        raise
-    finally:
-        stop_processes(procs, grace_s if failures.since is not None else 0.0)
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+        except Terminated as err:
+            print(f"gnnscale: launcher {err}; stopping the ranks", file=sys.stderr, flush=True)
+            raise
+        finally:
+            stop_processes(procs, grace_s if failures.since is not None else 0.0)
+            shutil.rmtree(tmp_dir, ignore_errors=True)
     if message is not None:
         raise RankFailed(message)
     return [outs[r] for r in range(world_size)]

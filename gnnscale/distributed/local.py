@@ -1,7 +1,9 @@
 """Launch option ``dist=local``: torchrun's environment when present, else local processes.
 
 Multi-node runs go through torchrun (see docs/distributed.md); a single host needs nothing:
-``dist.world_size`` processes are spawned on free loopback ports.
+``dist.world_size`` processes are spawned on free loopback ports, every listener of theirs on
+loopback; under torchrun gloo's and NCCL's listeners bind to the interface this host reaches
+``MASTER_ADDR`` from, unless ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` say otherwise.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from typing import Any
 
 import torch.distributed as dist
 
-from gnnscale.distributed.guard import guard_rank, run_temp_dir
+from gnnscale.distributed.device import IFNAME_VARS, listener_env
+from gnnscale.distributed.guard import guard_rank, run_temp_dir, socket_dir
 from gnnscale.distributed.launch import spawn
 from gnnscale.distributed.schemas import LocalDistConfig
+from gnnscale.distributed.threads import default_threads
 from gnnscale.distributed.topology import (
     Backend,
     Device,
@@ -44,16 +48,24 @@ class Launcher:
         spawned from the fork server, under torchrun this process is one of its ranks.
 
         From here on this process's temp files go to its private folder (``run_temp_dir``),
-        removed at its exit, or by the next run when it is killed."""
+        removed at its exit, or by the next run when it is killed; its sockets, and its ranks'
+        and sampler workers', to :func:`~gnnscale.distributed.guard.socket_dir` (short enough
+        for AF_UNIX, or a clear refusal here, before any rank starts)."""
         run_temp_dir()
+        socket_dir()
         if not under_torchrun() and self.world_size == 1:
             return [run_here(fn, args, self.backend, self.device, self.timeout_s,
-                             self.threads_per_rank or (os.cpu_count() or 1))]
+                             self.threads_per_rank or default_threads(1))]
         if not under_torchrun():
             return spawn(fn, self.world_size, *args, backend=self.backend, device=self.device,
                          timeout_s=self.timeout_s,
-                         threads_per_rank=self.threads_per_rank or None)
+                         threads_per_rank=self.threads_per_rank
+                         or default_threads(self.world_size))
         guard_rank(os.getppid())  # end with torchrun's agent, however it ends
+        # gloo's and NCCL's listeners on the run's network (an interface set here is kept)
+        if not all(os.environ.get(key) for key in IFNAME_VARS):
+            for key, value in listener_env(os.environ["MASTER_ADDR"]).items():
+                os.environ.setdefault(key, value)
         topo = topology_from_env(self.backend, self.device, self.timeout_s)
         try:
             return [fn(topo, *args)]
@@ -73,8 +85,11 @@ def run_here(fn: Callable[..., Any], args: tuple, backend: str, device: str, tim
 
     owned = not dist.is_initialized()
     before = torch.get_num_threads()
+    listeners = listener_env()  # gloo's (and NCCL's) listeners on loopback, as the store
+    saved = {key: os.environ.get(key) for key in listeners}
     with private_temp_dir("gnnscale-rank-"):
         torch.set_num_threads(threads)
+        os.environ.update(listeners)
         try:
             topo = init_process_group(0, 1, backend=backend, device=device, port=free_port(),
                                       timeout_s=timeout_s)
@@ -83,4 +98,9 @@ def run_here(fn: Callable[..., Any], args: tuple, backend: str, device: str, tim
             if owned and dist.is_initialized():
                 dist.destroy_process_group()
             torch.set_num_threads(before)
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 

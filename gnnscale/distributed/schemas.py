@@ -13,6 +13,9 @@ from gnnscale.errors import ConfigError
 from gnnscale.registry import register
 from gnnscale.schema import Options, require_at_least
 
+#: The longest deadline ``dist.timeout_s`` takes: one week (waits count it in nanoseconds).
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+
 
 def under_torchrun() -> bool:
     """True when torchrun (or another elastic launcher) set up this process (torch-free: the
@@ -46,15 +49,23 @@ class LocalDistConfig(Options):
     backend: Backend = Backend.auto
     device: Device = Device.auto
     timeout_s: float = 300.0
-    threads_per_rank: int = 0  # 0: host cores / local ranks
+    threads_per_rank: int = 0  # 0: the host's free cores / local ranks
 
     def check(self) -> None:
-        """At least one rank, a deadline > 0 s, threads >= 0, known backend and device."""
+        """At least one rank, a deadline in (0 s, one week], threads in [0, this host's cores],
+        known backend and device."""
         require_at_least("dist.world_size", self.world_size, 1)
-        if not self.timeout_s > 0:
-            raise ConfigError(f"dist.timeout_s must be > 0 seconds, got {self.timeout_s}")
+        if not 0 < self.timeout_s <= MAX_TIMEOUT_S:
+            raise ConfigError(f"dist.timeout_s must lie in (0, {MAX_TIMEOUT_S:g}] seconds (one "
+                              "week: the deadline becomes nanoseconds in 64-bit waits), got "
+                              f"{self.timeout_s:g}")
         require_at_least("dist.threads_per_rank", self.threads_per_rank, 0,
-                         " (0: host cores / local ranks)")
+                         " (0: the host's free cores / local ranks)")
+        cores = os.cpu_count() or 1
+        if self.threads_per_rank > cores:
+            raise ConfigError(f"dist.threads_per_rank must be <= {cores}, this host's cores "
+                              "(more intra-op threads than cores only contend, and every rank "
+                              f"would start them), got {self.threads_per_rank}")
         for key, choices in (("backend", Backend), ("device", Device)):
             value = getattr(self, key)
             if getattr(value, "value", value) not in choices.__members__:

@@ -11,32 +11,43 @@ USAGE = ("usage: python -m gnnscale.embed run_dir=DIR [layer=-1] [out=FILE.npy] 
 
 
 def parse(argv: list[str]) -> dict:
-    """``key=value`` arguments into keyword arguments (unknown keys: an error)."""
+    """``key=value`` arguments into keyword arguments; an unknown key, a bad value or no
+    ``run_dir`` is a :class:`~gnnscale.errors.UserError` of one line (status 2 in :func:`main`,
+    as argparse's)."""
+    from gnnscale.errors import UserError
+
     kwargs = {}
     for arg in argv:
         key, eq, value = arg.partition("=")
         if not eq or key not in KEYS:
-            raise SystemExit(f"error: unknown argument {arg!r}\n{USAGE}")
+            raise UserError(f"unknown argument {arg!r} (arguments: {', '.join(KEYS)}; "
+                            "--help for the usage)")
         try:
             kwargs[key] = KEYS[key](value)
         except ValueError:
-            raise SystemExit(f"error: {key}={value!r} is not a valid value\n{USAGE}") from None
+            raise UserError(f"{key}={value!r} is not a valid value (--help for the usage)"
+                            ) from None
     if "run_dir" not in kwargs:
-        raise SystemExit(f"error: run_dir= is required\n{USAGE}")
+        raise UserError("run_dir= is required (--help for the usage)")
     return kwargs
 
 
 def main(argv: list[str] | None = None) -> dict:
     """Write the embeddings; print where and how large, each rank's peak RSS."""
     from gnnscale.errors import UserError
-    from gnnscale.runner.embed import embed
 
     args = sys.argv[1:] if argv is None else argv
     if args in (["-h"], ["--help"]):
         print(USAGE)
         return {}
     try:
-        res = embed(**parse(args))
+        kwargs = parse(args)  # first: a bad argument is refused before torch is imported
+        from gnnscale.distributed.threads import quiet_waits
+
+        quiet_waits()  # before torch loads here and in the ranks
+        from gnnscale.runner.embed import embed
+
+        res = embed(**kwargs)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None

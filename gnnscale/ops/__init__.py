@@ -1,11 +1,16 @@
 """Typed wrappers of every native op (``csrc/<domain>/``), one module per domain.
 
-- :mod:`gnnscale.ops.sampling`: ``sample_neighbors``, ``random_walk_top_k``;
+- :mod:`gnnscale.ops.sampling`: ``sample_neighbors``, ``random_walk_top_k``,
+  ``negative_sample``, ``edge_key_table``;
+- :mod:`gnnscale.ops.pairs`: ``pair_product``, ``pair_product_backward`` (the link decoder's
+  fused gather-and-multiply);
 - :mod:`gnnscale.ops.gather`: ``gather_rows`` (into a new tensor or ``out``),
   ``advise_huge_pages``;
 - :mod:`gnnscale.ops.split`: ``split_sample``;
 - :mod:`gnnscale.ops.deps`: ``hybrid_greedy``, ``subtree_costs``, ``subtree_rows``,
-  ``in_edges``, ``needed_mask``.
+  ``in_edges``, ``needed_mask``;
+- :mod:`gnnscale.ops.sparse` (pure torch, no native op): ``fixed_mm``, a CSR product whose
+  backward uses a transpose built once.
 
 Nothing outside this package calls ``torch.ops.gnnscale`` directly.
 """
@@ -14,8 +19,9 @@ from gnnscale.ops._loader import available
 from gnnscale.ops.deps import hybrid_greedy, in_edges, needed_mask, subtree_costs, subtree_rows
 from gnnscale.ops.gather import advise_huge_pages, gather_rows
 from gnnscale.ops.sampling import random_walk_top_k, sample_neighbors
+from gnnscale.ops.sparse import fixed_mm
 from gnnscale.ops.split import split_sample
 
 __all__ = ["available", "advise_huge_pages", "gather_rows", "random_walk_top_k",
            "sample_neighbors", "split_sample", "hybrid_greedy", "in_edges", "needed_mask",
-           "subtree_costs", "subtree_rows"]
+           "subtree_costs", "subtree_rows", "fixed_mm"]

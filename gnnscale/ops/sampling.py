@@ -1,5 +1,5 @@
-"""The sampling domain: ``sample_neighbors``, ``random_walk_top_k`` and ``negative_sample``
-(``csrc/sampling/``)."""
+"""The sampling domain: ``sample_neighbors``, ``random_walk_top_k``, ``negative_sample`` and
+``edge_key_table`` (``csrc/sampling/``)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ def random_walk_top_k(indptr: torch.Tensor, indices: torch.Tensor, targets: torc
 def negative_sample(num_nodes: int, keys: torch.Tensor, k: int, seed: int, *,
                     sources: torch.Tensor | None = None, indptr: torch.Tensor | None = None,
                     indices: torch.Tensor | None = None, max_tries: int = 64,
-                    num_threads: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                    num_threads: int = 0, edge_table: torch.Tensor | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """``k`` negative pairs for each int64 key in ``keys`` (a positive edge's global id):
     ``(src, dst)``, int64 ``[len(keys) * k]``, the negatives of key ``i`` at
     ``[i * k, (i + 1) * k)``.
@@ -60,11 +61,21 @@ def negative_sample(num_nodes: int, keys: torch.Tensor, k: int, seed: int, *,
     (``indptr`` int64, ``indices`` int64/int32, each vertex's in-neighbours sorted ascending) a
     self loop or an edge ``src -> dst`` of it is drawn again, up to ``max_tries`` times. Key
     ``i``'s draws come from a counter-based RNG keyed by ``(seed, keys[i])``: the same whatever
-    the batch, rank or thread count. Bad inputs raise a ``RuntimeError`` naming the argument.
+    the batch, rank or thread count. ``edge_table`` (:func:`edge_key_table` of the same graph)
+    makes the edge test one hash probe instead of a binary search: the same negatives. Bad
+    inputs raise a ``RuntimeError`` naming the argument.
     """
     empty = torch.empty(0, dtype=torch.int64)
     mode = 0 if sources is None else 1
     return native().negative_sample(
         empty if indptr is None else indptr, empty if indices is None else indices,
         empty if sources is None else sources.long(), keys.long(), int(num_nodes), int(k),
-        mode, int(seed), int(max_tries), int(num_threads))
+        mode, int(seed), int(max_tries), int(num_threads), edge_table)
+
+
+def edge_key_table(indptr: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """The edges of a CSC graph (``indptr`` int64, ``indices`` int64/int32) as an
+    open-addressing hash of the keys ``dst * num_nodes + src``: int64, a power of two slots at
+    least twice the edges (``16 * edges`` bytes at most), empty slots -1; what
+    :func:`negative_sample` probes for its edge test."""
+    return native().edge_key_table(indptr, indices)

@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from gnnscale.data.processed import (
     unverified,
     write_stamp,
 )
+from gnnscale.data.publish import temp_folder
 from gnnscale.partition._graph import edge_dst, edge_src
 
 KINDS = ("edge_cut", "vertex_cut")
@@ -153,8 +153,7 @@ class PartitionBook:
     def save(self, path: str | os.PathLike) -> None:
         """Write the book atomically to the folder ``path`` (concurrent savers are safe)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        tmp = temp_folder(path)  # named after this process: swept if it is killed
         try:
             small = np.int16 if self.num_parts < 2**15 else np.int64
             arrays = {"part": self.part.numpy().astype(small),

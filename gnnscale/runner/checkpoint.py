@@ -3,15 +3,23 @@
 A checkpoint holds only tensors and plain types (dicts, lists, str, int, float, bool, None), so
 it is read with ``torch.load(weights_only=True)``: a planted ``checkpoint.pt`` cannot run code.
 The numpy and Python RNG states are stored as tensors for that reason.
+
+The temp file is ``.checkpoint.pt.tmp<pid>``; one left by a process that was killed while
+writing is removed by the next save in that folder (:func:`sweep`), never one whose process
+still runs. A run's checkpoint is checked field by field before it is used
+(:func:`check_state`): a missing, mistyped or out-of-range field is a :class:`CheckpointError`
+naming the file and the field.
 """
 
 from __future__ import annotations
 
 import errno
 import io
+import math
 import os
 import pickle
 import random
+import re
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -20,12 +28,16 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from gnnscale.data.publish import pid_alive
 from gnnscale.distributed import device as device_seam
+from gnnscale.errors import UserError
 
 FILENAME = "checkpoint.pt"
+#: the fields of a run's checkpoint (:func:`check_state`); ``graph`` is optional (older runs)
+FIELDS = ("model", "optimizer", "epoch", "rng", "history", "config")
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserError, RuntimeError):
     """A checkpoint that cannot be written, or read safely; the message names the file."""
 
 
@@ -87,6 +99,7 @@ def save(path: str | Path, state: dict[str, Any]) -> None:
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    sweep(path)
     try:
         buf = io.BytesIO()
         torch.save(plain(state), buf)  # serialise first: the write below reports its own errno
@@ -100,6 +113,27 @@ def save(path: str | Path, state: dict[str, Any]) -> None:
         tmp.unlink(missing_ok=True)
         raise CheckpointError(f"cannot write the checkpoint {path}: {_reason(err)}; the previous "
                               "checkpoint (if any) is unchanged") from err
+
+
+def sweep(path: str | Path) -> list[Path]:
+    """Remove the temp files ``.<name>.tmp<pid>`` beside ``path`` whose process is dead (a
+    save killed mid-way); returns what was removed."""
+    path = Path(path)
+    pattern = re.compile(re.escape(f".{path.name}.tmp") + r"(\d+)")
+    removed = []
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        m = pattern.fullmatch(entry.name)
+        if m and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1))):
+            try:
+                entry.unlink()
+                removed.append(entry)
+            except OSError:
+                pass
+    return removed
 
 
 def _reason(err: BaseException) -> str:
@@ -123,6 +157,103 @@ def load(path: str | Path) -> dict[str, Any]:
             "older gnnscale). It was not loaded; delete it and train from the start, or run "
             "with resume=false"
         ) from err
-    except (OSError, RuntimeError, EOFError) as err:
+    except Exception as err:  # noqa: BLE001 - a text file or garbage fails in many ways
         raise CheckpointError(f"cannot read the checkpoint {path}: {_reason(err)}; delete it "
                               "or run with resume=false") from err
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) or v is None
+
+
+def _check_rng(rng: Any) -> str | None:
+    """What is wrong with one rank's RNG state (:func:`rng_state`), or None."""
+    if not isinstance(rng, dict):
+        return f"is a {type(rng).__name__}, not a dict"
+    npy, py, t = rng.get("numpy"), rng.get("python"), rng.get("torch")
+    if not isinstance(t, torch.Tensor) or t.dtype != torch.uint8 or t.dim() != 1:
+        return "['torch'] is not a uint8 vector (torch.get_rng_state())"
+    if not (isinstance(npy, dict) and isinstance(npy.get("kind"), str)
+            and isinstance(npy.get("keys"), torch.Tensor) and npy["keys"].dim() == 1
+            and _is_int(npy.get("pos")) and _is_int(npy.get("has_gauss"))
+            and isinstance(npy.get("cached"), (int, float))):
+        return "['numpy'] lacks kind/keys/pos/has_gauss/cached or has a wrong type"
+    if not (isinstance(py, dict) and _is_int(py.get("version"))
+            and isinstance(py.get("internal"), torch.Tensor) and py["internal"].dim() == 1
+            and (py.get("gauss_next") is None or isinstance(py.get("gauss_next"), float))):
+        return "['python'] lacks version/internal/gauss_next or has a wrong type"
+    return None
+
+
+def _check_history(history: list, epoch: int) -> str | None:
+    """What is wrong with the per-epoch records, or None."""
+    if len(history) != epoch + 1:
+        return f"holds {len(history)} records for epochs 0..{epoch} ({epoch + 1} expected)"
+    for i, rec in enumerate(history):
+        if not isinstance(rec, dict):
+            return f"[{i}] is a {type(rec).__name__}, not a dict"
+        if rec.get("epoch") != i or not _is_int(rec.get("epoch")):
+            return f"[{i}]['epoch'] is {rec.get('epoch')!r}, expected {i}"
+        for key in ("train_loss", "epoch_time"):
+            if not isinstance(rec.get(key), (int, float)) or isinstance(rec.get(key), bool):
+                return f"[{i}]['{key}'] is {rec.get(key)!r}, not a number"
+        for key, v in rec.items():
+            ok = _is_number(v) or (isinstance(v, list) and all(map(_is_number, v)))
+            if not isinstance(key, str) or not ok:
+                return f"[{i}][{key!r}] is {v!r}, not a number"
+    return None
+
+
+def check_state(state: Any, path: str | Path) -> dict[str, Any]:
+    """``state`` when it is a complete run checkpoint (:data:`FIELDS`, each of the right type
+    and range); otherwise :class:`CheckpointError` naming ``path`` and the field."""
+    def bad(field: str, problem: str) -> CheckpointError:
+        return CheckpointError(f"{path}: field {field} {problem}; it is not a checkpoint "
+                               "gnnscale wrote: delete it or run with resume=false")
+
+    if not isinstance(state, dict):
+        raise bad("(top level)", f"is a {type(state).__name__}, not a dict")
+    for field in FIELDS:
+        if field not in state:
+            raise bad(field, "is missing")
+    model, optim, epoch = state["model"], state["optimizer"], state["epoch"]
+    if not isinstance(model, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                              for k, v in model.items()):
+        raise bad("model", "is not a dict of parameter names to tensors")
+    if not (isinstance(optim, dict) and isinstance(optim.get("state"), dict)
+            and isinstance(optim.get("param_groups"), list)
+            and all(isinstance(g, dict) for g in optim["param_groups"])):
+        raise bad("optimizer", "is not an optimizer state (a dict with 'state' and "
+                  "'param_groups')")
+    if not _is_int(epoch) or epoch < 0:
+        raise bad("epoch", f"is {epoch!r}: the last epoch trained, an integer >= 0")
+    if not isinstance(state["rng"], list) or not state["rng"]:
+        raise bad("rng", "is not a non-empty list of every rank's RNG states")
+    for i, rng in enumerate(state["rng"]):
+        problem = _check_rng(rng)
+        if problem:
+            raise bad(f"rng[{i}]", problem)
+    if not isinstance(state["history"], list):
+        raise bad("history", f"is a {type(state['history']).__name__}, not a list")
+    problem = _check_history(state["history"], epoch)
+    if problem:
+        raise bad("history", problem)
+    if not isinstance(state["config"], dict):
+        raise bad("config", f"is a {type(state['config']).__name__}, not a dict")
+    graph = state.get("graph")
+    if graph is not None and not isinstance(graph, str):
+        raise bad("graph", f"is {graph!r}, not the graph's checksum (a string)")
+    for i, rec in enumerate(state["history"]):
+        for key in ("train_loss", "epoch_time"):
+            if not math.isfinite(rec[key]):
+                raise bad(f"history[{i}]['{key}']", f"is {rec[key]!r}, not finite")
+    return state
+
+
+def load_run(path: str | Path) -> dict[str, Any]:
+    """A run's checkpoint: :func:`load`, then :func:`check_state`."""
+    return check_state(load(path), path)

@@ -11,13 +11,17 @@ computes its share in chunks of ``batch_size`` destinations, reads each chunk's 
 rows from the previous layer's file (mapped for that chunk only) and writes its output rows
 to the next layer's file with plain writes, then all ranks meet at a barrier before the next
 layer. No rank holds a whole layer's activations: its memory is the model, one chunk's
-neighbourhood and the pages of the files it maps for one chunk. Intermediate layers live in
-hidden files beside the output, removed at the end.
+neighbourhood and the pages of the files it maps for one chunk. Intermediate layers and the
+output itself are written to hidden files beside the output, named after the process
+(``.<out>.tmp<pid>@<host>.*``); the output replaces ``out`` by a rename only once every rank
+has written it, so a killed or failed embedding leaves the previous output as it was. The
+leftovers of a killed embedding are removed by the next one writing to the same ``out``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import resource
 import time
 from dataclasses import dataclass
@@ -28,6 +32,7 @@ import torch
 import torch.distributed as dist
 from omegaconf import OmegaConf
 
+from gnnscale.data.publish import pid_alive, temp_path
 from gnnscale.errors import UserError
 
 
@@ -57,7 +62,7 @@ def load_run(cfg, ckpt_path: str):
     if task is not None:
         task.attach(model)
     model.bind_graph(graph)
-    model.load_state_dict(checkpoint.load(ckpt_path)["model"])
+    model.load_state_dict(checkpoint.load_run(ckpt_path)["model"])
     model.eval()
     return graph, model, task
 
@@ -118,6 +123,16 @@ def embed_rank(topo, cfg_dict: dict, ckpt_path: str, files: list[LayerFile], bat
             "peak_rss": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024}
 
 
+def _sweep_legacy(out_path: Path) -> None:
+    """Layer files of an older gnnscale's killed embedding (``.<stem>.layer<k>.<pid>.npy``)
+    whose process is gone."""
+    pattern = re.compile(re.escape(f".{out_path.stem}.layer") + r"\d+\.(\d+)\.npy")
+    for entry in out_path.parent.glob(f".{out_path.stem}.layer*.npy"):
+        m = pattern.fullmatch(entry.name)
+        if m and not pid_alive(int(m.group(1))):
+            entry.unlink(missing_ok=True)
+
+
 def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int = 1,
           batch_size: int = 4096, progress: bool = True, data_root: str | None = None) -> dict:
     """Write layer ``layer`` (0-based; -1: the last) of every node of the run in ``run_dir``
@@ -133,7 +148,7 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
     if world_size < 1 or batch_size < 1:
         raise UserError(f"world_size and batch_size must be >= 1, got {world_size}, "
                         f"{batch_size}")
-    cfg = OmegaConf.create(checkpoint.load(ckpt)["config"])
+    cfg = OmegaConf.create(checkpoint.load_run(ckpt)["config"])
     if data_root is not None:
         cfg.data_root = data_root
     graph, model, _ = load_run(cfg, str(ckpt))  # processes the data once, here
@@ -144,10 +159,11 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
                         "for the last)")
     layer = layer % len(widths)
     out_path = Path(out) if out else Path(run_dir) / "embeddings.npy"
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    paths = [out_path.parent / f".{out_path.stem}.layer{k}.{os.getpid()}.npy"
-             for k in range(layer)] + [out_path]
+    _sweep_legacy(out_path)
+    paths = [temp_path(out_path, f"layer{k}.npy") for k in range(layer)]
+    paths.append(temp_path(out_path, "out.npy"))
     files = []
+    done = False
     try:
         for path, width in zip(paths, widths):
             m = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
@@ -163,8 +179,10 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
             ranks = spawn(embed_rank, world_size, cfg_dict, str(ckpt), files, batch_size,
                           progress)
         seconds = time.perf_counter() - t0
+        os.replace(paths[-1], out_path)  # complete: the previous output is replaced now
+        done = True
     finally:
-        for path in paths[:-1]:
+        for path in paths[:-1] if done else paths:
             path.unlink(missing_ok=True)
     return {"path": str(out_path), "shape": [graph.num_nodes, widths[layer]], "layer": layer,
             "seconds": seconds, "peak_rss_per_rank": [r["peak_rss"] for r in ranks]}

@@ -1,9 +1,19 @@
 """Per-epoch metrics: names, reduction over the reporting ranks, JSON lines, summary table.
 
-Counts and bytes are summed over ranks; times (``*_time``) are per-rank means, except
-``epoch_time`` which is the slowest rank's wall time; ``peak_memory`` is the largest rank's;
-``train_loss`` is the mean over ranks (and so are ``replication_alpha`` and
-``recompute_time``); ``peak_device_bytes`` and ``device_bound_bytes`` are the largest rank's;
+How each metric combines over the reporting ranks is declared here, by name
+(:func:`reduction`), never by a strategy dividing its own figure:
+
+- the largest rank's: ``epoch_time`` (the slowest rank's wall time), ``presample_time`` (the
+  slowest sampler's), ``peak_memory``, ``peak_device_bytes``, ``device_bound_bytes``,
+  ``edge_skew``;
+- the sum of the ranks' seconds: the role totals of ``strategy=factored``
+  (``sampler_busy_time``, ``sampler_idle_time``, ``trainer_busy_time``,
+  ``trainer_idle_time``, ``standby_train_time``: seconds summed over the samplers or trainers);
+- the mean over ranks: every other ``*_time`` (``sample_time``, ``split_time``,
+  ``load_time``, ``compute_time``, ``comm_time``, ``recompute_time``, ``plan_time``, and any
+  new one), ``train_loss``, ``local_edge_ratio``, ``replication_alpha``;
+- the sum: everything else (counts, bytes).
+
 ``cache_hit_rate`` is recomputed from the summed hits, and ``cache_hit_rate_per_rank`` lists
 each reporting rank's own rate (group rank order: under ``strategy=factored``, one per trainer).
 """
@@ -22,8 +32,11 @@ from gnnscale.distributed import device as device_seam
 
 MAX_KEYS = {"epoch_time", "peak_memory", "edge_skew", "peak_device_bytes", "device_bound_bytes",
             "presample_time"}
-MEAN_KEYS = {"sample_time", "split_time", "load_time", "compute_time", "comm_time",
-             "train_loss", "local_edge_ratio", "replication_alpha", "recompute_time"}
+#: ``*_time`` keys that are totals over a role's ranks (summed), not per-rank phases
+SUM_TIME_KEYS = {"sampler_busy_time", "sampler_idle_time", "trainer_busy_time",
+                 "trainer_idle_time", "standby_train_time"}
+#: keys other than ``*_time`` that average over ranks
+MEAN_KEYS = {"train_loss", "local_edge_ratio", "replication_alpha"}
 COLUMNS = ("epoch", "train_loss", "val_loss", "val_acc", "test_acc", "val_rocauc", "test_rocauc",
            "val_auc", "test_auc", "val_ap", "test_ap", "val_mrr", "test_mrr",
            "epoch_time", "sample_time", "load_time", "compute_time", "comm_time",
@@ -39,6 +52,18 @@ def peak_memory(device: torch.device) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def reduction(key: str) -> str:
+    """How metric ``key`` combines over ranks: ``max``, ``mean`` or ``sum`` (module
+    docstring)."""
+    if key in MAX_KEYS:
+        return "max"
+    if key in SUM_TIME_KEYS:
+        return "sum"
+    if key.endswith("_time") or key in MEAN_KEYS:
+        return "mean"
+    return "sum"
+
+
 def reduce_over_ranks(local: dict[str, float], group: dist.ProcessGroup | None = None
                       ) -> dict[str, Any]:
     """Combine the metrics of every rank of ``group`` (collective when a process group is up)."""
@@ -50,9 +75,10 @@ def reduce_over_ranks(local: dict[str, float], group: dist.ProcessGroup | None =
     out: dict[str, Any] = {}
     for key in local:
         values = [float(r[key]) for r in per_rank]
-        if key in MAX_KEYS:
+        how = reduction(key)
+        if how == "max":
             out[key] = max(values)
-        elif key in MEAN_KEYS:
+        elif how == "mean":
             out[key] = sum(values) / len(values)
         else:
             out[key] = sum(values)

@@ -3,7 +3,10 @@
 Changes that would make the resumed run differ from an uninterrupted one (world size, model,
 strategy, data, sampler, optimizer, seed...) are refused with the keys named; changes that do
 not touch training (epochs, evaluation, the reported epoch and early stopping, logging,
-paths, timeouts) are applied and reported.
+paths, timeouts) are applied and reported. The checkpoint is checked field by field
+(:func:`gnnscale.runner.checkpoint.check_state`) and the graph it was trained on (its
+checksum) against the graph the new run would train on (:func:`check_graph`): a dataset file
+rewritten in place is a new graph, not a run to continue.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from gnnscale.compare.runs import flatten
+from gnnscale.errors import ConfigError
 from gnnscale.runner import checkpoint
 
 SAFE_KEYS = ("epochs", "eval_every", "eval_batch_size", "progress", "checkpoint", "resume",
@@ -52,7 +56,7 @@ def check_resume(cfg: DictConfig, log=print) -> dict | None:
     if not path.exists():
         log(f"resume=true but there is no checkpoint at {path}: training from epoch 0")
         return None
-    state = checkpoint.load(path)
+    state = checkpoint.load_run(path)
     old = state.get("config")
     if not isinstance(old, dict):
         raise ResumeError(f"{path} records no config, so an exact resume cannot be checked: "
@@ -73,3 +77,23 @@ def check_resume(cfg: DictConfig, log=print) -> dict | None:
     if shown:
         log(f"resume: applying changed settings: {_show(shown)}")
     return state
+
+
+def check_graph(cfg: DictConfig, graph: Any) -> None:
+    """With ``resume=true`` and a checkpoint that records its graph's checksum: refuse when
+    ``graph`` (the graph the run would train on: a loaded graph or its
+    :class:`~gnnscale.data.metadata.DatasetMeta`) has another one."""
+    path = Path(cfg.run_dir) / checkpoint.FILENAME
+    if not cfg.get("resume") or not path.exists():
+        return
+    recorded = checkpoint.load_run(path).get("graph")
+    meta = getattr(graph, "meta", None)
+    now = meta.get("checksum") if isinstance(meta, dict) else getattr(graph, "checksum", None)
+    if recorded is None or now is None or recorded == now:
+        return
+    raise ConfigError(
+        f"resume=true: {path} field graph: the checkpoint was trained on the graph with "
+        f"checksum {recorded}, but dataset {getattr(graph, 'name', '?')} now has checksum "
+        f"{now} (its file or processed data changed): its weights do not belong to this "
+        "graph; start a new run (resume=false, or another run_dir)"
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from gnnscale import registry
 from gnnscale.distributed.schemas import under_torchrun
+from gnnscale.distributed.threads import quiet_waits
 from gnnscale.errors import ConfigError
 from gnnscale.runner.phases import LAUNCH_ENV, Phases
+from gnnscale.runner.runlock import run_folder_lock
 from gnnscale.runner.validate import strategy_class, validate
 from gnnscale.strategies.config import declared
 
@@ -44,23 +47,33 @@ def run(cfg: DictConfig) -> dict:
     """Train as ``cfg`` says; returns rank 0's results (summary, per-epoch history, config,
     and ``startup``: seconds per phase of the launcher and of rank 0).
 
-    Every check runs first (:func:`~gnnscale.runner.validate.validate`); a meta strategy
-    (``auto``) then runs concrete configs through this same function."""
+    Every check runs first (:func:`~gnnscale.runner.validate.validate`); then the run folder
+    is locked for the run (:mod:`~gnnscale.runner.runlock`: a second run given it is refused,
+    naming the holder; torchrun's rank 0 holds it for its ranks); a meta strategy (``auto``)
+    then runs concrete configs through this same function."""
     phases = Phases()
     phases.since_start("imports_and_compose")
     registry.load_all()
     with phases.time("validate"):
         validate(cfg)
-    if declared(cfg.strategy).meta:
-        return strategy_class(cfg).train_meta(cfg, run)
-    cfg_dict = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    run_dir = Path(cfg_dict["run_dir"])
+    run_dir = Path(str(cfg.run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
+    leader = not under_torchrun() or os.environ.get("RANK") == "0"
+    with run_folder_lock(run_dir) if leader else nullcontext():  # one run per folder
+        if declared(cfg.strategy).meta:
+            return strategy_class(cfg).train_meta(cfg, run)
+        return _launch(cfg, run_dir, phases)
+
+
+def _launch(cfg: DictConfig, run_dir: Path, phases: Phases) -> dict:
+    """Start the ranks on the validated ``cfg``, write ``results.json``."""
+    cfg_dict = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     ranks = launcher(cfg)
     if ranks.world_size == 1 and not under_torchrun():  # the launcher trains it: its imports
         with phases.time("rank_imports"):
             import gnnscale.runner.worker  # noqa: F401
     os.environ[LAUNCH_ENV] = repr(time.time())
+    quiet_waits()  # ranks started from here on (spawned, or a fork server not yet running)
     try:
         results = ranks.launch(rank_main, cfg_dict, str(run_dir))[0]
     finally:

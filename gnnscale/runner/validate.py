@@ -22,11 +22,17 @@ from gnnscale.errors import ConfigError, UserError
 from gnnscale.strategies.config import Checked, StrategyConfig, declared
 from gnnscale.tasks.schemas import check_task_config, task_name
 
+#: The largest ``seed``: numpy's legacy generators and 64-bit RNG counters mixed with it.
+MAX_SEED = 2**32 - 1
+
 
 def check_config(cfg: DictConfig) -> None:
     """Every check the config alone decides: the run's own keys, the task's, each component's
     options, the strategy against the rest of the config."""
     check_task_config(cfg)
+    if not 0 <= cfg.seed <= MAX_SEED:
+        raise ConfigError(f"seed must lie in [0, {MAX_SEED}] (2**32 - 1: it seeds torch, numpy "
+                          f"and the native RNG counters), got {cfg.seed}")
     if cfg.epochs < 1:
         raise ConfigError(f"epochs must be >= 1, got {cfg.epochs}")
     if cfg.eval_every < 0:
@@ -81,15 +87,15 @@ def check_early_stop(cfg: DictConfig) -> None:
 
 
 def check_unused_cache_budget(cfg: DictConfig) -> None:
-    """``cache=none`` with a budget set is a mistake, not a wish for no cache."""
+    """``cache=none`` with a budget set caches nothing: harmless (a sweep such as
+    ``cache=none,degree cache.ratio=0.1,0.25`` sets one beside it), so a note, not an error."""
     cache = cfg.get("cache")
     if cache is None or not str(cache.get("_target_", "")).endswith(".NoCache"):
         return
     for key in ("ratio", "bytes", "auto"):
         if cache.get(key):
-            raise ConfigError(f"cache.{key}={cache.get(key)} has no effect with cache=none: "
-                              f"pick a policy that caches (cache=degree, presample, random) "
-                              f"or drop cache.{key}")
+            print(f"note: cache.{key}={cache.get(key)} has no effect with cache=none (nothing "
+                  "is cached)", flush=True)
 
 
 def strategy_class(cfg: DictConfig) -> type:
@@ -170,6 +176,10 @@ def validate(cfg: DictConfig) -> None:
         meta, graph = dataset_meta(cfg)
         built = Checked.build(cfg, meta)
         built.loaded = graph
+    if cfg.get("resume"):  # the checkpoint's graph against this one
+        from gnnscale.runner.resume import check_graph
+
+        check_graph(cfg, built.graph)
     check_dataset(cfg, built, decl)
 
 

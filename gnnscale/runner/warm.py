@@ -13,9 +13,13 @@ import signal
 from collections.abc import Sequence
 from multiprocessing import forkserver
 
+from gnnscale.distributed.threads import quiet_waits
+
 #: The module every rank runs from; the fork server imports it (and through it every option
 #: module) once, so a forked rank imports nothing.
 WORKER_MODULE = "gnnscale.runner.worker"
+#: Imported by the fork server before it: its duty on exit (stopped ranks are continued).
+SERVER_MODULE = "gnnscale.distributed.fork_server"
 _NO_RUN = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "--version",
            "--shell-completion", "-sc"}
 
@@ -37,8 +41,25 @@ def warm_fork_server(argv: Sequence[str]) -> bool:
     """Start the fork server now when ``argv`` will start ranks; True when started."""
     if not needs_ranks(argv) or "forkserver" not in multiprocessing.get_all_start_methods():
         return False
-    forkserver.set_forkserver_preload([WORKER_MODULE])
-    forkserver.ensure_running()
+    from gnnscale.distributed.guard import (
+        SocketPathError,
+        run_temp_dir,
+        sigint_blocked,
+        socket_dir,
+    )
+
+    try:
+        socket_dir()  # the server's socket path must fit AF_UNIX
+    except SocketPathError:
+        return False  # the launcher refuses with the reason, before any rank starts
+    quiet_waits()  # the server loads torch for every rank: its OpenMP wait policy first
+    forkserver.set_forkserver_preload([SERVER_MODULE, WORKER_MODULE])  # launch.PRELOAD
+    with sigint_blocked():  # a Ctrl-C now is the launcher's, not a traceback of the server's
+        forkserver.ensure_running()
+    # this launcher's private folder, now: it records the server's pymp-* folder as its own, so
+    # a launcher killed while composing, validating or processing (before any rank starts) has
+    # both removed by the next run, instead of leaving pymp-* in the temp folder for good
+    run_temp_dir()
     return True
 
 

@@ -97,7 +97,7 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     history: list[dict] = []
     start = 0
     if cfg.resume and ckpt_path.exists():
-        state = checkpoint.load(ckpt_path)
+        state = checkpoint.load_run(ckpt_path)
         strategy.module.load_state_dict(state["model"])
         strategy.optimizer.load_state_dict(state["optimizer"])
         if reports:
@@ -228,6 +228,7 @@ def _save_checkpoint(path: Path, strategy, epoch: int, history: list, cfg, leade
             "model": strategy.module.state_dict(), "optimizer": strategy.optimizer.state_dict(),
             "epoch": epoch, "rng": rngs, "history": history,
             "config": OmegaConf.to_container(cfg),
+            "graph": strategy.ctx.graph.meta.get("checksum"),  # resume: the same graph
         })
     if dist.is_initialized():
         dist.barrier(group=strategy.group)

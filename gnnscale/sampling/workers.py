@@ -16,16 +16,22 @@ How a worker gets the graph:
   map them. Other arrays (features, labels) never reach the workers.
 
 Errors in a worker are raised in the consumer as :class:`SamplerWorkerError` carrying the
-worker's traceback; a worker that dies is reported within ``poll_s`` seconds. Breaking out of
-a :meth:`~SamplerPool.map` cancels its remaining jobs (the pool stays usable); :meth:`close`
-(or leaving a ``with`` block) stops the workers, and a worker whose parent is gone exits on its
-own within ``poll_s`` seconds, so a killed rank leaves no orphans.
+worker's traceback (a result the worker could not send, too); a worker that dies is reported
+within ``poll_s`` seconds, and one that sends nothing for a job within ``timeout_s`` (the
+run's deadline, ``dist.timeout_s``) is named with its state (stopped, running) instead of
+being waited for. Breaking out of a :meth:`~SamplerPool.map` cancels its remaining jobs (the
+pool stays usable); :meth:`close` (or leaving a ``with`` block) stops the workers. A worker
+dies with the thread that started the pool (``PR_SET_PDEATHSIG``: SIGKILL, which ends even a
+stopped one) and, where that is missing, exits once its parent is gone, within ``poll_s``
+seconds: a killed rank leaves no orphans. Its sockets go to
+:func:`~gnnscale.distributed.guard.socket_dir` (a path short enough for AF_UNIX).
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import signal
 import time
 import traceback
 import weakref
@@ -37,11 +43,20 @@ import torch.multiprocessing as mp
 
 from gnnscale.data import processed
 from gnnscale.data.graph import GraphStore
-from gnnscale.distributed.launch import stop_processes
+from gnnscale.distributed.guard import (
+    process_state,
+    set_parent_death_signal,
+    sigint_blocked,
+    socket_dir,
+)
+from gnnscale.distributed.launch import describe_exit, stop_processes
+from gnnscale.distributed.topology import run_timeout
 from gnnscale.sampling.base import MiniBatch, Sampler
 
 Job = tuple[torch.Tensor, int]  # (target vertex ids, sample seed)
 _IDLE = -1  # generation value while no map is running: workers skip every queued job
+_READY = -2  # the index of a worker's "graph open, ready to sample" message
+DEFAULT_TIMEOUT_S = 300.0  # a pool's deadline outside a run (a run's is dist.timeout_s)
 
 
 class SamplerWorkerError(RuntimeError):
@@ -78,13 +93,25 @@ def _open_graph(kind: str, spec: Any) -> GraphStore:
 def _worker_main(wid: int, sampler: Sampler, kind: str, spec: Any, jobs: Any, results: Any,
                  current: Any, parent: int, poll_s: float, threads: int) -> None:
     """Worker loop: sample jobs of the current generation until told to stop or orphaned."""
+    set_parent_death_signal(signal.SIGKILL)  # even when stopped: nothing here to unwind
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the rank closes the pool
+    if os.getppid() != parent:
+        return  # the parent died before the death signal was set
     torch.set_num_threads(threads)
     results.cancel_join_thread()  # never block exit on results nobody will read
+
+    def unsent(err: Exception, msg: Any) -> None:  # the queue's feeder thread failed to send
+        gen, index = (msg[0], msg[1]) if isinstance(msg, tuple) and len(msg) == 5 else (None, -1)
+        results.put((gen, index, wid, False, "could not send its result to the training "
+                     f"process: {type(err).__name__}: {err}"))
+
+    results._on_queue_feeder_error = unsent  # instead of a traceback printed and a lost job
     try:
         graph = _open_graph(kind, spec)
     except BaseException:  # noqa: BLE001 - handed to the consumer
         results.put((None, -1, wid, False, traceback.format_exc()))
         return
+    results.put((None, _READY, wid, True, None))  # its deadlines count from here
     while os.getppid() == parent:
         try:
             msg = jobs.get(timeout=poll_s)
@@ -103,14 +130,17 @@ def _worker_main(wid: int, sampler: Sampler, kind: str, spec: Any, jobs: Any, re
             results.put((gen, index, wid, False, traceback.format_exc()))
 
 
-def _shutdown(procs: list, job_queues: list, grace_s: float) -> None:
-    """Ask every worker to stop, then terminate (and kill) the ones still running."""
+def _shutdown(procs: list, job_queues: list, grace_s: float, ready: dict) -> None:
+    """Ask every worker to stop, then terminate (and kill) the ones still running; one that
+    has not said it is ready (still importing) is terminated at once: it reads no queue."""
     for q in job_queues:
         try:
             q.put(None)
         except (OSError, ValueError):
             pass
-    stop_processes([p for p in procs if p.pid is not None], grace_s)  # the started ones
+    started = [(w, p) for w, p in enumerate(procs) if p.pid is not None]
+    stop_processes([p for w, p in started if w not in ready], 0.0)
+    stop_processes([p for w, p in started if w in ready], grace_s)
     for q in job_queues:
         q.cancel_join_thread()
         q.close()
@@ -124,14 +154,22 @@ class SamplerPool:
     """
 
     def __init__(self, sampler: Sampler, graph: GraphStore, workers: int, depth: int = 2,
-                 threads_per_worker: int = 1, poll_s: float = 0.5, grace_s: float = 5.0) -> None:
+                 threads_per_worker: int = 1, poll_s: float = 0.5, grace_s: float = 5.0,
+                 timeout_s: float | None = None) -> None:
         if workers < 1:
             raise ValueError(f"a SamplerPool needs workers >= 1, got {workers} (use the thread "
                              "Prefetcher for 0)")
         if depth < 1:
             raise ValueError(f"SamplerPool depth must be >= 1, got {depth}")
+        if timeout_s is None:  # the run's deadline, as every collective of the rank has
+            run = run_timeout()
+            timeout_s = run.total_seconds() if run is not None else DEFAULT_TIMEOUT_S
+        if not timeout_s > 0:
+            raise ValueError(f"SamplerPool timeout_s must be > 0, got {timeout_s}")
+        socket_dir()  # where the workers' sockets go (inherited): short enough for AF_UNIX
         ctx = mp.get_context("spawn")
         self.workers, self.depth, self.poll_s = workers, depth, poll_s
+        self.timeout_s = float(timeout_s)
         kind, spec = _graph_source(graph)
         self.source = kind
         self._current = ctx.Value("q", _IDLE, lock=False)
@@ -145,9 +183,13 @@ class SamplerPool:
                               self._current, os.getpid(), poll_s, threads_per_worker))
             for w in range(workers)
         ]
-        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._jobs, grace_s)
-        for p in self._procs:
-            p.start()
+        self._ready: dict[int, float] = {}  # worker -> when it said it was ready
+        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._jobs, grace_s,
+                                           self._ready)
+        with sigint_blocked():  # Ctrl-C is the rank's to act on, not a traceback mid-import
+            for p in self._procs:
+                p.start()
+        self._started = time.monotonic()
 
     @property
     def pids(self) -> list[int | None]:
@@ -170,19 +212,46 @@ class SamplerPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _next_result(self) -> tuple:
-        """The next result message; raises when a worker died or the pool was closed."""
+    def _deadline(self, job: int, since: float) -> float:
+        """When waiting for ``job`` (since ``since``) ends: ``timeout_s`` after the later of
+        ``since`` and its worker's start-up (from the pool's start while it starts)."""
+        ready = self._ready.get(job % self.workers)
+        return (self._started if ready is None else max(since, ready)) + self.timeout_s
+
+    def _next_result(self, job: int, since: float) -> tuple:
+        """The next result message while waiting for ``job`` (since ``since``); raises when a
+        worker died, the pool was closed, or the job's deadline passed without its result."""
         while True:
             if self.closed:
                 raise SamplerWorkerError("the SamplerPool was closed")
+            deadline = self._deadline(job, since)
             try:
-                return self._results.get(timeout=self.poll_s)
+                msg = self._results.get(timeout=max(0.0, min(self.poll_s,
+                                                             deadline - time.monotonic())))
+                if msg[0] is None and msg[1] == _READY:
+                    self._ready[msg[2]] = time.monotonic()
+                    continue
+                return msg
             except queue.Empty:
                 for w, p in enumerate(self._procs):
                     if not p.is_alive():
                         raise SamplerWorkerError(
-                            f"sampler worker {w} (pid {p.pid}) died with exit code {p.exitcode}"
+                            f"sampler worker {w} (pid {p.pid}) died ({describe_exit(p.exitcode)})"
                         ) from None
+                if time.monotonic() >= deadline:
+                    raise SamplerWorkerError(self._overdue(job)) from None
+
+    def _overdue(self, job: int) -> str:
+        """Why ``job`` has no result: the worker it went to, named, with its state."""
+        w = job % self.workers
+        pid = self._procs[w].pid
+        state = process_state(pid)
+        what = ("is stopped (state T: SIGSTOP, SIGTSTP or a debugger)" if state in ("T", "t")
+                else f"still runs (state {state})")
+        late = (f"sent no result for job {job}" if w in self._ready
+                else "did not finish starting (opening the graph)")
+        return (f"sampler worker {w} (pid {pid}) {late} within {self.timeout_s:g} s, the "
+                f"run's deadline (dist.timeout_s): its process {what}")
 
     def map(self, jobs: Sequence[Job]) -> Iterator[tuple[MiniBatch, float]]:
         """Sample ``jobs`` on the workers; yields ``(MiniBatch, seconds)`` in job order."""
@@ -205,8 +274,9 @@ class SamplerPool:
                     targets, seed = jobs[sent]
                     self._jobs[sent % self.workers].put((gen, sent, targets, int(seed)))
                     sent += 1
+                since = time.monotonic()
                 while i not in ready:
-                    g, index, wid, ok, payload = self._next_result()
+                    g, index, wid, ok, payload = self._next_result(i, since)
                     if not ok and g in (None, gen):
                         what = "opening the graph" if g is None else f"job {index}"
                         raise SamplerWorkerError(

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gnnscale import registry
-from gnnscale.data.metadata import DatasetMeta
+from gnnscale.data.metadata import DatasetMeta, lacks_message
 from gnnscale.errors import ConfigError
 from gnnscale.schema import Options
 from gnnscale.tasks.schemas import task_name
@@ -113,9 +113,9 @@ class StrategyConfig(Options):
         graph = built.graph
         if task_name(cfg) != "node":
             return
-        if cfg.get("dataset") is not None and not (graph.has_features and graph.has_labels
-                                                   and graph.has_train):
-            raise ConfigError(f"dataset {graph.name} lacks features, labels or a training split")
+        missing = graph.lacks()
+        if cfg.get("dataset") is not None and missing:
+            raise ConfigError(lacks_message(graph.name, missing))
 
     @classmethod
     def checks_built(cls, cfg: Any) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -95,19 +96,62 @@ def random_split(graph: GraphStore, opts: SplitOptions, undirected: bool
             zip(("val_pos", "test_pos", "train_pos"), parts)}
 
 
+def _keys(edges: torch.Tensor, n: int, undirected: bool) -> torch.Tensor:
+    """:func:`edge_keys` of ``edges``, and of their reverses when ``undirected``."""
+    keys = edge_keys(edges, n)
+    return torch.cat([keys, edge_keys(edges.flip(0), n)]) if undirected else keys
+
+
 def check_no_leak(train_pos: torch.Tensor, held: torch.Tensor, name: str, n: int,
-                  undirected: bool) -> None:
-    """Refuse a val/test positive that is also a training positive (either direction when
-    the graph is undirected)."""
-    train = edge_keys(train_pos, n)
-    if undirected:
-        train = torch.cat([train, edge_keys(train_pos.flip(0), n)])
-    leak = torch.isin(edge_keys(held, n), train)
+                  undirected: bool, other: str = "train_pos", what: str = "training") -> None:
+    """Refuse a val/test positive that is also a training positive (or, with ``other``, a
+    positive of another held-out split), either direction when the graph is undirected."""
+    leak = torch.isin(edge_keys(held, n), _keys(train_pos, n, undirected))
     if bool(leak.any()):
         i = int(leak.nonzero()[0])
-        raise ConfigError(f"{name} holds {int(leak.sum())} edges that are also training edges "
-                          f"(train_pos), first ({int(held[0, i])}, {int(held[1, i])}): a leak; "
-                          f"remove them from train_pos or from {name}")
+        raise ConfigError(f"{name} holds {int(leak.sum())} edges that are also {what} edges "
+                          f"({other}), first ({int(held[0, i])}, {int(held[1, i])}): a leak; "
+                          f"remove them from {other} or from {name}")
+
+
+#: the share of given negatives that may be edges or positives before the split is refused
+#: (a random draw, as OGB's, may hit a few; a file whose negatives are positives scores 0.5)
+NEGATIVE_HITS_TOLERATED = 0.01
+
+
+def check_given_negatives(graph: GraphStore, links: dict[str, torch.Tensor], given: set[str],
+                          undirected: bool) -> None:
+    """Refuse given negatives (``val_neg``, ``test_neg``) that are positives of their own
+    split, or of which more than :data:`NEGATIVE_HITS_TOLERATED` are positives of any split
+    or edges of the graph; warn about fewer."""
+    n = graph.num_nodes
+    where = graph.meta.get("source", graph.name)
+    positives = torch.cat([_keys(links[k], n, undirected)
+                           for k in ("train_pos", "val_pos", "test_pos")])
+    src, dst = graph.edge_index()
+    edges = torch.cat([positives, _keys(torch.stack([src, dst]), n, undirected)])
+    for split in ("val", "test"):
+        name = f"{split}_neg"
+        if name not in given:
+            continue
+        neg = links[name].long()
+        keys = edge_keys(neg, n)
+        own = torch.isin(keys, _keys(links[f"{split}_pos"], n, undirected))
+        hit = torch.isin(keys, edges)
+        count, total = int(hit.sum()), int(keys.numel())
+        if bool(own.any()) or count > NEGATIVE_HITS_TOLERATED * total:
+            i = int((own if bool(own.any()) else hit).nonzero()[0])
+            kind = f"positives of {split}_pos" if bool(own.any()) else \
+                "positives (train_pos, val_pos, test_pos) or edges of the graph"
+            raise ConfigError(
+                f"{where}: {name} holds {int(own.sum()) if bool(own.any()) else count} of its "
+                f"{total} negatives that are {kind}, first ({int(neg[0, i])}, "
+                f"{int(neg[1, i])}): a negative must be a non-edge (scored as given, the "
+                f"metric is meaningless); fix {name} or leave it out (negatives are drawn)")
+        if count:
+            warnings.warn(f"{where}: {count} of the {total} given {name} are edges or "
+                          "positives (a random draw's collisions); they are scored as given",
+                          stacklevel=2)
 
 
 def without_edges(graph: GraphStore, edges: torch.Tensor, undirected: bool) -> GraphStore:
@@ -168,6 +212,9 @@ def split_graph(graph: GraphStore, opts: SplitOptions) -> GraphStore:
         kind = "given"
         for name in ("val_pos", "test_pos"):
             check_no_leak(links["train_pos"], links[name], name, n, undirected)
+        check_no_leak(links["val_pos"], links["test_pos"], "test_pos", n, undirected,
+                      other="val_pos", what="validation")
+        check_given_negatives(graph, links, set(graph.links), undirected)
     if links["train_pos"].shape[1] == 0:
         raise ConfigError(f"the link split of {graph.name} has no training edge")
     groups = {}

@@ -34,8 +34,8 @@ from gnnscale.tasks import metrics
 from gnnscale.tasks.base import Task, eval_mode
 from gnnscale.tasks.decoders import make_decoder
 from gnnscale.tasks.edge_split import SplitOptions, load_split
-from gnnscale.tasks.negatives import draw, sorted_csc
-from gnnscale.tasks.pairs import RowLocator, gather_scores, pair_rows
+from gnnscale.tasks.negatives import draw, exclusion
+from gnnscale.tasks.pairs import RowLocator, gather_scores, pair_index
 
 TRAIN_NEG = 21  # seed stream of the training negatives
 MEMO = 16  # micro-batches whose pairs are kept (a prefetching sampler runs a few ahead)
@@ -99,7 +99,7 @@ class LinkTask(Task):
         if self.self_pairs:  # the auto-encoder reconstructs A + I: every (v, v) is positive
             loops = torch.arange(g.num_nodes).repeat(2, 1)
             self.train_pos = torch.cat([self.train_pos.long(), loops], 1)
-        self.exclude = sorted_csc(g.indptr, g.indices) if self.reject else (None, None)
+        self.exclude = exclusion(g.indptr, g.indices) if self.reject else (None, None, None)
         return g
 
     def out_channels(self, graph: GraphStore) -> int:
@@ -134,21 +134,29 @@ class LinkTask(Task):
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(src, dst, label)`` of the positives ``items`` then their negatives (each
         positive's ``num_negatives`` in a row), drawn for ``epoch``."""
-        return self._drawn(items, epoch)[:3]
+        return self._drawn(items, epoch, seeds=False)[:3]
 
-    def _drawn(self, items: torch.Tensor, epoch: int) -> tuple[torch.Tensor, ...]:
-        """:meth:`pairs` and their endpoints once, ascending: drawn once per micro-batch (a
-        step asks for its seeds, then, maybe on another thread, its target)."""
+    def _drawn(self, items: torch.Tensor, epoch: int, seeds: bool = True
+               ) -> tuple[torch.Tensor, ...]:
+        """:meth:`pairs` and (with ``seeds``) their endpoints once, ascending: drawn once per
+        micro-batch (a step asks for its seeds, then, maybe on another thread, its target);
+        the endpoints are sorted only when asked for (a full-graph epoch scores its pairs from
+        every row and needs none)."""
         key = (epoch, items.numpy().tobytes())
         with self._memo_lock:
-            if key in self._memo:
-                return self._memo[key]
+            out = self._memo.get(key)
+        if out is not None:
+            if seeds and out[3] is None:
+                out = (*out[:3], torch.unique(torch.cat([out[0], out[1]])))
+                with self._memo_lock:
+                    self._memo[key] = out
+            return out
         pos = self.train_pos[:, items].long()
         nsrc, ndst = draw(self.graph.num_nodes, pos[0], items, self.k, self.kind,
                           mix_seed(self.seed, TRAIN_NEG, epoch), *self.exclude)
         label = torch.cat([torch.ones(pos.shape[1]), torch.zeros(nsrc.numel())])
         src, dst = torch.cat([pos[0], nsrc]), torch.cat([pos[1], ndst])
-        out = (src, dst, label, torch.unique(torch.cat([src, dst])))
+        out = (src, dst, label, torch.unique(torch.cat([src, dst])) if seeds else None)
         with self._memo_lock:
             self._memo[key] = out
             while len(self._memo) > MEMO:
@@ -173,11 +181,20 @@ class LinkTask(Task):
             zu, zv = zu.to(weight.device), zv.to(weight.device)
         return self.head(zu, zv)
 
+    def score_pairs(self, rows: torch.Tensor, src: torch.Tensor, dst: torch.Tensor
+                    ) -> torch.Tensor:
+        """:meth:`score` of ``rows[src]`` and ``rows[dst]``, the gather fused into the
+        decoder where the rows sit with it (the same bits, :mod:`gnnscale.tasks.decoders`)."""
+        weight = next(self.head.parameters(), None)
+        if weight is not None and rows.device != weight.device:
+            return self.score(rows[src], rows[dst])
+        return self.head.score_pairs(rows, src, dst)
+
     def loss(self, rows: torch.Tensor, target: LinkTarget, total: int | None = None
              ) -> torch.Tensor:
         """Binary cross-entropy of the micro-batch's pairs: the mean, or the sum over
         ``total``."""
-        logits = self.score(rows[target.index[0]], rows[target.index[1]])
+        logits = self.score_pairs(rows, target.index[0], target.index[1])
         label = target.label.to(logits.dtype)
         if total is None:
             return F.binary_cross_entropy_with_logits(logits, label)
@@ -196,9 +213,9 @@ class LinkTask(Task):
         """The summed cross-entropy of the pairs this rank scores, over every pair of
         ``items`` (collective: the endpoint rows it lacks come from their holders)."""
         src, dst, label = self.pairs(items, epoch)
-        zu, zv, mine = pair_rows(rows, self.locator(row_ids, group), src, dst,
-                                 self.graph.num_nodes, group, self.stats)
-        logits = self.score(zu, zv)
+        table, a, b, mine = pair_index(rows, self.locator(row_ids, group), src, dst,
+                                       self.graph.num_nodes, group, self.stats)
+        logits = self.score_pairs(table, a, b)
         return F.binary_cross_entropy_with_logits(
             logits, label[mine].to(logits.device, logits.dtype), reduction="sum") / src.numel()
 
@@ -239,9 +256,9 @@ class LinkTask(Task):
         src = torch.cat([torch.cat([p[0], q[0]]) for _, p, q in todo])
         dst = torch.cat([torch.cat([p[1], q[1]]) for _, p, q in todo])
         with torch.no_grad():
-            zu, zv, mine = pair_rows(rows, RowLocator.build(row_ids, group), src, dst,
-                                     self.graph.num_nodes, group, self.stats)
-            scores = gather_scores(self.score(zu, zv), mine, src.numel(), group)
+            table, a, b, mine = pair_index(rows, RowLocator.build(row_ids, group), src, dst,
+                                           self.graph.num_nodes, group, self.stats)
+            scores = gather_scores(self.score_pairs(table, a, b), mine, src.numel(), group)
         out, at = {}, 0
         groups = self.graph.meta.get("neg_groups", {})
         for s, p, q in todo:

@@ -4,16 +4,19 @@ A positive's negatives are keyed by its global id (its column in ``train_pos``, 
 or ``test_pos``) and a seed: the same pairs on any number of ranks, in any batch. ``uniform``
 draws both endpoints uniformly over the nodes; ``per_source`` keeps the positive's source and
 draws the target (the corruption OGB ranks for MRR). With a graph to avoid, a negative is
-never a self loop nor one of its edges (redrawn up to :data:`EXCLUDE_TRIES` times).
+never a self loop nor one of its edges (redrawn up to :data:`EXCLUDE_TRIES` times); the edge
+test probes a hash of the graph's edges (:func:`exclusion`) where it fits in
+:data:`TABLE_BYTES`, else searches the sorted in-neighbours: the same negatives either way.
 """
 
 from __future__ import annotations
 
 import torch
 
-from gnnscale.ops.sampling import negative_sample
+from gnnscale.ops.sampling import edge_key_table, negative_sample
 
 EXCLUDE_TRIES = 64
+TABLE_BYTES = 1 << 28  # largest edge hash built (16 bytes an edge at most): 16M+ edges search
 KINDS = ("uniform", "per_source")
 
 
@@ -32,14 +35,27 @@ def sorted_csc(indptr: torch.Tensor, indices: torch.Tensor) -> tuple[torch.Tenso
     return indptr, indices[order].contiguous()
 
 
+def exclusion(indptr: torch.Tensor, indices: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """What :func:`draw` avoids, built once per graph: ``(indptr, indices, table)``, the CSC
+    graph with in-neighbours ascending (:func:`sorted_csc`) and its edge hash
+    (:func:`~gnnscale.ops.sampling.edge_key_table`; None above :data:`TABLE_BYTES`)."""
+    indptr, indices = sorted_csc(indptr, indices)
+    slots = 1 << max(1, (2 * indices.numel() - 1).bit_length())
+    table = edge_key_table(indptr, indices) if 8 * slots <= TABLE_BYTES else None
+    return indptr, indices, table
+
+
 def draw(num_nodes: int, sources: torch.Tensor, keys: torch.Tensor, k: int, kind: str,
-         seed: int, indptr: torch.Tensor | None = None, indices: torch.Tensor | None = None
-         ) -> tuple[torch.Tensor, torch.Tensor]:
+         seed: int, indptr: torch.Tensor | None = None, indices: torch.Tensor | None = None,
+         table: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``k`` negatives per key: ``(src, dst)``, those of key ``i`` at ``[i * k, (i + 1) * k)``;
     ``sources`` are the positives' sources (kept under ``per_source``); ``indptr``/``indices``
-    (a CSC graph, in-neighbours ascending) the edges to avoid, or None."""
+    (a CSC graph, in-neighbours ascending) the edges to avoid, or None; ``table`` their
+    hash (:func:`exclusion`), or None to search."""
     if kind not in KINDS:
         raise ValueError(f"negative kind must be one of {KINDS}, got {kind!r}")
     return negative_sample(num_nodes, keys, k, seed,
                            sources=sources if kind == "per_source" else None,
-                           indptr=indptr, indices=indices, max_tries=EXCLUDE_TRIES)
+                           indptr=indptr, indices=indices, max_tries=EXCLUDE_TRIES,
+                           edge_table=table)

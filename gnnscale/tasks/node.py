@@ -11,6 +11,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.data.metadata import lacks, lacks_message
 from gnnscale.errors import ConfigError
 from gnnscale.tasks.base import Task
 
@@ -31,8 +32,9 @@ class NodeTask(Task):
 
     def check(self, graph: GraphStore, world: int) -> None:
         """Features, labels and a training split."""
-        if graph.x is None or graph.y is None or graph.train_idx is None:
-            raise ConfigError(f"dataset {graph.name} lacks features, labels or a training split")
+        missing = lacks(graph.x is not None, graph.y is not None, graph.train_idx is not None)
+        if missing:
+            raise ConfigError(lacks_message(graph.name, missing))
 
     def train_items(self) -> torch.Tensor:
         """The training vertices."""

@@ -30,6 +30,7 @@ class RowLocator:
     position: torch.Tensor    # ... its row on that rank
     world: int
     rank: int
+    slot: torch.Tensor | None = None  # vertex -> its index in sorted_ids (-1: none), if dense
 
     @classmethod
     def build(cls, row_ids: torch.Tensor, group: dist.ProcessGroup | None = None
@@ -42,10 +43,23 @@ class RowLocator:
                                          torch.tensor([p.numel() for p in parts]))
         position = torch.cat([torch.arange(p.numel()) for p in parts])
         order = torch.argsort(ids)
-        return cls(ids[order], holder[order], position[order], world, rank)
+        ids = ids[order]
+        slot = None
+        if ids.numel() and int(ids[0]) >= 0 and int(ids[-1]) < 2 * ids.numel() and \
+                bool((ids[1:] > ids[:-1]).all()):
+            # dense distinct ids (every vertex, or most, held once): a table replaces the search
+            slot = torch.full((int(ids[-1]) + 1,), -1, dtype=torch.int64)
+            slot[ids] = torch.arange(ids.numel())
+        return cls(ids, holder[order], position[order], world, rank, slot)
 
     def find(self, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(holder, position)`` of vertices ``v`` (each must be held by some rank)."""
+        if self.slot is not None and v.numel():
+            at = self.slot[v.clamp(0, self.slot.numel() - 1)]
+            bad = (at < 0) | (v < 0) | (v >= self.slot.numel())
+            if bool(bad.any()):
+                raise ValueError(f"pair endpoint {int(v[bad][0])} has no output row on any rank")
+            return self.holder[at], self.position[at]
         at = torch.searchsorted(self.sorted_ids, v).clamp_max(max(self.sorted_ids.numel() - 1, 0))
         if v.numel() and (self.sorted_ids.numel() == 0 or
                           not bool((self.sorted_ids[at] == v).all())):
@@ -61,6 +75,17 @@ def pair_rows(rows: torch.Tensor, locator: RowLocator, src: torch.Tensor, dst: t
     """``(z_src, z_dst, mine)``: the endpoint rows of the pairs this rank scores (those whose
     ``src`` row it holds; ``mine`` their positions in ``src``). Collective (one shuffle)
     when ``locator`` spans several ranks; differentiable in ``rows``."""
+    table, a, b, mine = pair_index(rows, locator, src, dst, num_nodes, group, stats)
+    return table[a], table[b], mine
+
+
+def pair_index(rows: torch.Tensor, locator: RowLocator, src: torch.Tensor, dst: torch.Tensor,
+               num_nodes: int, group: dist.ProcessGroup | None = None,
+               stats: ShuffleStats | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`pair_rows` as ``(table, a, b, mine)``, the endpoint rows ``table[a]`` and
+    ``table[b]`` left ungathered (a decoder scores them from the table: ``score_pairs``);
+    ``table`` is ``rows`` and the rows received, ``a`` and ``b`` on ``rows``' device."""
     src, dst = src.long().cpu(), dst.long().cpu()
     h_src, p_src = locator.find(src)
     h_dst, p_dst = locator.find(dst)
@@ -68,7 +93,7 @@ def pair_rows(rows: torch.Tensor, locator: RowLocator, src: torch.Tensor, dst: t
     mine = (h_src == rank).nonzero().reshape(-1)
     if world == 1:
         dev = rows.device
-        return rows[p_src.to(dev)], rows[p_dst.to(dev)], mine
+        return rows, p_src.to(dev), p_dst.to(dev), mine
     # distinct (scorer, holder, v) of remote endpoints, ordered by scorer, holder, then v
     remote = h_dst != h_src
     key = (h_src[remote] * world + h_dst[remote]) * num_nodes + dst[remote]
@@ -88,7 +113,7 @@ def pair_rows(rows: torch.Tensor, locator: RowLocator, src: torch.Tensor, dst: t
     got = key[inbound]
     b[mine_remote] = rows.shape[0] + torch.searchsorted(got, wanted)
     dev = rows.device
-    return table[p_src[mine].to(dev)], table[b.to(dev)], mine
+    return table, p_src[mine].to(dev), b.to(dev), mine
 
 
 def gather_scores(scores: torch.Tensor, mine: torch.Tensor, total: int,

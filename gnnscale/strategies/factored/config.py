@@ -61,12 +61,14 @@ class FactoredConfig(SamplingConfig):
     queue: str = "shared"  # shared: a ring per host any trainer takes from; routes: p2p
     prefetch: int = 1  # shared queue: jobs a trainer claims and gathers ahead of training
     queue_slot_mb: int = 256  # shared queue: bound of one job in the ring (MiB, sparse)
+    jobs_per_trainer: str = "auto"  # shared queue: a step is jobs_per_trainer x T jobs
 
     def check(self) -> None:
         """The batch size, a queue depth >= 1 and the shared queue's settings."""
         super().check()
         require_at_least("strategy.queue_depth", self.queue_depth, 1)
         check_queue(self.queue, self.prefetch, self.queue_slot_mb)
+        parse_jobs_per_trainer(self.jobs_per_trainer, self.queue)
 
     @classmethod
     def check_config(cls, cfg: Any, built: Checked) -> None:
@@ -78,6 +80,10 @@ class FactoredConfig(SamplingConfig):
             raise ConfigError(f"strategy.samplers={count} leaves no trainer among "
                               f"dist.world_size={world} ranks")
         check_sync(cfg.strategy.staleness, cfg.strategy.switching, world)
+        jobs = parse_jobs_per_trainer(cfg.strategy.jobs_per_trainer, cfg.strategy.queue)
+        if world == 1 and jobs is not None and jobs > 1:
+            raise ConfigError("strategy.jobs_per_trainer > 1 with dist.world_size=1: one rank "
+                              "trains one job per step; use strategy.jobs_per_trainer=auto or 1")
         if cfg.get("cache") is not None and cfg.cache.get("placement") == "partitioned":
             raise ConfigError("strategy=factored caches on trainers only: use "
                               "cache.placement=replicated")
@@ -95,3 +101,34 @@ def check_queue(queue: Any, prefetch: Any, slot_mb: Any) -> None:
     if not isinstance(slot_mb, int) or isinstance(slot_mb, bool) or slot_mb < 1:
         raise ConfigError(f"strategy.queue_slot_mb must be an integer >= 1 (MiB), got "
                           f"{slot_mb!r}")
+
+
+JOBS_PER_TRAINER = 2  # auto's count where it splits (docs/results/factored_queue.json)
+
+
+def auto_jobs_per_trainer(shared: bool, trainers: int, staleness: int) -> int:
+    """``jobs_per_trainer=auto``: :data:`JOBS_PER_TRAINER` where micro-batching is the only way
+    to move work to a faster trainer (the shared queue, several trainers, ``staleness=0``),
+    else 1 (a smaller job samples more nodes per target, so it is not split for nothing)."""
+    return JOBS_PER_TRAINER if shared and trainers > 1 and staleness == 0 else 1
+
+
+def parse_jobs_per_trainer(value: Any, queue: str) -> int | None:
+    """``strategy.jobs_per_trainer`` as a count, None for ``auto``
+    (:func:`auto_jobs_per_trainer`); raises :class:`ConfigError`."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1 or str(count) != text:
+        raise ConfigError(f"strategy.jobs_per_trainer must be 'auto' or an integer >= 1 (a "
+                          f"step's mini-batch is cut into that many jobs per trainer), got "
+                          f"{value!r}")
+    if count > 1 and queue != "shared":
+        raise ConfigError(f"strategy.jobs_per_trainer={count} needs strategy.queue=shared: on "
+                          "fixed routes each trainer takes one job per step; use "
+                          "strategy.jobs_per_trainer=auto or 1")
+    return count

@@ -1,8 +1,10 @@
 """Where the shared queue's rings live when the ranks span several hosts, and who feeds them.
 
 A ring lives in one host's shared memory, so each host that has trainers holds its own ring
-(a *ring host*), serving the trainer slots of its own trainers: job ``(step, slot)`` goes to
-the ring of the host of trainer ``slot``, and any trainer of that host takes it. A ring is fed
+(a *ring host*), serving the job slots of its own trainers: with m jobs per trainer
+(``strategy.jobs_per_trainer``) a step has J = m * T job slots, slot ``j`` belongs to trainer
+``j mod T``, job ``(step, slot)`` goes to the ring of that trainer's host, and any trainer of
+that host takes it. A ring is fed
 by the samplers of its host (they claim its next job themselves), and over the network by
 samplers elsewhere when the host has none (or by samplers on hosts without trainers, which
 have no ring of their own): a *relay* thread of the ring host's first rank claims jobs for
@@ -11,7 +13,7 @@ them, asks each for the ones it claimed and puts what comes back into the ring
 sampler, with no relay.
 
 :class:`HostJobs` numbers a ring's jobs: ``(epoch * steps + step) * len(slots) + i`` for
-trainer slot ``slots[i]``, so a ring's jobs are consecutive whatever the slots.
+job slot ``slots[i]``, so a ring's jobs are consecutive whatever the slots.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class HostJobs:
-    """The job numbers of one ring: the trainer slots it serves (ascending) and the epoch's
+    """The job numbers of one ring: the job slots it serves (ascending) and the epoch's
     steps."""
 
     slots: tuple[int, ...]
@@ -45,29 +47,31 @@ class HostJobs:
         return (number - self.base(epoch)) // self.per_step
 
     def locate(self, number: int, epoch: int) -> tuple[int, int]:
-        """``(step, trainer slot)`` of job ``number`` of ``epoch``."""
+        """``(step, job slot)`` of job ``number`` of ``epoch``."""
         step, i = divmod(number - self.base(epoch), self.per_step)
         return step, self.slots[i]
 
 
 @dataclass(frozen=True)
 class HostPlan:
-    """Rings and feeders of a run: per ring host (named by its first rank) the trainer slots
+    """Rings and feeders of a run: per ring host (named by its first rank) the job slots
     its ring serves, its samplers, and the samplers elsewhere that its relay asks."""
 
     host_of: tuple[int, ...]                 # rank -> its host's first rank
-    slots: dict[int, tuple[int, ...]]        # ring host -> trainer slots it serves
+    slots: dict[int, tuple[int, ...]]        # ring host -> job slots it serves
     local: dict[int, tuple[int, ...]]        # ring host -> its own samplers
     remote: dict[int, tuple[int, ...]] = field(default_factory=dict)  # ring host -> relay's
 
     @staticmethod
-    def build(host_of: list[int], trainers: int) -> HostPlan:
+    def build(host_of: list[int], trainers: int, per_trainer: int = 1) -> HostPlan:
         """The plan for ranks on hosts ``host_of`` (rank -> host's first rank; hosts hold
-        consecutive ranks) whose first ``trainers`` ranks train."""
+        consecutive ranks) whose first ``trainers`` ranks train, ``per_trainer`` jobs each per
+        step (job slot ``j`` is trainer ``j mod trainers``'s)."""
         world = len(host_of)
         samplers = range(trainers, world)
         rings = sorted({host_of[t] for t in range(trainers)})
-        slots = {h: tuple(t for t in range(trainers) if host_of[t] == h) for h in rings}
+        slots = {h: tuple(j for j in range(trainers * per_trainer)
+                          if host_of[j % trainers] == h) for h in rings}
         local = {h: tuple(s for s in samplers if host_of[s] == h) for h in rings}
         spare = tuple(s for s in samplers if host_of[s] not in slots)  # hosts without a ring
         remote = {}

@@ -192,11 +192,11 @@ class Requests:
 def make_job(strat, batches: list[torch.Tensor], stats) -> Callable:
     """``(epoch, step, slot) -> (header, body)``: sample job ``(step, slot)`` as every sampler
     does (its seed fixed by the step and slot), counted in ``stats`` and the job log."""
-    trainers = strat.alloc.trainers
+    jobs = strat.jobs_per_step
 
     def make(epoch: int, step: int, slot: int):
         t0 = time.perf_counter()
-        seeds = strat.ctx.task.seeds(micro_batch(batches[step], trainers, slot), epoch)
+        seeds = strat.ctx.task.seeds(micro_batch(batches[step], jobs, slot), epoch)
         mb = strat.ctx.sampler.sample(strat.ctx.graph, seeds,
                                       sample_seed(strat.ctx.seed, epoch, step, slot))
         parts = pack(mb, epoch, step)

@@ -4,25 +4,28 @@ takes from.
 The ranks of a host open its :class:`~gnnscale.distributed.ring.JobRing` (one per host with
 trainers, fed over the network where the host has no samplers of its own:
 :mod:`~gnnscale.strategies.factored.hosts`, :mod:`~gnnscale.strategies.factored.relay`; one
-ring on one host). Job ``(step, slot)`` is step ``step``'s micro-batch ``slot`` of ``data``
-with T ranks, sampled with ``sample_seed(seed, epoch, step, slot)`` by whichever sampler
-claims it next (:meth:`~gnnscale.distributed.ring.JobRing.claim_make`); it goes to the ring
-of trainer ``slot``'s host, numbered ``(epoch * steps + step) * T_h + i`` there for the
-host's i-th of its T_h slots, and the host's trainers take jobs in that order, whichever is
-free first. A ring holds ``queue_depth * T_h`` jobs.
+ring on one host). A step is J = m * T jobs (GNNLab's micro-batching of a step: m is
+``strategy.jobs_per_trainer``), so that a faster trainer takes more of a step's jobs even at
+``staleness=0``. Job ``(step, slot)`` is step ``step``'s micro-batch ``slot`` of ``data`` with
+J ranks, sampled with ``sample_seed(seed, epoch, step, slot)`` by whichever sampler claims it
+next (:meth:`~gnnscale.distributed.ring.JobRing.claim_make`); it goes to the ring of trainer
+``slot mod T``'s host, numbered ``(epoch * steps + step) * J_h + i`` there for the host's i-th
+of its J_h slots, and the host's trainers take jobs in that order, whichever is free first. A
+ring holds ``queue_depth * J_h`` jobs.
 
 **Exact whoever trains what.** A rank trains job ``(step, slot)`` with the parameters after
 the updates of steps ``0 .. step - 1 - staleness`` (never more, never fewer), and puts the
-gradient of ``loss / T`` in row ``slot`` of the step's buffer (zeros elsewhere). The buffer is
+gradient of ``loss / J`` in row ``slot`` of the step's buffer (zeros elsewhere). The buffer is
 summed over the takers (one non-zero row per slot, so the sum is exact) and the rows are then
 added in slot order, so a step's gradient is the same bits whichever taker trained which job;
-with ``staleness=0`` it is ``data``'s step. Every taker applies every step's update, in step
-order. A rank launches a step's reduction as soon as it holds no job of that step and every
-job of it is taken.
+with ``staleness=0`` it is ``data``'s step with J ranks. Every taker applies every step's
+update, in step order. A rank launches a step's reduction as soon as it holds no job of that
+step and every job of it is taken.
 
 **Prefetch.** A trainer claims up to ``strategy.prefetch`` jobs ahead of the one it trains,
 in a thread that copies them out of the ring and gathers their features (the feature store),
-so extraction of the next job overlaps training of this one.
+so extraction of the next job overlaps training of this one. With m > 1 the last T_h - 1 jobs
+of a step are claimed only by a trainer that holds no other job (:class:`Feeder`).
 
 **Switching** (``strategy.switching=true``) at any point of the epoch: a sampler that cannot
 put its job (the ring is full) or has sampled its share takes the next job and trains it when
@@ -86,7 +89,7 @@ class SlotReducer:
         self.sizes = [p.numel() for p in self.params]
         dtypes = {p.dtype for p in self.params}
         self.dtype = dtypes.pop() if len(dtypes) == 1 else torch.float64
-        self.slots = strat.alloc.trainers
+        self.slots = strat.jobs_per_step  # J rows: one per job of the step
         self.open: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.pending: deque = deque()
         self.posted = self.applied = 0  # steps launched, steps applied
@@ -182,11 +185,17 @@ class Job:
 
 class Feeder:
     """A trainer's jobs from the ring in job order, features gathered: up to ``depth`` jobs
-    claimed ahead of the one in training, by a thread (``depth=0``: on the caller's thread)."""
+    claimed ahead of the one in training, by a thread (``depth=0``: on the caller's thread).
+
+    With ``tail`` > 0 (several jobs per trainer and step), a job among the last ``tail`` of its
+    step is claimed only by a trainer that holds no other job: the last jobs of a step go to
+    whichever trainer is free first, not to one that claimed them ahead while still busy, so
+    a slow trainer does not hold back the step."""
 
     def __init__(self, strat, ring: JobRing, base: int, end: int, depth: int,
-                 targets) -> None:
+                 targets, per_step: int = 1, tail: int = 0) -> None:
         self.strat, self.ring, self.base, self.end = strat, ring, base, end
+        self.per_step, self.tail = per_step, tail
         self.targets = targets  # job number -> what the task's loss compares its rows with
         self.lock = threading.Lock()  # a claim and its entry in ``held`` are one step
         self.held: deque[int] = deque()  # jobs claimed here and not yet trained
@@ -212,6 +221,10 @@ class Feeder:
 
     def _claim(self):
         with self.lock:
+            nt = self.ring.next_take
+            if self.held and self.tail > 0 and nt < self.end and \
+                    (nt - self.base) % self.per_step >= self.per_step - self.tail:
+                return None  # a step's last jobs: only when this trainer is free (poll again)
             got = self.ring.try_take(self.end)
             if got is not None:
                 self.held.append(got[0])
@@ -283,11 +296,11 @@ class _Stopped(Exception):
 
 def job_target(strat, batches: list[torch.Tensor], epoch: int, jobs: HostJobs):
     """Job number -> the task's target of its items (slot ``slot`` of step ``step``)."""
-    trainers = strat.alloc.trainers
+    per_step = strat.jobs_per_step
 
     def target(number: int):
         step, slot = jobs.locate(number, epoch)
-        return strat.ctx.task.target(micro_batch(batches[step], trainers, slot), epoch)
+        return strat.ctx.task.target(micro_batch(batches[step], per_step, slot), epoch)
 
     return target
 
@@ -303,8 +316,10 @@ def taker_epoch(strat, ring: JobRing, epoch: int, batches: list[torch.Tensor],
     ring.start(base)
     relay = _relay(strat, ring, jobs, epoch)
     reducer = SlotReducer(strat, stats, steps, progress)
+    trainers = jobs.per_step // strat.jobs_per_trainer  # the trainers of this ring
+    tail = trainers - 1 if strat.jobs_per_trainer > 1 else 0
     feeder = Feeder(strat, ring, base, end, strat.prefetch,
-                    job_target(strat, batches, epoch, jobs))
+                    job_target(strat, batches, epoch, jobs), jobs.per_step, tail)
 
     def idle() -> None:
         if relay is not None:
@@ -431,7 +446,8 @@ def _maybe_train(strat, ring: JobRing, reducer: SlotReducer, stats: StepStats, e
         return
     own = stats.own_t_train or t_train
     head, end = ring.next_take, jobs.end(epoch)
-    if head >= end or _profit(end - head, jobs.per_step, t_train, own) <= 0 or \
+    trainers = jobs.per_step // strat.jobs_per_trainer  # N_t: this ring's trainers
+    if head >= end or _profit(end - head, trainers, t_train, own) <= 0 or \
             not ring.head_ready():
         return
     step = jobs.step_of(head, epoch)

@@ -14,9 +14,11 @@ with gradients averaged over the trainers' process group, so with no staleness a
 ``strategy.queue`` picks how jobs travel. ``shared`` (the default): a ring in shared memory
 per host that samplers fill and any trainer of the host takes the next job from (fed over the
 network where a host has no sampler: :mod:`~gnnscale.strategies.factored.hosts`), with every
-step's gradient reduced per slot so that it does not depend on who trained what; trainers
-gather the next job's features while they train (``strategy.prefetch``) and samplers switch
-to training at any point of the epoch (:mod:`~gnnscale.strategies.factored.shared`).
+step's gradient reduced per job so that it does not depend on who trained what; a step may
+be cut into several jobs per trainer (``strategy.jobs_per_trainer``, GNNLab's micro-batching)
+so that a faster trainer takes more of it even at ``staleness=0``; trainers gather the next
+job's features while they train (``strategy.prefetch``) and samplers switch to training at
+any point of the epoch (:mod:`~gnnscale.strategies.factored.shared`).
 ``routes``: each job goes point to point from its sampler to the trainer of its slot
 (:mod:`~gnnscale.strategies.factored.queue`). With
 routes and ``strategy.switching=true`` (GNNLab's behaviour; off by default) or
@@ -44,7 +46,12 @@ from gnnscale.strategies.base import RunContext
 from gnnscale.strategies.data.strategy import DataParallel
 from gnnscale.strategies.factored import shared
 from gnnscale.strategies.factored.allocation import Allocation, allocate, profile
-from gnnscale.strategies.factored.config import FactoredConfig, parse_samplers
+from gnnscale.strategies.factored.config import (
+    FactoredConfig,
+    auto_jobs_per_trainer,
+    parse_jobs_per_trainer,
+    parse_samplers,
+)
 from gnnscale.strategies.factored.config import check_queue as _check_queue
 from gnnscale.strategies.factored.config import check_sync as _check_sync
 from gnnscale.strategies.factored.hosts import HostJobs, HostPlan
@@ -70,13 +77,15 @@ class Factored(DataParallel):
 
     def __init__(self, ctx: RunContext, batch_size: int = 1024, samplers: str = "auto",
                  queue_depth: int = 2, staleness: int = 0, switching: bool = False,
-                 queue: str = "shared", prefetch: int = 1, queue_slot_mb: int = 256) -> None:
+                 queue: str = "shared", prefetch: int = 1, queue_slot_mb: int = 256,
+                 jobs_per_trainer: str | int = "auto") -> None:
         super().__init__(ctx, batch_size, prefetch=0)
         if queue_depth < 1:
             raise ConfigError(f"strategy.queue_depth must be >= 1, got {queue_depth}")
         _check_sync(staleness, switching, ctx.topo.world_size)
         _check_queue(queue, prefetch, queue_slot_mb)
         self.queue, self.prefetch, self.queue_slot_mb = queue, prefetch, queue_slot_mb
+        self.jobs_per_trainer = parse_jobs_per_trainer(jobs_per_trainer, queue)
         self.shared = False  # decided in setup: the rings need shared memory (Linux)
         self.ring: job_ring.JobRing | None = None
         self.fixed_samplers = parse_samplers(samplers, ctx.topo.world_size)
@@ -102,12 +111,20 @@ class Factored(DataParallel):
             self.reduce_group = new_group(range(topo.world_size), purpose=Purpose.host)
         self.alloc = self._allocation()
         trainers = self.alloc.trainers
+        if not self.shared:  # fixed routes and one rank: one job per trainer and step
+            self.jobs_per_trainer = 1
+        elif self.jobs_per_trainer is None:
+            self.jobs_per_trainer = auto_jobs_per_trainer(True, trainers, self.staleness)
+        self.jobs_per_step = trainers * self.jobs_per_trainer  # J: a step's jobs (slots)
+        if topo.rank == 0 and self.jobs_per_trainer > 1:
+            print(f"factored: each step is {self.jobs_per_step} jobs ({self.jobs_per_trainer} "
+                  f"per trainer) on the shared queue", flush=True)
         self.is_trainer = topo.rank < trainers
         if topo.world_size > 1:
             self.group = new_group(range(trainers), purpose=Purpose.trainers)
         self.takers = tuple(range(topo.world_size if self.synced else trainers))
         if self.shared:  # each step's per-slot reduction over the ranks that may train
-            self.hosts = HostPlan.build(self._hosts(), trainers)
+            self.hosts = HostPlan.build(self._hosts(), trainers, self.jobs_per_trainer)
             self.takers = tuple(r for r in range(topo.world_size) if r < trainers or (
                 self.switching and self.hosts.ring_of(r) is not None))
             self.reduce_group = new_group(self.takers, purpose=Purpose.host)
@@ -184,9 +201,9 @@ class Factored(DataParallel):
 
     # -- the schedule (data's with T ranks) -----------------------------------------------------
     def epoch_batches(self, epoch: int) -> list[torch.Tensor]:
-        """The global mini-batches, each with one target per trainer at least."""
+        """The global mini-batches, each with one target per job at least."""
         return epoch_batches(self.ctx.task.train_items(), self.batch_size, self.ctx.seed, epoch,
-                             min_size=self.alloc.trainers)
+                             min_size=self.jobs_per_step)
 
     def micro_batch(self, batch: torch.Tensor) -> torch.Tensor:
         """A trainer's share of a global mini-batch (its trainer rank among trainers)."""
@@ -334,8 +351,8 @@ class Factored(DataParallel):
         m = {"epoch_time": time.perf_counter() - t_epoch, "steps": float(len(batches)),
              "sample_time": stats.queue_wait, "load_time": stats.load_seconds,
              "compute_time": stats.train_seconds, "comm_time": stats.reduce_wait,
-             # the mean over the step's T jobs (= the global batch), as every strategy reports
-             "train_loss": stats.loss_sum / max(len(batches) * self.alloc.trainers, 1),
+             # the mean over the step's J jobs (= the global batch), as every strategy reports
+             "train_loss": stats.loss_sum / max(len(batches) * self.jobs_per_step, 1),
              "edges_computed": float(stats.edges), "nodes_loaded": float(stats.nodes),
              "bytes_allreduce": float(stats.bytes_reduced)}
         m.update(self.store.epoch_stats())

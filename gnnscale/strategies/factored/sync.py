@@ -110,7 +110,8 @@ def job_key(epoch: int, step: int) -> int:
 
 def train_job(strat, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor, stats: StepStats,
               slot: tuple[int, int, int]) -> float:
-    """Forward and backward of one job, gradients of ``loss / T`` accumulated; returns the loss."""
+    """Forward and backward of one job, gradients of ``loss / J`` accumulated (J: a step's
+    jobs, T on fixed routes); returns the loss."""
     module = strat._module
     module.train()
     t0 = time.perf_counter()
@@ -120,7 +121,7 @@ def train_job(strat, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor, stats: Ste
     finally:
         module.set_dropout_key(None)
     loss = strat.ctx.task.loss(out, y)
-    (loss / strat.alloc.trainers).backward()
+    (loss / strat.jobs_per_step).backward()
     stats.train_seconds += time.perf_counter() - t0
     stats.jobs_trained += 1
     stats.edges += mb.num_edges

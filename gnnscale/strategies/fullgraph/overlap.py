@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from gnnscale.models.base import GNN, csr_matrix
+from gnnscale.ops.sparse import FixedProduct as _FixedProduct
 from gnnscale.sampling.base import Block
 
 
@@ -60,21 +61,6 @@ class SourceGroups:
         return [GroupSum.build(c, d, None if weights is None else weights[e], n, self.num_dst,
                                dtype)
                 for e, c, d, n in zip(self.edges, self.cols, self.dst, self.sizes)]
-
-
-class _FixedProduct(torch.autograd.Function):
-    """``matrix @ x`` whose backward is ``matrix_t @ grad`` with the transpose built once:
-    torch's own backward of a CSR product transposes the matrix (a sort) on every call."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, matrix: torch.Tensor, matrix_t: torch.Tensor
-                ) -> torch.Tensor:
-        ctx.matrix_t = matrix_t
-        return torch.sparse.mm(matrix, x)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        return torch.sparse.mm(ctx.matrix_t, grad), None, None
 
 
 @dataclass

@@ -5,30 +5,97 @@ update is recomputed) or recomputed (the layer runs again from its reloaded inpu
 Both paths give the gradient of the chunk's source rows from the gradient of its outputs;
 caching needs a model split into aggregate and update whose aggregate is linear in its source
 rows (GAT and residual models recompute). Which path a chunk takes is :mod:`.rule`'s.
+
+A splittable model's aggregation over a chunk's edges is one sparse product with the model's
+edge weights, which the bound graph fixes: :class:`ChunkProducts` builds the chunk's CSR matrix
+and its transpose once per chunk (per distinct weights: every layer of GCN or SAGE-mean shares
+them), and every pass reuses them: the forward's product, the recomputed layer's backward
+(:func:`gnnscale.ops.sparse.fixed_mm`, instead of torch's CSR backward, which transposes the
+matrix, a sort, on every call) and the cached path's gradient of the aggregate. The sums are
+those of :meth:`~gnnscale.models.base.GNN.aggregate` and
+:meth:`~gnnscale.models.base.GNN.aggregate_grad`, bit for bit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
-from gnnscale.models.base import GNN
+from gnnscale.distributed import device as device_seam
+from gnnscale.models.base import GNN, csr_matrix
+from gnnscale.ops.sparse import fixed_mm
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.offload.memory import SavedBytes
 
 AtPeak = Callable[[list[torch.Tensor]], object]
+
+
+@dataclass
+class ChunkProducts:
+    """A chunk's aggregation as a ``num_dst x num_src`` CSR matrix of the model's edge weights
+    and its transpose (``num_src x num_dst``, for the backward), built once."""
+
+    matrix: torch.Tensor
+    matrix_t: torch.Tensor
+
+    @staticmethod
+    def build(model: GNN, k: int, block: Block, dtype: torch.dtype = torch.float32
+              ) -> ChunkProducts:
+        """Layer ``k``'s matrices of ``block`` (the matrix :meth:`GNN.edge_sum` builds)."""
+        with torch.no_grad():
+            w = model.edge_weight(k, block)
+        return ChunkProducts.of(block, None if w is None else w.to(block.edge_index.device),
+                                dtype)
+
+    @staticmethod
+    def of(block: Block, w: torch.Tensor | None, dtype: torch.dtype) -> ChunkProducts:
+        """The matrices of ``block`` with edge weights ``w`` (None: ones)."""
+        src, dst = block.edge_index
+        n_src, n_dst = block.size
+        return ChunkProducts(csr_matrix(src, dst, w, (n_src, n_dst), dtype),
+                             csr_matrix(dst, src, w, (n_dst, n_src), dtype))
+
+    def to(self, device: torch.device) -> ChunkProducts:
+        """The matrices on ``device`` (themselves on the host's)."""
+        if not device_seam.is_accelerator(device):
+            return self
+        return ChunkProducts(self.matrix.to(device), self.matrix_t.to(device))
+
+    def aggregate(self, model: GNN, k: int, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`GNN.aggregate` of source rows ``x``: ``matrix @ pre(x)``, its backward the
+        cached transpose's product."""
+        model.check_splittable()
+        return fixed_mm(self.matrix, self.matrix_t, model.pre(k, x))
+
+    def aggregate_grad(self, model: GNN, grad: torch.Tensor) -> torch.Tensor:
+        """:meth:`GNN.aggregate_grad`: the sources' gradient from the aggregate's, by the
+        cached transpose."""
+        if not model.linear_aggregate:
+            raise ValueError("a residual model normalises source rows before aggregating: the "
+                             "aggregate's gradient needs the rows (recompute the layer)")
+        return torch.sparse.mm(self.matrix_t, grad)
+
+    @property
+    def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The two matrices (what the device tier holds while the chunk runs)."""
+        return self.matrix, self.matrix_t
+
 
 def can_cache(model: GNN) -> bool:
     """Whether the model's backward can run from a cached aggregate (no source rows)."""
     return model.splittable and model.linear_aggregate
 
 
-def _aggregate(model: GNN, k: int, src: torch.Tensor, block: Block
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(layer ``k``'s input rows, the aggregate over the chunk's edges)."""
+def _aggregate(model: GNN, k: int, src: torch.Tensor, block: Block,
+               products: ChunkProducts | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(layer ``k``'s input rows, the aggregate over the chunk's edges: by ``products`` when
+    given, else the model's own product)."""
     x = model.inputs(src, block.src_ids) if k == 0 else src
-    return x, model.aggregate(k, x, block)
+    if products is None:
+        return x, model.aggregate(k, x, block)
+    return x, products.aggregate(model, k, x)
 
 
 def _update(model: GNN, k: int, x: torch.Tensor, agg: torch.Tensor, block: Block
@@ -39,7 +106,7 @@ def _update(model: GNN, k: int, x: torch.Tensor, agg: torch.Tensor, block: Block
 
 
 def forward(model: GNN, k: int, src: torch.Tensor, block: Block, cache: bool,
-            clock: Callable[[], float] | None = None
+            clock: Callable[[], float] | None = None, products: ChunkProducts | None = None
             ) -> tuple[torch.Tensor, torch.Tensor | None, float]:
     """Output rows of the chunk's destinations (no autograd), the aggregate when ``cache``,
     and, given a ``clock``, the seconds of the aggregation (inputs included): the part of the
@@ -49,13 +116,14 @@ def forward(model: GNN, k: int, src: torch.Tensor, block: Block, cache: bool,
         if not model.splittable:
             return model.layer(k, src, block), None, 0.0
         t0 = clock() if clock is not None else 0.0
-        x, agg = _aggregate(model, k, src, block)
+        x, agg = _aggregate(model, k, src, block, products)
         seconds = clock() - t0 if clock is not None else 0.0
         return _update(model, k, x, agg, block), (agg if cache else None), seconds
 
 
 def backward_recompute(model: GNN, k: int, src: torch.Tensor, block: Block,
-                       grad_out: torch.Tensor, need_src: bool, at_peak: AtPeak | None = None
+                       grad_out: torch.Tensor, need_src: bool, at_peak: AtPeak | None = None,
+                       products: ChunkProducts | None = None
                        ) -> tuple[torch.Tensor | None, int]:
     """Run the layer again on ``src`` and backpropagate ``grad_out``: parameter gradients
     accumulate; returns the sources' gradient (``need_src``) and the bytes autograd saved.
@@ -63,7 +131,7 @@ def backward_recompute(model: GNN, k: int, src: torch.Tensor, block: Block,
     src = src.detach().requires_grad_(need_src)
     with SavedBytes((src,)) as saved:
         if model.splittable:
-            out = _update(model, k, *_aggregate(model, k, src, block), block)
+            out = _update(model, k, *_aggregate(model, k, src, block, products), block)
         else:
             out = model.layer(k, src, block)
     if at_peak is not None:
@@ -74,7 +142,8 @@ def backward_recompute(model: GNN, k: int, src: torch.Tensor, block: Block,
 
 
 def backward_cached(model: GNN, k: int, agg: torch.Tensor, x_dst: torch.Tensor, block: Block,
-                    grad_out: torch.Tensor, need_src: bool, at_peak: AtPeak | None = None
+                    grad_out: torch.Tensor, need_src: bool, at_peak: AtPeak | None = None,
+                    products: ChunkProducts | None = None
                     ) -> tuple[torch.Tensor | None, int]:
     """Recompute only the update from the cached aggregate and the destinations' rows; the
     sources' gradient is the aggregate's transpose applied to the aggregate's gradient."""
@@ -90,6 +159,7 @@ def backward_cached(model: GNN, k: int, agg: torch.Tensor, x_dst: torch.Tensor, 
     del out, xin
     if not need_src:
         return None, saved.nbytes
-    grad = model.aggregate_grad(k, agg.grad, block)
+    grad = model.aggregate_grad(k, agg.grad, block) if products is None \
+        else products.aggregate_grad(model, agg.grad)
     grad[: block.num_dst] += x_dst.grad
     return grad, saved.nbytes

@@ -45,10 +45,20 @@ GB = 1e9
 _ACTIVATIONS: dict[tuple, ActivationModel] = {}  # per layer architecture, fitted once
 
 
+def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    """Whether two edge-weight vectors (None: ones) are equal."""
+    if a is None or b is None:
+        return a is None and b is None
+    return torch.equal(a, b)
+
+
 class Offload(Strategy):
     """One offloaded full-graph epoch per ``train_epoch``; see the module docstring."""
 
     schema = OffloadConfig
+    #: each chunk's matrix and transpose built once and reused by every pass (False: the
+    #: model's own product per call, whose backward re-transposes: the benchmark's baseline)
+    cached_products: bool = True
 
     def __init__(self, ctx: RunContext, chunks: int = 8, dedup: str = "inter+intra",
                  reorganize: bool = False, intermediate: str = "auto",
@@ -73,11 +83,14 @@ class Offload(Strategy):
         from gnnscale.distributed.launch import private_temp_dir
         from gnnscale.distributed.topology import Topology
         from gnnscale.partition.provider import CachedPartitions
+        from gnnscale.tasks.node import NodeTask
 
         graph = built.loaded if built.loaded is not None else registry.build(cfg.dataset).load()
+        # the output width is the task's, as the ranks build it (link: the embedding width)
+        task = registry.build(cfg.task) if cfg.get("task") is not None else NodeTask()
         with private_temp_dir():  # PyG writes its generated modules to the temp folder
             model = registry.build(cfg.model, in_channels=graph.num_features,
-                                   out_channels=graph.num_classes)
+                                   out_channels=task.out_channels(graph))
         deps = registry.build(cfg.deps)
         world = cfg.dist.world_size
         partitions = CachedPartitions(graph, cfg.partitioner,
@@ -113,6 +126,10 @@ class Offload(Strategy):
         self.rule_report: dict[int, dict] = {}
         self.rule_rates: rule.Rates | None = None
         self._agg_seconds = [[0.0] * len(self.transfers) for _ in range(self.num_layers)]
+        #: per (layer, batch): the chunk's matrices, built on first use (layers with equal
+        #: edge weights share them) and the weights they were built with
+        self._products: dict[tuple[int, int], compute.ChunkProducts] = {}
+        self._weights: dict[tuple[int, int], torch.Tensor | None] = {}
         if topo.rank == 0:
             print(self.describe(), flush=True)
 
@@ -173,7 +190,8 @@ class Offload(Strategy):
             d_in, d_out = self.dims[k], self.dims[k + 1]
             acts = [self._activations(k, m, gen) for m in (CACHE, RECOMPUTE) if self._may(k, m)]
             b, i = layer_bound(self.transfers, d_in, d_out, self._may(k, CACHE),
-                               lambda e, s, d, acts=acts: max(a(e, s, d) for a in acts))
+                               lambda e, s, d, acts=acts: max(a(e, s, d) for a in acts),
+                               products=model.splittable)
             if b > best:
                 best, where = b, (k, i)
             whole += self._activations(k, RECOMPUTE, gen)(
@@ -202,10 +220,11 @@ class Offload(Strategy):
 
         def run(block: Block, x: torch.Tensor) -> int:
             grad = torch.randn(block.num_dst, d_out)
+            prod = compute.ChunkProducts.build(model, k, block) if model.splittable else None
             if cache:
                 return compute.backward_cached(model, k, x[: block.num_dst], x[: block.num_dst],
-                                               block, grad, True)[1]
-            return compute.backward_recompute(model, k, x, block, grad, True)[1]
+                                               block, grad, True, products=prod)[1]
+            return compute.backward_recompute(model, k, x, block, grad, True, products=prod)[1]
         return run
 
     def _check_budget(self, need: int | None = None) -> None:
@@ -297,6 +316,33 @@ class Offload(Strategy):
                          f"all cached, {x['modelled_all_recompute_s']:.4f}s all recomputed")
         return "\n".join(lines)
 
+    # -- a chunk's matrices ------------------------------------------------------------------
+    def _chunk_products(self, k: int, b: int) -> compute.ChunkProducts | None:
+        """Layer ``k``'s matrix and transpose of batch ``b``, built on the host the first time
+        (one pair per distinct edge weights: layers with the same weights share it), on the
+        device and held by the tier while the batch runs; None for a model that cannot split
+        its aggregation (GAT: its conv runs as it is)."""
+        model = self._module
+        if not model.splittable or not self.cached_products:
+            return None
+        prod = self._products.get((k, b))
+        if prod is None:
+            with torch.no_grad():
+                w = model.edge_weight(k, self.blocks[b])
+            w = None if w is None else w.detach().to("cpu")
+            for j in range(k):  # a lower layer with the same weights: its matrices
+                if (j, b) in self._weights and _same(self._weights[(j, b)], w):
+                    prod, w = self._products[(j, b)], self._weights[(j, b)]
+                    break
+            else:
+                prod = compute.ChunkProducts.of(self.blocks[b], w, torch.float32)
+            self._products[(k, b)], self._weights[(k, b)] = prod, w
+        on_device = prod.to(self.device)
+        # counted while held: on a CPU host they serve in place and live on in host memory
+        self.tier.hold("matrix", on_device.matrix, track=False)
+        self.tier.hold("matrix_t", on_device.matrix_t, track=False)
+        return on_device
+
     # -- moving rows -------------------------------------------------------------------------
     def _fill(self, k: int, t: BatchTransfer, prev: torch.Tensor | None) -> torch.Tensor:
         """The batch's device buffer of layer-``k`` rows: reused rows, then loaded ones (all
@@ -376,9 +422,11 @@ class Offload(Strategy):
         """One chunk of layer ``k``'s forward; the buffer the next batch may reuse."""
         buf, src = self._sources(k, t, prev)
         blk = block.to(self.device)
-        self.tier.hold("block", blk.edge_index)
+        self.tier.hold("block", blk.edge_index, track=False)
+        prod = self._chunk_products(k, b)
         out, agg, seconds = compute.forward(self._module, k, src, blk, cache,
-                                            self._now if probe else None)
+                                            self._now if probe else None, prod)
+        del prod
         self._agg_seconds[k][b] = seconds
         del src
         self.tier.release("src")
@@ -387,7 +435,7 @@ class Offload(Strategy):
             self.tier.hold("agg", agg)
             self.tier.store(self.agg_host[k], t.dst, agg)
         self.tier.store(self.store.rows[k + 1], t.dst, out)
-        self.tier.release("out", "agg", "block")
+        self.tier.release("out", "agg", "block", "matrix", "matrix_t")
         return self._keep_buffer(buf)
 
     def _keep_buffer(self, buf: torch.Tensor | None) -> torch.Tensor | None:
@@ -401,36 +449,38 @@ class Offload(Strategy):
         for k in reversed(range(self.num_layers)):
             prev, carry = None, None
             for b, (t, block) in enumerate(zip(self.transfers, self.blocks)):
-                prev, carry = self._backward_batch(k, self.modes[k][b], t, block, prev, carry)
+                prev, carry = self._backward_batch(k, b, self.modes[k][b], t, block, prev,
+                                                   carry)
             del prev, carry
             self.tier.release_all()
 
-    def _backward_batch(self, k: int, mode: str, t: BatchTransfer, block: Block,
+    def _backward_batch(self, k: int, b: int, mode: str, t: BatchTransfer, block: Block,
                         prev: torch.Tensor | None, carry: torch.Tensor | None
                         ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """One chunk of layer ``k``'s backward in ``mode``; (the buffer the next batch may
         reuse, the gradient rows it carries on)."""
         model, need = self._module, k > 0
         blk = block.to(self.device)
-        self.tier.hold("block", blk.edge_index)
+        self.tier.hold("block", blk.edge_index, track=False)
         grad_out = self.tier.hold("grad_out", self.tier.load(
             self.store.grads[k + 1], t.dst, vertex_rows=False))
         buf = None
+        prod = self._chunk_products(k, b)
         if mode == CACHE:
             agg = self.tier.hold("agg", self.tier.load(self.agg_host[k], t.dst, False))
             x_dst = self.tier.hold("x_dst", self.tier.load(self.store.rows[k], t.dst, False))
             grad_src, _ = compute.backward_cached(model, k, agg, x_dst, blk, grad_out, need,
-                                                  self._at_peak)
+                                                  self._at_peak, prod)
             del agg, x_dst
         else:
             t0 = time.perf_counter()
             buf, src = self._sources(k, t, prev)
             grad_src, _ = compute.backward_recompute(model, k, src, blk, grad_out, need,
-                                                     self._at_peak)
+                                                     self._at_peak, prod)
             del src
             self.stats.recompute_seconds += time.perf_counter() - t0
-        del grad_out
-        self.tier.release("agg", "x_dst", "src", "grad_out")
+        del grad_out, prod
+        self.tier.release("agg", "x_dst", "src", "grad_out", "matrix", "matrix_t")
         self.tier.hold("prev_carry", carry)
         if need:
             self.tier.hold("grad_src", grad_src)
@@ -504,7 +554,7 @@ class Offload(Strategy):
             "device_bound_bytes": float(self.bound),
             "whole_part_device_bytes": float(self.whole_part_bytes),
             "recompute_time": s.recompute_seconds,
-            "plan_time": self.plan_time / self.ctx.topo.world_size,  # summed: the mean
+            "plan_time": self.plan_time,  # the mean over ranks (runner/metrics.py)
         }
         for k, modes in enumerate(self.modes):  # this rank's chunks; summed over ranks
             m[f"chunks_cached_l{k}"] = float(modes.count(CACHE))

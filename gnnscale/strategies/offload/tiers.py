@@ -104,16 +104,25 @@ class DeviceTier:
         self.device, self.stats = device, stats
         self.peak = 0
         self._held: dict[str, torch.Tensor] = {}
-        self._seen: list[weakref.ref] = []
+        #: every tracked tensor still alive, once each (by id; an entry leaves when its tensor
+        #: dies): a tensor tracked again (a parameter autograd saves, a block's index reused
+        #: every batch) is not a new entry, so the work of a measurement does not grow with
+        #: the epochs run
+        self._seen: weakref.WeakValueDictionary[int, torch.Tensor] = \
+            weakref.WeakValueDictionary()
 
     # -- what the tier holds ---------------------------------------------------------------
-    def hold(self, name: str, t: torch.Tensor | None) -> torch.Tensor | None:
+    def hold(self, name: str, t: torch.Tensor | None, track: bool = True
+             ) -> torch.Tensor | None:
         """Keep ``t`` as the device buffer ``name`` (replacing what that name held) and
-        measure."""
+        measure. ``track=False``: count ``t`` only while the tier holds it (a tensor that
+        lives on in host memory and serves the device in place, as a chunk's cached
+        matrices on a CPU host)."""
         self.release(name)
         if t is not None:
             self._held[name] = t
-            self.track(t)
+            if track:
+                self.track(t)
             self.measure()
         return t
 
@@ -128,18 +137,13 @@ class DeviceTier:
 
     def track(self, *ts: torch.Tensor | None) -> None:
         """Count ``ts`` as device memory for as long as they are alive."""
-        self._seen.extend(weakref.ref(t) for t in ts if t is not None)
+        for t in ts:
+            if t is not None:
+                self._seen[id(t)] = t
 
     def alive(self) -> list[torch.Tensor]:
-        """The tracked tensors still alive (dead references are dropped)."""
-        live, refs = [], []
-        for r in self._seen:
-            t = r()
-            if t is not None:
-                live.append(t)
-                refs.append(r)
-        self._seen = refs
-        return live + list(self._held.values())
+        """The tracked tensors still alive, each once, and the held buffers."""
+        return list(self._seen.values()) + list(self._held.values())
 
     def live_bytes(self) -> int:
         """Bytes of the distinct storages of the device tensors alive now."""
