@@ -32,8 +32,8 @@ TINY = ("dataset=synthetic", "dataset.preset=tiny", "model.hidden=32", "model.nu
         "sampler.fanouts=[5,5]", "strategy.batch_size=128", "eval_batch_size=512", "logger=none")
 
 
-def rank_pids(launcher: int) -> list[int]:
-    """The ranks of a launcher: its spawned children, or the children of its fork server."""
+def children() -> dict[int, list[int]]:
+    """Every live process's children, by parent pid (from /proc)."""
     kids: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         try:
@@ -41,6 +41,22 @@ def rank_pids(launcher: int) -> list[int]:
             kids.setdefault(ppid, []).append(int(entry.name))
         except (ValueError, OSError, IndexError):
             continue
+    return kids
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``: children, theirs, and so on."""
+    kids, out, todo = children(), [], [pid]
+    while todo:
+        for kid in kids.get(todo.pop(), []):
+            out.append(kid)
+            todo.append(kid)
+    return out
+
+
+def rank_pids(launcher: int) -> list[int]:
+    """The ranks of a launcher: its spawned children, or the children of its fork server."""
+    kids = children()
 
     def cmd(pid: int) -> str:
         return (Path(f"/proc/{pid}/cmdline").read_text()).replace("\0", " ")

@@ -150,14 +150,23 @@ def test_writer_killed_mid_checkpoint_leaves_the_old_one_and_the_next_save_sweep
     path = tmp_path / checkpoint.FILENAME
     checkpoint.save(path, {"w": torch.ones(2)})
     proc = subprocess.Popen([PY, "-c", SAVE_LOOP, str(path)], cwd=ROOT, env=_env())
-    tmp = tmp_path / f".checkpoint.pt.tmp{proc.pid}"
+    def written() -> list[Path]:  # the killed writer's temp file, once it holds bytes
+        found = []
+        for p in tmp_path.glob(f".checkpoint.pt.tmp{proc.pid}@*"):
+            try:
+                if p.stat().st_size:
+                    found.append(p)
+            except OSError:  # renamed into place meanwhile
+                pass
+        return found
+
     try:
-        _wait_for(lambda: tmp.exists() and tmp.stat().st_size > 0, proc)
+        _wait_for(lambda: bool(written()), proc)
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.kill()
         proc.wait()
-    assert tmp.exists()  # killed mid-write
+    assert written()  # killed mid-write
     good = checkpoint.load(path)["w"]  # the old checkpoint, or a complete new one
     assert good.numel() in (2, 8_000_000)
     checkpoint.save(path, {"w": torch.zeros(3)})  # the next run's save

@@ -202,22 +202,6 @@ def _rank_of(topo):
 
 
 # -- Ctrl-C -----------------------------------------------------------------------------------
-def _descendants(pid: int) -> list[int]:
-    kids: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            kids.setdefault(ppid, []).append(int(entry.name))
-        except (ValueError, OSError, IndexError):
-            continue
-    out, todo = [], [pid]
-    while todo:
-        for kid in kids.get(todo.pop(), []):
-            out.append(kid)
-            todo.append(kid)
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not LINUX, reason="reads /proc")
 @pytest.mark.parametrize("world", [1, 2])
@@ -225,7 +209,7 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(tmp_path, world):
     """Ctrl-C (SIGINT to the launcher's whole process group, as a terminal sends it) during
     training, with sampler workers: one line, exit 130, no traceback; every rank, worker and
     temp file gone."""
-    from tests._train import TINY
+    from tests._train import TINY, descendants
 
     temp = tmp_path / "tmp"
     temp.mkdir()
@@ -241,7 +225,7 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(tmp_path, world):
         while not (run / "metrics.jsonl").exists() and time.monotonic() < end:
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.2)
-        family = _descendants(proc.pid)
+        family = descendants(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:

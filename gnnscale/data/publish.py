@@ -71,8 +71,9 @@ def _owner_tag(kind: str) -> str:
 
 def sweep_temp(path: Path) -> list[Path]:
     """Remove the temp folders (and files) of ``path`` -- ``.<name>.tmp<pid>@<host>.*`` and
-    ``.<name>.old<pid>@<host>.*`` -- whose process, on this host, is gone; returns them."""
-    pattern = re.compile(re.escape(f".{path.name}.") + r"(?:tmp|old)(\d+)@([^.]+)\.")
+    ``.<name>.old<pid>@<host>.*``, and the host-less ``.<name>.tmp<pid>`` that earlier versions
+    wrote -- whose process, on this host, is gone; returns them."""
+    pattern = re.compile(re.escape(f".{path.name}.") + r"(?:tmp|old)(\d+)(?:@([^.]+)\.|$)")
     removed = []
     try:
         entries = list(path.parent.iterdir())
@@ -81,7 +82,7 @@ def sweep_temp(path: Path) -> list[Path]:
     host = _host()
     for entry in entries:
         m = pattern.match(entry.name)
-        if not m or m.group(2) != host or pid_alive(int(m.group(1))):
+        if not m or (m.group(2) or host) != host or pid_alive(int(m.group(1))):
             continue
         try:
             if entry.lstat().st_uid != os.getuid():

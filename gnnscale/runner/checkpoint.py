@@ -19,7 +19,6 @@ import math
 import os
 import pickle
 import random
-import re
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from gnnscale.data.publish import pid_alive
+from gnnscale.data.publish import temp_path
 from gnnscale.distributed import device as device_seam
 from gnnscale.errors import UserError
 
@@ -98,8 +97,7 @@ def save(path: str | Path, state: dict[str, Any]) -> None:
     names the path and the reason; an existing checkpoint is left as it was.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    sweep(path)
+    tmp = temp_path(path, "pt")  # a dead writer's leftovers swept first
     try:
         buf = io.BytesIO()
         torch.save(plain(state), buf)  # serialise first: the write below reports its own errno
@@ -113,27 +111,6 @@ def save(path: str | Path, state: dict[str, Any]) -> None:
         tmp.unlink(missing_ok=True)
         raise CheckpointError(f"cannot write the checkpoint {path}: {_reason(err)}; the previous "
                               "checkpoint (if any) is unchanged") from err
-
-
-def sweep(path: str | Path) -> list[Path]:
-    """Remove the temp files ``.<name>.tmp<pid>`` beside ``path`` whose process is dead (a
-    save killed mid-way); returns what was removed."""
-    path = Path(path)
-    pattern = re.compile(re.escape(f".{path.name}.tmp") + r"(\d+)")
-    removed = []
-    try:
-        entries = list(path.parent.iterdir())
-    except OSError:
-        return removed
-    for entry in entries:
-        m = pattern.fullmatch(entry.name)
-        if m and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1))):
-            try:
-                entry.unlink()
-                removed.append(entry)
-            except OSError:
-                pass
-    return removed
 
 
 def _reason(err: BaseException) -> str:
