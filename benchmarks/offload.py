@@ -350,9 +350,31 @@ def rule_settings(quick: bool) -> dict:
                      "rows": [{"model": "gcn", "layers": 2, "hidden": 128}]}}}
 
 
+def _alternate(strats: dict, epochs: int) -> tuple[dict, dict, dict]:
+    """Train every variant's strategy ``epochs + 1`` epochs, alternating epoch by epoch with
+    the order rotating; epoch 0 is a warm-up. Returns each variant's epoch times (after the
+    warm-up), every epoch's loss and its last epoch's metrics."""
+    import torch.distributed as dist
+
+    names = list(strats)
+    times: dict = {v: [] for v in names}
+    losses: dict = {v: [] for v in names}
+    last: dict = {}
+    for epoch in range(epochs + 1):
+        shift = epoch % len(names)
+        for v in names[shift:] + names[:shift]:
+            dist.barrier()
+            with contextlib.redirect_stdout(io.StringIO()):  # the strategy's reports
+                m = strats[v].train_epoch(epoch)
+            losses[v].append(m["train_loss"])
+            if epoch:
+                times[v].append(m["epoch_time"])
+            last[v] = m
+    return times, losses, last
+
+
 def _rule_rank(topo, graph: GraphStore, book, cfg: dict) -> dict:
     """Per row and variant: every epoch's time and the last epoch's figures on this rank."""
-    import torch.distributed as dist
 
     out = {}
     for row in cfg["rows"]:
@@ -362,19 +384,7 @@ def _rule_rank(topo, graph: GraphStore, book, cfg: dict) -> dict:
                               reorganize=cfg["reorganize"], intermediate=v,
                               level2=cfg["level2"])
                   for v in RULE_VARIANTS}
-        times = {v: [] for v in RULE_VARIANTS}
-        losses = {v: [] for v in RULE_VARIANTS}
-        last: dict = {}
-        for epoch in range(cfg["epochs"] + 1):  # epoch 0: warm-up (auto decides in it)
-            shift = epoch % len(RULE_VARIANTS)
-            for v in RULE_VARIANTS[shift:] + RULE_VARIANTS[:shift]:
-                dist.barrier()
-                with contextlib.redirect_stdout(io.StringIO()):  # the rule's report
-                    m = strats[v].train_epoch(epoch)
-                losses[v].append(m["train_loss"])
-                if epoch:
-                    times[v].append(m["epoch_time"])
-                last[v] = m
+        times, losses, last = _alternate(strats, cfg["epochs"])  # epoch 0: auto decides
         out[name] = {v: {"epoch_s": times[v], "losses": losses[v],
                          **{k: last[v][k] for k in (
                              "bytes_host_to_device", "bytes_device_to_host",
@@ -461,7 +471,6 @@ def transpose_settings(quick: bool) -> dict:
 def _transpose_rank(topo, graph: GraphStore, book, cfg: dict) -> dict:
     """Per row and variant: every epoch's time, loss and the last epoch's volumes on this
     rank; the variants alternate epoch by epoch (the order rotating)."""
-    import torch.distributed as dist
 
     out = {}
     for row in cfg["rows"]:
@@ -472,19 +481,7 @@ def _transpose_rank(topo, graph: GraphStore, book, cfg: dict) -> dict:
                                  dedup=cfg["dedup"], reorganize=cfg["reorganize"],
                                  intermediate=row["intermediate"])
             strats[v].cached_products = v == "cached"
-        times = {v: [] for v in TRANSPOSE_VARIANTS}
-        losses = {v: [] for v in TRANSPOSE_VARIANTS}
-        last: dict = {}
-        for epoch in range(cfg["epochs"] + 1):  # epoch 0: warm-up (matrices built, rule)
-            shift = epoch % len(TRANSPOSE_VARIANTS)
-            for v in TRANSPOSE_VARIANTS[shift:] + TRANSPOSE_VARIANTS[:shift]:
-                dist.barrier()
-                with contextlib.redirect_stdout(io.StringIO()):
-                    m = strats[v].train_epoch(epoch)
-                losses[v].append(m["train_loss"])
-                if epoch:
-                    times[v].append(m["epoch_time"])
-                last[v] = m
+        times, losses, last = _alternate(strats, cfg["epochs"])  # epoch 0: matrices built
         out[name] = {v: {"epoch_s": times[v], "losses": losses[v],
                          "recompute_s": last[v]["recompute_time"],
                          **{k: last[v][k] for k in ("bytes_host_to_device", "edges_computed",
