@@ -41,28 +41,10 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
 
 
-def sweep_first(argv: list[str]) -> cli.Sweep | None:
-    """For ``-m``: every job checked before any trains, the refused ones reported (None for a
-    single run, or a sweep Hydra expands alone)."""
-    from gnnscale.runner.validate import check_config
-
-    overrides, flags = cli.split_argv(argv)
-    if not flags & cli._OTHER_CONFIGS:
-        cli.check_options(overrides)
-    if not flags & {"-m", "--multirun"} or flags & (cli._OTHER_CONFIGS | {"-c", "--cfg"}):
-        return None
-    jobs = cli.sweep_jobs(overrides)
-    if jobs is None:
-        return None
-    sweep = cli.Sweep(jobs, cli.preflight(jobs, check_config))
-    sweep.report()
-    return sweep
-
-
 if __name__ == "__main__":
     try:
         try:
-            SWEEP = sweep_first(sys.argv[1:])
+            SWEEP = cli.sweep_first(sys.argv[1:])
         except UserError as err:
             print(f"error: {err}", file=sys.stderr, flush=True)
             sys.exit(2)

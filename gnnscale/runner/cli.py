@@ -249,3 +249,21 @@ def _remove_if_empty(folder: Path) -> None:
             shutil.rmtree(e) if e.is_dir() else e.unlink()
         with contextlib.suppress(OSError):
             os.rmdir(folder)
+
+
+def sweep_first(argv: Sequence[str]) -> Sweep | None:
+    """For ``-m``: every job checked before any trains, the refused ones reported (None for a
+    single run, or a sweep Hydra expands alone)."""
+    from gnnscale.runner.validate import check_config
+
+    overrides, flags = split_argv(argv)
+    if not flags & _OTHER_CONFIGS:
+        check_options(overrides)
+    if not flags & {"-m", "--multirun"} or flags & (_OTHER_CONFIGS | {"-c", "--cfg"}):
+        return None
+    jobs = sweep_jobs(overrides)
+    if jobs is None:
+        return None
+    sweep = Sweep(jobs, preflight(jobs, check_config))
+    sweep.report()
+    return sweep
