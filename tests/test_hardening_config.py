@@ -193,7 +193,7 @@ def test_the_fork_server_loads_torch_with_the_passive_wait_policy():
                                                 (1, 1, 1)])
 def test_default_threads_share_the_allowed_cores(monkeypatch, cores, ranks, want):
     monkeypatch.setattr(threads, "allowed_cores", lambda: cores)
-    assert threads.default_threads(ranks) == want
+    assert threads.default_threads(ranks, busy=0) == want
 
 
 def _threads(topo):
@@ -210,8 +210,48 @@ def test_a_one_rank_run_takes_the_threads_the_free_cores_give(monkeypatch):
     from gnnscale.distributed import local
 
     before = torch.get_num_threads()
-    monkeypatch.setattr(local, "default_threads", lambda ranks: 1)
+    monkeypatch.setattr(local, "default_threads", lambda ranks, busy=None: 1)
     assert local.Launcher(world_size=1, threads_per_rank=0).launch(_threads) == [1]
     cores = os.cpu_count() or 1
     assert local.Launcher(world_size=1, threads_per_rank=cores).launch(_threads) == [cores]
     assert torch.get_num_threads() == before
+
+
+def test_busy_cores_sees_a_spinning_process():
+    """A process spinning on one of this process's cores counts as one busy core."""
+    cpus = sorted(os.sched_getaffinity(0))
+    spin = subprocess.Popen([sys.executable, "-c", "import os, sys\n"
+                             f"os.sched_setaffinity(0, {{{cpus[-1]}}})\n"
+                             "print('up', flush=True)\nwhile True: pass"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert spin.stdout.readline().strip() == "up"
+        assert threads.busy_cores(0.2) >= 1
+    finally:
+        spin.kill()
+        spin.wait()
+
+
+@pytest.mark.parametrize("cores, busy, ranks, want", [(4, 1, 1, 3), (2, 1, 1, 1), (2, 2, 1, 1),
+                                                      (4, 2, 2, 1), (8, 0, 2, 4)])
+def test_default_threads_leave_the_busy_cores(monkeypatch, cores, busy, ranks, want):
+    monkeypatch.setattr(threads, "allowed_cores", lambda: cores)
+    assert threads.default_threads(ranks, busy) == want
+
+
+@pytest.mark.skipif(threads.allowed_cores() < 2, reason="needs 2 cores to choose between counts")
+def test_a_resumed_run_takes_the_thread_count_its_checkpoint_chose(tmp_path, monkeypatch):
+    """``dist.threads_per_rank=0`` under load chose fewer threads; the resume, on an idle host,
+    trains with that count again (so its float sums split as before)."""
+    from gnnscale.distributed import local
+    from gnnscale.runner import checkpoint
+    from gnnscale.runner.run import run
+    from tests._train import TINY, make_cfg
+
+    cores = threads.allowed_cores()
+    monkeypatch.setattr(local, "busy_cores", lambda: cores - 1)  # one core left free
+    run(make_cfg(tmp_path, *TINY, "epochs=1", "dist.world_size=1"))
+    assert checkpoint.load(tmp_path / "checkpoint.pt")["threads"] == 1
+    monkeypatch.setattr(local, "busy_cores", lambda: 0)  # idle now: 0 would mean all cores
+    run(make_cfg(tmp_path, *TINY, "epochs=2", "dist.world_size=1", "resume=true"))
+    assert checkpoint.load(tmp_path / "checkpoint.pt")["threads"] == 1

@@ -18,7 +18,7 @@ from gnnscale.distributed.device import IFNAME_VARS, listener_env
 from gnnscale.distributed.guard import guard_rank, run_temp_dir, socket_dir
 from gnnscale.distributed.launch import spawn
 from gnnscale.distributed.schemas import LocalDistConfig
-from gnnscale.distributed.threads import default_threads
+from gnnscale.distributed.threads import allowed_cores, busy_cores, default_threads
 from gnnscale.distributed.topology import (
     Backend,
     Device,
@@ -43,6 +43,17 @@ class Launcher:
         self.backend, self.device = resolve_backend(backend, device)  # what this host has
         self.timeout_s, self.threads_per_rank = timeout_s, threads_per_rank
 
+    def _free_threads(self) -> int:
+        """``dist.threads_per_rank=0``: the free cores shared by the ranks (said in one line
+        when other processes keep cores busy)."""
+        busy = busy_cores()
+        threads = default_threads(self.world_size, busy)
+        if busy:
+            print(f"dist.threads_per_rank=0: {threads} thread(s) per rank, {busy} of "
+                  f"{allowed_cores()} cores busy with other work (set dist.threads_per_rank "
+                  "to choose)", flush=True)
+        return threads
+
     def launch(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
         """``fn(topology, *args)`` on every rank: one rank runs in this process, more are
         spawned from the fork server, under torchrun this process is one of its ranks.
@@ -55,12 +66,11 @@ class Launcher:
         socket_dir()
         if not under_torchrun() and self.world_size == 1:
             return [run_here(fn, args, self.backend, self.device, self.timeout_s,
-                             self.threads_per_rank or default_threads(1))]
+                             self.threads_per_rank or self._free_threads())]
         if not under_torchrun():
             return spawn(fn, self.world_size, *args, backend=self.backend, device=self.device,
                          timeout_s=self.timeout_s,
-                         threads_per_rank=self.threads_per_rank
-                         or default_threads(self.world_size))
+                         threads_per_rank=self.threads_per_rank or self._free_threads())
         guard_rank(os.getppid())  # end with torchrun's agent, however it ends
         # gloo's and NCCL's listeners on the run's network (an interface set here is kept)
         if not all(os.environ.get(key) for key in IFNAME_VARS):

@@ -224,6 +224,9 @@ def check_state(state: Any, path: str | Path) -> dict[str, Any]:
     graph = state.get("graph")
     if graph is not None and not isinstance(graph, str):
         raise bad("graph", f"is {graph!r}, not the graph's checksum (a string)")
+    threads = state.get("threads")
+    if threads is not None and (not _is_int(threads) or not 1 <= threads <= 4096):
+        raise bad("threads", f"is {threads!r}, not a thread count (an int in [1, 4096])")
     for i, rec in enumerate(state["history"]):
         for key in ("train_loss", "epoch_time"):
             if not math.isfinite(rec[key]):

@@ -83,6 +83,10 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     if launched is not None:  # forking (or spawning) and the process group's start
         phases.add("ranks_start", max(0.0, time.time() - float(launched)))
     cfg = OmegaConf.create(cfg_dict)
+    ckpt_path = Path(run_dir) / checkpoint.FILENAME
+    state = checkpoint.load_run(ckpt_path) if cfg.resume and ckpt_path.exists() else None
+    if state is not None and not cfg.dist.threads_per_rank and state.get("threads"):
+        torch.set_num_threads(int(state["threads"]))  # the count it chose: the same bits
     ctx = build_context(topo, cfg, phases)
     t0 = time.perf_counter()
     strategy = registry.build(cfg.strategy, ctx=ctx)
@@ -93,11 +97,9 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     leader = topo.rank == 0
     if leader and not reports:
         raise RuntimeError(f"{type(strategy).__name__}: rank 0 must report (it leads the run)")
-    ckpt_path = Path(run_dir) / checkpoint.FILENAME
     history: list[dict] = []
     start = 0
-    if cfg.resume and ckpt_path.exists():
-        state = checkpoint.load_run(ckpt_path)
+    if state is not None:
         strategy.module.load_state_dict(state["model"])
         strategy.optimizer.load_state_dict(state["optimizer"])
         if reports:
@@ -229,6 +231,7 @@ def _save_checkpoint(path: Path, strategy, epoch: int, history: list, cfg, leade
             "epoch": epoch, "rng": rngs, "history": history,
             "config": OmegaConf.to_container(cfg),
             "graph": strategy.ctx.graph.meta.get("checksum"),  # resume: the same graph
+            "threads": torch.get_num_threads(),  # dist.threads_per_rank=0 resumes with it
         })
     if dist.is_initialized():
         dist.barrier(group=strategy.group)
