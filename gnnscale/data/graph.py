@@ -44,6 +44,9 @@ TYPE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 REVERSE = "rev_"
 
 EdgeType = tuple[str, str, str]
+#: :func:`build_csc` sorts on one combined int64 key while nodes x edge types x nodes is below
+#: this, else on three keys (slower, never overflows)
+KEY_LIMIT = 2 ** 63
 
 
 def check_csc(indptr: torch.Tensor, indices: torch.Tensor, num_nodes: int) -> None:
@@ -631,7 +634,7 @@ def build_csc(src: torch.Tensor, dst: torch.Tensor, etype: torch.Tensor | None,
     Returns ``(indptr, sources, edge types or None, weights or None)`` in CSC order."""
     n = max(num_nodes, 1)
     k = num_etypes if etype is not None else 1
-    if n * k * n < 2 ** 63:
+    if n * k * n < KEY_LIMIT:
         key = dst * n + src if k == 1 else (dst * k + etype) * n + src
         if dedupe:
             key, order = unique_first(key)
