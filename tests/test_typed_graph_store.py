@@ -192,6 +192,10 @@ def test_edited_types_section_is_refused_naming_the_field(typed, tmp_path):
     meta_file.write_text(json.dumps(meta))
     with pytest.raises(processed.ProcessedDataError, match="types.num_nodes is not 3 counts"):
         processed.load(tmp_path / "g")
+    del meta["types"]
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(processed.ProcessedDataError, match="without a types section"):
+        processed.load(tmp_path / "g")
 
 
 # ---- bad input: one clear line each ------------------------------------------------------------
