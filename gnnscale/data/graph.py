@@ -165,8 +165,8 @@ class GraphStore:
         n = self.num_nodes
         check_csc(self.indptr, self.indices, n)
         self._check_types(n)
-        if self.x is None and set(self.type_features) == set(self.node_types[:1]) and \
-                len(self.node_types) == 1:  # one type: its features are x
+        if self.x is None and len(self.node_types) == 1 and \
+                list(self.type_features) == [self.node_types[0]]:  # one type: its features are x
             self.x, self.type_features = self.type_features[self.node_types[0]], {}
         for split in ("train_idx", "val_idx", "test_idx"):
             check_ids(getattr(self, split), n, split)
