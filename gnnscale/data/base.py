@@ -16,18 +16,26 @@ from gnnscale.data.schemas import FeatureNorm, processed_dir
 
 
 def normalize_features(graph: GraphStore, norm: str) -> GraphStore:
-    """``graph`` with its features transformed by ``norm`` (recorded in ``graph.meta``)."""
+    """``graph`` with its features (``x``, or each type's) transformed by ``norm`` (recorded
+    in ``graph.meta``)."""
     graph.meta["feature_norm"] = norm
-    if norm == "none" or graph.x is None:
+    if norm == "none":
         return graph
-    x = graph.x.float()
+    if graph.x is not None:
+        graph.x = _row_normalized(graph.x, norm, graph.name)
+    graph.type_features = {t: _row_normalized(f, norm, f"{graph.name} ({t} nodes)")
+                           for t, f in graph.type_features.items()}
+    return graph
+
+
+def _row_normalized(features: torch.Tensor, norm: str, what: str) -> torch.Tensor:
+    x = features.float()
     if bool((x < 0).any()):
         raise ValueError(f"dataset.feature_norm={norm} divides each feature row by its sum, "
                          f"which needs non-negative features (bag-of-words, TF-IDF); "
-                         f"{graph.name} has negative values: use dataset.feature_norm=none")
+                         f"{what} has negative values: use dataset.feature_norm=none")
     total = x.sum(dim=1, keepdim=True)
-    graph.x = torch.where(total == 0, x, x / torch.where(total == 0, 1.0, total)).to(graph.x.dtype)
-    return graph
+    return torch.where(total == 0, x, x / torch.where(total == 0, 1.0, total)).to(features.dtype)
 
 
 class Dataset(ABC):

@@ -123,6 +123,8 @@ def check_labels(graph: GraphStore, where: str, inferred_classes: bool = False) 
 def check_task(graph: GraphStore, where: str, inferred_classes: bool = False) -> None:
     """All the checks above; ``where`` (a file or dataset name) starts every message."""
     check_features(graph.x, where)
+    for t, f in graph.type_features.items():
+        check_features(f, f"{where} ({t} nodes)")
     check_edge_weight(graph.edge_weight, where)
     check_splits(graph, where)
     check_labels(graph, where, inferred_classes)

@@ -1,13 +1,32 @@
-"""The graph store: a CSC graph with node features, labels and splits.
+"""The graph store: a CSC graph with node and edge types, features, labels and splits.
 
 CSC means ``indptr`` runs over destinations and ``indices`` holds the sources, so the
 in-neighbors of ``v`` are ``indices[indptr[v]:indptr[v + 1]]`` -- exactly what a GNN layer
 aggregates. Arrays are plain tensors; loaded from the processed format they are memory-mapped
 copy-on-write, so ranks spawned on one host share the pages instead of copying them.
+
+Typed graphs use the same arrays: ONE global id space and ONE fused CSC. Node types are
+contiguous id ranges (``node_types``, ``node_type_offset``: type ``t`` holds the global ids
+``[offset[t], offset[t + 1])``); edge types are ``(source type, relation, destination type)``
+triples, and ``type_per_edge`` (int16, CSC order) names each edge's type when there are several.
+Within each destination the in-edges are grouped by edge type (and, as the builders write them,
+sorted by source within it), so the in-edges of one type are a contiguous slice of each
+destination's: :meth:`GraphStore.edge_type_csc` gathers them into that type's own CSC. The CSC
+position of an edge is its edge id. A homogeneous graph is the one-type case: node type
+``"node"``, edge type ``("node", "to", "node")``, no ``type_per_edge``; its arrays, and every
+reader of ``indptr``/``indices``/``x``/``y``, are what they always were.
+
+Features: ``x`` is one ``[N, F]`` matrix when every node type has features of one width (then
+``features[t]`` are row slices of it, views); otherwise ``x`` is None and ``type_features``
+holds each featured type's own matrix. :attr:`GraphStore.features` reads either way. Labels
+``y`` run over all ``N`` global ids (-1 on nodes without a label); ``target_types`` are the
+types that carry labels and splits; splits are global ids inside a target type's range.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,6 +35,18 @@ import torch
 SELF_LOOP_MODES = ("keep", "remove", "add")
 #: Link-prediction split edges a graph may carry (``GraphStore.links``), each ``[2, E]`` int64.
 LINK_ARRAYS = ("train_pos", "val_pos", "val_neg", "test_pos", "test_neg")
+#: The node type of a homogeneous graph, and its one edge type.
+NODE = "node"
+EDGE = (NODE, "to", NODE)
+#: What a node type may be named (it names a file of the processed format: ``x__<type>.npy``).
+TYPE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+#: The relation of the reverse of edge type ``(s, r, d)`` is ``REVERSE + r``: ``(d, rev_r, s)``.
+REVERSE = "rev_"
+
+EdgeType = tuple[str, str, str]
+#: :func:`build_csc` sorts on one combined int64 key while nodes x edge types x nodes is below
+#: this, else on three keys (slower, never overflows)
+KEY_LIMIT = 2 ** 63
 
 
 def check_csc(indptr: torch.Tensor, indices: torch.Tensor, num_nodes: int) -> None:
@@ -60,10 +91,41 @@ def check_link_edges(edges: torch.Tensor, num_nodes: int, name: str) -> None:
     _check_range(edges, num_nodes, f"{name} holds")
 
 
+def check_node_types(node_types: tuple[str, ...]) -> None:
+    """Node type names: at least one, unique, each a :data:`TYPE_NAME`."""
+    if not node_types:
+        raise ValueError("node_types is empty: a graph has at least one node type")
+    for t in node_types:
+        if not isinstance(t, str) or not TYPE_NAME.fullmatch(t):
+            raise ValueError(f"node type name {t!r} must be letters, digits, '_', '.' or '-' "
+                             "(not starting with '.' or '-'): it names a file")
+    if len(set(node_types)) != len(node_types):
+        raise ValueError(f"node_types {list(node_types)} names a type twice")
+
+
+def check_edge_types(edge_types: tuple[EdgeType, ...], node_types: tuple[str, ...]) -> None:
+    """Edge types: ``(source type, relation, destination type)`` triples of known node types,
+    none twice."""
+    if not edge_types:
+        raise ValueError("edge_types is empty: a graph has at least one edge type")
+    for et in edge_types:
+        if len(et) != 3 or not all(isinstance(p, str) and p for p in et):
+            raise ValueError(f"edge type {et!r} must be a (source type, relation, destination "
+                             "type) triple of non-empty strings")
+        for end in (et[0], et[2]):
+            if end not in node_types:
+                raise ValueError(f"edge type {et} names node type {end!r}, which is not one of "
+                                 f"the node types ({', '.join(node_types)})")
+    if len(set(edge_types)) != len(edge_types):
+        raise ValueError(f"edge_types {list(edge_types)} names a type twice")
+
+
 @dataclass
 class GraphStore:
     """A graph in CSC form plus everything a node-classification run needs; ``links`` holds
-    a link-prediction split's edges when the dataset provides one (:data:`LINK_ARRAYS`)."""
+    a link-prediction split's edges when the dataset provides one (:data:`LINK_ARRAYS`).
+    The type fields are described in the module docstring; left out, the graph is homogeneous.
+    """
 
     indptr: torch.Tensor
     indices: torch.Tensor
@@ -77,6 +139,17 @@ class GraphStore:
     name: str = "graph"
     meta: dict = field(default_factory=dict)
     links: dict[str, torch.Tensor] = field(default_factory=dict)
+    node_types: tuple[str, ...] = (NODE,)
+    #: int64 ``[T + 1]``: type ``t`` holds global ids ``[offset[t], offset[t + 1])``
+    node_type_offset: torch.Tensor | None = None
+    edge_types: tuple[EdgeType, ...] | None = None
+    #: int16 ``[E]`` in CSC order (an index into ``edge_types``); None with one edge type
+    type_per_edge: torch.Tensor | None = None
+    #: ``{type: [num_nodes_of(type), F_type]}`` when there is no single ``x``
+    type_features: dict[str, torch.Tensor] = field(default_factory=dict)
+    #: the node types that carry labels and splits (None: every type of a one-type graph)
+    target_types: tuple[str, ...] | None = None
+    _type_csc: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.indptr.dtype != torch.int64:
@@ -91,6 +164,10 @@ class GraphStore:
             )
         n = self.num_nodes
         check_csc(self.indptr, self.indices, n)
+        self._check_types(n)
+        if self.x is None and len(self.node_types) == 1 and \
+                list(self.type_features) == [self.node_types[0]]:  # one type: its features are x
+            self.x, self.type_features = self.type_features[self.node_types[0]], {}
         for split in ("train_idx", "val_idx", "test_idx"):
             check_ids(getattr(self, split), n, split)
         if self.x is not None and self.x.shape[0] != n:
@@ -101,6 +178,139 @@ class GraphStore:
             raise ValueError("edge_weight must have one entry per edge")
         for name, edges in self.links.items():
             check_link_edges(edges, n, name)
+        self._check_type_features()
+        self._check_targets()
+
+    # ---- type checks (a homogeneous graph passes each in O(1)) ------------------------------
+
+    def _check_types(self, n: int) -> None:
+        self.node_types = tuple(self.node_types)
+        check_node_types(self.node_types)
+        one = len(self.node_types) == 1
+        if self.node_type_offset is None:
+            if not one:
+                raise ValueError(f"node_type_offset is needed with {len(self.node_types)} node "
+                                 "types: type t holds the global ids [offset[t], offset[t + 1])")
+            self.node_type_offset = torch.tensor([0, n], dtype=torch.int64)
+        off = self.node_type_offset
+        if off.dtype != torch.int64 or off.dim() != 1 or off.numel() != len(self.node_types) + 1:
+            raise ValueError(f"node_type_offset must be int64 [{len(self.node_types) + 1}] (one "
+                             f"more than the node types), got {off.dtype} {tuple(off.shape)}")
+        if int(off[0]) != 0 or int(off[-1]) != n or bool((off[1:] < off[:-1]).any()):
+            raise ValueError(f"node_type_offset {off.tolist()} must rise from 0 to the {n} "
+                             "nodes")
+        if self.edge_types is None:
+            if not one:
+                raise ValueError(f"edge_types is needed with {len(self.node_types)} node types")
+            self.edge_types = ((self.node_types[0], EDGE[1], self.node_types[0]),)
+        self.edge_types = tuple(tuple(et) for et in self.edge_types)
+        check_edge_types(self.edge_types, self.node_types)
+        tpe = self.type_per_edge
+        if len(self.edge_types) == 1:
+            if tpe is not None:
+                raise ValueError("type_per_edge is for several edge types; with one it is None")
+        elif tpe is None:
+            raise ValueError(f"type_per_edge is needed with {len(self.edge_types)} edge types")
+        elif tpe.dtype != torch.int16 or tpe.dim() != 1 or tpe.numel() != self.num_edges:
+            raise ValueError(f"type_per_edge must be int16 [{self.num_edges}] (one per edge), "
+                             f"got {tpe.dtype} {tuple(tpe.shape)}")
+        if self.is_typed:
+            self._check_typed_edges()
+
+    def _check_typed_edges(self) -> None:
+        """Every edge joins nodes of its type's two node types; in-edges grouped by type."""
+        off, k = self.node_type_offset, len(self.edge_types)
+        tix = {t: i for i, t in enumerate(self.node_types)}
+        src_t = torch.tensor([tix[et[0]] for et in self.edge_types])
+        dst_t = torch.tensor([tix[et[2]] for et in self.edge_types])
+        indptr, tpe = self.indptr, self.type_per_edge
+        if tpe is not None:
+            lo, hi = torch.aminmax(tpe) if tpe.numel() else (torch.tensor(0), torch.tensor(0))
+            if int(lo) < 0 or int(hi) >= k:
+                raise ValueError(f"type_per_edge holds [{int(lo)}, {int(hi)}] but there are "
+                                 f"{k} edge types")
+        for d, t in enumerate(self.node_types):  # the in-edges of type t's nodes: one slice
+            a, b = int(indptr[off[d]]), int(indptr[off[d + 1]])
+            types = torch.zeros(b - a, dtype=torch.long) if tpe is None else tpe[a:b].long()
+            wrong = dst_t[types] != d
+            if bool(wrong.any()):
+                et = self.edge_types[int(types[wrong][0])]
+                raise ValueError(f"an edge of type {et} ends at a node of type {t!r}; edges of "
+                                 f"that type end at {et[2]!r} nodes")
+        types = torch.zeros(self.num_edges, dtype=torch.long) if tpe is None else tpe.long()
+        src = self.indices.long()
+        bad = (src < off[src_t][types]) | (src >= off[src_t + 1][types])
+        if bool(bad.any()):
+            e = int(bad.nonzero()[0])
+            et, s = self.edge_types[int(types[e])], int(src[e])
+            st = self.node_types[int(self.node_type_of(torch.tensor([s]))[0])]
+            raise ValueError(f"edge {e} of type {et} starts at node {s} of type {st!r}; edges "
+                             f"of that type start at {et[0]!r} nodes (global ids "
+                             f"[{int(off[tix[et[0]]])}, {int(off[tix[et[0]] + 1])}))")
+        if tpe is not None and self.num_edges > 1:
+            down = (tpe[1:] < tpe[:-1]).nonzero().reshape(-1) + 1
+            if down.numel():
+                starts = torch.zeros(self.num_edges + 1, dtype=torch.bool)
+                starts[indptr] = True
+                unsorted = down[~starts[down]]
+                if unsorted.numel():
+                    e = int(unsorted[0])
+                    v = int(torch.searchsorted(indptr, torch.tensor(e), right=True)) - 1
+                    raise ValueError(f"the in-edges of node {v} are not grouped by edge type "
+                                     f"(edge {e}): within each destination they are sorted by "
+                                     "(edge type, source)")
+
+    def _check_type_features(self) -> None:
+        if not self.type_features:
+            return
+        if self.x is not None:
+            raise ValueError("give one feature matrix x or per-type type_features, not both")
+        for t, f in self.type_features.items():
+            if t not in self.node_types:
+                raise ValueError(f"type_features names node type {t!r}, which is not one of the "
+                                 f"node types ({', '.join(self.node_types)})")
+            if f.dim() != 2 or f.shape[0] != self.num_nodes_of(t):
+                raise ValueError(f"features[{t!r}] has shape {tuple(f.shape)}: "
+                                 f"{self.num_nodes_of(t)} rows expected, one per {t!r} node")
+
+    def _check_targets(self) -> None:
+        if self.target_types is None:
+            if len(self.node_types) == 1:
+                self.target_types = self.node_types
+                return
+            if self.y is not None:
+                raise ValueError("a graph with several node types and labels (y) names its "
+                                 "target_types: the types whose nodes carry labels")
+            self.target_types = ()
+        self.target_types = tuple(self.target_types)
+        for t in self.target_types:
+            if t not in self.node_types:
+                raise ValueError(f"target type {t!r} is not one of the node types "
+                                 f"({', '.join(self.node_types)})")
+            if self.y is None:
+                raise ValueError(f"target type {t!r} has no labels: y is None")
+            if self.is_typed:
+                lo, hi = self._range(t)
+                if hi > lo and not bool((self.y[lo:hi] >= 0).any()):
+                    raise ValueError(f"target type {t!r} has no labels: y is -1 on all its "
+                                     f"{hi - lo} nodes")
+        if set(self.target_types) == set(self.node_types):
+            return
+        allowed = torch.zeros(len(self.node_types), dtype=torch.bool)
+        allowed[[self.node_types.index(t) for t in self.target_types]] = True
+        for split in ("train_idx", "val_idx", "test_idx"):
+            ids = getattr(self, split)
+            if ids is None or not ids.numel():
+                continue
+            types = self.node_type_of(ids)
+            bad = ~allowed[types]
+            if bool(bad.any()):
+                i = int(bad.nonzero()[0])
+                raise ValueError(f"{split} holds node {int(ids[i])} of type "
+                                 f"{self.node_types[int(types[i])]!r}, which is not a target "
+                                 f"type ({', '.join(self.target_types) or 'none'})")
+
+    # ---- sizes -------------------------------------------------------------------------------
 
     @property
     def num_nodes(self) -> int:
@@ -114,8 +324,127 @@ class GraphStore:
 
     @property
     def num_features(self) -> int:
-        """Feature columns (0 without features)."""
+        """Feature columns of ``x`` (0 without one; see :attr:`feature_dims` for per type)."""
         return 0 if self.x is None else int(self.x.shape[1])
+
+    @property
+    def is_typed(self) -> bool:
+        """More than one node type or more than one edge type."""
+        return len(self.node_types) > 1 or len(self.edge_types) > 1
+
+    def num_nodes_of(self, node_type: str) -> int:
+        """Nodes of ``node_type``."""
+        lo, hi = self._range(node_type)
+        return hi - lo
+
+    def num_edges_per_type(self) -> list[int]:
+        """Edges of each edge type, in ``edge_types`` order."""
+        if self.type_per_edge is None:
+            return [self.num_edges]
+        return torch.bincount(self.type_per_edge.long(),
+                              minlength=len(self.edge_types)).tolist()
+
+    # ---- ids ---------------------------------------------------------------------------------
+
+    def _type_index(self, node_type: str) -> int:
+        try:
+            return self.node_types.index(node_type)
+        except ValueError:
+            raise ValueError(f"unknown node type {node_type!r}; the node types are "
+                             f"{', '.join(self.node_types)}") from None
+
+    def _range(self, node_type: str) -> tuple[int, int]:
+        """Global ids ``[lo, hi)`` of ``node_type``."""
+        i = self._type_index(node_type)
+        return int(self.node_type_offset[i]), int(self.node_type_offset[i + 1])
+
+    def node_type_of(self, ids: torch.Tensor) -> torch.Tensor:
+        """The node type (an index into ``node_types``, int64) of every global id in ``ids``."""
+        return torch.searchsorted(self.node_type_offset[1:-1], ids.long(), right=True)
+
+    def to_local(self, node_type: str, ids: torch.Tensor) -> torch.Tensor:
+        """Type-local ids of the global ``ids``, which must all be of ``node_type``."""
+        lo, hi = self._range(node_type)
+        _check_span(ids, lo, hi, f"global ids of node type {node_type!r}")
+        return ids.long() - lo
+
+    def to_global(self, node_type: str, local: torch.Tensor) -> torch.Tensor:
+        """Global ids of the ``node_type``-local ids ``local``."""
+        lo, hi = self._range(node_type)
+        _check_span(local, 0, hi - lo, f"local ids of node type {node_type!r}")
+        return local.long() + lo
+
+    # ---- per-type views ----------------------------------------------------------------------
+
+    def edge_type_index(self, edge_type: EdgeType) -> int:
+        """The position of ``edge_type`` in ``edge_types`` (what ``type_per_edge`` holds)."""
+        try:
+            return self.edge_types.index(tuple(edge_type))
+        except ValueError:
+            raise ValueError(f"unknown edge type {tuple(edge_type)}; the edge types are "
+                             f"{list(self.edge_types)}") from None
+
+    def edge_type_csc(self, edge_type: EdgeType
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The CSC of one edge type: ``(indptr, indices, eids)``.
+
+        ``indptr`` (int64) runs over the destination type's nodes (its local ids); ``indices``
+        are source-type-LOCAL ids (the fused ``indices``' dtype), so they index
+        ``features[source type]`` directly; ``eids`` (int64) are the global edge ids (fused CSC
+        positions) of those edges. Computed on first use and cached; for a one-type graph it
+        is ``(indptr, indices, arange(E))``, the first two the graph's own tensors.
+        """
+        k = self.edge_type_index(edge_type)
+        if k in self._type_csc:
+            return self._type_csc[k]
+        src, _, dst = self.edge_types[k]
+        if not self.is_typed:
+            out = (self.indptr, self.indices, torch.arange(self.num_edges))
+        else:
+            lo, hi = self._range(dst)
+            rows = self.indptr[lo:hi + 1]
+            first, last = int(rows[0]), int(rows[-1])
+            if self.type_per_edge is None:
+                ptr, eids = rows - first, torch.arange(first, last)
+            else:
+                mine = self.type_per_edge[first:last] == k
+                count = torch.zeros(last - first + 1, dtype=torch.int64)
+                count[1:] = torch.cumsum(mine, 0)
+                ptr, eids = count[rows - first], mine.nonzero().reshape(-1) + first
+            s_lo = self._range(src)[0]
+            out = (ptr, (self.indices[eids] - s_lo).to(self.indices.dtype), eids)
+        self._type_csc[k] = out
+        return out
+
+    @property
+    def features(self) -> dict[str, torch.Tensor]:
+        """Per-type feature matrices, rows in type-local id order (featureless types absent):
+        with one node type ``{type: x}`` (the same tensor), with ``x`` over several types its
+        row slices (views), else ``type_features``."""
+        if self.x is None:
+            return dict(self.type_features)
+        if len(self.node_types) == 1:
+            return {self.node_types[0]: self.x}
+        off = self.node_type_offset.tolist()
+        return {t: self.x[off[i]:off[i + 1]] for i, t in enumerate(self.node_types)}
+
+    @property
+    def feature_dims(self) -> dict[str, int]:
+        """Feature columns of every node type (0: no features)."""
+        feats = self.features
+        return {t: int(feats[t].shape[1]) if t in feats else 0 for t in self.node_types}
+
+    def no_x_reason(self) -> str | None:
+        """Why this graph has no single feature matrix ``x`` although it has features (its
+        node types' widths differ or some have none: code for typed graphs reads
+        ``features[type]``), or None."""
+        if self.x is not None or not self.type_features:
+            return None
+        dims = ", ".join(f"{t} {d or 'none'}" for t, d in self.feature_dims.items())
+        return (f"{self.name} has no single feature matrix x: its node types' feature "
+                f"widths differ ({dims}); read graph.features[node type] instead")
+
+    # ---- whole-graph helpers -----------------------------------------------------------------
 
     def in_degree(self) -> torch.Tensor:
         """Number of in-neighbors (sources) of every vertex."""
@@ -141,8 +470,13 @@ class GraphStore:
     def summary(self) -> str:
         """One line: name, sizes and splits."""
         parts = [f"{self.name}: {self.num_nodes:,} nodes", f"{self.num_edges:,} edges"]
+        if self.is_typed:
+            parts.append(f"{len(self.node_types)} node types, {len(self.edge_types)} edge types")
         if self.x is not None:
             parts.append(f"{self.num_features} features")
+        elif self.type_features:
+            parts.append("features " + "/".join(f"{t} {d}" for t, d in self.feature_dims.items()
+                                                 if d))
         if self.num_classes:
             parts.append(f"{self.num_classes} classes")
         for s in ("train", "val", "test"):
@@ -150,6 +484,8 @@ class GraphStore:
             if idx is not None:
                 parts.append(f"{s} {idx.numel():,}")
         return ", ".join(parts)
+
+    # ---- builders ----------------------------------------------------------------------------
 
     @classmethod
     def from_edge_index(
@@ -164,21 +500,16 @@ class GraphStore:
         index_dtype: torch.dtype = torch.int64,
         **fields,
     ) -> GraphStore:
-        """Build a CSC graph from a ``[2, E]`` (source, destination) edge list.
+        """Build a CSC graph from a ``[2, E]`` (source, destination) edge list: the one-type
+        case of :meth:`from_typed` (the same CSC builder).
 
         ``symmetrize`` adds every reverse edge; ``self_loops`` is ``keep``, ``remove`` or
         ``add`` (one per vertex); ``dedupe`` keeps one copy of repeated edges (the first
         weight wins). Ids must lie in ``[0, num_nodes)``.
         """
-        ei = torch.as_tensor(np.asarray(edge_index) if not torch.is_tensor(edge_index)
-                             else edge_index)
-        if ei.dim() != 2 or ei.shape[0] != 2:
-            raise ValueError(f"edge_index must have shape [2, E], got {tuple(ei.shape)}")
-        if ei.is_floating_point() or ei.dtype == torch.bool:
-            raise TypeError(f"edge_index must hold integer ids, got {ei.dtype}")
+        ei = _edge_array(edge_index, "edge_index")
         if self_loops not in SELF_LOOP_MODES:
             raise ValueError(f"self_loops must be one of {SELF_LOOP_MODES}, got {self_loops!r}")
-        ei = ei.long()
         if num_nodes is None:
             num_nodes = int(ei.max()) + 1 if ei.numel() else 0
         for name in ("x", "y"):  # before allocating anything of num_nodes' size
@@ -207,19 +538,220 @@ class GraphStore:
             loop = torch.arange(num_nodes)
             src, dst = torch.cat([src, loop]), torch.cat([dst, loop])
             w = None if w is None else torch.cat([w, torch.ones(num_nodes)])
-        key = dst * max(num_nodes, 1) + src
+        indptr, src, _, w = build_csc(src, dst, None, num_nodes, 1, dedupe, w)
+        return cls(indptr=indptr, indices=src.to(index_dtype), edge_weight=w, **fields)
+
+    @classmethod
+    def from_typed(
+        cls,
+        num_nodes: Mapping[str, int],
+        edges: Mapping[EdgeType, torch.Tensor | np.ndarray],
+        *,
+        features: Mapping[str, torch.Tensor] | None = None,
+        y: Mapping[str, torch.Tensor] | None = None,
+        target_types: tuple[str, ...] | None = None,
+        train_idx: Mapping[str, torch.Tensor] | None = None,
+        val_idx: Mapping[str, torch.Tensor] | None = None,
+        test_idx: Mapping[str, torch.Tensor] | None = None,
+        edge_weight: Mapping[EdgeType, torch.Tensor] | None = None,
+        add_reverse: bool = False,
+        dedupe: bool = True,
+        index_dtype: torch.dtype = torch.int64,
+        num_classes: int | None = None,
+        **fields,
+    ) -> GraphStore:
+        """Build a typed graph from per-type parts, all in TYPE-LOCAL ids.
+
+        ``num_nodes``: nodes per type (their order is the global id order); ``edges``:
+        ``{(src type, relation, dst type): [2, E] (source, destination)}``; ``features``:
+        ``{type: [n_type, F]}`` (types without features left out; when every type has
+        features of one width and dtype they become one ``x``); ``y``: ``{type: labels}``
+        (the target types, unless ``target_types`` says otherwise); splits:
+        ``{type: local ids}`` of target types; ``edge_weight``: ``{edge type: [E]}`` (types
+        left out weigh 1). ``add_reverse`` adds ``(dst, "rev_" + relation, src)`` for every
+        edge type (after all given types, with the same weights); ``dedupe`` keeps one copy
+        of an edge repeated within its type (the first weight wins).
+        """
+        node_types = tuple(num_nodes)
+        check_node_types(node_types)
+        counts = [int(num_nodes[t]) for t in node_types]
+        if any(c < 0 for c in counts):
+            raise ValueError(f"num_nodes {dict(num_nodes)} holds a negative count")
+        off = torch.tensor([0, *np.cumsum(counts).tolist()], dtype=torch.int64)
+        count = dict(zip(node_types, counts))
+        start = dict(zip(node_types, off.tolist()))
+        edge_types = tuple(tuple(et) for et in edges)
+        check_edge_types(edge_types, node_types)
+        parts = [_local_edges(edges[et], et, count) for et in edge_types]
+        weights = dict(edge_weight or {})
+        for et in weights:
+            if tuple(et) not in edge_types:
+                raise ValueError(f"edge_weight names edge type {tuple(et)}, which edges lacks")
+        ws = []
+        for et, part in zip(edge_types, parts):
+            w = weights.get(et)
+            w = None if w is None else torch.as_tensor(w).float().reshape(-1)
+            if w is not None and w.numel() != part.shape[1]:
+                raise ValueError(f"edge_weight[{et}] has {w.numel()} entries for "
+                                 f"{part.shape[1]} edges")
+            ws.append(w)
+        if add_reverse:
+            rev = tuple((d, REVERSE + r, s) for s, r, d in edge_types)
+            clash = [et for et in rev if et in edge_types]
+            if clash:
+                raise ValueError(f"add_reverse would add edge type {clash[0]}, which edges "
+                                 "already has")
+            edge_types, parts, ws = edge_types + rev, parts + [p.flip(0) for p in parts], ws + ws
+        src = torch.cat([p[0] + start[et[0]] for et, p in zip(edge_types, parts)])
+        dst = torch.cat([p[1] + start[et[2]] for et, p in zip(edge_types, parts)])
+        et_id = torch.repeat_interleave(torch.arange(len(edge_types)),
+                                        torch.tensor([p.shape[1] for p in parts]))
+        w = None
+        if any(v is not None for v in ws):
+            w = torch.cat([torch.ones(p.shape[1]) if v is None else v for p, v in zip(parts, ws)])
+        n = int(off[-1])
+        indptr, indices, et_id, w = build_csc(src, dst, et_id, n, len(edge_types), dedupe, w)
+        x, type_features = _typed_features(features or {}, node_types, count)
+        labels, target_types = _typed_labels(y, target_types, node_types, count, start, n)
+        splits = {}
+        for split, given in (("train_idx", train_idx), ("val_idx", val_idx),
+                             ("test_idx", test_idx)):
+            splits[split] = _typed_split(given, split, target_types, count, start)
+        if num_classes is None:
+            num_classes = int(labels.max()) + 1 if labels is not None and labels.numel() else 0
+        return cls(indptr=indptr, indices=indices.to(index_dtype), x=x, y=labels,
+                   edge_weight=w, num_classes=num_classes, node_types=node_types,
+                   node_type_offset=off, edge_types=edge_types,
+                   type_per_edge=None if len(edge_types) == 1 else et_id.to(torch.int16),
+                   type_features=type_features, target_types=target_types, **splits, **fields)
+
+
+def build_csc(src: torch.Tensor, dst: torch.Tensor, etype: torch.Tensor | None,
+              num_nodes: int, num_etypes: int, dedupe: bool, w: torch.Tensor | None
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """The fused CSC of global (source, destination[, edge type]) lists: in-edges of each
+    destination sorted by (edge type, source); ``dedupe`` keeps the first of equal edges.
+    Returns ``(indptr, sources, edge types or None, weights or None)`` in CSC order."""
+    n = max(num_nodes, 1)
+    k = num_etypes if etype is not None else 1
+    if n * k * n < KEY_LIMIT:
+        key = dst * n + src if k == 1 else (dst * k + etype) * n + src
         if dedupe:
-            key, first = unique_first(key)
-            w = None if w is None else w[first]
-            order = None
+            key, order = unique_first(key)
         else:
             key, order = torch.sort(key, stable=True)
-            w = None if w is None else w[order]
-        dst = key // max(num_nodes, 1)
-        src = key % max(num_nodes, 1)
-        indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
-        indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
-        return cls(indptr=indptr, indices=src.to(index_dtype), edge_weight=w, **fields)
+        src, rest = key % n, key // n
+        dst, etype = (rest, None) if k == 1 else (rest // k, rest % k)
+    else:  # the combined key would overflow int64: a stable three-key sort instead
+        order = torch.from_numpy(np.lexsort((src.numpy(), etype.numpy(), dst.numpy())))
+        src, dst, etype = src[order], dst[order], etype[order]
+        if dedupe and src.numel():
+            new = torch.ones_like(src, dtype=torch.bool)
+            new[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1]) | (etype[1:] != etype[:-1])
+            src, dst, etype, order = src[new], dst[new], etype[new], order[new]
+    w = None if w is None else w[order]
+    indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
+    indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
+    return indptr, src, etype, w
+
+
+def _edge_array(edges: torch.Tensor | np.ndarray, what: str) -> torch.Tensor:
+    ei = torch.as_tensor(np.asarray(edges) if not torch.is_tensor(edges) else edges)
+    if ei.dim() != 2 or ei.shape[0] != 2:
+        raise ValueError(f"{what} must have shape [2, E], got {tuple(ei.shape)}")
+    if ei.is_floating_point() or ei.dtype == torch.bool:
+        raise TypeError(f"{what} must hold integer ids, got {ei.dtype}")
+    return ei.long()
+
+
+def _local_edges(edges: torch.Tensor | np.ndarray, et: EdgeType,
+                 count: dict[str, int]) -> torch.Tensor:
+    """``edges[et]`` checked: ``[2, E]`` integer type-local ids in range of both ends."""
+    ei = _edge_array(edges, f"edges[{et}]")
+    for row, end in ((0, et[0]), (1, et[2])):
+        if ei.shape[1]:
+            lo, hi = torch.aminmax(ei[row])
+            if int(lo) < 0 or int(hi) >= count[end]:
+                side = "source" if row == 0 else "destination"
+                raise ValueError(f"edges[{et}] holds {side} ids in [{int(lo)}, {int(hi)}] but "
+                                 f"there are {count[end]} {end!r} nodes: ids are local to "
+                                 "their node type")
+    return ei
+
+
+def _typed_features(features: Mapping[str, torch.Tensor], node_types: tuple[str, ...],
+                    count: dict[str, int]
+                    ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+    """One ``x`` when every type has features of one width and dtype, else per type."""
+    for t, f in features.items():
+        if t not in count:
+            raise ValueError(f"features names node type {t!r}, which is not one of the node "
+                             f"types ({', '.join(node_types)})")
+        if f.dim() != 2 or f.shape[0] != count[t]:
+            raise ValueError(f"features[{t!r}] has shape {tuple(f.shape)}: {count[t]} rows "
+                             f"expected, one per {t!r} node")
+    feats = [features.get(t) for t in node_types]
+    if feats and all(f is not None for f in feats) and \
+            len({(f.shape[1], f.dtype) for f in feats}) == 1:
+        return (feats[0] if len(feats) == 1 else torch.cat(feats)), {}
+    return None, {t: features[t] for t in node_types if t in features}
+
+
+def _typed_labels(y: Mapping[str, torch.Tensor] | None, target_types: tuple[str, ...] | None,
+                  node_types: tuple[str, ...], count: dict[str, int], start: dict[str, int],
+                  n: int) -> tuple[torch.Tensor | None, tuple[str, ...]]:
+    """Global labels (-1 where a type has none) and the target types."""
+    y = dict(y or {})
+    for t, lab in y.items():
+        if t not in count:
+            raise ValueError(f"y names node type {t!r}, which is not one of the node types "
+                             f"({', '.join(node_types)})")
+        if lab.dim() != 1 or lab.numel() != count[t]:
+            raise ValueError(f"y[{t!r}] has shape {tuple(lab.shape)}: {count[t]} labels "
+                             f"expected, one per {t!r} node")
+    if target_types is None:
+        target_types = tuple(t for t in node_types if t in y)
+    target_types = tuple(target_types)
+    for t in target_types:
+        if t not in count:
+            raise ValueError(f"target type {t!r} is not one of the node types "
+                             f"({', '.join(node_types)})")
+        if t not in y:
+            raise ValueError(f"target type {t!r} has no labels: y gives labels for "
+                             f"{', '.join(y) or 'no type'}")
+    if not y:
+        return None, target_types
+    labels = torch.full((n,), -1, dtype=torch.int64)
+    for t, lab in y.items():
+        labels[start[t]:start[t] + count[t]] = lab.long()
+    return labels, target_types
+
+
+def _typed_split(given: Mapping[str, torch.Tensor] | None, split: str,
+                 target_types: tuple[str, ...], count: dict[str, int],
+                 start: dict[str, int]) -> torch.Tensor | None:
+    """A split given as ``{target type: local ids}``, as global ids."""
+    if given is None:
+        return None
+    if not isinstance(given, Mapping):
+        raise TypeError(f"{split} of a typed graph is {{node type: local ids}}, got "
+                        f"{type(given).__name__}")
+    out = []
+    for t, ids in given.items():
+        if t not in target_types:
+            raise ValueError(f"{split} names node type {t!r}, which is not a target type "
+                             f"({', '.join(target_types) or 'none'})")
+        ids = torch.as_tensor(ids)
+        check_ids(ids, count[t], f"{split}[{t!r}]")
+        out.append(ids.long() + start[t])
+    return torch.cat(out) if out else torch.empty(0, dtype=torch.int64)
+
+
+def _check_span(ids: torch.Tensor, lo: int, hi: int, what: str) -> None:
+    if ids.numel():
+        a, b = torch.aminmax(ids)
+        if int(a) < lo or int(b) >= hi:
+            raise ValueError(f"ids in [{int(a)}, {int(b)}] are not all {what} ([{lo}, {hi}))")
 
 
 def unique_first(key: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,6 +1,11 @@
 """A processed dataset's sizes from its ``meta.json`` alone (torch-free): what the launcher's
 checks read instead of loading the graph.
 
+A typed graph's ``meta.json`` has a ``types`` section (:func:`types_problem` says what it
+holds): node types with their counts, edge types with theirs, the target types; its typed
+arrays (:data:`TYPED_ARRAYS`, per-type features ``x__<type>``) and that section enter the
+checksum only when present, so a homogeneous graph hashes as it always did.
+
 The launcher trusts these sizes only when ``meta.json`` is consistent: its sizes agree with
 its arrays' shapes (:func:`size_problem`), those shapes with the ``.npy`` files' headers,
 and its checksum with its fields and recorded digests (:func:`combine`); anything else reads
@@ -21,18 +26,29 @@ FORMAT = 3
 #: the graph store's arrays, in checksum order; then a link split's (``graph.LINK_ARRAYS``)
 ARRAYS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx", "edge_weight")
 LINK_ARRAYS = ("train_pos", "val_pos", "val_neg", "test_pos", "test_neg")
+#: a typed graph's arrays: ``node_type_offset`` (several node types), ``type_per_edge``
+#: (several edge types); per-type features are ``x__<type>`` (:data:`FEATURES_PREFIX`)
+TYPED_ARRAYS = ("node_type_offset", "type_per_edge")
+FEATURES_PREFIX = "x__"
+#: the type facts of a homogeneous graph (``meta.json`` has no ``types`` section then)
+NODE = "node"
+EDGE = (NODE, "to", NODE)
 
 
-def fields_string(name: str, num_nodes: int, num_edges: int, num_features: int) -> str:
+def fields_string(name: str, num_nodes: int, num_edges: int, num_features: int,
+                  types: dict | None = None) -> str:
     """The scalar fields of meta.json that the checksum covers (beside the arrays' digests
-    and the number of classes), as one canonical string."""
-    return json.dumps([str(name), int(num_nodes), int(num_edges), int(num_features)])
+    and the number of classes), as one canonical string; ``types``: a typed graph's section."""
+    fields: list = [str(name), int(num_nodes), int(num_edges), int(num_features)]
+    if types is not None:
+        fields.append(types)
+    return json.dumps(fields, sort_keys=True)
 
 
 def meta_fields(meta: dict) -> str:
     """:func:`fields_string` of a meta.json's content."""
     return fields_string(meta["name"], meta["num_nodes"], meta["num_edges"],
-                         meta["num_features"])
+                         meta["num_features"], meta.get("types"))
 
 
 def combine(digests: dict[str, str], num_classes: int, fields: str) -> str:
@@ -43,6 +59,8 @@ def combine(digests: dict[str, str], num_classes: int, fields: str) -> str:
     for name in LINK_ARRAYS:  # only when present: a graph without them hashes as it always did
         if name in digests:
             h.update(f"{name}:{digests[name]};".encode())
+    for name in sorted(set(digests) - set(ARRAYS) - set(LINK_ARRAYS)):  # typed, when present
+        h.update(f"{name}:{digests[name]};".encode())
     h.update(str(num_classes).encode())
     h.update(f";fields:{fields}".encode())
     return h.hexdigest()
@@ -75,6 +93,58 @@ def size_problem(meta: dict) -> str | None:
         s = shape(name)
         if s is not None and (not s or s[0] != rows):
             return f"field arrays.{name}.shape is {s}: {rows} rows expected"
+    return types_problem(meta)
+
+
+def _str_list(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(p, str) and p for p in v)
+
+
+def _count_list(v: Any, length: int) -> bool:
+    return isinstance(v, list) and len(v) == length and \
+        all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in v)
+
+
+def types_problem(meta: dict) -> str | None:
+    """What in meta.json's ``types`` section, or in the arrays that go with it, is wrong (one
+    phrase naming the field), or None. The section holds ``node_types`` and ``num_nodes`` (per
+    type, summing to the graph's), ``edge_types`` (``[source, relation, destination]``) and
+    ``num_edges``, and ``target_types``; ``node_type_offset`` is stored with several node
+    types, ``type_per_edge`` with several edge types, ``x__<type>`` per featured type."""
+    arrays, types = meta["arrays"], meta.get("types")
+    typed = set(arrays) - set(ARRAYS) - set(LINK_ARRAYS)
+    if types is None:
+        return f"field arrays holds {sorted(typed)} without a types section" if typed else None
+    if not isinstance(types, dict):
+        return "field types is not an object"
+    nt, et = types.get("node_types"), types.get("edge_types")
+    if not _str_list(nt) or not nt or len(set(nt)) != len(nt):
+        return "field types.node_types is not a list of distinct node type names"
+    if not _count_list(types.get("num_nodes"), len(nt)) or \
+            sum(types["num_nodes"]) != meta["num_nodes"]:
+        return f"field types.num_nodes is not {len(nt)} counts summing to {meta['num_nodes']}"
+    if not isinstance(et, list) or not et or \
+            not all(_str_list(e) and len(e) == 3 and e[0] in nt and e[2] in nt for e in et):
+        return "field types.edge_types is not a list of [source, relation, destination] " \
+               "triples of its node types"
+    if not _count_list(types.get("num_edges"), len(et)) or \
+            sum(types["num_edges"]) != meta["num_edges"]:
+        return f"field types.num_edges is not {len(et)} counts summing to {meta['num_edges']}"
+    tt = types.get("target_types")
+    if not isinstance(tt, list) or not all(t in nt for t in tt):
+        return "field types.target_types is not a list of its node types"
+    want = {f"{FEATURES_PREFIX}{t}": [n] for t, n in zip(nt, types["num_nodes"])}
+    if len(nt) > 1:
+        want["node_type_offset"] = [len(nt) + 1]
+    if len(et) > 1:
+        want["type_per_edge"] = [meta["num_edges"]]
+    for name in typed | set(TYPED_ARRAYS) & set(want):
+        if name not in want:
+            return f"field arrays holds {name}, which this graph's types do not explain"
+        s = list(arrays[name]["shape"]) if name in arrays else None
+        if s is None or s[:1] != want[name] or \
+                len(s) != (2 if name.startswith(FEATURES_PREFIX) else 1):
+            return f"field arrays.{name}.shape is {s}: {want[name][0]} rows expected"
     return None
 
 
@@ -105,7 +175,9 @@ def consistent(folder: Path, meta: dict) -> bool:
 
 @dataclass(frozen=True)
 class DatasetMeta:
-    """Sizes and splits of a processed graph."""
+    """Sizes and splits of a processed graph, and its types: per-type node and edge counts,
+    feature widths (0: none) and the target types (filled in for a homogeneous graph: one
+    type ``node``, one edge type ``(node, to, node)``)."""
 
     name: str
     num_nodes: int
@@ -118,6 +190,28 @@ class DatasetMeta:
     has_train: bool
     has_edge_weight: bool = False
     checksum: str | None = None
+    node_types: tuple[str, ...] = (NODE,)
+    edge_types: tuple[tuple[str, str, str], ...] = (EDGE,)
+    num_nodes_per_type: tuple[int, ...] = ()
+    num_edges_per_type: tuple[int, ...] = ()
+    feature_dims: tuple[int, ...] = ()
+    target_types: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        one = len(self.node_types) == 1
+        if not self.num_nodes_per_type and one:
+            object.__setattr__(self, "num_nodes_per_type", (self.num_nodes,))
+        if not self.num_edges_per_type and len(self.edge_types) == 1:
+            object.__setattr__(self, "num_edges_per_type", (self.num_edges,))
+        if not self.feature_dims and one:
+            object.__setattr__(self, "feature_dims", (self.num_features,))
+        if self.target_types is None:
+            object.__setattr__(self, "target_types", self.node_types if one else ())
+
+    @property
+    def is_typed(self) -> bool:
+        """More than one node type or more than one edge type."""
+        return len(self.node_types) > 1 or len(self.edge_types) > 1
 
     @classmethod
     def read(cls, folder: str | Path | None) -> DatasetMeta | None:
@@ -131,6 +225,12 @@ class DatasetMeta:
                 return None
             arrays: dict[str, Any] = meta["arrays"]
             train = arrays.get("train_idx")
+            types = meta.get("types") or {}
+            node_types = tuple(types.get("node_types", (NODE,)))
+            x = arrays.get("x")
+            dims = tuple(int(x["shape"][1]) if x else int(arrays[
+                f"{FEATURES_PREFIX}{t}"]["shape"][1]) if f"{FEATURES_PREFIX}{t}" in arrays
+                else 0 for t in node_types)
             return cls(name=str(meta["name"]), num_nodes=int(meta["num_nodes"]),
                        num_edges=int(meta["num_edges"]),
                        num_features=int(meta["num_features"]),
@@ -139,25 +239,43 @@ class DatasetMeta:
                        has_features="x" in arrays, has_labels="y" in arrays,
                        has_train=train is not None,
                        has_edge_weight="edge_weight" in arrays,
-                       checksum=str(meta["checksum"]))
+                       checksum=str(meta["checksum"]), node_types=node_types,
+                       edge_types=tuple(tuple(e) for e in types.get("edge_types", (EDGE,))),
+                       num_nodes_per_type=tuple(types.get("num_nodes", ())),
+                       num_edges_per_type=tuple(types.get("num_edges", ())),
+                       feature_dims=dims,
+                       target_types=None if not types else tuple(types["target_types"]))
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
 
     def lacks(self) -> str | None:
-        """What node classification needs that this graph lacks, named (None: nothing)."""
-        return lacks(self.has_features, self.has_labels, self.has_train)
+        """What node classification needs that this graph lacks, named (None: nothing); a
+        typed graph whose features differ in width per type is told to read them per type."""
+        missing = lacks(self.has_features, self.has_labels, self.has_train)
+        if missing and not self.has_features and any(self.feature_dims):
+            dims = ", ".join(f"{t} {d or 'none'}" for t, d in zip(self.node_types,
+                                                                  self.feature_dims))
+            missing = missing.replace("features (x)", "one feature matrix x (its node types' "
+                                      f"feature widths differ: {dims}; code for typed graphs "
+                                      "reads graph.features[node type])")
+        return missing
 
     @classmethod
     def of(cls, graph: Any) -> DatasetMeta:
         """The metadata of a loaded graph (a :class:`~gnnscale.data.graph.GraphStore`)."""
         train = graph.train_idx
+        counts = graph.node_type_offset.diff().tolist()
         return cls(name=graph.name, num_nodes=int(graph.num_nodes),
                    num_edges=int(graph.num_edges), num_features=int(graph.num_features),
                    num_classes=int(graph.num_classes),
                    num_train=0 if train is None else int(train.numel()),
                    has_features=graph.x is not None, has_labels=graph.y is not None,
                    has_train=train is not None, has_edge_weight=graph.edge_weight is not None,
-                   checksum=graph.meta.get("checksum"))
+                   checksum=graph.meta.get("checksum"), node_types=tuple(graph.node_types),
+                   edge_types=tuple(graph.edge_types), num_nodes_per_type=tuple(counts),
+                   num_edges_per_type=tuple(graph.num_edges_per_type()),
+                   feature_dims=tuple(graph.feature_dims.values()),
+                   target_types=tuple(graph.target_types))
 
 
 def lacks(has_features: bool, has_labels: bool, has_train: bool) -> str | None:

@@ -2,7 +2,12 @@
 
 The arrays are the graph store's (:data:`ARRAYS`) and, for a graph that carries a link
 prediction split, its edge arrays (``GraphStore.links``: ``train_pos``, ``val_pos``, ...),
-which enter the checksum only when present.
+which enter the checksum only when present. A typed graph (several node or edge types, or
+type names other than the homogeneous ``node``/``(node, to, node)``) adds a ``types`` section
+to ``meta.json`` (node types and counts, edge types and counts, target types) and its typed
+arrays: ``node_type_offset``, ``type_per_edge``, and ``x__<type>.npy`` per featured type when
+there is no single ``x`` (:mod:`gnnscale.data.metadata`); all of them are verified and in the
+checksum like the rest, and a homogeneous graph's folder is what it always was.
 
 ``meta.json`` records every array's shape, dtype and SHA-256 digest, the scalar fields and a
 checksum over all of them: the arrays' digests, the number of classes, the name, the sizes
@@ -51,8 +56,10 @@ from gnnscale.data import graph as _graph
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.metadata import (
     ARRAYS,
+    FEATURES_PREFIX,
     FORMAT,
     LINK_ARRAYS,
+    TYPED_ARRAYS,
     combine,
     fields_string,
     meta_fields,
@@ -96,8 +103,21 @@ def _array_digests(arrays: dict[str, np.ndarray]) -> dict[str, str]:
         return dict(zip(names, pool.map(lambda n: array_digest(arrays[n]), names)))
 
 
-def _graph_fields(graph: GraphStore) -> str:
-    return fields_string(graph.name, graph.num_nodes, graph.num_edges, graph.num_features)
+def _types(graph: GraphStore) -> dict | None:
+    """The ``types`` section of ``graph``'s meta.json; None for a homogeneous graph."""
+    if graph.node_types == (_graph.NODE,) and graph.edge_types == (_graph.EDGE,) \
+            and graph.target_types == graph.node_types:
+        return None
+    return {"node_types": list(graph.node_types),
+            "num_nodes": graph.node_type_offset.diff().tolist(),
+            "edge_types": [list(et) for et in graph.edge_types],
+            "num_edges": graph.num_edges_per_type(),
+            "target_types": list(graph.target_types)}
+
+
+def _graph_fields(graph: GraphStore, types: dict | None) -> str:
+    return fields_string(graph.name, graph.num_nodes, graph.num_edges, graph.num_features,
+                         types)
 
 
 def _numpy_arrays(graph: GraphStore) -> dict[str, np.ndarray]:
@@ -105,13 +125,19 @@ def _numpy_arrays(graph: GraphStore) -> dict[str, np.ndarray]:
            if getattr(graph, name) is not None}
     out.update({name: np.ascontiguousarray(graph.links[name].long().numpy())
                 for name in LINK_ARRAYS if name in graph.links})
+    if len(graph.node_types) > 1:
+        out["node_type_offset"] = np.ascontiguousarray(graph.node_type_offset.numpy())
+    if graph.type_per_edge is not None:
+        out["type_per_edge"] = np.ascontiguousarray(graph.type_per_edge.numpy())
+    out.update({f"{FEATURES_PREFIX}{t}": np.ascontiguousarray(f.numpy())
+                for t, f in graph.type_features.items()})
     return out
 
 
 def checksum(graph: GraphStore) -> str:
     """Content hash of a graph's arrays, number of classes, name and sizes (hex, 32 chars)."""
     return combine(_array_digests(_numpy_arrays(graph)), graph.num_classes,
-                    _graph_fields(graph))
+                   _graph_fields(graph, _types(graph)))
 
 
 def is_processed(path: str | os.PathLike) -> bool:
@@ -243,7 +269,8 @@ def save(graph: GraphStore, path: str | os.PathLike, share: str | os.PathLike | 
         arrays = _numpy_arrays(graph)
         digests = _array_digests(arrays)
         _write_arrays(tmp, arrays, digests, None if share is None else Path(share))
-        digest = combine(digests, graph.num_classes, _graph_fields(graph))
+        types = _types(graph)
+        digest = combine(digests, graph.num_classes, _graph_fields(graph, types))
         meta = {
             "format": FORMAT_VERSION,
             "name": graph.name,
@@ -256,6 +283,8 @@ def save(graph: GraphStore, path: str | os.PathLike, share: str | os.PathLike | 
                               "sha256": digests[name]} for name, a in arrays.items()},
             "meta": graph.meta,
         }
+        if types is not None:
+            meta["types"] = types
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         write_stamp(tmp, ["meta.json", *(f"{n}.npy" for n in arrays)], settle=True)
         publish_folder(tmp, path, "meta.json")
@@ -302,7 +331,8 @@ def _read_meta(path: Path) -> dict:
         if meta.get("format") != FORMAT_VERSION:
             raise ProcessedDataError(meta_file, path, f"field format is {meta.get('format')!r}, "
                                      f"this gnnscale reads {FORMAT_VERSION}")
-        unknown = set(meta["arrays"]) - set(ARRAYS) - set(LINK_ARRAYS)
+        unknown = {n for n in set(meta["arrays"]) - set(ARRAYS) - set(LINK_ARRAYS)
+                   - set(TYPED_ARRAYS) if not n.startswith(FEATURES_PREFIX)}
         if unknown or not isinstance(meta["num_classes"], int):
             raise KeyError(f"unexpected arrays {sorted(unknown)}" if unknown else "num_classes")
         problem = size_problem(meta)
@@ -360,15 +390,26 @@ def load(path: str | os.PathLike, mmap: bool = True, verify: bool | None = None)
         _verify(path, meta, arrays, None if "meta.json" in todo else
                 {n for n in arrays if f"{n}.npy" in todo})
         write_stamp(path, names)
+    tensors = {k: torch.from_numpy(a) for k, a in arrays.items()}
+    types = meta.get("types")
+    typed = {} if types is None else {
+        "node_types": tuple(types["node_types"]),
+        "edge_types": tuple(tuple(et) for et in types["edge_types"]),
+        "target_types": tuple(types["target_types"]),
+        "type_features": {k[len(FEATURES_PREFIX):]: tensors.pop(k) for k in list(tensors)
+                          if k.startswith(FEATURES_PREFIX)}}
     try:
         graph = GraphStore(num_classes=meta["num_classes"], name=meta["name"],
                            meta=meta.get("meta", {}),
-                           links={k: torch.from_numpy(a) for k, a in arrays.items()
-                                  if k in LINK_ARRAYS},
-                           **{k: torch.from_numpy(a) for k, a in arrays.items()
-                              if k not in LINK_ARRAYS})
+                           links={k: tensors.pop(k) for k in LINK_ARRAYS if k in tensors},
+                           **typed, **tensors)
     except (TypeError, ValueError) as err:
         raise ProcessedDataError(path, path, str(err)) from err
+    if types is not None and (graph.node_type_offset.diff().tolist() != types["num_nodes"]
+                              or graph.num_edges_per_type() != types["num_edges"]):
+        raise ProcessedDataError(path / "meta.json", path, "field types.num_nodes or "
+                                 "types.num_edges disagrees with node_type_offset or "
+                                 "type_per_edge")
     graph.meta["checksum"] = meta["checksum"]
     graph.meta["processed_dir"] = str(path.resolve())  # sampler workers map the same files
     return graph
