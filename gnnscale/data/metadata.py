@@ -21,6 +21,10 @@ FORMAT = 3
 #: the graph store's arrays, in checksum order; then a link split's (``graph.LINK_ARRAYS``)
 ARRAYS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx", "edge_weight")
 LINK_ARRAYS = ("train_pos", "val_pos", "val_neg", "test_pos", "test_neg")
+#: The parts of a graph a task may need (``TaskConfig.needs``): how a refusal names one the
+#: graph lacks, and how it lists what the task needs.
+PARTS = {"features": ("features (x)", "features (x)"), "labels": ("labels (y)", "labels (y)"),
+         "train_split": ("a training split (train_idx or train_mask)", "a training split")}
 
 
 def fields_string(name: str, num_nodes: int, num_edges: int, num_features: int) -> str:
@@ -143,9 +147,10 @@ class DatasetMeta:
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
 
-    def lacks(self) -> str | None:
-        """What node classification needs that this graph lacks, named (None: nothing)."""
-        return lacks(self.has_features, self.has_labels, self.has_train)
+    def lacks(self, needs: tuple[str, ...] = tuple(PARTS)) -> str | None:
+        """The parts of :data:`PARTS` named in ``needs`` that this graph lacks, named (None:
+        nothing; by default what node classification needs)."""
+        return lacks(self.has_features, self.has_labels, self.has_train, needs)
 
     @classmethod
     def of(cls, graph: Any) -> DatasetMeta:
@@ -160,18 +165,23 @@ class DatasetMeta:
                    checksum=graph.meta.get("checksum"))
 
 
-def lacks(has_features: bool, has_labels: bool, has_train: bool) -> str | None:
-    """``"labels (y)"``, ``"features (x) and labels (y)"``...: the parts node classification
-    needs that a graph lacks, or None."""
-    missing = [what for what, has in (("features (x)", has_features), ("labels (y)", has_labels),
-                                      ("a training split (train_idx or train_mask)", has_train))
-               if not has]
+def lacks(has_features: bool, has_labels: bool, has_train: bool,
+          needs: tuple[str, ...] = tuple(PARTS)) -> str | None:
+    """``"labels (y)"``, ``"features (x) and labels (y)"``...: the parts of ``needs`` (keys of
+    :data:`PARTS`; by default all, what node classification needs) a graph lacks, or None."""
+    has = {"features": has_features, "labels": has_labels, "train_split": has_train}
+    missing = [PARTS[part][0] for part in needs if not has[part]]
     if not missing:
         return None
-    return missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + " and " + missing[-1]
+    return _listed(missing)
 
 
-def lacks_message(name: str, missing: str) -> str:
-    """The refusal of a graph node classification cannot train on."""
-    return (f"dataset {name} lacks {missing}: node classification needs features (x), labels "
-            "(y) and a training split")
+def lacks_message(name: str, missing: str, task: str = "node classification",
+                  needs: tuple[str, ...] = tuple(PARTS)) -> str:
+    """The refusal of a graph ``task`` cannot train on: what it lacks, what ``task`` needs."""
+    return f"dataset {name} lacks {missing}: {task} needs {_listed([PARTS[p][1] for p in needs])}"
+
+
+def _listed(words: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
