@@ -3,17 +3,20 @@
 Each strategy's ``strategies/<name>/config.py`` holds its typed schema, a subclass of
 :class:`StrategyConfig`. Besides the options (dataclass fields), the class declares what the
 strategy is (:attr:`~StrategyConfig.samples`, :attr:`~StrategyConfig.deps`, the defaults
-``auto`` composes it with, ...) and checks a config against it, all without torch: the
-launcher (``runner/validate.py``) and ``strategy=auto`` read it before anything heavy is
-imported. The strategy class (``strategies/base.py``) takes its declarations from here
-(``Strategy.schema``), so there is one source.
+``auto`` composes it with, how each metric it reports reduces over ranks, ...) and checks a
+config against it, all without torch: the launcher (``runner/validate.py``), the runner and
+``strategy=auto`` read it before anything heavy is imported. The strategy class
+(``strategies/base.py``) takes its declarations from here (``Strategy.schema``), so there is
+one source.
 
 The launcher runs the checks in order:
 
 1. :meth:`~gnnscale.schema.Options.check` on the strategy's own options;
 2. :meth:`StrategyConfig.check_config`: against the rest of the config (model, deps,
    sampler, partitioner, ranks), before the dataset is read;
-3. :meth:`StrategyConfig.check_data`: against the dataset's metadata (``meta.json``);
+3. :meth:`StrategyConfig.check_data`: against the dataset's metadata (``meta.json``); the
+   task's own checks (``TaskConfig.check_data``: what it needs of the dataset, a training item
+   per rank when the strategy declares :attr:`~StrategyConfig.items_per_rank`) run here;
 4. only when :meth:`StrategyConfig.checks_built` says so: the strategy class's
    ``check_built`` on the loaded graph and built components (imports torch).
 
