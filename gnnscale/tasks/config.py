@@ -83,6 +83,13 @@ class TaskConfig(Options):
         return ("val_loss", *(f"{split}_{m}" for m in cls.metrics for split in ("val", "test")))
 
     @classmethod
+    def output_width(cls, node: Any, num_classes: int) -> int:
+        """The model's output width under this task's options ``node`` (``cfg.task``, or the
+        plain dict a finished run's config holds) on a graph of ``num_classes`` classes (what
+        the task class's ``out_channels`` gives, for the cost model); default the classes."""
+        return int(num_classes)
+
+    @classmethod
     def check_config(cls, cfg: Any) -> None:
         """Refuse what the config alone rules out: a ``metric=`` that is not one of its own."""
         metric = str(getattr(cfg.get("metric", "auto"), "value", cfg.get("metric", "auto")))

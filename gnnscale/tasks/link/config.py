@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
@@ -76,6 +76,11 @@ class LinkTaskConfig(TaskConfig):
     decoder_layers: int = 2  # decoder=mlp: linear layers
     dim: int = 64  # the embedding width (the model's output width)
     hits_k: list[int] = field(default_factory=lambda: [20, 50, 100])
+
+    @classmethod
+    def output_width(cls, node: Any, num_classes: int) -> int:
+        """The embedding width ``task.dim``."""
+        return int(node.get("dim", cls.dim))
 
     def check(self) -> None:
         """Negatives, split fractions, the embedding width, Hits@K and the MLP decoder's
