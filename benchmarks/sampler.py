@@ -36,7 +36,7 @@ from gnnscale.data.synthetic import generate
 from gnnscale.ops.sampling import negative_sample
 from gnnscale.sampling.gather import empty_huge, gather_rows
 from gnnscale.sampling.neighbor import NeighborSampler
-from gnnscale.tasks.negatives import sorted_csc
+from gnnscale.tasks.link.negatives import sorted_csc
 
 FANOUTS = [15, 10, 5]
 BATCH = 1024

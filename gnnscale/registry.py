@@ -6,7 +6,7 @@ builds), registered with :func:`register` under ``schema/<group>/<option>``; the
 (``defaults: [/schema/<group>/<option>@_here_]``), so a misspelt key fails at composition.
 The schemas live in torch-free modules, one place per folder: ``<package>/schemas.py`` for
 the options of a component folder, ``<package>/<option>/config.py`` for an option that is a
-subpackage (a strategy). :func:`load_all` imports those modules only, so the launcher
+subpackage (a strategy, a task). :func:`load_all` imports those modules only, so the launcher
 composes and checks a config without importing torch; :func:`import_all` also imports every
 implementation module (what a rank needs: the fork server preloads it). :func:`build`
 instantiates one component from its own sub-config plus runtime objects.

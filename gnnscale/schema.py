@@ -1,9 +1,12 @@
 """Typed schema of the top-level config (the groups are typed by their own options),
-:class:`Options`, the base of every option's schema, and the checks options share
-(:func:`require_at_least`, :func:`require_range`, :func:`require_one_of`)."""
+:class:`Options`, the base of every option's schema, the checks options share
+(:func:`require_at_least`, :func:`require_range`, :func:`require_one_of`), and what a task's
+or a strategy's declarations use for their metrics (:class:`Reduce`,
+:func:`declared_along`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -46,6 +49,26 @@ def require_one_of(key: str, value: Any, choices: Any, note: str = "") -> None:
     <value!r>``."""
     if value not in choices:
         raise ConfigError(f"{key} must be one of {choices}{note}, got {value!r}")
+
+
+class Reduce(str, Enum):
+    """How a per-epoch metric combines over the reporting ranks (``reductions`` of a task's or
+    a strategy's declarations; runner/metrics.py applies them)."""
+
+    max = "max"  # the largest rank's (the slowest rank's time, the largest peak)
+    mean = "mean"  # the mean over ranks (each rank's phase seconds, ratios, the loss)
+    sum = "sum"  # the total (counts, bytes, seconds summed over a role's ranks)
+
+
+def declared_along(cls: type, attr: str) -> dict:
+    """What ``cls`` and its bases declare in the class attribute ``attr`` (a mapping, or a
+    sequence read as the keys of one), merged from the farthest base on: a subclass adds to
+    its bases' declarations and may override one, without restating them."""
+    out: dict = {}
+    for klass in reversed(cls.__mro__):
+        own = vars(klass).get(attr) or {}
+        out.update(own if isinstance(own, Mapping) else dict.fromkeys(own))
+    return out
 
 
 class Select(str, Enum):

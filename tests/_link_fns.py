@@ -186,7 +186,7 @@ def reference_fullgraph(decoder: str = "mlp", evaluate: bool = False) -> dict:
 def exchange(topo) -> dict:
     """Pair scoring across ranks: rank ``r`` holds the rows of vertices ``v % world == r``;
     the scores, and the gradients the pairs send back, of a fixed pair list."""
-    from gnnscale.tasks.pairs import RowLocator, gather_scores, pair_rows
+    from gnnscale.tasks.link.pairs import RowLocator, gather_scores, pair_rows
 
     n, world = 40, topo.world_size
     g = torch.Generator().manual_seed(4)

@@ -380,14 +380,14 @@ def _given(**links):
 ])
 def test_given_split_with_overlapping_positives_or_edge_negatives_is_refused(links, match):
     from gnnscale.errors import ConfigError
-    from gnnscale.tasks.edge_split import SplitOptions, split_graph
+    from gnnscale.tasks.link.edge_split import SplitOptions, split_graph
 
     with pytest.raises(ConfigError, match=match):
         split_graph(_given(**links), SplitOptions(split="given"))
 
 
 def test_given_negatives_that_are_non_edges_are_scored_as_given():
-    from gnnscale.tasks.edge_split import SplitOptions, split_graph
+    from gnnscale.tasks.link.edge_split import SplitOptions, split_graph
 
     m = split_graph(_given(test_neg=torch.tensor([[0, 2], [6, 8]])), SplitOptions(split="given"))
     assert torch.equal(m.links["test_neg"], torch.tensor([[0, 2], [6, 8]]))

@@ -11,11 +11,10 @@ import torch.nn.functional as F
 from gnnscale.data.graph import GraphStore
 from gnnscale.ops.pairs import pair_product, pair_product_backward
 from gnnscale.ops.sampling import edge_key_table, negative_sample
-from gnnscale.tasks import negatives
-from gnnscale.tasks.decoders import _PairProduct
-from gnnscale.tasks.link import LinkTask
-from gnnscale.tasks.negatives import draw, exclusion, sorted_csc
-from gnnscale.tasks.pairs import RowLocator, pair_index, pair_rows
+from gnnscale.tasks.link import LinkTask, negatives
+from gnnscale.tasks.link.decoders import _PairProduct
+from gnnscale.tasks.link.negatives import draw, exclusion, sorted_csc
+from gnnscale.tasks.link.pairs import RowLocator, pair_index, pair_rows
 from tests.test_link_task import ring_graph
 
 

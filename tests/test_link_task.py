@@ -11,11 +11,10 @@ import torch.nn.functional as F
 from gnnscale.data.graph import GraphStore
 from gnnscale.errors import ConfigError
 from gnnscale.ops.sampling import negative_sample
-from gnnscale.tasks import metrics
-from gnnscale.tasks.edge_split import SplitOptions, is_undirected, load_split, split_graph
-from gnnscale.tasks.link import LinkTask
-from gnnscale.tasks.negatives import draw, sorted_csc
-from gnnscale.tasks.pairs import RowLocator, pair_rows
+from gnnscale.tasks.link import LinkTask, metrics
+from gnnscale.tasks.link.edge_split import SplitOptions, is_undirected, load_split, split_graph
+from gnnscale.tasks.link.negatives import draw, sorted_csc
+from gnnscale.tasks.link.pairs import RowLocator, pair_rows
 
 
 # -- references of OGB's / scikit-learn's semantics, in plain numpy --------------------------

@@ -11,6 +11,8 @@ from gnnscale.models.gcn import GCN
 from gnnscale.optim.adam import Adam
 from gnnscale.optim.sgd import SGD
 from gnnscale.runner.selection import selection_metric
+from gnnscale.tasks.link.config import LinkTaskConfig
+from gnnscale.tasks.node.config import NodeTaskConfig
 
 
 def pairwise_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
@@ -43,9 +45,18 @@ def test_binary_evaluation_reports_rocauc_and_auto_selects_it():
     out = split_metrics(logits, labels, torch.arange(4), [2, 2], ["val", "test"])
     assert out["val_acc"] == 1.0 and out["test_acc"] == 0.0
     assert out["val_rocauc"] == 1.0 and out["test_rocauc"] == 0.0
-    assert selection_metric("auto", [out]) == "rocauc"
-    assert selection_metric("auto", [{"val_acc": 0.5}]) == "acc"
-    assert selection_metric("acc", [out]) == "acc"
+    auto = NodeTaskConfig.auto_metric
+    assert selection_metric("auto", [out], auto) == "rocauc"
+    assert selection_metric("auto", [{"val_acc": 0.5}], auto) == "acc"
+    assert selection_metric("acc", [out], auto) == "acc"
+
+
+def test_link_selection_reads_the_link_declarations():
+    """``auto`` is the link task's declared ``auc``; ``hits`` is the first ``hits@K`` reported
+    (task.hits_k's order), not the smallest K."""
+    out = {"val_auc": 0.7, "val_hits@50": 0.3, "val_hits@20": 0.2}
+    assert selection_metric("auto", [out], LinkTaskConfig.auto_metric) == "auc"
+    assert selection_metric("hits", [out], LinkTaskConfig.auto_metric) == "hits@50"
 
 
 def _gcn() -> GCN:
@@ -132,20 +143,23 @@ def test_reduction_keeps_each_ranks_hit_rate():
 
 
 def _reduced(topo) -> dict:
-    """Rank function: figures that differ per rank, reduced over the world."""
+    """Rank function: figures that differ per rank, reduced over the world as a factored run
+    declares them."""
     from gnnscale.runner.metrics import reduce_over_ranks
+    from gnnscale.strategies.factored.config import FactoredConfig
 
     r = float(topo.rank + 1)
     return reduce_over_ranks({"epoch_time": r, "plan_time": r, "a_new_phase_time": 2 * r,
                               "sampler_busy_time": r, "trainer_idle_time": r,
-                              "train_loss": r, "bytes_x": 10.0})
+                              "train_loss": r, "bytes_x": 10.0}, None,
+                             FactoredConfig.metric_reductions())
 
 
 @pytest.mark.slow
 def test_every_time_is_the_mean_over_ranks_unless_declared_otherwise():
     """On 2 gloo ranks: ``*_time`` figures average (plan_time too, which offload and fullgraph
     divided by hand, and any new one), ``epoch_time`` takes the slowest rank, factored's role
-    totals sum, as declared in runner/metrics.py; other keys sum."""
+    totals sum, as the strategy's declarations say; other keys sum."""
     from gnnscale.distributed import spawn
 
     out = spawn(_reduced, 2, timeout_s=120.0)[0]
@@ -153,9 +167,12 @@ def test_every_time_is_the_mean_over_ranks_unless_declared_otherwise():
                    "sampler_busy_time": 3.0, "trainer_idle_time": 3.0, "train_loss": 1.5,
                    "bytes_x": 20.0}
     from gnnscale.runner.metrics import reduction
+    from gnnscale.strategies.factored.config import FactoredConfig
 
-    assert [reduction(k) for k in ("compute_time", "presample_time", "standby_train_time",
-                                   "recompute_time", "rows_host_loaded")] == \
+    declared = FactoredConfig.metric_reductions()
+    assert [reduction(k, declared) for k in ("compute_time", "presample_time",
+                                             "standby_train_time", "recompute_time",
+                                             "rows_host_loaded")] == \
         ["mean", "max", "sum", "mean", "sum"]
 
 

@@ -8,8 +8,9 @@ import math
 from dataclasses import dataclass, field
 
 from gnnscale import registry
-from gnnscale.compare.runs import Run, option_name
+from gnnscale.compare.runs import Run
 from gnnscale.compare.table import GRAD_KEYS, HOST_KEYS, PEER_KEYS, epoch_mean
+from gnnscale.tasks.config import declared_task
 
 # Linear maps per update of each model (SAGE: lin_l and lin_r; GCN, GAT: one; GIN: a 2-layer
 # MLP, counted as two maps of the output width).
@@ -111,12 +112,9 @@ def samples(strategy: str) -> bool:
 
 
 def output_width(cfg: dict, graph: dict) -> int:
-    """The model's output width: the embedding width ``task.dim`` under ``task=link``, else the
-    number of classes."""
-    task = cfg.get("task") or {}
-    if option_name(task.get("_target_", "")) == "link":
-        return int(task.get("dim", 64))
-    return int(graph["num_classes"])
+    """The model's output width, as the run's task declares it (``TaskConfig.output_width``:
+    the number of classes, or link prediction's embedding width ``task.dim``)."""
+    return declared_task(cfg).output_width(cfg.get("task") or {}, int(graph["num_classes"]))
 
 
 def _model_name(model_cfg: dict) -> str:

@@ -33,6 +33,10 @@ FEATURES_PREFIX = "x__"
 #: the type facts of a homogeneous graph (``meta.json`` has no ``types`` section then)
 NODE = "node"
 EDGE = (NODE, "to", NODE)
+#: The parts of a graph a task may need (``TaskConfig.needs``): how a refusal names one the
+#: graph lacks, and how it lists what the task needs.
+PARTS = {"features": ("features (x)", "features (x)"), "labels": ("labels (y)", "labels (y)"),
+         "train_split": ("a training split (train_idx or train_mask)", "a training split")}
 
 
 def fields_string(name: str, num_nodes: int, num_edges: int, num_features: int,
@@ -248,10 +252,11 @@ class DatasetMeta:
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
 
-    def lacks(self) -> str | None:
-        """What node classification needs that this graph lacks, named (None: nothing); a
-        typed graph whose features differ in width per type is told to read them per type."""
-        missing = lacks(self.has_features, self.has_labels, self.has_train)
+    def lacks(self, needs: tuple[str, ...] = tuple(PARTS)) -> str | None:
+        """The parts of :data:`PARTS` named in ``needs`` that this graph lacks, named (None:
+        nothing; by default what node classification needs); a typed graph whose features
+        differ in width per type is told to read them per type."""
+        missing = lacks(self.has_features, self.has_labels, self.has_train, needs)
         if missing and not self.has_features and any(self.feature_dims):
             dims = ", ".join(f"{t} {d or 'none'}" for t, d in zip(self.node_types,
                                                                   self.feature_dims))
@@ -278,18 +283,23 @@ class DatasetMeta:
                    target_types=tuple(graph.target_types))
 
 
-def lacks(has_features: bool, has_labels: bool, has_train: bool) -> str | None:
-    """``"labels (y)"``, ``"features (x) and labels (y)"``...: the parts node classification
-    needs that a graph lacks, or None."""
-    missing = [what for what, has in (("features (x)", has_features), ("labels (y)", has_labels),
-                                      ("a training split (train_idx or train_mask)", has_train))
-               if not has]
+def lacks(has_features: bool, has_labels: bool, has_train: bool,
+          needs: tuple[str, ...] = tuple(PARTS)) -> str | None:
+    """``"labels (y)"``, ``"features (x) and labels (y)"``...: the parts of ``needs`` (keys of
+    :data:`PARTS`; by default all, what node classification needs) a graph lacks, or None."""
+    has = {"features": has_features, "labels": has_labels, "train_split": has_train}
+    missing = [PARTS[part][0] for part in needs if not has[part]]
     if not missing:
         return None
-    return missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + " and " + missing[-1]
+    return _listed(missing)
 
 
-def lacks_message(name: str, missing: str) -> str:
-    """The refusal of a graph node classification cannot train on."""
-    return (f"dataset {name} lacks {missing}: node classification needs features (x), labels "
-            "(y) and a training split")
+def lacks_message(name: str, missing: str, task: str = "node classification",
+                  needs: tuple[str, ...] = tuple(PARTS)) -> str:
+    """The refusal of a graph ``task`` cannot train on: what it lacks, what ``task`` needs."""
+    return f"dataset {name} lacks {missing}: {task} needs {_listed([PARTS[p][1] for p in needs])}"
+
+
+def _listed(words: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]

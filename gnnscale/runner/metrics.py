@@ -1,27 +1,28 @@
-"""Per-epoch metrics: names, reduction over the reporting ranks, JSON lines, summary table.
+"""Per-epoch metrics: reduction over the reporting ranks, JSON lines, summary table.
 
-How each metric combines over the reporting ranks is declared here, by name
-(:func:`reduction`), never by a strategy dividing its own figure:
-
-- the largest rank's: ``epoch_time`` (the slowest rank's wall time), ``presample_time`` (the
-  slowest sampler's), ``peak_memory``, ``peak_device_bytes``, ``device_bound_bytes``,
-  ``edge_skew``;
-- the sum of the ranks' seconds: the role totals of ``strategy=factored``
-  (``sampler_busy_time``, ``sampler_idle_time``, ``trainer_busy_time``,
-  ``trainer_idle_time``, ``standby_train_time``: seconds summed over the samplers or trainers);
-- the mean over ranks: every other ``*_time`` (``sample_time``, ``split_time``,
-  ``load_time``, ``compute_time``, ``comm_time``, ``recompute_time``, ``plan_time``, and any
-  new one), ``train_loss``, ``local_edge_ratio``, ``replication_alpha``;
-- the sum: everything else (counts, bytes).
+How each metric combines over the reporting ranks (``max``, ``mean`` or ``sum``) is declared
+by whoever reports it, never by a strategy dividing its own figure: the run's strategy
+(``StrategyConfig.reductions``: ``epoch_time`` the slowest rank's, ``train_loss`` and the
+phase times the mean, ``factored``'s role totals summed, ...), its task
+(``TaskConfig.reductions``: link prediction's ``bytes_pair_exchange``) and the runner for the
+figure it measures itself (:data:`RUNNER`: ``peak_memory``). :func:`declared_reductions`
+collects them from the config (torch-free), :func:`reduction` applies them. A figure nobody
+declares reduces by its name: a ``*_time`` is a per-rank phase (the mean over ranks), anything
+else is a count or bytes (the sum); so a new phase or counter needs no declaration, a new
+maximum, total of seconds or ratio does.
 
 ``cache_hit_rate`` is recomputed from the summed hits, and ``cache_hit_rate_per_rank`` lists
 each reporting rank's own rate (group rank order: under ``strategy=factored``, one per trainer).
+The evaluation's metrics (``val_<m>``, ``test_<m>``) are the same on every rank and are not
+reduced. The summary table shows the runner's columns, then the task's and the strategy's
+(:func:`summary_columns`).
 """
 
 from __future__ import annotations
 
 import json
 import resource
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +30,32 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.distributed import device as device_seam
+from gnnscale.schema import Reduce
+from gnnscale.strategies.config import declared
+from gnnscale.tasks.config import declared_task
 
-MAX_KEYS = {"epoch_time", "peak_memory", "edge_skew", "peak_device_bytes", "device_bound_bytes",
-            "presample_time"}
-#: ``*_time`` keys that are totals over a role's ranks (summed), not per-rank phases
-SUM_TIME_KEYS = {"sampler_busy_time", "sampler_idle_time", "trainer_busy_time",
-                 "trainer_idle_time", "standby_train_time"}
-#: keys other than ``*_time`` that average over ranks
-MEAN_KEYS = {"train_loss", "local_edge_ratio", "replication_alpha"}
-COLUMNS = ("epoch", "train_loss", "val_loss", "val_acc", "test_acc", "val_rocauc", "test_rocauc",
-           "val_auc", "test_auc", "val_ap", "test_ap", "val_mrr", "test_mrr",
-           "epoch_time", "sample_time", "load_time", "compute_time", "comm_time",
-           "cache_hit_rate", "bytes_host_to_rank",
-           "bytes_rank_to_rank", "local_edge_ratio", "edge_skew", "bytes_shuffled")
+#: The figure the runner measures itself and adds to every rank's metrics.
+RUNNER = {"peak_memory": Reduce.max}  # the largest rank's peak
+
+
+def declared_reductions(cfg: Any) -> dict[str, Reduce]:
+    """How each metric of ``cfg``'s run reduces over ranks, as its strategy, its task and the
+    runner declare (torch-free); two that declare one figure differently are a bug."""
+    out = dict(RUNNER)
+    for decl in (declared(cfg.strategy), declared_task(cfg)):
+        for key, how in decl.metric_reductions().items():
+            if out.get(key, how) != how:
+                raise ValueError(f"{key} reduces by {out[key].value} elsewhere but by "
+                                 f"{Reduce(how).value} in {decl.__name__}")
+            out[key] = Reduce(how)
+    return out
+
+
+def summary_columns(cfg: Any) -> tuple[str, ...]:
+    """The summary table's columns for ``cfg``'s run: ``epoch``, ``train_loss``, the task's
+    (validation loss and metrics), then the strategy's."""
+    return ("epoch", "train_loss", *declared_task(cfg).columns(),
+            *declared(cfg.strategy).summary_columns())
 
 
 def peak_memory(device: torch.device) -> int:
@@ -52,21 +66,18 @@ def peak_memory(device: torch.device) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def reduction(key: str) -> str:
-    """How metric ``key`` combines over ranks: ``max``, ``mean`` or ``sum`` (module
-    docstring)."""
-    if key in MAX_KEYS:
-        return "max"
-    if key in SUM_TIME_KEYS:
-        return "sum"
-    if key.endswith("_time") or key in MEAN_KEYS:
-        return "mean"
-    return "sum"
+def reduction(key: str, declared: Mapping[str, str] | None = None) -> Reduce:
+    """How metric ``key`` combines over ranks: as ``declared`` (:func:`declared_reductions`)
+    says, else by its name (the mean for a ``*_time``, else the sum; module docstring)."""
+    if declared is not None and key in declared:
+        return Reduce(declared[key])
+    return Reduce.mean if key.endswith("_time") else Reduce.sum
 
 
-def reduce_over_ranks(local: dict[str, float], group: dist.ProcessGroup | None = None
-                      ) -> dict[str, Any]:
-    """Combine the metrics of every rank of ``group`` (collective when a process group is up)."""
+def reduce_over_ranks(local: dict[str, float], group: dist.ProcessGroup | None = None,
+                      declared: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Combine the metrics of every rank of ``group`` (collective when a process group is up),
+    each as ``declared`` (:func:`declared_reductions`) says."""
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
         per_rank = [local]
     else:
@@ -75,10 +86,10 @@ def reduce_over_ranks(local: dict[str, float], group: dist.ProcessGroup | None =
     out: dict[str, Any] = {}
     for key in local:
         values = [float(r[key]) for r in per_rank]
-        how = reduction(key)
-        if how == "max":
+        how = reduction(key, declared)
+        if how == Reduce.max:
             out[key] = max(values)
-        elif how == "mean":
+        elif how == Reduce.mean:
             out[key] = sum(values) / len(values)
         else:
             out[key] = sum(values)
@@ -115,9 +126,10 @@ def _fmt(v: object) -> str:
     return "-" if v is None else str(v)
 
 
-def summary_table(history: list[dict]) -> str:
-    """A fixed-width table of the main columns, one row per epoch."""
-    cols = [c for c in COLUMNS if any(c in h for h in history)]
+def summary_table(history: list[dict], columns: tuple[str, ...]) -> str:
+    """A fixed-width table of ``columns`` (:func:`summary_columns`) that ``history`` has, one
+    row per epoch."""
+    cols = [c for c in columns if any(c in h for h in history)]
     rows = [[_fmt(h.get(c)) for c in cols] for h in history]
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     line = lambda cells: "  ".join(x.rjust(w) for x, w in zip(cells, widths))

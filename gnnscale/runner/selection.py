@@ -24,19 +24,26 @@ from gnnscale.distributed.device import comm_device
 from gnnscale.schema import Select, StopRule
 
 
-def selection_metric(choice: str, history: list[dict]) -> str:
-    """The metric reported first: ``acc``, ``rocauc``, or for ``auto`` ROC-AUC when the
-    evaluation reported it (binary tasks: accuracy says little on unbalanced classes); link
-    prediction: ``auc`` for ``auto``, ``hits`` is the first ``hits@K`` reported."""
+def reported(metric: str, history: list[dict]) -> list[str]:
+    """The names under which ``history`` reports the task metric ``metric``: itself
+    (``val_<metric>``), or its variants ``<metric>@K`` in the order reported (link
+    prediction's ``hits@K`` of each ``task.hits_k``); none when it was not evaluated."""
+    if any(f"val_{metric}" in h for h in history):
+        return [metric]
+    return list(dict.fromkeys(k.removeprefix("val_") for h in history for k in h
+                              if k.startswith(f"val_{metric}@")))
+
+
+def selection_metric(choice: str, history: list[dict], auto: tuple[str, ...]) -> str:
+    """The metric reported first: ``choice`` (its first variant ``<choice>@K`` when the
+    evaluation reports variants: Hits@K), or for ``auto`` the first of the task's ``auto``
+    preference (``TaskConfig.auto_metric``) the evaluation reported, else its last (node
+    classification: ROC-AUC when reported, for binary tasks where accuracy says little on
+    unbalanced classes, else accuracy; link prediction: ``auc``)."""
     choice = getattr(choice, "value", choice)
-    if choice == "hits":
-        keys = [k for h in history for k in h if k.startswith("val_hits@")]
-        return keys[0].removeprefix("val_") if keys else "hits"
     if choice != "auto":
-        return choice
-    if any("val_auc" in h for h in history):
-        return "auc"
-    return "rocauc" if any("val_rocauc" in h for h in history) else "acc"
+        return (reported(choice, history) or [choice])[0]
+    return next((m for m in auto if reported(m, history) == [m]), auto[-1])
 
 
 def selected_record(history: list[dict], metric: str, select: str) -> dict:

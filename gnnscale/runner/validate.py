@@ -2,10 +2,12 @@
 launching process, before any rank starts.
 
 Torch-free up to the dataset: the root keys, every component's schema
-(:meth:`gnnscale.schema.Options.check`) and the strategy's declarations
-(``strategies/<name>/config.py``) decide from the config alone; then the dataset's metadata
-(``meta.json``) is read (the dataset is processed first when it has not been: that imports
-torch) for the checks that need its sizes. Only a strategy whose schema asks for it
+(:meth:`gnnscale.schema.Options.check`) and the task's and the strategy's declarations
+(``tasks/<name>/config.py``, ``strategies/<name>/config.py``) decide from the config alone;
+then the dataset's metadata (``meta.json``) is read (the dataset is processed first when it
+has not been: that imports torch) for the checks that need its sizes. A task that derives its
+own data from the dataset (``derives_data``: link prediction's edge split) prepares it here,
+once, and is checked on the prepared graph. Only a strategy whose schema asks for it
 (``checks_built``) gets the loaded graph and built components.
 """
 
@@ -20,16 +22,18 @@ from gnnscale import registry
 from gnnscale.data.metadata import DatasetMeta
 from gnnscale.errors import ConfigError, UserError
 from gnnscale.strategies.config import Checked, StrategyConfig, declared
-from gnnscale.tasks.schemas import check_task_config, task_name
+from gnnscale.tasks.config import TaskConfig, declared_task
 
 #: The largest ``seed``: numpy's legacy generators and 64-bit RNG counters mixed with it.
 MAX_SEED = 2**32 - 1
 
 
 def check_config(cfg: DictConfig) -> None:
-    """Every check the config alone decides: the run's own keys, the task's, each component's
-    options, the strategy against the rest of the config."""
-    check_task_config(cfg)
+    """Every check the config alone decides: the task's options and declarations, the run's
+    own keys, each component's options, the strategy against the rest of the config."""
+    task = declared_task(cfg)
+    group_options("task", task, cfg.get("task")).check()
+    task.check_config(cfg)
     if not 0 <= cfg.seed <= MAX_SEED:
         raise ConfigError(f"seed must lie in [0, {MAX_SEED}] (2**32 - 1: it seeds torch, numpy "
                           f"and the native RNG counters), got {cfg.seed}")
@@ -42,12 +46,12 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError(f"eval_batch_size must be >= 1, got {cfg.eval_batch_size}")
     check_early_stop(cfg)
     check_unused_cache_budget(cfg)
-    registry.check_options(cfg, [g for g in registry.GROUPS if g != "strategy"])
+    registry.check_options(cfg, [g for g in registry.GROUPS if g not in ("task", "strategy")])
     optim, model = registry.options("optim", cfg.get("optim")), cfg.get("model")
     if optim is not None and model is not None and hasattr(optim, "check_layers"):
         optim.check_layers(model.num_layers)
     decl = declared(cfg.strategy)
-    strategy_options(decl, cfg.strategy).check()
+    group_options("strategy", decl, cfg.strategy).check()
     decl.check_config(cfg, Checked.build(cfg))
     if decl.meta:
         return  # the concrete run it resumes is checked against its checkpoint
@@ -60,15 +64,17 @@ def check_config(cfg: DictConfig) -> None:
             raise ConfigError(str(err)) from err
 
 
-def strategy_options(decl: type[StrategyConfig], node: DictConfig) -> StrategyConfig:
-    """``cfg.strategy`` as an instance of the strategy's declarations class; a key the class
-    has no field for is refused (an option's yaml outside gnnscale is not typed by Hydra)."""
+def group_options(group: str, decl: type[StrategyConfig] | type[TaskConfig],
+                  node: DictConfig | None) -> StrategyConfig | TaskConfig:
+    """``cfg.<group>`` (``strategy`` or ``task``) as an instance of its declarations class; a
+    key the class has no field for is refused (an option's yaml outside gnnscale is not typed
+    by Hydra)."""
     names = {f.name for f in fields(decl)} if is_dataclass(decl) else {"_target_"}
-    unknown = sorted(k for k in node if k not in names)
+    unknown = sorted(k for k in node or () if k not in names)
     if unknown:
-        raise ConfigError(f"strategy.{unknown[0]} is not an option of strategy={decl.name} "
+        raise ConfigError(f"{group}.{unknown[0]} is not an option of {group}={decl.name} "
                           f"(its options: {sorted(names - {'_target_'})})")
-    return registry.instance(decl, node) or decl()
+    return (registry.instance(decl, node) if node is not None else None) or decl()
 
 
 def check_early_stop(cfg: DictConfig) -> None:
@@ -169,7 +175,7 @@ def validate(cfg: DictConfig) -> None:
     decl = declared(cfg.strategy)
     if decl.meta:  # each candidate is validated alone when profiled
         return
-    if task_name(cfg) == "link":  # the edge split is the task's data: processed once, here
+    if declared_task(cfg).derives_data:  # e.g. link's edge split: processed once, here
         graph = prepare_task(cfg, open_dataset(cfg))
         built = Checked.build(cfg, graph)
     else:

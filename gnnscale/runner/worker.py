@@ -20,13 +20,22 @@ from gnnscale.partition.provider import CachedPartitions
 from gnnscale.runner import checkpoint
 from gnnscale.runner.metrics import (
     MetricsWriter,
+    declared_reductions,
     peak_memory,
     reduce_over_ranks,
+    summary_columns,
     summary_table,
 )
 from gnnscale.runner.phases import LAUNCH_ENV, Phases
-from gnnscale.runner.selection import agree, selected_record, selection_metric, stop_reason
+from gnnscale.runner.selection import (
+    agree,
+    reported,
+    selected_record,
+    selection_metric,
+    stop_reason,
+)
 from gnnscale.strategies.base import RunContext, SamplingStrategy
+from gnnscale.tasks.config import TaskConfig, declared_task
 from gnnscale.tasks.node import NodeTask
 
 # The fork server preloads this module (distributed/launch.py PRELOAD): importing every option
@@ -118,6 +127,7 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
         logger.start(OmegaConf.to_container(cfg), run_dir)
         print(ctx.graph.summary(), flush=True)
     rule, patience = _value(cfg.early_stop.rule), cfg.early_stop.patience
+    reductions, task = declared_reductions(cfg), declared_task(cfg)
     stopped = None
     try:
         for epoch in range(start, cfg.epochs):
@@ -139,7 +149,7 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
             if not reports:
                 continue
             local["peak_memory"] = peak_memory(topo.device)
-            record = {"epoch": epoch, **reduce_over_ranks(local, group)}
+            record = {"epoch": epoch, **reduce_over_ranks(local, group, reductions)}
             if strategy_footprint(strategy) is not None:
                 similarity = strategy.footprint.end_epoch(group)
                 if similarity is not None:  # from the second epoch on
@@ -160,7 +170,7 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
             if leader:
                 writer.write(record)
                 logger.log_epoch(epoch, record)
-                print(_epoch_line(record), flush=True)
+                print(_epoch_line(record, task), flush=True)
     finally:
         strategy.close()
     if not leader:
@@ -169,14 +179,14 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
         print(f"early stop after epoch {stopped['after_epoch']}: {stopped['reason']}",
               flush=True)
     t0 = time.perf_counter()
-    results = _results(history, cfg, topo)
+    results = _results(history, cfg, topo, task)
     results["summary"]["stopped_after_epoch"] = stopped and stopped["after_epoch"]
     results["graph"] = graph_shape(ctx.graph)
     results["startup"] = phases.seconds
     (Path(run_dir) / "results.json").write_text(json.dumps(results, indent=1))
     phases.add("write_results", time.perf_counter() - t0)
     logger.finish(results["summary"])
-    print("\n" + summary_table(history), flush=True)
+    print("\n" + summary_table(history, summary_columns(cfg)), flush=True)
     print(f"\nresults: {os.path.join(run_dir, 'results.json')}", flush=True)
     return results
 
@@ -237,10 +247,8 @@ def _save_checkpoint(path: Path, strategy, epoch: int, history: list, cfg, leade
         dist.barrier(group=strategy.group)
 
 
-def _epoch_line(r: dict) -> str:
-    acc = "".join(f"  {k} {r[k]:.4f}" for k in ("val_acc", "test_acc", "val_rocauc",
-                                                 "test_rocauc", "val_auc", "test_auc",
-                                                 "val_ap", "test_ap", "val_mrr", "test_mrr")
+def _epoch_line(r: dict, task: type[TaskConfig]) -> str:
+    acc = "".join(f"  {k} {r[k]:.4f}" for m in task.metrics for k in (f"val_{m}", f"test_{m}")
                   if k in r)
     return (f"epoch {r['epoch']:>3}  loss {r['train_loss']:.4f}{acc}  "
             f"time {r['epoch_time']:.2f}s (sample {r['sample_time']:.2f} load "
@@ -252,22 +260,19 @@ def _value(option) -> str:
     return getattr(option, "value", option)
 
 
-def _results(history: list[dict], cfg, topo: Topology) -> dict:
-    metric = selection_metric(cfg.get("metric", "auto"), history)
+def _results(history: list[dict], cfg, topo: Topology, task: type[TaskConfig]) -> dict:
+    metric = selection_metric(cfg.get("metric", "auto"), history, task.auto_metric)
     evaluated = [h for h in history if f"val_{metric}" in h]
     select = _value(cfg.get("select", "metric"))
     best = selected_record(history, metric, select)
     last = evaluated[-1] if evaluated else {}
     times = sorted(h["epoch_time"] for h in history)
     summary = {"metric": metric, "select": select}
-    hits = sorted({k.removeprefix("val_") for h in evaluated for k in h
-                   if k.startswith("val_hits@")}, key=lambda k: int(k.partition("@")[2]))
-    for m in ("acc", "rocauc", "auc", "ap", *hits, "mrr"):
-        if any(f"val_{m}" in h for h in evaluated):
-            summary.update({f"final_val_{m}": last.get(f"val_{m}"),
-                            f"final_test_{m}": last.get(f"test_{m}"),
-                            f"best_val_{m}": best.get(f"val_{m}"),
-                            f"test_{m}_at_best_val": best.get(f"test_{m}")})
+    for m in (k for name in task.metrics for k in reported(name, evaluated)):
+        summary.update({f"final_val_{m}": last.get(f"val_{m}"),
+                        f"final_test_{m}": last.get(f"test_{m}"),
+                        f"best_val_{m}": best.get(f"val_{m}"),
+                        f"test_{m}_at_best_val": best.get(f"test_{m}")})
     summary.update({
         "best_val": best.get(f"val_{metric}"), "test_at_best_val": best.get(f"test_{metric}"),
         "best_epoch": best.get("epoch"),

@@ -24,7 +24,7 @@ is imported, and the class takes its declarations from it. The runner
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -97,6 +97,9 @@ class Strategy(ABC):
     default_cache: ClassVar[str] = "none"
     auto_candidate: ClassVar[bool] = True
     meta: ClassVar[bool] = False
+    items_per_rank: ClassVar[bool] = False
+    reductions: ClassVar[Mapping[str, str]] = StrategyConfig.reductions
+    columns: ClassVar[tuple[str, ...]] = StrategyConfig.columns
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

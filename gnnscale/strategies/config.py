@@ -3,17 +3,20 @@
 Each strategy's ``strategies/<name>/config.py`` holds its typed schema, a subclass of
 :class:`StrategyConfig`. Besides the options (dataclass fields), the class declares what the
 strategy is (:attr:`~StrategyConfig.samples`, :attr:`~StrategyConfig.deps`, the defaults
-``auto`` composes it with, ...) and checks a config against it, all without torch: the
-launcher (``runner/validate.py``) and ``strategy=auto`` read it before anything heavy is
-imported. The strategy class (``strategies/base.py``) takes its declarations from here
-(``Strategy.schema``), so there is one source.
+``auto`` composes it with, how each metric it reports reduces over ranks, ...) and checks a
+config against it, all without torch: the launcher (``runner/validate.py``), the runner and
+``strategy=auto`` read it before anything heavy is imported. The strategy class
+(``strategies/base.py``) takes its declarations from here (``Strategy.schema``), so there is
+one source.
 
 The launcher runs the checks in order:
 
 1. :meth:`~gnnscale.schema.Options.check` on the strategy's own options;
 2. :meth:`StrategyConfig.check_config`: against the rest of the config (model, deps,
    sampler, partitioner, ranks), before the dataset is read;
-3. :meth:`StrategyConfig.check_data`: against the dataset's metadata (``meta.json``);
+3. :meth:`StrategyConfig.check_data`: against the dataset's metadata (``meta.json``); the
+   task's own checks (``TaskConfig.check_data``: what it needs of the dataset, a training item
+   per rank when the strategy declares :attr:`~StrategyConfig.items_per_rank`) run here;
 4. only when :meth:`StrategyConfig.checks_built` says so: the strategy class's
    ``check_built`` on the loaded graph and built components (imports torch).
 
@@ -23,18 +26,20 @@ A check raises :class:`~gnnscale.errors.ConfigError` naming the key to change.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gnnscale import registry
-from gnnscale.data.metadata import DatasetMeta, lacks_message
+from gnnscale.data.metadata import DatasetMeta
 from gnnscale.errors import ConfigError
-from gnnscale.schema import Options
-from gnnscale.tasks.schemas import task_name
+from gnnscale.schema import Options, Reduce, declared_along
+from gnnscale.tasks.config import declared_task
 
 #: The declarations a strategy class takes from its schema.
 DECLARATIONS = ("name", "samples", "takes_weighted_blocks", "reads", "deps", "default_deps",
-                "default_cache", "auto_candidate", "meta")
+                "default_cache", "auto_candidate", "meta", "items_per_rank", "reductions",
+                "columns")
 
 
 @dataclass
@@ -85,7 +90,34 @@ class StrategyConfig(Options):
     auto_candidate: ClassVar[bool] = True
     #: A meta strategy is resolved in the launcher into runs of concrete ones (``auto``).
     meta: ClassVar[bool] = False
+    #: Whether every rank trains a share of each step's training items of its own (so the
+    #: task's training set needs an item per rank); False: one step over the whole graph.
+    items_per_rank: ClassVar[bool] = False
+    #: How each per-epoch figure it reports combines over the reporting ranks (``max``: the
+    #: slowest rank's, ``mean``, ``sum``); a subclass adds to its bases' (see
+    #: :meth:`metric_reductions`). An undeclared figure is a count or bytes (summed) or, when
+    #: its name ends in ``_time``, a per-rank phase (averaged): ``runner/metrics.py``.
+    reductions: ClassVar[Mapping[str, Reduce]] = {
+        "train_loss": Reduce.mean,  # the mean over the global batch, on every rank
+        "epoch_time": Reduce.max,  # the slowest rank's wall time
+        "sample_time": Reduce.mean, "load_time": Reduce.mean, "compute_time": Reduce.mean,
+        "comm_time": Reduce.mean,
+    }
+    #: Its columns of the run's summary table (after the task's), added to its bases'.
+    columns: ClassVar[tuple[str, ...]] = (
+        "epoch_time", "sample_time", "load_time", "compute_time", "comm_time", "cache_hit_rate",
+        "bytes_host_to_rank", "bytes_rank_to_rank")
     _target_: str = ""
+
+    @classmethod
+    def metric_reductions(cls) -> dict[str, Reduce]:
+        """Its :attr:`reductions` merged with its bases'."""
+        return declared_along(cls, "reductions")
+
+    @classmethod
+    def summary_columns(cls) -> tuple[str, ...]:
+        """Its :attr:`columns` merged with its bases', in order."""
+        return tuple(declared_along(cls, "columns"))
 
     @classmethod
     def preferred(cls, cfg: Any) -> dict[str, str]:
@@ -108,14 +140,10 @@ class StrategyConfig(Options):
 
     @classmethod
     def check_data(cls, cfg: Any, built: Checked) -> None:
-        """Refuse a dataset it cannot train on (``built.graph`` is its metadata); link
-        prediction's own checks (features, training edges per rank) are the task's."""
-        graph = built.graph
-        if task_name(cfg) != "node":
-            return
-        missing = graph.lacks()
-        if cfg.get("dataset") is not None and missing:
-            raise ConfigError(lacks_message(graph.name, missing))
+        """Refuse a dataset it cannot train on (``built.graph`` is its metadata): the task's
+        checks (what it needs, a training item per rank when :attr:`items_per_rank`)."""
+        ranks = cfg.dist.world_size if cls.items_per_rank else 1
+        declared_task(cfg).check_data(cfg, built.graph, ranks)
 
     @classmethod
     def checks_built(cls, cfg: Any) -> bool:
@@ -126,7 +154,10 @@ class StrategyConfig(Options):
 
 class SamplingConfig(StrategyConfig):
     """Base of the schemas of strategies that train on global mini-batches of
-    ``strategy.batch_size`` training vertices (``SamplingStrategy``)."""
+    ``strategy.batch_size`` training items (``SamplingStrategy``), a share of each on every
+    rank."""
+
+    items_per_rank: ClassVar[bool] = True
 
     def check(self) -> None:
         """Batch size >= 1, prefetch depth and sampler processes >= 0 (those it has)."""
@@ -146,23 +177,6 @@ class SamplingConfig(StrategyConfig):
         if batch < world:
             raise ConfigError(f"strategy.batch_size={batch} is smaller than dist.world_size="
                               f"{world}: every rank needs at least one target per step")
-
-    @classmethod
-    def check_data(cls, cfg: Any, built: Checked) -> None:
-        """The shared checks, and a training set every rank can share (node classification;
-        the link task checks its training edges)."""
-        super().check_data(cfg, built)
-        if task_name(cfg) != "node":
-            return
-        graph, world = built.graph, cfg.dist.world_size
-        if graph.num_train == 0:
-            raise ConfigError(f"the training set of {graph.name} is empty ({graph.num_nodes} "
-                              "vertices, none marked for training): give a dataset with a "
-                              "training split")
-        if graph.num_train < world:
-            raise ConfigError(f"the training set of {graph.name} has {graph.num_train} vertices "
-                              f"but dist.world_size={world}: every rank needs a training "
-                              f"vertex; use at most {graph.num_train} ranks")
 
 
 def check_deps(strategy: Any, deps: Any) -> None:

@@ -1,5 +1,8 @@
 """Task base: what is learned. A task owns the head, the loss and the metrics; a strategy owns
-execution and calls the task at a few seams, whatever the task is.
+execution and calls the task at a few seams, whatever the task is. What a task is (what it
+needs of a dataset, its metrics and how they reduce, its launcher checks) it declares
+torch-free in its schema, ``tasks/<name>/config.py`` (a
+:class:`~gnnscale.tasks.config.TaskConfig` named by :attr:`Task.schema`).
 
 The seams (every strategy uses some of them):
 
@@ -28,6 +31,7 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.tasks.config import TaskConfig
 
 #: The attribute under which a task's head (its trainable parameters) joins the model, so that
 #: optimizers, gradient reductions and checkpoints include it without knowing the task.
@@ -37,8 +41,16 @@ HEAD = "task_head"
 class Task(ABC):
     """What is learned: the head, the loss and the metrics (see the module docstring)."""
 
-    #: The option name (``task=<name>``).
+    #: Its declarations and launcher checks: a torch-free class in the task's ``config.py``.
+    schema: ClassVar[type[TaskConfig]] = TaskConfig
+
+    #: The option name (``task=<name>``), taken from its schema.
     name: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = cls.schema.name
 
     def __init__(self) -> None:
         self.graph: GraphStore | None = None
@@ -113,10 +125,6 @@ class Task(ABC):
                        group: dist.ProcessGroup | None) -> dict[str, float]:
         """The metrics of ``splits`` from a partitioned forward: ``forward()`` returns this
         rank's output rows of ``masters`` (each vertex one rank's master); collective."""
-
-    def metric_keys(self) -> tuple[str, ...]:
-        """The metric names this task reports (``val_<name>``, ``test_<name>``)."""
-        return ()
 
 
 def eval_mode(model: torch.nn.Module, forward: Callable[[], torch.Tensor]) -> torch.Tensor:

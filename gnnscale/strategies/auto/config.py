@@ -13,6 +13,7 @@ from gnnscale.errors import ConfigError
 from gnnscale.registry import register
 from gnnscale.strategies.auto.candidates import candidates
 from gnnscale.strategies.config import Checked, StrategyConfig
+from gnnscale.tasks.config import declared_task
 
 
 class Criterion(str, Enum):
@@ -45,7 +46,13 @@ class AutoConfig(StrategyConfig):
 
     @classmethod
     def check_config(cls, cfg: Any, built: Checked) -> None:
-        """The auto config's own keys (its candidates are checked one by one when profiled)."""
+        """A task it can rank, and its own keys (its candidates are checked one by one when
+        profiled)."""
+        task = declared_task(cfg)
+        if not task.auto_rankable:
+            raise ConfigError(f"strategy=auto ranks candidates by how fast they lower a node-"
+                              f"classification loss, not the loss of task={task.name}: pick a "
+                              "strategy (strategy=data|split|factored|fullgraph|offload)")
         check_auto(cfg)
 
 

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
-from gnnscale.schema import require_at_least
+from gnnscale.schema import Reduce, require_at_least
 from gnnscale.strategies.config import Checked, SamplingConfig
 
 
@@ -52,6 +52,13 @@ class FactoredConfig(SamplingConfig):
     deps: ClassVar[str] = "replicate"
     default_deps: ClassVar[str] = "depcache"
     default_cache: ClassVar[str] = "presample"
+    #: the role totals: seconds summed over the sampler ranks or over the trainer ranks
+    reductions: ClassVar[dict[str, Reduce]] = {
+        "sampler_busy_time": Reduce.sum, "sampler_idle_time": Reduce.sum,
+        "trainer_busy_time": Reduce.sum, "trainer_idle_time": Reduce.sum,
+        "standby_train_time": Reduce.sum,
+        "presample_time": Reduce.max,  # the slowest sampler's
+    }
     _target_: str = "gnnscale.strategies.factored.Factored"
     batch_size: int = 1024  # global mini-batch (all trainers together)
     samplers: str = "auto"  # sampler ranks: a count, or auto (GNNLab's rule, profiled)

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
+from gnnscale.schema import Reduce
 from gnnscale.strategies.config import Checked, StrategyConfig, partition_kind
 
 EDGE_CUTS = "partitioner=metis|random|range|ldg|fennel"
@@ -60,6 +61,8 @@ class FullGraphConfig(StrategyConfig):
     reads: ClassVar[tuple[str, ...]] = ("deps", "partition")
     default_deps: ClassVar[str] = "hybrid"  # NeutronStar's cost model
     default_cache: ClassVar[str] = "none"
+    reductions: ClassVar[dict[str, Reduce]] = {"edge_skew": Reduce.max}  # busiest part's
+    columns: ClassVar[tuple[str, ...]] = ("edge_skew",)
     _target_: str = "gnnscale.strategies.fullgraph.FullGraph"
     ring: bool = False  # peer-ordered point-to-point exchange instead of one all-to-all
     # exchanges overlap the local aggregation, forward and backward (faster on every

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
-from gnnscale.schema import require_at_least
+from gnnscale.schema import Reduce, require_at_least
 from gnnscale.strategies.config import Checked, StrategyConfig, partition_kind
 
 #: how a part is cut into chunks (:mod:`.chunks`)
@@ -67,6 +67,10 @@ class OffloadConfig(StrategyConfig):
     reads: ClassVar[tuple[str, ...]] = ("partition",)  # its transfers stand in for deps
     default_deps: ClassVar[str] = "depcomm"
     default_cache: ClassVar[str] = "none"
+    reductions: ClassVar[dict[str, Reduce]] = {
+        "replication_alpha": Reduce.mean,  # each rank's replicated share of its rows
+        "peak_device_bytes": Reduce.max, "device_bound_bytes": Reduce.max,  # the largest rank's
+    }
     _target_: str = "gnnscale.strategies.offload.Offload"
     chunks: int = 8                     # chunks per part; batch b = chunk b of every part
     dedup: str = "inter+intra"          # none | inter | inter+intra

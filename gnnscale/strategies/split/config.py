@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
-from gnnscale.schema import require_one_of
+from gnnscale.schema import Reduce, require_one_of
 from gnnscale.strategies.config import Checked, SamplingConfig
 
 SAMPLE_ON = ("all", "leader")
@@ -25,6 +25,11 @@ class SplitParallelConfig(SamplingConfig):
     deps: ClassVar[str] = "communicate"
     default_deps: ClassVar[str] = "depcomm"  # GSplit's setting
     default_cache: ClassVar[str] = "presample"
+    reductions: ClassVar[dict[str, Reduce]] = {
+        "local_edge_ratio": Reduce.mean,  # each rank's share of its edges that stay local
+        "edge_skew": Reduce.max,  # the busiest rank's edges over the mean
+    }
+    columns: ClassVar[tuple[str, ...]] = ("local_edge_ratio", "edge_skew", "bytes_shuffled")
     _target_: str = "gnnscale.strategies.split.SplitParallel"
     batch_size: int = 1024  # global mini-batch, split over the ranks by owner
     prefetch: int = 2  # mini-batches sampled and split ahead; 0 = inline

@@ -34,7 +34,7 @@ from gnnscale.data import processed
 from gnnscale.data.graph import GraphStore
 from gnnscale.errors import ConfigError
 from gnnscale.sampling.schedule import mix_seed
-from gnnscale.tasks.negatives import draw
+from gnnscale.tasks.link.negatives import draw
 
 FORMAT = 1  # of the split below: a change re-splits into a new folder
 VAL_NEG, TEST_NEG, SPLIT = 11, 12, 13  # seed streams (sampling.schedule.mix_seed)

@@ -3,7 +3,7 @@
 cross-entropy of the positive edges (label 1) and of ``num_negatives`` sampled negatives per
 positive (label 0); with ``self_pairs`` each node's ``(v, v)`` is a positive too (the graph
 auto-encoder reconstructs ``A + I``). The metrics are ROC-AUC, average precision, Hits@K and
-MRR with OGB's evaluator semantics (:mod:`gnnscale.tasks.metrics`), computed on every rank's
+MRR with OGB's evaluator semantics (:mod:`gnnscale.tasks.link.metrics`), computed on every rank's
 scores.
 
 Training items are the training positives' ids (columns of ``train_pos``); a mini-batch of
@@ -11,7 +11,7 @@ them needs the output rows of every endpoint of its positives and of their negat
 afresh each epoch, keyed by ``(seed, epoch, edge id)``: the same on any number of ranks), so
 a sampling strategy samples those vertices as its seeds, and splits and queues stay as they
 are. Where the rows are spread over ranks, pairs are scored by the rank holding the source's
-row (:mod:`gnnscale.tasks.pairs`).
+row (:mod:`gnnscale.tasks.link.pairs`).
 """
 
 from __future__ import annotations
@@ -30,12 +30,13 @@ from gnnscale.deps.shuffle import ShuffleStats
 from gnnscale.distributed.collectives import group_rank, group_size
 from gnnscale.errors import ConfigError
 from gnnscale.sampling.schedule import mix_seed
-from gnnscale.tasks import metrics
 from gnnscale.tasks.base import Task, eval_mode
-from gnnscale.tasks.decoders import make_decoder
-from gnnscale.tasks.edge_split import SplitOptions, load_split
-from gnnscale.tasks.negatives import draw, exclusion
-from gnnscale.tasks.pairs import RowLocator, gather_scores, pair_index
+from gnnscale.tasks.link import metrics
+from gnnscale.tasks.link.config import LinkTaskConfig
+from gnnscale.tasks.link.decoders import make_decoder
+from gnnscale.tasks.link.edge_split import SplitOptions, load_split
+from gnnscale.tasks.link.negatives import draw, exclusion
+from gnnscale.tasks.link.pairs import RowLocator, gather_scores, pair_index
 
 TRAIN_NEG = 21  # seed stream of the training negatives
 MEMO = 16  # micro-batches whose pairs are kept (a prefetching sampler runs a few ahead)
@@ -57,7 +58,7 @@ class LinkTarget:
 class LinkTask(Task):
     """Link prediction (see the module docstring); options are ``task=link``'s schema."""
 
-    name = "link"
+    schema = LinkTaskConfig
 
     def __init__(self, split: str = "auto", val_fraction: float = 0.05,
                  test_fraction: float = 0.1, split_seed: int | None = None,
@@ -184,7 +185,7 @@ class LinkTask(Task):
     def score_pairs(self, rows: torch.Tensor, src: torch.Tensor, dst: torch.Tensor
                     ) -> torch.Tensor:
         """:meth:`score` of ``rows[src]`` and ``rows[dst]``, the gather fused into the
-        decoder where the rows sit with it (the same bits, :mod:`gnnscale.tasks.decoders`)."""
+        decoder where the rows sit with it (the same bits, :mod:`gnnscale.tasks.link.decoders`)."""
         weight = next(self.head.parameters(), None)
         if weight is not None and rows.device != weight.device:
             return self.score(rows[src], rows[dst])
@@ -282,7 +283,3 @@ class LinkTask(Task):
         if group_k:
             out[f"{split}_mrr"] = metrics.mrr(pos, neg.reshape(pos.numel(), group_k))
         return out
-
-    def metric_keys(self) -> tuple[str, ...]:
-        """AUC, AP, Hits@K, MRR."""
-        return ("auc", "ap", *(f"hits@{k}" for k in self.hits_k), "mrr", "loss")

@@ -14,12 +14,13 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.data.metadata import lacks, lacks_message
 from gnnscale.errors import ConfigError
 from gnnscale.tasks.base import Task
+from gnnscale.tasks.node.config import NodeTaskConfig
 
 
 class NodeTask(Task):
     """Node classification; items and seeds are the training vertices themselves."""
 
-    name = "node"
+    schema = NodeTaskConfig
 
     def __init__(self) -> None:
         super().__init__()
@@ -87,7 +88,3 @@ class NodeTask(Task):
         from gnnscale.evaluation.owned import evaluate_owned
 
         return evaluate_owned(model, forward, masters, self.graph, splits, group)
-
-    def metric_keys(self) -> tuple[str, ...]:
-        """Accuracy and ROC-AUC (two classes)."""
-        return ("acc", "rocauc", "loss")
