@@ -251,7 +251,7 @@ def test_a_resumed_run_takes_the_thread_count_its_checkpoint_chose(tmp_path, mon
     cores = threads.allowed_cores()
     monkeypatch.setattr(local, "busy_cores", lambda: cores - 1)  # one core left free
     run(make_cfg(tmp_path, *TINY, "epochs=1", "dist.world_size=1"))
-    assert checkpoint.load(tmp_path / "checkpoint.pt")["threads"] == 1
+    assert checkpoint.load(tmp_path / "run" / "checkpoint.pt")["threads"] == 1
     monkeypatch.setattr(local, "busy_cores", lambda: 0)  # idle now: 0 would mean all cores
     run(make_cfg(tmp_path, *TINY, "epochs=2", "dist.world_size=1", "resume=true"))
-    assert checkpoint.load(tmp_path / "checkpoint.pt")["threads"] == 1
+    assert checkpoint.load(tmp_path / "run" / "checkpoint.pt")["threads"] == 1
