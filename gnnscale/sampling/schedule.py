@@ -28,7 +28,7 @@ import torch
 TRAIN = 0
 PRESAMPLE = 1
 _MASK = (1 << 62) - 1
-_KEPT_EPOCHS = 2  # epochs whose mini-batches a schedule keeps (a step count, then the epoch)
+_KEPT_EPOCHS = 1  # epochs whose permutation a schedule keeps (asked for its steps, then trained)
 
 
 def mix_seed(*parts: int) -> int:
@@ -164,6 +164,10 @@ class Schedule:
     # -- steps ----------------------------------------------------------------------------------
     def batches(self, epoch: int) -> list[torch.Tensor]:
         """The global mini-batches of ``epoch`` (one permutation per epoch, kept)."""
+        return list(self._batches(epoch))
+
+    def _batches(self, epoch: int) -> list[torch.Tensor]:
+        """The kept list itself (callers do not change it)."""
         with self._lock:
             got = self._epochs.get(epoch)
         if got is None:
@@ -173,15 +177,15 @@ class Schedule:
                 self._epochs[epoch] = got
                 while len(self._epochs) > _KEPT_EPOCHS:
                     self._epochs.popitem(last=False)
-        return list(got)
+        return got
 
     def num_steps(self, epoch: int) -> int:
         """The steps (global mini-batches) of ``epoch``."""
-        return len(self.batches(epoch))
+        return len(self._batches(epoch))
 
     def batch(self, epoch: int, step: int) -> torch.Tensor:
         """The global mini-batch of step ``step``."""
-        return self.batches(epoch)[step]
+        return self._batches(epoch)[step]
 
     # -- one draw -------------------------------------------------------------------------------
     def items(self, epoch: int, step: int, slot: int) -> torch.Tensor:
@@ -216,7 +220,7 @@ class Schedule:
               steps: Iterable[int] | None = None) -> Iterator[Draw]:
         """The draws of ``slots`` (default all) of ``steps`` (default all) of ``epoch``, step by
         step and slot by slot."""
-        batches = self.batches(epoch)
+        batches = self._batches(epoch)
         slots = range(self.slots) if slots is None else list(slots)
         for step in range(len(batches)) if steps is None else steps:
             parts = torch.tensor_split(batches[step], self.slots)
