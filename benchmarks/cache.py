@@ -34,7 +34,7 @@ from gnnscale.cache.random import RandomPolicy
 from gnnscale.cache.store import FeatureStore, owner_map, select_cached
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.synthetic import communities, generate
-from gnnscale.sampling.schedule import epoch_samples
+from gnnscale.sampling.schedule import Schedule
 
 RATIOS = (0.01, 0.05, 0.10, 0.25)
 POLICIES = ("degree", "presample", "random", "oracle")
@@ -88,10 +88,9 @@ def measured_epochs(graph, sampler, cfg, batch_size: int) -> list[torch.Tensor]:
     """
     out = []
     for epoch in range(cfg["measured_epochs"]):
-        out.append(torch.cat([
-            sampler.sample(graph, targets, seed=s).input_nodes
-            for _, _, targets, s in epoch_samples(graph.train_idx, batch_size, cfg["seed"],
-                                                  epoch)]))
+        schedule = Schedule(graph.train_idx, batch_size=batch_size, seed=cfg["seed"])
+        out.append(torch.cat([sampler.sample(graph, d.seeds, seed=d.sample_seed).input_nodes
+                              for d in schedule.draws(epoch)]))
     return out
 
 
@@ -111,8 +110,8 @@ def hit_rates(graph: GraphStore, sampler, cfg: dict, batch_size: int) -> dict:
     visits = torch.bincount(torch.cat(batches), minlength=graph.num_nodes).double()
     id_table = torch.arange(graph.num_nodes, dtype=torch.float64).unsqueeze(1)
     row_bytes = graph.num_features * graph.x.element_size()
-    kw = dict(train_idx=graph.train_idx, sampler=sampler, batch_size=batch_size,
-              seed=cfg["seed"])
+    kw = dict(schedule=Schedule(graph.train_idx, batch_size=batch_size, seed=cfg["seed"]),
+              sampler=sampler, seed=cfg["seed"])
     out: dict = {}
     for name in POLICIES:
         heat = policy(name, 0.0, visits, cfg).hotness(graph, visits=visits, **kw)
@@ -139,8 +138,8 @@ def placement(graph: GraphStore, sampler, cfg: dict, batch_size: int) -> dict:
     part = get_partition(graph, MetisPartitioner(seed=cfg["seed"]), WORLD, log=None).part
     n = graph.num_nodes
     pol = PresamplePolicy(ratio=cfg["placement_ratio"], epochs=cfg["presample_epochs"])
-    heat = pol.hotness(graph, train_idx=graph.train_idx, sampler=sampler,
-                       batch_size=batch_size, seed=cfg["seed"])
+    schedule = Schedule(graph.train_idx, batch_size=batch_size, seed=cfg["seed"])
+    heat = pol.hotness(graph, schedule=schedule, sampler=sampler)
     cap = pol.capacity(n, graph.num_features * graph.x.element_size())
     topos = [type("SimRank", (), {"rank": r, "world_size": WORLD})() for r in range(WORLD)]
     rep = [FeatureStore(graph.x, select_cached(heat, cap), topo=topos[r]) for r in range(WORLD)]
@@ -155,9 +154,8 @@ def placement(graph: GraphStore, sampler, cfg: dict, batch_size: int) -> dict:
             for r in range(WORLD)]
     for epoch in range(cfg["measured_epochs"]):
         inputs: list[list[torch.Tensor]] = [[] for _ in range(WORLD)]
-        for _, r, micro, s in epoch_samples(graph.train_idx, batch_size, cfg["seed"], epoch,
-                                            world_size=WORLD):
-            inputs[r].append(sampler.sample(graph, micro, seed=s).input_nodes)
+        for d in schedule.replace(slots=WORLD).draws(epoch):
+            inputs[d.slot].append(sampler.sample(graph, d.seeds, seed=d.sample_seed).input_nodes)
         for r in range(WORLD):  # one call per rank and epoch: same counters as per step
             ids = torch.cat(inputs[r])
             rows = [stores[r].gather(ids) for stores in (rep, parted, none)]

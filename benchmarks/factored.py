@@ -57,9 +57,11 @@ def footprint_similarity(graph, sampler, batch_size: int, seed: int = 0) -> floa
     """FGNN Table 2 on one rank's draws of epochs 0 and 1 (the run metric's implementation)."""
     from gnnscale.cache.base import visit_counts
     from gnnscale.evaluation.footprint import footprint_similarity as similarity
+    from gnnscale.sampling.schedule import Schedule
 
-    counts = [visit_counts(graph, train_idx=graph.train_idx, sampler=sampler,
-                           batch_size=batch_size, seed=seed, epochs=[e]) for e in (0, 1)]
+    schedule = Schedule(graph.train_idx, batch_size=batch_size, seed=seed)
+    counts = [visit_counts(graph, schedule=schedule, sampler=sampler, epochs=[e])
+              for e in (0, 1)]
     return similarity(*counts)
 
 

@@ -134,11 +134,11 @@ def _timed_rank(topo, graph, part, cfg: dict, variants: list[tuple]) -> dict:
         strat = registry.build(registry.option("strategy", name, batch_size=b, prefetch=0),
                                ctx=ctx)
         strat.setup()
-        batches = strat.epoch_batches(0)
+        steps = strat.num_steps(0)
         times, extra = [], {}
         for step in range(cfg["timed_steps"] + 1):
             t0 = time.perf_counter()
-            strat.step(0, step, batches[step % len(batches)])
+            strat.step(0, step % steps)
             if name == "split":
                 extra = {"replicated_rows": strat.last_plan.replicated}
             times.append(time.perf_counter() - t0)

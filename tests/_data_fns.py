@@ -45,10 +45,9 @@ def data_parallel_steps(topo) -> dict:
                      partition=None, seed=0, optim=Adam(lr=0.01))
     strat = DataParallel(ctx, batch_size=BATCH, prefetch=0)
     strat.setup()
-    batches = epoch_batches(graph.train_idx, BATCH, 0, 0, min_size=topo.world_size)
     grads, losses = [], []
     for step in range(STEPS):
-        mb = strat.sample((0, step, strat.micro_batch(batches[step])))
+        mb = strat.sample(strat.schedule.draw(0, step, strat.slot))
         x = strat.store.gather(mb.input_nodes)
         losses.append(strat.train_step(mb, x, graph.y[mb.targets]))
         grads.append([p.grad.clone() for p in strat.module.parameters()])

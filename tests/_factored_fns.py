@@ -13,7 +13,7 @@ from gnnscale.deps.depcache import DepCache
 from gnnscale.optim.adam import Adam
 from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.random_walk import RandomWalkSampler
-from gnnscale.sampling.schedule import epoch_batches, sample_seed
+from gnnscale.sampling.schedule import Schedule, epoch_batches, sample_seed
 from gnnscale.strategies.base import RunContext
 from gnnscale.strategies.data.strategy import DataParallel
 from gnnscale.strategies.factored.strategy import Factored
@@ -162,8 +162,9 @@ def presc_reference(trainers: int, ratio: float = 0.2, epochs: int = 2) -> list[
     graph = make_graph()
     topo = Topology(0, trainers, 0, trainers, torch.device("cpu"))
     store = build_feature_store(graph, PresamplePolicy(epochs=epochs, ratio=ratio),
-                                topo=topo, train_idx=graph.train_idx,
-                                sampler=NeighborSampler(FANOUTS), batch_size=BATCH, seed=0)
+                                topo=topo, schedule=Schedule(graph.train_idx, batch_size=BATCH,
+                                                             seed=0),
+                                sampler=NeighborSampler(FANOUTS), seed=0)
     return store.cached_ids.tolist()
 
 

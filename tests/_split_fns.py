@@ -65,8 +65,7 @@ def split_cases(topo, cases: list[tuple[str, str, bool, bool]]) -> list[dict]:
         strat.setup()
         if shift:  # layer-0 owners differ from the partition (as when caches decide)
             strat.own_in = (strat.own_part + 1) % topo.world_size
-        batch = epoch_batches(ctx.graph.train_idx, BATCH, 0, 0, min_size=topo.world_size)[0]
-        mb, plan, _ = strat.prepare((0, 0, batch))
+        mb, plan, _ = strat.prepare(strat.schedule.draw(0, 0, 0))
         x = strat.load(mb, plan)
         loss = strat.train_step(mb, plan, x)
         results.append({
@@ -109,8 +108,7 @@ def fail_mid_shuffle(topo) -> None:
             return layer(i, x, block)
 
         strat.module.layer = dying
-    batch = epoch_batches(ctx.graph.train_idx, BATCH, 0, 0, min_size=topo.world_size)[0]
-    mb, plan, _ = strat.prepare((0, 0, batch))
+    mb, plan, _ = strat.prepare(strat.schedule.draw(0, 0, 0))
     strat.train_step(mb, plan, strat.load(mb, plan))
 
 
@@ -127,7 +125,7 @@ def round_parts(topo) -> dict:
     world, rank = topo.world_size, topo.rank
     batches = epoch_batches(ctx.graph.train_idx, BATCH, 0, 0, min_size=world)[:world]
     strat.received_bytes = 0
-    got = strat.prepare_round((0, 0, batches))
+    got = strat.prepare_round(list(strat.schedule.draws(0, steps=range(world))))
     same, expected_bytes = [], 0
     for s, (plan, _, _) in enumerate(got):
         mb = ctx.sampler.sample(ctx.graph, ctx.task.seeds(batches[s], 0), sample_seed(0, 0, s, 0))

@@ -18,7 +18,7 @@ from gnnscale.cache.store import (
     select_cached,
 )
 from gnnscale.distributed import spawn
-from gnnscale.sampling.schedule import epoch_batches, epoch_samples
+from gnnscale.sampling.schedule import PRESAMPLE, Schedule, epoch_batches, sample_seed
 from tests import _cache_fns
 from tests._cache_fns import make_graph
 
@@ -99,11 +99,11 @@ def test_epoch_schedule_is_a_seeded_permutation():
     c = epoch_batches(idx, 32, seed=1, epoch=1)
     assert not torch.equal(a[0], c[0])
     assert [b.numel() for b in epoch_batches(idx, 32, seed=1, epoch=0, min_size=5)] == [32] * 3
-    micro = list(epoch_samples(idx, 32, 1, 0, world_size=2))
-    assert [(step, rank) for step, rank, _, _ in micro] == [(0, 0), (0, 1), (1, 0), (1, 1),
-                                                             (2, 0), (2, 1), (3, 0), (3, 1)]
-    assert torch.equal(torch.cat([m for _, _, m, _ in micro[:2]]), a[0])
-    assert len({s for *_, s in micro}) == len(micro)
+    micro = list(Schedule(idx, batch_size=32, seed=1, slots=2).draws(0))
+    assert [(d.step, d.slot) for d in micro] == [(0, 0), (0, 1), (1, 0), (1, 1),
+                                                 (2, 0), (2, 1), (3, 0), (3, 1)]
+    assert torch.equal(torch.cat([d.items for d in micro[:2]]), a[0])
+    assert len({d.sample_seed for d in micro}) == len(micro)
 
 
 def test_capacity_respected():
@@ -216,12 +216,16 @@ def _sampler():
 def test_presample_deterministic_and_counts_visits():
     g = make_graph()
     pre = _presample()(ratio=0.2, epochs=2)
-    kw = dict(train_idx=g.train_idx, sampler=_sampler(), batch_size=16)
-    h1, h2 = pre.hotness(g, seed=1, **kw), pre.hotness(g, seed=1, **kw)
-    assert torch.equal(h1, h2) and not torch.equal(h1, pre.hotness(g, seed=2, **kw))
+    def hot(seed: int) -> torch.Tensor:
+        schedule = Schedule(g.train_idx, batch_size=16, seed=seed)
+        return pre.hotness(g, schedule=schedule, sampler=_sampler())
+
+    h1, h2 = hot(1), hot(1)
+    assert torch.equal(h1, h2) and not torch.equal(h1, hot(2))
     visits = torch.zeros(g.num_nodes, dtype=torch.float64)   # replay PreSC#2 by hand
     for epoch in range(2):
-        for _, _, batch, s in epoch_samples(g.train_idx, 16, 1, epoch, stream=1):
+        for step, batch in enumerate(epoch_batches(g.train_idx, 16, 1, epoch, PRESAMPLE)):
+            s = sample_seed(1, epoch, step, 0, PRESAMPLE)
             visits[_sampler().sample(g, batch, seed=s).input_nodes] += 1
     assert torch.equal(torch.floor(h1 * 2 + 1e-9), visits)   # tie-break stays below one visit
     assert bool((h1[g.train_idx] >= 0.5).all())               # targets are always inputs
@@ -229,11 +233,12 @@ def test_presample_deterministic_and_counts_visits():
 
 def test_oracle_replays_training_epochs_and_bounds_presample():
     g = make_graph(n=600)
-    kw = dict(train_idx=g.train_idx, sampler=_sampler(), batch_size=32, seed=5)
+    kw = dict(schedule=Schedule(g.train_idx, batch_size=32, seed=5), sampler=_sampler(), seed=5)
     ora = OraclePolicy(ratio=0.1, epochs=2, first_epoch=1)
     visits = torch.zeros(g.num_nodes, dtype=torch.float64)
     for epoch in (1, 2):
-        for _, _, batch, s in epoch_samples(g.train_idx, 32, 5, epoch):
+        for step, batch in enumerate(epoch_batches(g.train_idx, 32, 5, epoch)):
+            s = sample_seed(5, epoch, step)
             visits[_sampler().sample(g, batch, seed=s).input_nodes] += 1
     assert torch.equal(ora.hotness(g, **kw), visits)
     hit = {}
@@ -248,7 +253,8 @@ def test_presample_counts_split_into_shards_sum_exactly():
     and ranking those counts is the policy's hotness."""
     g = make_graph()
     pre = _presample()(ratio=0.2, epochs=2)
-    kw = dict(train_idx=g.train_idx, sampler=_sampler(), batch_size=16, seed=3, world_size=2)
+    kw = dict(schedule=Schedule(g.train_idx, batch_size=16, seed=3), sampler=_sampler(),
+              world_size=2)
     whole = pre.counts(g, **kw)
     parts = [pre.counts(g, shard=(i, 3), **kw) for i in range(3)]
     assert all(p.sum() > 0 for p in parts) and torch.equal(sum(parts), whole)

@@ -7,6 +7,7 @@ from gnnscale import registry
 from gnnscale.cache.base import visit_counts
 from gnnscale.evaluation.footprint import Footprint, footprint_similarity, top_membership
 from gnnscale.runner.run import run
+from gnnscale.sampling.schedule import Schedule
 from tests._train import TINY, make_cfg
 
 
@@ -50,9 +51,9 @@ def _expected(cfg, epochs: int, world_size: int) -> list[float]:
     """One process replaying the training draws (``world_size`` micro-batches per step)."""
     graph = registry.build(cfg.dataset).load()
     sampler = registry.build(cfg.sampler)
-    counts = [visit_counts(graph, train_idx=graph.train_idx, sampler=sampler,
-                           batch_size=cfg.strategy.batch_size, seed=cfg.seed, epochs=[e],
-                           world_size=world_size)
+    schedule = Schedule(graph.train_idx, batch_size=cfg.strategy.batch_size, seed=cfg.seed,
+                        slots=world_size)
+    counts = [visit_counts(graph, schedule=schedule, sampler=sampler, epochs=[e])
               for e in range(epochs)]
     return [footprint_similarity(a, b) for a, b in zip(counts, counts[1:])]
 
@@ -93,8 +94,9 @@ def test_strategy_counts_every_trained_micro_batch():
     for epoch in range(3):
         strat.train_epoch(epoch)
         got.append(strat.footprint.end_epoch())
-    counts = [visit_counts(graph, train_idx=graph.train_idx, sampler=NeighborSampler(FANOUTS),
-                           batch_size=40, seed=0, epochs=[e]) for e in range(3)]
+    schedule = Schedule(graph.train_idx, batch_size=40, seed=0)
+    counts = [visit_counts(graph, schedule=schedule, sampler=NeighborSampler(FANOUTS),
+                           epochs=[e]) for e in range(3)]
     assert got[0] is None
     want = [footprint_similarity(a, b) for a, b in zip(counts, counts[1:])]
     assert got[1:] == pytest.approx(want, abs=1e-12)

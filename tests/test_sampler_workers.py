@@ -17,7 +17,7 @@ from gnnscale.data import processed
 from gnnscale.distributed import RankFailed
 from gnnscale.runner.run import run
 from gnnscale.sampling.neighbor import NeighborSampler
-from gnnscale.sampling.schedule import epoch_samples
+from gnnscale.sampling.schedule import Schedule
 from gnnscale.sampling.workers import SamplerPool, SamplerWorkerError
 from tests._train import TINY, make_cfg
 
@@ -35,8 +35,8 @@ def graph(tmp_path_factory, tiny_graph):
 
 
 def _jobs(graph, n: int, world: int = 1, rank: int = 0) -> list[tuple[torch.Tensor, int]]:
-    jobs = [(t, s) for _, _, t, s in epoch_samples(graph.train_idx, 64, 7, 0, world_size=world,
-                                                    ranks=[rank])]
+    schedule = Schedule(graph.train_idx, batch_size=64, seed=7, slots=world)
+    jobs = [(d.seeds, d.sample_seed) for d in schedule.draws(0, slots=[rank])]
     return jobs[:n]
 
 

@@ -2,9 +2,11 @@
 
 A policy only ranks vertices; :mod:`gnnscale.cache.store` picks the hottest ``capacity`` ones
 (per placement) and serves gathers. Sampling-based policies (``presample``, ``oracle``) walk
-epochs with the schedule every strategy trains with (:mod:`gnnscale.sampling.schedule`):
-pre-sampling uses stream ``PRESAMPLE``, so it never repeats the draws of the epochs it
-predicts, and ``oracle`` replays stream ``TRAIN`` exactly, micro-batch by micro-batch.
+epochs of the run's own :class:`~gnnscale.sampling.schedule.Schedule` (the task's training
+items and seeds: under link prediction the endpoints of the positives and their negatives),
+cut into one micro-batch per rank: pre-sampling uses stream ``PRESAMPLE``, so it never repeats
+the draws of the epochs it predicts, and ``oracle`` replays stream ``TRAIN`` exactly,
+micro-batch by micro-batch.
 """
 
 from __future__ import annotations
@@ -17,17 +19,16 @@ from gnnscale.cache.schemas import CacheConfig, Placement
 from gnnscale.data.graph import GraphStore
 from gnnscale.distributed import device as device_seam
 from gnnscale.sampling.base import Sampler
-from gnnscale.sampling.schedule import PRESAMPLE, TRAIN, epoch_samples
+from gnnscale.sampling.schedule import PRESAMPLE, TRAIN, Schedule
 
-__all__ = ["PRESAMPLE", "TRAIN", "CachePolicy", "visit_counts", "training_set",
-           "auto_rows"]
+__all__ = ["PRESAMPLE", "TRAIN", "CachePolicy", "visit_counts", "replayed", "auto_rows"]
 
-def visit_counts(graph: GraphStore, *, train_idx: torch.Tensor, sampler: Sampler,
-                 batch_size: int, seed: int, epochs: Iterable[int],
-                 stream: int = TRAIN, world_size: int = 1,
-                 shard: tuple[int, int] = (0, 1)) -> torch.Tensor:
-    """How often every vertex is an input node of a micro-batch of any of ``world_size`` ranks
-    over ``epochs`` (float64 ``[N]``), drawn exactly as training draws them.
+
+def visit_counts(graph: GraphStore, *, schedule: Schedule, sampler: Sampler,
+                 epochs: Iterable[int], shard: tuple[int, int] = (0, 1)) -> torch.Tensor:
+    """How often every vertex is an input node of a draw of ``schedule`` (every slot of every
+    step) over ``epochs`` (float64 ``[N]``): the task's seeds sampled exactly as training
+    samples them.
 
     ``shard = (i, n)`` draws only the micro-batches ``j`` with ``j % n == i`` (``j`` counts the
     micro-batches of all ``epochs`` in order), so ``n`` workers split the draws and the sum of
@@ -39,22 +40,24 @@ def visit_counts(graph: GraphStore, *, train_idx: torch.Tensor, sampler: Sampler
     counts = torch.zeros(graph.num_nodes, dtype=torch.float64)
     j = 0
     for epoch in epochs:
-        for _, _, targets, s in epoch_samples(train_idx, batch_size, seed, epoch,
-                                              world_size=world_size, stream=stream):
+        for draw in schedule.draws(epoch):
             if j % parts == index:
-                mb = sampler.sample(graph, targets, seed=s)
+                mb = sampler.sample(graph, draw.seeds, seed=draw.sample_seed)
                 counts += torch.bincount(mb.input_nodes.cpu(), minlength=graph.num_nodes)
             j += 1
     return counts
 
 
-def training_set(graph: GraphStore, train_idx: torch.Tensor | None, policy: str) -> torch.Tensor:
-    """``train_idx`` or the graph's own training split; a clear error when there is none."""
-    idx = graph.train_idx if train_idx is None else train_idx
-    if idx is None or idx.numel() == 0:
-        raise ValueError(f"cache={policy} samples from the training set, but no train_idx was "
-                         "given and the graph has none")
-    return idx.long().cpu()
+def replayed(schedule: Schedule | None, sampler: Sampler | None, policy: str, *,
+             stream: int, world_size: int) -> Schedule:
+    """``schedule`` on ``stream`` cut into one micro-batch per rank of ``world_size`` (what a
+    sampling policy replays); a clear error when the policy lacks the schedule or sampler."""
+    if sampler is None:
+        raise ValueError(f"cache={policy} needs the configured sampler to sample epochs")
+    if schedule is None:
+        raise ValueError(f"cache={policy} samples the run's training schedule: pass "
+                         "schedule= (the strategy's, or a Schedule of the training items)")
+    return schedule.replace(stream=stream, slots=world_size)
 
 
 class CachePolicy:
@@ -79,11 +82,12 @@ class CachePolicy:
         self.auto = auto
         self.reserve = reserve
 
-    def hotness(self, graph: GraphStore, *, train_idx: torch.Tensor | None = None,
-                sampler: Sampler | None = None, batch_size: int = 1024, seed: int = 0,
+    def hotness(self, graph: GraphStore, *, schedule: Schedule | None = None,
+                sampler: Sampler | None = None, seed: int = 0,
                 visits: torch.Tensor | None = None, world_size: int = 1) -> torch.Tensor:
-        """Float ``[N]`` score, higher = hotter (``visits`` is used by ``oracle`` only;
-        ``world_size`` is the number of ranks whose micro-batches sampling policies replay)."""
+        """Float ``[N]`` score, higher = hotter. Sampling policies replay ``schedule`` (the
+        run's) with ``sampler``, one micro-batch per rank of ``world_size``; ``seed`` seeds
+        ``random``; ``visits`` is used by ``oracle`` only."""
         raise NotImplementedError
 
     def capacity(self, num_nodes: int, row_bytes: int, *, device: torch.device | None = None,

@@ -13,5 +13,5 @@ class DegreePolicy(CachePolicy):
     name = "degree"
 
     def hotness(self, graph, **kwargs) -> torch.Tensor:
-        """Out-degree of every vertex (sampler, training set and seed unused)."""
+        """Out-degree of every vertex (schedule, sampler and seed unused)."""
         return graph.out_degree().to(torch.float64)

@@ -3,7 +3,7 @@
 The true visit counts come either from ``visits`` (a ``[N]`` count tensor recorded during the
 run, e.g. ``FeatureStore(record_visits=True).visits`` summed over ranks, or counts of the exact
 batches a benchmark replays) or, when none is given, from re-running the sampler over training
-epochs ``first_epoch .. first_epoch + epochs - 1`` with the schedule training uses
+epochs ``first_epoch .. first_epoch + epochs - 1`` of the run's schedule on the training stream
 (:mod:`gnnscale.sampling.schedule`, every rank's micro-batches): exactly the run's draws.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from gnnscale.cache.base import TRAIN, CachePolicy, training_set, visit_counts
+from gnnscale.cache.base import TRAIN, CachePolicy, replayed, visit_counts
 from gnnscale.cache.schemas import OracleCacheConfig
 
 
@@ -28,8 +28,8 @@ class OraclePolicy(CachePolicy):
         self.first_epoch = first_epoch
         self.visits = visits
 
-    def hotness(self, graph, *, train_idx=None, sampler=None, batch_size: int = 1024,
-                seed: int = 0, visits: torch.Tensor | None = None, world_size: int = 1,
+    def hotness(self, graph, *, schedule=None, sampler=None,
+                visits: torch.Tensor | None = None, world_size: int = 1,
                 **kwargs) -> torch.Tensor:
         """The true visit counts: ``visits`` (else the policy's own), or a replay of the measured
         epochs on stream ``TRAIN``."""
@@ -40,10 +40,6 @@ class OraclePolicy(CachePolicy):
                 raise ValueError(f"oracle visits must have shape ({graph.num_nodes},), got "
                                  f"{tuple(counts.shape)}")
             return counts
-        if sampler is None:
-            raise ValueError("cache=oracle needs recorded visits or the sampler to replay the "
-                             "measured epochs")
-        idx = training_set(graph, train_idx, self.name)
+        schedule = replayed(schedule, sampler, self.name, stream=TRAIN, world_size=world_size)
         epochs = range(self.first_epoch, self.first_epoch + self.epochs)
-        return visit_counts(graph, train_idx=idx, sampler=sampler, batch_size=batch_size,
-                            seed=seed, epochs=epochs, stream=TRAIN, world_size=world_size)
+        return visit_counts(graph, schedule=schedule, sampler=sampler, epochs=epochs)

@@ -1,7 +1,8 @@
 """``cache=presample``: PreSC#K (GNNLab): hotness = mean visit count over K pre-sampled epochs.
 
-The K epochs run the configured sampler over the configured training set in batches of the
-training batch size, on the pre-sampling seed stream (never the draws of the training epochs).
+The K epochs run the configured sampler over the run's schedule (the task's training items
+and their seeds, in batches of the training batch size, one micro-batch per rank) on the
+pre-sampling seed stream (never the draws of the training epochs).
 Vertices with equal counts are ordered by out-degree (a fraction below one visit, so counts
 always dominate); with few epochs this decides the many never-visited vertices.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from gnnscale.cache.base import PRESAMPLE, CachePolicy, training_set, visit_counts
+from gnnscale.cache.base import PRESAMPLE, CachePolicy, replayed, visit_counts
 from gnnscale.cache.schemas import PresampleCacheConfig
 
 
@@ -24,25 +25,22 @@ class PresamplePolicy(CachePolicy):
         PresampleCacheConfig(epochs=epochs).check()
         self.epochs = epochs
 
-    def hotness(self, graph, *, train_idx=None, sampler=None, batch_size: int = 1024,
-                seed: int = 0, world_size: int = 1, **kwargs) -> torch.Tensor:
+    def hotness(self, graph, *, schedule=None, sampler=None, world_size: int = 1,
+                **kwargs) -> torch.Tensor:
         """:meth:`rank` of the :meth:`counts` of the K pre-sampled epochs."""
-        counts = self.counts(graph, train_idx=train_idx, sampler=sampler,
-                             batch_size=batch_size, seed=seed, world_size=world_size)
+        counts = self.counts(graph, schedule=schedule, sampler=sampler, world_size=world_size)
         return self.rank(graph, counts)
 
-    def counts(self, graph, *, train_idx=None, sampler=None, batch_size: int = 1024,
-               seed: int = 0, world_size: int = 1, shard: tuple[int, int] = (0, 1)
-               ) -> torch.Tensor:
-        """The pre-sampling: visit counts over the K epochs of ``world_size`` ranks'
-        micro-batches; ``shard = (i, n)`` draws every n-th micro-batch only (n workers split
-        the K epochs and sum their counts: ``strategy=factored``'s samplers do)."""
-        if sampler is None:
-            raise ValueError("cache=presample needs the configured sampler to pre-sample epochs")
-        idx = training_set(graph, train_idx, self.name)
-        return visit_counts(graph, train_idx=idx, sampler=sampler, batch_size=batch_size,
-                            seed=seed, epochs=range(self.epochs), stream=PRESAMPLE,
-                            world_size=world_size, shard=shard)
+    def counts(self, graph, *, schedule=None, sampler=None, world_size: int = 1,
+               shard: tuple[int, int] = (0, 1)) -> torch.Tensor:
+        """The pre-sampling: visit counts over the K epochs of ``schedule`` on stream
+        ``PRESAMPLE``, one micro-batch per rank of ``world_size``; ``shard = (i, n)`` draws
+        every n-th micro-batch only (n workers split the K epochs and sum their counts:
+        ``strategy=factored``'s samplers do)."""
+        schedule = replayed(schedule, sampler, self.name, stream=PRESAMPLE,
+                            world_size=world_size)
+        return visit_counts(graph, schedule=schedule, sampler=sampler,
+                            epochs=range(self.epochs), shard=shard)
 
     def rank(self, graph, counts: torch.Tensor) -> torch.Tensor:
         """Hotness from summed visit counts: mean visits per epoch, ties by out-degree."""

@@ -32,6 +32,7 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.distributed import device as device_seam
 from gnnscale.distributed.collectives import all_gather_rows
 from gnnscale.sampling.base import Sampler
+from gnnscale.sampling.schedule import Schedule
 
 COUNTERS = ("requested", "hits", "local_hits", "remote_hits", "misses",
             "bytes_host_to_rank", "bytes_rank_to_rank", "calls")
@@ -277,8 +278,8 @@ def partition_map(part: Any, num_nodes: int, world: int) -> torch.Tensor:
 
 def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = None,
                         device: torch.device | str | None = None,
-                        train_idx: torch.Tensor | None = None, sampler: Sampler | None = None,
-                        batch_size: int = 1024, part: Any = None, seed: int = 0,
+                        schedule: Schedule | None = None, sampler: Sampler | None = None,
+                        part: Any = None, seed: int = 0,
                         features: torch.Tensor | None = None, peak_bytes: int | None = None,
                         visits: torch.Tensor | None = None, record_visits: bool = False,
                         fetch_remote: bool = True,
@@ -288,7 +289,9 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
     Replicated: every rank caches the same global hottest ``capacity`` vertices (PaGraph).
     Partitioned: rank ``r`` caches the hottest ``capacity`` vertices with ``part[v] == r``
     (Quiver/GSplit); the owner map is exchanged, so this call is collective when
-    ``world_size > 1``. ``peak_bytes`` feeds ``cache.auto``; ``visits`` feeds ``oracle``.
+    ``world_size > 1``. ``schedule`` (the run's) and ``sampler`` feed the sampling policies,
+    replayed with one micro-batch per rank of ``topo``; ``seed`` feeds ``random``;
+    ``peak_bytes`` feeds ``cache.auto``; ``visits`` feeds ``oracle``.
     ``fetch_remote=False`` keeps the owner map (``store.owner``) but serves a miss from the
     host, never from the peer caching it (``split`` routes work to the owner instead).
     ``hotness`` (float ``[N]``), when given, replaces ``policy.hotness``: it was computed
@@ -311,9 +314,8 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
     if capacity > 0:
         heat = hotness
         if heat is None:
-            heat = policy.hotness(graph, train_idx=train_idx, sampler=sampler,
-                                  batch_size=batch_size, seed=seed, visits=visits,
-                                  world_size=world)
+            heat = policy.hotness(graph, schedule=schedule, sampler=sampler, seed=seed,
+                                  visits=visits, world_size=world)
         mine = select_cached(heat, capacity, placement=policy.placement, part=p, rank=rank)
     else:
         mine = torch.empty(0, dtype=torch.long)

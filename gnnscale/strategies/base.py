@@ -36,6 +36,7 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.distributed.launch import Topology
 from gnnscale.errors import ConfigError
 from gnnscale.sampling.base import Sampler
+from gnnscale.sampling.schedule import PRESAMPLE, Schedule
 from gnnscale.strategies.config import (  # noqa: F401 - Checked re-exported
     DECLARATIONS,
     Checked,
@@ -189,11 +190,14 @@ class Strategy(ABC):
 
 
 class SamplingStrategy(Strategy):
-    """A strategy that trains on global mini-batches of ``batch_size`` training vertices,
+    """A strategy that trains on global mini-batches of ``batch_size`` training items,
     sampled ahead of training: a prefetch thread, or worker processes.
 
-    ``prefetch`` is how many mini-batches are sampled ahead (0: inline); ``sample_workers`` > 0
-    samples in that many processes (:class:`~gnnscale.sampling.workers.SamplerPool`).
+    :attr:`schedule` (built once, from the task) says which items, seeds and sample seed every
+    draw has: by default one micro-batch per rank and step (a strategy with other slots
+    replaces it). ``prefetch`` is how many mini-batches are sampled ahead (0: inline);
+    ``sample_workers`` > 0 samples in that many processes
+    (:class:`~gnnscale.sampling.workers.SamplerPool`).
     """
 
     schema = SamplingConfig
@@ -211,6 +215,8 @@ class SamplingStrategy(Strategy):
             raise ConfigError(f"strategy={type(self).__name__} samples mini-batches: give a "
                               "sampler (e.g. sampler=neighbor)")
         self.batch_size, self.prefetch, self.sample_workers = batch_size, prefetch, sample_workers
+        self.schedule = Schedule.of(ctx.task, batch_size=batch_size, seed=ctx.seed,
+                                    slots=ctx.topo.world_size)
         self.pool = None
         self.footprint: Footprint | None = None  # set by the runner when footprint=true
 
@@ -219,28 +225,22 @@ class SamplingStrategy(Strategy):
         if self.footprint is not None:
             self.footprint.add(input_nodes)
 
-    def epoch_batches(self, epoch: int) -> list[torch.Tensor]:
-        """The global mini-batches of ``epoch`` (the shared, seeded schedule)."""
-        from gnnscale.sampling.schedule import epoch_batches
-
-        return epoch_batches(self.ctx.task.train_items(), self.batch_size, self.ctx.seed, epoch,
-                             min_size=self.ctx.topo.world_size)
-
     def num_steps(self, epoch: int) -> int:
         """The global mini-batches of ``epoch``."""
-        return len(self.epoch_batches(epoch))
+        return self.schedule.num_steps(epoch)
 
     def partition_book(self, kind: str = "edge_cut"):
         """This run's partition book with one part per rank, of ``kind``; sampling-frequency
-        vertex weights (GSplit) are measured here when the partitioner asks for them."""
+        vertex weights (GSplit) are measured here when the partitioner asks for them: one
+        pre-sampling epoch of the task's own seeds, one micro-batch per rank."""
         ctx = self.ctx
         weights = None
         if ctx.partition.wants_sample_frequency:
-            from gnnscale.cache.base import PRESAMPLE, visit_counts
+            from gnnscale.cache.base import visit_counts
 
-            weights = visit_counts(ctx.graph, train_idx=ctx.graph.train_idx, sampler=ctx.sampler,
-                                   batch_size=self.batch_size, seed=ctx.seed, epochs=[0],
-                                   stream=PRESAMPLE, world_size=ctx.topo.world_size)
+            world = ctx.topo.world_size
+            weights = visit_counts(ctx.graph, sampler=ctx.sampler, epochs=[0],
+                                   schedule=self.schedule.replace(stream=PRESAMPLE, slots=world))
         return ctx.partition.get(ctx.topo.world_size, kind=kind, vertex_weights=weights)
 
     def start_sampler_pool(self) -> None:

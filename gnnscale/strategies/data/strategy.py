@@ -22,7 +22,7 @@ from gnnscale.cache.store import build_feature_store
 from gnnscale.distributed import device as device_seam
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.prefetch import Prefetcher
-from gnnscale.sampling.schedule import micro_batch, sample_seed
+from gnnscale.sampling.schedule import Draw
 from gnnscale.strategies.base import RunContext, SamplingStrategy
 from gnnscale.strategies.data.config import DataParallelConfig
 
@@ -66,6 +66,7 @@ class DataParallel(SamplingStrategy):
                  sample_workers: int = 0) -> None:
         super().__init__(ctx, batch_size, prefetch, sample_workers)
         self.hotness: torch.Tensor | None = None  # cache ranking computed elsewhere (factored)
+        self.slot = ctx.topo.rank  # this rank's micro-batch of each step (its training rank)
 
     def setup(self) -> None:
         """Model under DDP, optimizer and feature store on every rank."""
@@ -76,6 +77,7 @@ class DataParallel(SamplingStrategy):
         feature store; ``topo`` holds the rank and size of the training ranks (``factored``
         trains on some ranks only)."""
         ctx = self.ctx
+        self.slot = topo.rank
         model = ctx.model.to(topo.device)
         self._module = model
         self.comm = _CommTimer(self.group)
@@ -90,8 +92,8 @@ class DataParallel(SamplingStrategy):
             part = self.partition_book("edge_cut").part
         self.store = build_feature_store(
             ctx.graph, ctx.cache_policy, topo=topo, device=topo.device,
-            train_idx=ctx.graph.train_idx, sampler=ctx.sampler, batch_size=self.batch_size,
-            part=part, seed=ctx.seed, peak_bytes=self.step_peak_bytes(), hotness=self.hotness,
+            schedule=self.schedule, sampler=ctx.sampler, part=part, seed=ctx.seed,
+            peak_bytes=self.step_peak_bytes(), hotness=self.hotness,
         )
         self.labels = ctx.graph.y
         self.start_sampler_pool()
@@ -105,45 +107,36 @@ class DataParallel(SamplingStrategy):
         ctx, dev = self.ctx, self.ctx.topo.device
         if not getattr(ctx.cache_policy, "auto", False) or not device_seam.is_accelerator(dev):
             return None  # no measurement needed (or cache.auto refuses a non-CUDA device)
-        first = self.micro_batch(self.epoch_batches(0)[0])
-        mb = self.sample((0, 0, first))
+        first = self.schedule.draw(0, 0, self.slot)
+        mb = self.sample(first)
         device_seam.reset_peak(dev)
         x = ctx.graph.x[mb.input_nodes].to(dev)
         out = self._module(x, [b.to(dev) for b in mb.blocks])
-        ctx.task.loss(out, ctx.task.target(first, 0).to(dev)).backward()
+        ctx.task.loss(out, first.target.to(dev)).backward()
         peak = device_seam.peak_allocated(dev)
         self._module.zero_grad(set_to_none=True)
         del x, out
         device_seam.release_cached(dev)
         return peak
 
-    def micro_batch(self, batch: torch.Tensor) -> torch.Tensor:
-        """This rank's share of a global mini-batch."""
-        return micro_batch(batch, self.ctx.topo.world_size, self.ctx.topo.rank)
+    def sample(self, draw: Draw) -> MiniBatch:
+        """The sample of one draw of the schedule (the seeds the task needs for its items)."""
+        return self.ctx.sampler.sample(self.ctx.graph, draw.seeds, draw.sample_seed)
 
-    def sample(self, job: tuple[int, int, torch.Tensor]) -> MiniBatch:
-        """This rank's sample of one job ``(epoch, step, items)`` (the seeds the task needs
-        for those training items), seeded by its slot."""
-        epoch, step, items = job
-        seed = sample_seed(self.ctx.seed, epoch, step, self.ctx.topo.rank)
-        return self.ctx.sampler.sample(self.ctx.graph, self.ctx.task.seeds(items, epoch), seed)
-
-    def samples(self, jobs: list[tuple[int, int, torch.Tensor]]) -> Iterable:
+    def samples(self, jobs: list[Draw]) -> Iterable:
         """``(MiniBatch, sampling seconds)`` of ``jobs`` in order: from the sampler processes
         when there are any, else from the prefetch thread (the same draws either way)."""
         if self.pool is None:
             return Prefetcher(self.sample, jobs, self.prefetch)
-        rank, task = self.ctx.topo.rank, self.ctx.task
-        return self.pool.map([(task.seeds(t, e), sample_seed(self.ctx.seed, e, s, rank))
-                              for e, s, t in jobs])
+        return self.pool.map([(d.seeds, d.sample_seed) for d in jobs])
 
-    def step(self, epoch: int, index: int, batch: torch.Tensor) -> float:
-        """One whole step inline (sample this rank's micro-batch of the global ``batch``,
-        gather, train); returns the loss. Collective (gradient all-reduce)."""
-        items = self.micro_batch(batch)
-        mb = self.sample((epoch, index, items))
+    def step(self, epoch: int, index: int) -> float:
+        """One whole step inline (sample this rank's micro-batch of step ``index``, gather,
+        train); returns the loss. Collective (gradient all-reduce)."""
+        draw = self.schedule.draw(epoch, index, self.slot)
+        mb = self.sample(draw)
         x = self.store.gather(mb.input_nodes)
-        return self.train_step(mb, x, self.ctx.task.target(items, epoch).to(x.device))
+        return self.train_step(mb, x, draw.target.to(x.device))
 
     def train_step(self, mb: MiniBatch, x: torch.Tensor, y: Any) -> float:
         """Forward, backward (gradients all-reduced by DDP) and optimizer step; returns the
@@ -159,18 +152,18 @@ class DataParallel(SamplingStrategy):
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
         """Every global mini-batch of ``epoch``: sample, gather, train this rank's share."""
         topo = self.ctx.topo
-        jobs = [(epoch, s, self.micro_batch(b)) for s, b in enumerate(self.epoch_batches(epoch))]
+        jobs = list(self.schedule.draws(epoch, slots=[self.slot]))
         m = dict.fromkeys(("sample_time", "load_time", "compute_time", "train_loss",
                            "edges_computed", "nodes_loaded", "steps"), 0.0)
         self.comm.seconds, self.comm.bytes = 0.0, 0
         self.store.reset_epoch()
         t_epoch = time.perf_counter()
         with closing(iter(self.samples(jobs))) as feed:
-            for (_, _, items), (mb, t_sample) in zip(jobs, feed):
+            for draw, (mb, t_sample) in zip(jobs, feed):
                 m["sample_time"] += t_sample
                 t0 = time.perf_counter()
                 x = self.store.gather(mb.input_nodes)
-                y = device_seam.to_device(self.ctx.task.target(items, epoch), topo.device)
+                y = device_seam.to_device(draw.target, topo.device)
                 t1 = time.perf_counter()
                 m["train_loss"] += self.train_step(mb, x, y)
                 m["load_time"] += t1 - t0

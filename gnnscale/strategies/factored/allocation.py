@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from gnnscale.distributed import device as device_seam
-from gnnscale.sampling.schedule import PRESAMPLE, epoch_batches, micro_batch, sample_seed
+from gnnscale.sampling.schedule import PRESAMPLE
 from gnnscale.strategies.factored.config import parse_samplers  # noqa: F401 - re-exported
 
 
@@ -49,24 +49,21 @@ def profile(strategy, steps: int = 3) -> tuple[float, float]:
     rank's share under ``data``, over ``steps`` pre-sampling-stream micro-batches after a
     warm-up; parameters, gradients and the RNG are left as they were."""
     ctx = strategy.ctx
-    world = ctx.topo.world_size
-    batches = epoch_batches(ctx.task.train_items(), strategy.batch_size, ctx.seed, 0,
-                            stream=PRESAMPLE, min_size=world)
+    schedule = strategy.schedule.replace(stream=PRESAMPLE, slots=ctx.topo.world_size)
+    first = range(min(steps + 1, schedule.num_steps(0)))
     model, dev = ctx.model.to(ctx.topo.device), ctx.topo.device
     t_s, t_t, n = 0.0, 0.0, 0
     with torch.random.fork_rng(devices=device_seam.rng_devices(dev)):
-        for step, batch in enumerate(batches[: steps + 1]):
+        for draw in schedule.draws(0, slots=[0], steps=first):
             t0 = time.perf_counter()
-            items = micro_batch(batch, world, 0)
-            mb = ctx.sampler.sample(ctx.graph, ctx.task.seeds(items, 0),
-                                    sample_seed(ctx.seed, 0, step, 0, PRESAMPLE))
+            mb = ctx.sampler.sample(ctx.graph, draw.seeds, draw.sample_seed)
             t1 = time.perf_counter()
             x = ctx.graph.x[mb.input_nodes].to(dev)
             out = model(x, [b.to(dev) for b in mb.blocks])
-            ctx.task.loss(out, ctx.task.target(items, 0).to(dev)).backward()
+            ctx.task.loss(out, draw.target.to(dev)).backward()
             device_seam.synchronize(dev)
             t2 = time.perf_counter()
-            if step > 0:  # step 0 warms up (lazy initialisation, caches)
+            if draw.step > 0:  # step 0 warms up (lazy initialisation, caches)
                 t_s, t_t, n = t_s + t1 - t0, t_t + t2 - t1, n + 1
     model.zero_grad(set_to_none=True)
     return (t_s / n, t_t / n) if n else (0.0, 0.0)

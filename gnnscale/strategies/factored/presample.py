@@ -2,10 +2,11 @@
 
 With ``cache=presample`` and sampler ranks, the trainers do not pre-sample: the samplers split
 the K pre-sampling epochs' micro-batches (the draws of
-:meth:`~gnnscale.cache.presample.PresamplePolicy.counts` with the trainers' world size, job
-``j`` to sampler ``j mod S``), each sums its visit counts, and one SUM all-reduce on the queue
-group (trainers contribute zeros) hands every rank the total. The trainers rank those counts
-exactly as the policy does, so their cache equals the one a single process would choose.
+:meth:`~gnnscale.cache.presample.PresamplePolicy.counts` on the run's schedule with the
+trainers' world size, so the task's own seeds; job ``j`` to sampler ``j mod S``), each sums
+its visit counts, and one SUM all-reduce on the queue group (trainers contribute zeros) hands
+every rank the total. The trainers rank those counts exactly as the policy does, so their
+cache equals the one a single process would choose.
 """
 
 from __future__ import annotations
@@ -41,8 +42,7 @@ def presample_hotness(strat) -> torch.Tensor | None:
     if strat.is_trainer:
         counts = torch.zeros(ctx.graph.num_nodes, dtype=torch.float64)
     else:
-        counts = policy.counts(ctx.graph, train_idx=ctx.graph.train_idx, sampler=ctx.sampler,
-                               batch_size=strat.batch_size, seed=ctx.seed,
+        counts = policy.counts(ctx.graph, schedule=strat.schedule, sampler=ctx.sampler,
                                world_size=alloc.trainers,
                                shard=(rank - alloc.trainers, alloc.samplers))
     seconds = time.perf_counter() - t0

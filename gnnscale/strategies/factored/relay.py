@@ -30,7 +30,6 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.distributed.ring import JobRing
-from gnnscale.sampling.schedule import micro_batch, sample_seed
 from gnnscale.strategies.factored.hosts import HostJobs
 from gnnscale.strategies.factored.queue import JobSender, pack, receive_parts
 
@@ -189,16 +188,14 @@ class Requests:
             self.sender.drain()
 
 
-def make_job(strat, batches: list[torch.Tensor], stats) -> Callable:
+def make_job(strat, stats) -> Callable:
     """``(epoch, step, slot) -> (header, body)``: sample job ``(step, slot)`` as every sampler
-    does (its seed fixed by the step and slot), counted in ``stats`` and the job log."""
-    jobs = strat.jobs_per_step
+    does (the schedule's draw: its seed fixed by the step and slot), counted in ``stats`` and
+    the job log."""
 
     def make(epoch: int, step: int, slot: int):
         t0 = time.perf_counter()
-        seeds = strat.ctx.task.seeds(micro_batch(batches[step], jobs, slot), epoch)
-        mb = strat.ctx.sampler.sample(strat.ctx.graph, seeds,
-                                      sample_seed(strat.ctx.seed, epoch, step, slot))
+        mb = strat.sample(strat.schedule.draw(epoch, step, slot))
         parts = pack(mb, epoch, step)
         stats.sample_seconds += time.perf_counter() - t0
         strat.job_log.append((epoch, step, slot))

@@ -6,8 +6,8 @@ trainers, fed over the network where the host has no samplers of its own:
 :mod:`~gnnscale.strategies.factored.hosts`, :mod:`~gnnscale.strategies.factored.relay`; one
 ring on one host). A step is J = m * T jobs (GNNLab's micro-batching of a step: m is
 ``strategy.jobs_per_trainer``), so that a faster trainer takes more of a step's jobs even at
-``staleness=0``. Job ``(step, slot)`` is step ``step``'s micro-batch ``slot`` of ``data`` with
-J ranks, sampled with ``sample_seed(seed, epoch, step, slot)`` by whichever sampler claims it
+``staleness=0``. Job ``(step, slot)`` is the draw ``schedule.draw(epoch, step, slot)`` of the
+run's schedule with J slots (``data``'s micro-batch with J ranks) by whichever sampler claims it
 next (:meth:`~gnnscale.distributed.ring.JobRing.claim_make`); it goes to the ring of trainer
 ``slot mod T``'s host, numbered ``(epoch * steps + step) * J_h + i`` there for the host's i-th
 of its J_h slots, and the host's trainers take jobs in that order, whichever is free first. A
@@ -50,7 +50,6 @@ from gnnscale.distributed import device as device_seam
 from gnnscale.distributed.ring import JobRing
 from gnnscale.distributed.topology import run_timeout
 from gnnscale.sampling.base import MiniBatch
-from gnnscale.sampling.schedule import micro_batch
 from gnnscale.strategies.factored.hosts import HostJobs
 from gnnscale.strategies.factored.queue import unpack
 from gnnscale.strategies.factored.relay import Relay, Requests, make_job
@@ -294,23 +293,22 @@ class _Stopped(Exception):
     """The feeder thread was told to stop while it waited."""
 
 
-def job_target(strat, batches: list[torch.Tensor], epoch: int, jobs: HostJobs):
+def job_target(strat, epoch: int, jobs: HostJobs):
     """Job number -> the task's target of its items (slot ``slot`` of step ``step``)."""
-    per_step = strat.jobs_per_step
 
     def target(number: int):
         step, slot = jobs.locate(number, epoch)
-        return strat.ctx.task.target(micro_batch(batches[step], per_step, slot), epoch)
+        return strat.schedule.target(epoch, step, slot)
 
     return target
 
 
-def taker_epoch(strat, ring: JobRing, epoch: int, batches: list[torch.Tensor],
-                stats: StepStats, progress=None) -> None:
-    """A trainer: take jobs until every job of the host's ring is taken; every step's
-    reduction. The host's first rank relays jobs from remote samplers meanwhile."""
+def taker_epoch(strat, ring: JobRing, epoch: int, steps: int, stats: StepStats,
+                progress=None) -> None:
+    """A trainer: take jobs until every job of the host's ring (``steps`` steps) is taken;
+    every step's reduction. The host's first rank relays jobs from remote samplers
+    meanwhile."""
     k, me = strat.staleness, strat.ctx.topo.rank
-    steps = len(batches)
     jobs = strat.ring_jobs(steps)
     base, end = jobs.base(epoch), jobs.end(epoch)
     ring.start(base)
@@ -319,7 +317,7 @@ def taker_epoch(strat, ring: JobRing, epoch: int, batches: list[torch.Tensor],
     trainers = jobs.per_step // strat.jobs_per_trainer  # the trainers of this ring
     tail = trainers - 1 if strat.jobs_per_trainer > 1 else 0
     feeder = Feeder(strat, ring, base, end, strat.prefetch,
-                    job_target(strat, batches, epoch, jobs), jobs.per_step, tail)
+                    job_target(strat, epoch, jobs), jobs.per_step, tail)
 
     def idle() -> None:
         if relay is not None:
@@ -375,14 +373,15 @@ class Produced:
     peak_in_flight: int = 0
 
 
-def sampler_epoch(strat, ring: JobRing | None, epoch: int, batches: list[torch.Tensor],
-                  stats: StepStats) -> Produced:
-    """A sampler: sample the next unclaimed job of its host's ring and put it there, answering
-    the relays that ask it meanwhile; with switching, train jobs as a standby trainer while
-    GNNLab's profit metric is positive. On a host without a ring it only answers relays."""
-    me, steps, k = strat.ctx.topo.rank, len(batches), strat.staleness
+def sampler_epoch(strat, ring: JobRing | None, epoch: int, steps: int, stats: StepStats
+                  ) -> Produced:
+    """A sampler: sample the next unclaimed job of its host's ring (of ``steps`` steps) and put
+    it there, answering the relays that ask it meanwhile; with switching, train jobs as a
+    standby trainer while GNNLab's profit metric is positive. On a host without a ring it only
+    answers relays."""
+    me, k = strat.ctx.topo.rank, strat.staleness
     out = Produced()
-    make = make_job(strat, batches, stats)
+    make = make_job(strat, stats)
     asks = Requests(strat, strat.hosts.relays_fed_by(me), strat.relay_groups, make)
     if ring is None:
         asks.finish(ring_timeout())
@@ -401,7 +400,7 @@ def sampler_epoch(strat, ring: JobRing | None, epoch: int, batches: list[torch.T
         asks.serve()
         if standby:
             reducer.post_until(open_step())
-            _maybe_train(strat, ring, reducer, stats, epoch, jobs, k, batches, asks.serve)
+            _maybe_train(strat, ring, reducer, stats, epoch, jobs, k, asks.serve)
 
     while (number := ring.claim_make(end)) is not None:
         step, slot = jobs.locate(number, epoch)
@@ -438,7 +437,7 @@ def _trainers_t_train(strat, ring: JobRing) -> float:
 
 
 def _maybe_train(strat, ring: JobRing, reducer: SlotReducer, stats: StepStats, epoch: int,
-                 jobs: HostJobs, k: int, batches: list[torch.Tensor], serve) -> None:
+                 jobs: HostJobs, k: int, serve) -> None:
     """A standby trainer's decision (GNNLab section 5.3) and, when it pays, one job trained;
     ``serve`` answers its relays while it waits for a step's update."""
     t_train = _trainers_t_train(strat, ring)
@@ -466,7 +465,7 @@ def _maybe_train(strat, ring: JobRing, reducer: SlotReducer, stats: StepStats, e
     dev = strat.ctx.topo.device
     t0 = time.perf_counter()
     x = strat.ctx.graph.x[mb.input_nodes].to(dev)  # a standby trainer has no cache
-    y = device_seam.to_device(job_target(strat, batches, epoch, jobs)(number), dev)
+    y = device_seam.to_device(strat.schedule.target(epoch, step, slot), dev)
     stats.load_seconds += time.perf_counter() - t0
     before = stats.train_seconds
     loss = train_job(strat, mb, x, y, stats, (epoch, step, slot))

@@ -3,10 +3,11 @@
 Ranks ``0 .. T-1`` train, ranks ``T .. N-1`` sample (``strategy.samplers``: a count, or
 ``auto``: GNNLab's rule on times profiled on the first micro-batches, see
 :mod:`~gnnscale.strategies.factored.allocation`). The trainers draw exactly ``strategy=data``'s
-mini-batches with T ranks: step ``s`` of epoch ``e`` gives trainer ``t`` the micro-batch
-``micro_batch(batch, T, t)`` sampled with ``sample_seed(seed, e, s, t)``. A static scheduler
-hands job ``j = s * T + t`` to sampler ``j mod S`` (each job exactly once, each sampler in
-job order); samplers send jobs through the bounded global queue
+mini-batches with T ranks: step ``s`` of epoch ``e`` gives trainer ``t`` the draw
+``schedule.draw(e, s, t)`` of the run's schedule with T slots per step (its items, the task's
+seeds of them, the sample seed of ``(e, s, t)``). A static scheduler hands job
+``j = s * T + t`` to sampler ``j mod S`` (each job exactly once, each sampler in job order);
+samplers send jobs through the bounded global queue
 (:mod:`~gnnscale.strategies.factored.queue`) and trainers train exactly as ``DataParallel`` does,
 with gradients averaged over the trainers' process group, so with no staleness a step equals
 ``strategy=data`` on the same samples. One rank samples the whole epoch, then trains.
@@ -40,8 +41,7 @@ from gnnscale.distributed import ring as job_ring
 from gnnscale.distributed.collectives import new_group
 from gnnscale.distributed.device import Purpose
 from gnnscale.errors import ConfigError
-from gnnscale.sampling.base import MiniBatch
-from gnnscale.sampling.schedule import epoch_batches, micro_batch, sample_seed
+from gnnscale.sampling.schedule import Draw
 from gnnscale.strategies.base import RunContext
 from gnnscale.strategies.data.strategy import DataParallel
 from gnnscale.strategies.factored import shared
@@ -116,6 +116,7 @@ class Factored(DataParallel):
         elif self.jobs_per_trainer is None:
             self.jobs_per_trainer = auto_jobs_per_trainer(True, trainers, self.staleness)
         self.jobs_per_step = trainers * self.jobs_per_trainer  # J: a step's jobs (slots)
+        self.schedule = self.schedule.replace(slots=self.jobs_per_step)
         if topo.rank == 0 and self.jobs_per_trainer > 1:
             print(f"factored: each step is {self.jobs_per_step} jobs ({self.jobs_per_trainer} "
                   f"per trainer) on the shared queue", flush=True)
@@ -199,46 +200,31 @@ class Factored(DataParallel):
                   f"{alloc.trainers} trainer(s) of {world} ranks", flush=True)
         return alloc
 
-    # -- the schedule (data's with T ranks) -----------------------------------------------------
-    def epoch_batches(self, epoch: int) -> list[torch.Tensor]:
-        """The global mini-batches, each with one target per job at least."""
-        return epoch_batches(self.ctx.task.train_items(), self.batch_size, self.ctx.seed, epoch,
-                             min_size=self.jobs_per_step)
-
-    def micro_batch(self, batch: torch.Tensor) -> torch.Tensor:
-        """A trainer's share of a global mini-batch (its trainer rank among trainers)."""
-        return micro_batch(batch, self.alloc.trainers, self.train_topo.rank)
-
-    def sample(self, job: tuple[int, int, torch.Tensor]) -> MiniBatch:
-        """The sample of job ``(epoch, step, targets)``, seeded by its trainer slot."""
-        epoch, step, items = job
-        seed = sample_seed(self.ctx.seed, epoch, step, self.train_topo.rank)
-        return self.ctx.sampler.sample(self.ctx.graph, self.ctx.task.seeds(items, epoch), seed)
-
+    # -- the schedule (data's with J slots: T on fixed routes) ----------------------------------
     def sampler_of(self, step: int, trainer: int) -> int:
         """The rank that samples job ``(step, trainer)``."""
         j = step * self.alloc.trainers + trainer
         return self.alloc.trainers + j % self.alloc.samplers
 
     # -- trainers -------------------------------------------------------------------------------
-    def samples(self, jobs: list[tuple[int, int, torch.Tensor]]) -> Iterator:
+    def samples(self, jobs: list[Draw]) -> Iterator:
         """``(MiniBatch, seconds waited)`` of this trainer's jobs, in step order."""
         if self.alloc.samplers == 0:  # one rank: sample the whole epoch, then train
             t0 = time.perf_counter()
             drawn = [self.sample(job) for job in jobs]
             waited = time.perf_counter() - t0
-            for (epoch, step, _), mb in zip(jobs, drawn):
-                self._consumed(epoch, step, 0)
+            for job, mb in zip(jobs, drawn):
+                self._consumed(job.epoch, job.step, 0)
                 yield mb, waited
                 waited = 0.0
             return
         layers = self.ctx.sampler.num_layers
-        for epoch, step, targets in jobs:
+        for job in jobs:
+            epoch, step = job.epoch, job.step
             t0 = time.perf_counter()
             got_epoch, got_step, mb, nbytes = receive(
                 self.sampler_of(step, self.train_topo.rank), layers, self.queue_group)
-            if (got_epoch, got_step) != (epoch, step) or \
-                    mb.num_targets != self.ctx.task.seeds(targets, epoch).numel():
+            if (got_epoch, got_step) != (epoch, step) or mb.num_targets != job.seeds.numel():
                 raise RuntimeError(f"trainer {self.train_topo.rank} expected job (epoch {epoch}, "
                                    f"step {step}) and received (epoch {got_epoch}, step "
                                    f"{got_step})")
@@ -295,14 +281,12 @@ class Factored(DataParallel):
         trainers, me = self.alloc.trainers, self.ctx.topo.rank
         sender = JobSender(self.queue_group, self.queue_depth)
         busy, t_epoch = 0.0, time.perf_counter()
-        for step, batch in enumerate(self.epoch_batches(epoch)):
+        for step in range(self.schedule.num_steps(epoch)):
             for t in range(trainers):
                 if self.sampler_of(step, t) != me:
                     continue
                 t0 = time.perf_counter()
-                seeds = self.ctx.task.seeds(micro_batch(batch, trainers, t), epoch)
-                mb = self.ctx.sampler.sample(self.ctx.graph, seeds,
-                                             sample_seed(self.ctx.seed, epoch, step, t))
+                mb = self.sample(self.schedule.draw(epoch, step, t))
                 header, body = pack(mb, epoch, step)
                 busy += time.perf_counter() - t0
                 sender.send(t, header, body)
@@ -317,16 +301,16 @@ class Factored(DataParallel):
 
     # -- the shared queue, or routes with switching or staleness: reductions per step ----------
     def _synced_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
-        batches = self.epoch_batches(epoch)
+        steps = self.schedule.num_steps(epoch)
         t_epoch = time.perf_counter()
         stats = StepStats()
         if not self.shared:
             self.reducer = StepReducer(self, stats)
         if not self.is_trainer:
             if self.shared:
-                sender = shared.sampler_epoch(self, self.ring, epoch, batches, stats)
+                sender = shared.sampler_epoch(self, self.ring, epoch, steps, stats)
             else:
-                sender = sampler_epoch(self, epoch, batches, stats)
+                sender = sampler_epoch(self, epoch, steps, stats)
             self.trained_log = stats.trained
             elapsed = time.perf_counter() - t_epoch
             busy = stats.sample_seconds
@@ -343,16 +327,16 @@ class Factored(DataParallel):
         self._received_bytes = 0
         self.store.reset_epoch()
         if self.shared:
-            shared.taker_epoch(self, self.ring, epoch, batches, stats, progress)
+            shared.taker_epoch(self, self.ring, epoch, steps, stats, progress)
         else:
-            trainer_epoch(self, epoch, batches, stats, progress)
+            trainer_epoch(self, epoch, steps, stats, progress)
         self.trained_log = stats.trained
         self.job_log = list(stats.trained)
-        m = {"epoch_time": time.perf_counter() - t_epoch, "steps": float(len(batches)),
+        m = {"epoch_time": time.perf_counter() - t_epoch, "steps": float(steps),
              "sample_time": stats.queue_wait, "load_time": stats.load_seconds,
              "compute_time": stats.train_seconds, "comm_time": stats.reduce_wait,
              # the mean over the step's J jobs (= the global batch), as every strategy reports
-             "train_loss": stats.loss_sum / max(len(batches) * self.jobs_per_step, 1),
+             "train_loss": stats.loss_sum / max(steps * self.jobs_per_step, 1),
              "edges_computed": float(stats.edges), "nodes_loaded": float(stats.nodes),
              "bytes_allreduce": float(stats.bytes_reduced)}
         m.update(self.store.epoch_stats())

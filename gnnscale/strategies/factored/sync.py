@@ -33,7 +33,6 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.sampling.base import MiniBatch
-from gnnscale.sampling.schedule import micro_batch, sample_seed
 from gnnscale.strategies.factored.queue import JobSender, pack, receive, taken_marker
 
 EXTRA = 3  # loss sum, trainers' seconds, trainers' jobs
@@ -133,12 +132,11 @@ def train_job(strat, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor, stats: Ste
     return value
 
 
-def trainer_epoch(strat, epoch: int, batches: list[torch.Tensor], stats: StepStats,
-                  progress=None) -> None:
-    """A trainer: each step, its job from the queue (or a taken marker), then the reduction."""
+def trainer_epoch(strat, epoch: int, steps: int, stats: StepStats, progress=None) -> None:
+    """A trainer: each of the ``steps`` steps, its job from the queue (or a taken marker), then
+    the reduction."""
     me, layers, dev = strat.train_topo.rank, strat.ctx.sampler.num_layers, strat.ctx.topo.device
-    trainers = strat.alloc.trainers
-    for step in range(len(batches)):
+    for step in range(steps):
         t0 = time.perf_counter()
         got_epoch, got_step, mb, nbytes = receive(strat.sampler_of(step, me), layers,
                                                   strat.queue_group)
@@ -152,7 +150,7 @@ def trainer_epoch(strat, epoch: int, batches: list[torch.Tensor], stats: StepSta
             t1 = time.perf_counter()
             strat.visited(mb.input_nodes)
             x = strat.store.gather(mb.input_nodes)
-            y = strat.ctx.task.target(micro_batch(batches[step], trainers, me), epoch).to(dev)
+            y = strat.schedule.target(epoch, step, me).to(dev)
             stats.load_seconds += time.perf_counter() - t1
             before = stats.train_seconds
             loss = train_job(strat, mb, x, y, stats, (epoch, step, me))
@@ -169,11 +167,10 @@ def _profit(remaining: int, trainers: int, t_train: float, own: float) -> float:
     return float("inf") if trainers == 0 else remaining * t_train / trainers - own
 
 
-def sampler_epoch(strat, epoch: int, batches: list[torch.Tensor], stats: StepStats
-                  ) -> JobSender:
-    """A sampler: sample ahead, hand each step's jobs out, train one as a standby trainer while
-    the profit metric is positive, and join every step's reduction."""
-    trainers, me, steps = strat.alloc.trainers, strat.ctx.topo.rank, len(batches)
+def sampler_epoch(strat, epoch: int, steps: int, stats: StepStats) -> JobSender:
+    """A sampler: sample ahead, hand each of the ``steps`` steps' jobs out, train one as a
+    standby trainer while the profit metric is positive, and join every step's reduction."""
+    trainers, me = strat.alloc.trainers, strat.ctx.topo.rank
     sender = JobSender(strat.queue_group, strat.queue_depth)
     ready: dict[int, list] = {}
 
@@ -182,9 +179,7 @@ def sampler_epoch(strat, epoch: int, batches: list[torch.Tensor], stats: StepSta
         ready[step] = []
         for t in range(trainers):
             if strat.sampler_of(step, t) == me:
-                targets = strat.ctx.task.seeds(micro_batch(batches[step], trainers, t), epoch)
-                mb = strat.ctx.sampler.sample(strat.ctx.graph, targets,
-                                              sample_seed(strat.ctx.seed, epoch, step, t))
+                mb = strat.sample(strat.schedule.draw(epoch, step, t))
                 ready[step].append((t, mb))
                 strat.job_log.append((epoch, step, t))
         stats.sample_seconds += time.perf_counter() - t0
@@ -218,7 +213,7 @@ def sampler_epoch(strat, epoch: int, batches: list[torch.Tensor], stats: StepSta
             strat.visited(mb.input_nodes)  # sent to rank 0 at the epoch's end (footprint)
             t0 = time.perf_counter()
             x = strat.ctx.graph.x[mb.input_nodes]
-            y = strat.ctx.task.target(micro_batch(batches[step], trainers, t), epoch)
+            y = strat.schedule.target(epoch, step, t)
             stats.load_seconds += time.perf_counter() - t0
             before = stats.train_seconds
             loss = train_job(strat, mb, x, y, stats, (epoch, step, t))

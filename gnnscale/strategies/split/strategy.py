@@ -31,7 +31,7 @@ from gnnscale.distributed.collectives import new_group, sum_gradients
 from gnnscale.distributed.device import Purpose
 from gnnscale.sampling.base import Block, MiniBatch
 from gnnscale.sampling.prefetch import Prefetcher
-from gnnscale.sampling.schedule import sample_seed
+from gnnscale.sampling.schedule import Draw
 from gnnscale.strategies.base import RunContext, SamplingStrategy
 from gnnscale.strategies.split.config import SplitParallelConfig
 from gnnscale.strategies.split.splitter import (
@@ -96,6 +96,8 @@ class SplitParallel(SamplingStrategy):
                  preaggregate: bool = False, sample_workers: int = 0,
                  sample_on: str = "all") -> None:
         super().__init__(ctx, batch_size, prefetch, sample_workers)
+        # one sample per step, of the whole mini-batch (slot 0), still a target per rank
+        self.schedule = self.schedule.replace(slots=1, min_size=ctx.topo.world_size)
         SplitParallelConfig(sample_on=sample_on).check()
         self.sample_on = sample_on
         self.received_bytes = 0
@@ -118,8 +120,8 @@ class SplitParallel(SamplingStrategy):
         # a rank loads only rows it caches or no rank caches: never a peer's (fetch_remote)
         self.store = build_feature_store(
             ctx.graph, ctx.cache_policy, topo=topo, device=topo.device,
-            train_idx=ctx.graph.train_idx, sampler=ctx.sampler, batch_size=self.batch_size,
-            part=part, seed=ctx.seed, fetch_remote=False,
+            schedule=self.schedule, sampler=ctx.sampler, part=part, seed=ctx.seed,
+            fetch_remote=False,
         )
         # layer-0 owner: the rank caching the feature, else the partition owner
         self.own_in = self.own_part.clone()
@@ -149,16 +151,14 @@ class SplitParallel(SamplingStrategy):
         return self._module.widths(self.ctx.graph.num_features)
 
     # -- one step ----------------------------------------------------------------------------
-    def sample(self, job: tuple[int, int, torch.Tensor]) -> MiniBatch:
+    def sample(self, draw: Draw) -> MiniBatch:
         """The shared sample of one step (collective: rank 0 samples, the others receive)."""
-        epoch, step, targets = job
         ctx = self.ctx
         mb = None
         if ctx.topo.rank == 0 and self._pool_feed is not None:
             mb, _ = next(self._pool_feed)  # the pool yields the epoch's jobs in step order
         elif ctx.topo.rank == 0:
-            mb = ctx.sampler.sample(ctx.graph, ctx.task.seeds(targets, epoch),
-                                    sample_seed(ctx.seed, epoch, step, 0))
+            mb = ctx.sampler.sample(ctx.graph, draw.seeds, draw.sample_seed)
         if ctx.topo.world_size == 1:
             return mb
         mb = broadcast_sample(mb, ctx.sampler.num_layers, self.sample_group)
@@ -174,30 +174,28 @@ class SplitParallel(SamplingStrategy):
                             preagg=self.preagg, costs=self.costs, budget=self.budget,
                             gcn_block_norm=self.gcn_block)
 
-    def prepare(self, job: tuple[int, int, torch.Tensor]) -> tuple[MiniBatch, SplitPlan, float]:
+    def prepare(self, draw: Draw) -> tuple[MiniBatch, SplitPlan, float]:
         """Sample (or receive) and split one step; returns the split's seconds too."""
-        mb = self.sample(job)
+        mb = self.sample(draw)
         t0 = time.perf_counter()
         plan = self.split(mb)
         return mb, plan, time.perf_counter() - t0
 
-    def prepare_round(self, job: tuple[int, int, list[torch.Tensor]]
-                      ) -> list[tuple[SplitPlan, float, float]]:
-        """Steps ``first .. first + world - 1`` of an epoch (parallel split-samplers): this rank
-        samples step ``first + rank`` and splits it for every rank, one all-to-all hands each
-        rank its parts; returns, in step order, ``(this rank's plan, sampling seconds, split
-        seconds)`` (the seconds are this rank's own, on the step it sampled)."""
-        epoch, first, batches = job
+    def prepare_round(self, draws: list[Draw]) -> list[tuple[SplitPlan, float, float]]:
+        """A round of at most ``world`` consecutive steps of an epoch (parallel
+        split-samplers): this rank samples the round's ``rank``-th step and splits it for every
+        rank, one all-to-all hands each rank its parts; returns, in step order, ``(this rank's
+        plan, sampling seconds, split seconds)`` (the seconds are this rank's own, on the step
+        it sampled)."""
         ctx, world, rank = self.ctx, self.ctx.topo.world_size, self.ctx.topo.rank
         parts = [torch.empty(0, dtype=torch.int64)] * world
         t_sample = t_split = 0.0
-        if rank < len(batches):
+        if rank < len(draws):
             t0 = time.perf_counter()
             if self._pool_feed is not None:
                 mb, _ = next(self._pool_feed)  # this rank's steps, in order
             else:
-                mb = ctx.sampler.sample(ctx.graph, ctx.task.seeds(batches[rank], epoch),
-                                        sample_seed(ctx.seed, epoch, first + rank, 0))
+                mb = ctx.sampler.sample(ctx.graph, draws[rank].seeds, draws[rank].sample_seed)
             t1 = time.perf_counter()
             parts = [pack_plan(plan) for plan in split_sample_all(
                 mb, self.own_in, self.own_part, world, preagg=self.preagg, costs=self.costs,
@@ -244,26 +242,27 @@ class SplitParallel(SamplingStrategy):
             h = self._module.layer(i, xi, lp.block.to(dev))
         return h
 
-    def step(self, epoch: int, index: int, batch: torch.Tensor) -> float:
+    def step(self, epoch: int, index: int) -> float:
         """One whole step inline (sample or receive, split, load, train); returns the loss of
         the whole mini-batch. Collective."""
-        mb, plan, _ = self.prepare((epoch, index, batch))
+        draw = self.schedule.draw(epoch, index, 0)
+        mb, plan, _ = self.prepare(draw)
         self.last_plan = plan
-        return self.train_step(mb, plan, self.load(mb, plan), (epoch, index, batch))
+        return self.train_step(mb, plan, self.load(mb, plan), draw)
 
     def train_step(self, mb: MiniBatch | None, plan: SplitPlan, x: torch.Tensor,
-                   job: tuple[int, int, torch.Tensor] | None = None) -> float:
+                   draw: Draw | None = None) -> float:
         """Forward, backward, summed gradient all-reduce and optimizer step; returns the loss
-        of the whole mini-batch (the same on every rank). ``job`` ``(epoch, step, items)``:
-        the task's loss of those items from the rows each rank owns (without it: the loss of
-        the plan's own targets, node classification)."""
+        of the whole mini-batch (the same on every rank). ``draw``: the task's loss of its
+        items from the rows each rank owns (without it: the loss of the plan's own targets,
+        node classification)."""
         self._module.train()
         self._optimizer.zero_grad(set_to_none=True)
         out = self.forward(x, plan)
-        epoch, _, items = job if job is not None else (0, 0, plan.target_ids)
-        loss = self.ctx.task.sharded_loss(out, plan.target_ids, items, epoch, self.group) \
-            if job is not None else self.ctx.task.loss(out, self.ctx.task.target(items, 0),
-                                                       total=plan.num_targets)
+        task = self.ctx.task
+        loss = task.sharded_loss(out, plan.target_ids, draw.items, draw.epoch, self.group) \
+            if draw is not None else task.loss(out, task.target(plan.target_ids, 0),
+                                               total=plan.num_targets)
         loss.backward()
         total = self.allreduce_grads(loss.detach())
         self._optimizer.step()
@@ -282,7 +281,7 @@ class SplitParallel(SamplingStrategy):
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
         """Every shared mini-batch of ``epoch``: split, load owned rows, shuffle, train."""
         ctx, world = self.ctx, self.ctx.topo.world_size
-        jobs = [(epoch, s, b) for s, b in enumerate(self.epoch_batches(epoch))]
+        jobs = list(self.schedule.draws(epoch))
         m = dict.fromkeys(("sample_time", "split_time", "load_time", "compute_time",
                            "train_loss", "edges_computed", "nodes_loaded", "steps",
                            "replicated_rows", "edge_ratio_sum"), 0.0)
@@ -292,10 +291,8 @@ class SplitParallel(SamplingStrategy):
         self.allreduce_seconds, self.allreduce_bytes = 0.0, 0
         self.store.reset_epoch()
         if self.pool is not None:  # the steps this rank samples, in order
-            mine = [j for j in jobs if not self.parallel or j[1] % world == ctx.topo.rank]
-            self._pool_feed = self.pool.map(
-                [(ctx.task.seeds(b, epoch), sample_seed(ctx.seed, epoch, s, 0))
-                 for _, s, b in mine])
+            mine = [d for d in jobs if not self.parallel or d.step % world == ctx.topo.rank]
+            self._pool_feed = self.pool.map([(d.seeds, d.sample_seed) for d in mine])
         t_epoch = time.perf_counter()
         try:
             self._run_steps(jobs, m, per_rank, progress)
@@ -344,8 +341,7 @@ class SplitParallel(SamplingStrategy):
         leader's broadcast samples split here."""
         if self.parallel:
             world = self.ctx.topo.world_size
-            rounds = [(jobs[0][0], s, [b for _, _, b in jobs[s:s + world]])
-                      for s in range(0, len(jobs), world)]
+            rounds = [jobs[s:s + world] for s in range(0, len(jobs), world)]
             with closing(iter(Prefetcher(self.prepare_round, rounds, self.prefetch))) as feed:
                 for steps, _ in feed:
                     yield from steps
