@@ -5,7 +5,9 @@ caching its feature, else its partition), the others by the partition book (``ow
 looked up densely by global id). A rank's :class:`SplitPlan` lists the layer-0 rows it loads,
 and per layer its local block (destinations first, sources, then one virtual row per
 pre-aggregated (destination, sender)), where each local source row comes from (its own rows
-or the shuffle) and the shuffle's send/receive lists.
+or the shuffle) and the shuffle's send/receive lists. A plan's local blocks carry no ``e_id``
+or ``edge_type`` (the native split does not say which sample edge each local edge is, and
+pre-aggregated edges are none), even when the sample's blocks do.
 """
 
 from __future__ import annotations
