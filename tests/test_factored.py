@@ -138,7 +138,8 @@ def test_queue_wire_format_round_trips():
     n_id = torch.tensor([5, 2, 9, 7, 1])
     weights = torch.tensor([3.0, 1.0, 0.1])  # visit counts, and a value no int64 would keep
     blocks = [Block(torch.tensor([[2, 3, 4], [0, 1, 1]]), (5, 2), n_id, weights),
-              Block(torch.tensor([[1], [0]]), (2, 1), torch.tensor([8, 6])),
+              Block(torch.tensor([[1], [0]]), (2, 1), torch.tensor([8, 6]),
+                    e_id=torch.tensor([12]), edge_type=torch.tensor([1])),
               Block(torch.tensor([[0], [0]]), (1, 1))]
     header, body = pack(MiniBatch(n_id, blocks, 1), 4, 7)
     epoch, step, mb = unpack(header, body)
@@ -153,6 +154,9 @@ def test_queue_wire_format_round_trips():
         if want.edge_weight is not None:
             assert got.edge_weight.dtype == torch.float32
             assert torch.equal(got.edge_weight, want.edge_weight)
+        for name in ("e_id", "edge_type"):  # the codec's fields travel through the queue too
+            a, b = getattr(got, name), getattr(want, name)
+            assert (a is None) == (b is None) and (b is None or torch.equal(a, b))
     assert body.numel() == body_size(header)
 
 

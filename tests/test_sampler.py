@@ -162,6 +162,45 @@ def test_fanout_minus_one_is_full_in_neighborhood():
     assert set(batch.n_id.tolist()) == hop2
 
 
+def _check_edge_ids(graph, batch):
+    """Every block's ``e_id`` names its edges: source ``indices[e_id]``, in the destination's
+    ``indptr`` range."""
+    for b in batch.blocks:
+        assert b.e_id is not None and b.e_id.dtype == torch.int64
+        src, dst = batch.n_id[b.edge_index[0]], batch.n_id[b.edge_index[1]]
+        assert torch.equal(graph.indices[b.e_id], src)
+        assert bool(((graph.indptr[dst] <= b.e_id) & (b.e_id < graph.indptr[dst + 1])).all())
+
+
+def test_blocks_carry_edge_ids_and_types_when_asked_or_typed():
+    graph = _graph(n=200, e=2000)
+    seeds = torch.arange(0, 200, 9)
+    plain = NeighborSampler([4, 3]).sample(graph, seeds, seed=3)
+    assert all(b.e_id is None and b.edge_type is None for b in plain.blocks)
+    asked = NeighborSampler([4, 3], with_edge_ids=True).sample(graph, seeds, seed=3)
+    assert torch.equal(asked.n_id, plain.n_id)  # the same sample, with its edge ids
+    assert all(torch.equal(a.edge_index, b.edge_index) for a, b in zip(asked.blocks,
+                                                                      plain.blocks))
+    _check_edge_ids(graph, asked)
+    assert all(b.edge_type is None for b in asked.blocks)
+    full = FullNeighborSampler(2, with_edge_ids=True).sample(graph, seeds, seed=0)
+    _check_edge_ids(graph, full)
+    dst = full.n_id[: full.blocks[-1].num_dst]  # the targets' block holds every in-edge
+    assert full.blocks[-1].e_id.sort().values.tolist() == [
+        e for v in dst.tolist() for e in range(int(graph.indptr[v]), int(graph.indptr[v + 1]))]
+    # a graph with edge types: ids without asking, and each edge's type
+    graph.type_per_edge = (torch.arange(graph.num_edges) % 3).to(torch.int16)
+    typed = NeighborSampler([4, 3]).sample(graph, seeds, seed=3)
+    assert torch.equal(typed.n_id, plain.n_id)
+    _check_edge_ids(graph, typed)
+    for b in typed.blocks:
+        assert b.edge_type.dtype == torch.int64
+        assert torch.equal(b.edge_type, graph.type_per_edge[b.e_id].long())
+    moved = typed.blocks[0].to("cpu")
+    assert torch.equal(moved.e_id, typed.blocks[0].e_id)
+    assert torch.equal(moved.edge_type, typed.blocks[0].edge_type)
+
+
 def test_int32_indices_give_the_same_sample():
     g64 = _graph(n=500, e=6000, seed=4)
     g32 = GraphStore(indptr=g64.indptr, indices=g64.indices.int())
@@ -207,6 +246,9 @@ def test_schemas_build_samplers():
     assert sampler.num_layers == 3
     full = registry.build(OmegaConf.structured(FullNeighborSamplerConfig(num_layers=2)))
     assert isinstance(full, FullNeighborSampler) and full.fanouts == [-1, -1]
+    assert not sampler.with_edge_ids and not full.with_edge_ids
+    asked = registry.build(OmegaConf.structured(NeighborSamplerConfig(with_edge_ids=True)))
+    assert asked.with_edge_ids and "with_edge_ids=True" in repr(asked)
 
 
 def test_bad_inputs_give_clear_errors():

@@ -44,7 +44,8 @@ void check_sample_neighbors(const at::Tensor& indptr, const at::Tensor& indices,
 TORCH_LIBRARY_FRAGMENT(gnnscale, m) {
   m.def(
       "sample_neighbors(Tensor indptr, Tensor indices, Tensor? weights, Tensor seeds, "
-      "int[] fanouts, bool replace, int seed, int num_threads=0) -> (Tensor, Tensor, Tensor[])");
+      "int[] fanouts, bool replace, int seed, int num_threads=0, bool return_edge_ids=False) "
+      "-> (Tensor, Tensor, Tensor[], Tensor[])");
 }
 
 }  // namespace gnnscale::sampling

@@ -10,21 +10,27 @@ from gnnscale.ops._loader import native
 
 def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor | None,
                      seeds: torch.Tensor, fanouts: list[int], replace: bool,
-                     seed: int, num_threads: int = 0
-                     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+                     seed: int, num_threads: int = 0, *, edge_ids: bool = False
+                     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor],
+                                list[torch.Tensor] | None]:
     """Multi-hop neighbor sampling over a CSC graph (``indptr`` int64, ``indices`` int64/int32,
     optional float32 edge ``weights``), from int64 ``seeds``, ``fanouts[h]`` per hop (-1: all).
 
-    Returns ``(n_id, counts, edges)``: the sampled global ids (seeds first, then each hop's new
-    ones), the cumulative vertex counts after each hop (``counts[0]`` = number of seeds), and per
-    hop a ``(2, E_h)`` edge list in local ids (row 0 source, row 1 destination). The draw of
-    vertex ``v`` in hop ``h`` is keyed by ``(seed, h, v)``: the same ``seed`` gives the same
-    sample whatever the thread count. ``num_threads``: threads to use, the caller included
+    Returns ``(n_id, counts, edges, e_ids)``: the sampled global ids (seeds first, then each
+    hop's new ones), the cumulative vertex counts after each hop (``counts[0]`` = number of
+    seeds), per hop a ``(2, E_h)`` edge list in local ids (row 0 source, row 1 destination),
+    and, with ``edge_ids``, per hop the int64 ``[E_h]`` global ids of those edges (their
+    positions in ``indices``: ``indices[e_id]`` is the source's global id and ``e_id`` lies in
+    the destination's ``indptr`` range), else None; asking for them changes nothing else. The
+    draw of vertex ``v`` in hop ``h`` is keyed by ``(seed, h, v)``: the same ``seed`` gives the
+    same sample whatever the thread count. ``num_threads``: threads to use, the caller included
     (0: ``torch.get_num_threads()`` of the calling thread). Bad inputs raise a ``RuntimeError``
     naming the argument.
     """
-    return native().sample_neighbors(indptr, indices, weights, seeds, list(fanouts),
-                                     bool(replace), int(seed), int(num_threads))
+    n_id, counts, edges, e_ids = native().sample_neighbors(
+        indptr, indices, weights, seeds, list(fanouts), bool(replace), int(seed),
+        int(num_threads), bool(edge_ids))
+    return n_id, counts, edges, (e_ids if edge_ids else None)
 
 
 def random_walk_top_k(indptr: torch.Tensor, indices: torch.Tensor, targets: torch.Tensor,

@@ -1,5 +1,6 @@
 """Samplers that turn seed vertices into per-layer bipartite blocks (see ``base``;
-``schemas``: the options' typed configs, torch-free)."""
+``schemas``: the options' typed configs, torch-free; ``codec``: a mini-batch's one wire
+format)."""
 
 from gnnscale.lazy import lazy_exports
 

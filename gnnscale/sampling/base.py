@@ -4,6 +4,11 @@ Local ids are cumulative: ``n_id`` lists the global ids of every vertex of the s
 targets first, then each hop's new sources. Block ``l`` (input layer first) has
 ``size = (n_src, n_dst)``; its destinations are the first ``n_dst`` of its sources, so a layer
 runs as ``conv((x, x[:n_dst]), block.edge_index, size=block.size)``.
+
+A block may carry its edges' global ids (``e_id``: their CSC positions in the graph, the ids
+edge features are stored by) and edge types (``edge_type``: ``graph.type_per_edge[e_id]``, on
+graphs with more than one edge type). A mini-batch crosses processes as one header and one
+flat body (:mod:`gnnscale.sampling.codec`).
 """
 
 from __future__ import annotations
@@ -26,12 +31,19 @@ class Block:
     ``edge_weight`` (optional, float, one per edge) weighs the edges in the aggregation: the
     random-walk sampler's visit counts (SAGE: importance pooling, GCN: weighted degrees, GIN: a
     weighted sum); None aggregates every edge alike.
+    ``e_id`` (optional, int64, one per edge) are the edges' global ids (CSC positions: the
+    graph's ``indices[e_id]`` is each edge's global source); None when the sampler was not
+    asked for them or its edges are not graph edges (random walks). ``edge_type`` (optional,
+    int64, one per edge) is each edge's type, ``graph.type_per_edge[e_id]``; None when the
+    graph has one edge type.
     """
 
     edge_index: torch.Tensor
     size: tuple[int, int]
     src_ids: torch.Tensor | None = None
     edge_weight: torch.Tensor | None = None
+    e_id: torch.Tensor | None = None
+    edge_type: torch.Tensor | None = None
 
     @property
     def num_src(self) -> int:
@@ -51,9 +63,12 @@ class Block:
     def to(self, device: torch.device | str) -> Block:
         """The block with its tensors on ``device`` (copies as the device seam says)."""
         device = torch.device(device)
-        ids = None if self.src_ids is None else to_device(self.src_ids, device)
-        w = None if self.edge_weight is None else to_device(self.edge_weight, device)
-        return Block(to_device(self.edge_index, device), self.size, ids, w)
+
+        def move(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else to_device(t, device)
+
+        return Block(to_device(self.edge_index, device), self.size, move(self.src_ids),
+                     move(self.edge_weight), move(self.e_id), move(self.edge_type))
 
 
 @dataclass
@@ -92,6 +107,9 @@ class Sampler(ABC):
     #: Whether the blocks carry ``edge_weight`` (strategies and models that cannot use edge
     #: weights refuse such a sampler before any rank starts).
     weighted_blocks: bool = False
+    #: Whether the blocks carry ``e_id`` on every graph (samplers of graph edges set it when
+    #: asked; they carry it on graphs with edge types whatever this says, for ``edge_type``).
+    with_edge_ids: bool = False
 
     @abstractmethod
     def sample(self, graph: GraphStore, seeds: torch.Tensor, seed: int = 0) -> MiniBatch:

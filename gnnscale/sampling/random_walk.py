@@ -8,7 +8,8 @@ do: each block's destinations are the first ``n_dst`` of its sources, and each h
 vertices are appended to ``n_id`` in ascending id order. The walks run in the native op
 :func:`gnnscale.ops.sampling.random_walk_top_k`: walk ``w`` of vertex ``v`` in hop ``h`` is
 keyed by ``(seed, h, v, w)``, so a draw is a function of ``seed``, the seeds and the graph
-only, whatever the thread count.
+only, whatever the thread count. A block's edges are synthetic (a vertex to the vertices its
+walks visit, not graph edges), so its ``e_id`` and ``edge_type`` are None.
 """
 
 from __future__ import annotations

@@ -25,13 +25,16 @@ class SamplerConfig(Options):
 @dataclass
 class NeighborSamplerConfig(SamplerConfig):
     """``sampler=neighbor``: per-layer fanouts, target layer first; -1 = all neighbors;
-    ``threads``: native sampling threads, 0 = automatic (see ``NeighborSampler``)."""
+    ``threads``: native sampling threads, 0 = automatic; ``with_edge_ids``: blocks carry their
+    edges' global ids on every graph, not only on graphs with edge types (see
+    ``NeighborSampler``)."""
 
     _target_: str = "gnnscale.sampling.neighbor.NeighborSampler"
     fanouts: list[int] = field(default_factory=lambda: [15, 10, 5])
     replace: bool = False
     weighted: bool = False
     threads: int = 0
+    with_edge_ids: bool = False
 
     def check(self) -> None:
         """At least one fanout, each -1 or >= 0; threads >= 0."""
@@ -60,9 +63,11 @@ class HopsSamplerConfig(SamplerConfig):
 @register("sampler", "full")
 @dataclass
 class FullNeighborSamplerConfig(HopsSamplerConfig):
-    """``sampler=full``: whole in-neighborhoods, ``num_layers`` hops."""
+    """``sampler=full``: whole in-neighborhoods, ``num_layers`` hops; ``with_edge_ids`` as
+    ``sampler=neighbor``'s."""
 
     _target_: str = "gnnscale.sampling.full.FullNeighborSampler"
+    with_edge_ids: bool = False
 
 
 @register("sampler", "random_walk")

@@ -3,17 +3,21 @@
 A :class:`SamplerPool` starts ``workers`` processes (``spawn`` context) once; each opens the
 graph itself and samples the jobs given to it. A job is ``(targets, sample seed)`` from the
 shared schedule (:mod:`gnnscale.sampling.schedule`), so a pool draws exactly what the inline
-sampler draws. Job ``i`` of a :meth:`SamplerPool.map` goes to worker ``i % workers``; results
-come back through a torch multiprocessing queue (tensors travel as shared memory, not copies)
-and are yielded in job order (a reorder buffer), at most ``depth`` jobs ahead of the consumer.
+sampler draws. Job ``i`` of a :meth:`SamplerPool.map` goes to worker ``i % workers``; a result
+comes back through a torch multiprocessing queue as the mini-batch codec's header (a list of
+ints) and body (:mod:`gnnscale.sampling.codec`), the body written straight into one
+shared-memory tensor that the consumer maps (one segment per mini-batch, nothing copied), and
+results are yielded in job order (a reorder buffer), at most ``depth`` jobs ahead of the
+consumer.
 
 How a worker gets the graph:
 
 - loaded by :func:`gnnscale.data.processed.load` (``graph.meta["processed_dir"]`` is set): the
   worker memory-maps the same files (shared page cache, nothing copied); the checksum must match;
-- built in memory: the arrays sampling reads (``indptr``, ``indices``, ``edge_weight``) are
-  moved into shared memory once, when the pool starts (``share_memory_()``), and the workers
-  map them. Other arrays (features, labels) never reach the workers.
+- built in memory: the arrays sampling reads (``indptr``, ``indices``, ``edge_weight``, and
+  ``type_per_edge`` on a graph with edge types) are moved into shared memory once, when the
+  pool starts (``share_memory_()``), and the workers map them. Other arrays (features,
+  labels) never reach the workers.
 
 Errors in a worker are raised in the consumer as :class:`SamplerWorkerError` carrying the
 worker's traceback (a result the worker could not send, too); a worker that dies is reported
@@ -51,6 +55,7 @@ from gnnscale.distributed.guard import (
 )
 from gnnscale.distributed.launch import describe_exit, stop_processes
 from gnnscale.distributed.topology import run_timeout
+from gnnscale.sampling import codec
 from gnnscale.sampling.base import MiniBatch, Sampler
 
 Job = tuple[torch.Tensor, int]  # (target vertex ids, sample seed)
@@ -69,7 +74,10 @@ def _graph_source(graph: GraphStore) -> tuple[str, Any]:
     if folder and processed.is_processed(folder):
         return "dir", (str(folder), graph.meta.get("checksum"))
     arrays = {}
-    for name in ("indptr", "indices", "edge_weight"):
+    names = ("indptr", "indices", "edge_weight")
+    if getattr(graph, "type_per_edge", None) is not None:  # a typed graph: blocks carry types
+        names += ("type_per_edge",)
+    for name in names:
         t = getattr(graph, name)
         if t is not None and not t.is_shared():
             t = t.share_memory_() if t.is_contiguous() else t.contiguous().share_memory_()
@@ -125,7 +133,9 @@ def _worker_main(wid: int, sampler: Sampler, kind: str, spec: Any, jobs: Any, re
         try:
             t0 = time.perf_counter()
             mb = sampler.sample(graph, targets, seed)
-            results.put((gen, index, wid, True, (mb, time.perf_counter() - t0)))
+            seconds = time.perf_counter() - t0
+            header, body = codec.encode(mb, shared=True)
+            results.put((gen, index, wid, True, ((header.tolist(), body), seconds)))
         except BaseException:  # noqa: BLE001 - handed to the consumer
             results.put((gen, index, wid, False, traceback.format_exc()))
 
@@ -266,7 +276,7 @@ class SamplerPool:
         gen = self._gen
         self._current.value = gen
         self._busy = True
-        ready: dict[int, tuple[MiniBatch, float]] = {}
+        ready: dict[int, tuple[tuple[list[int], torch.Tensor], float]] = {}
         sent = 0
         try:
             for i in range(len(jobs)):
@@ -283,7 +293,8 @@ class SamplerPool:
                             f"sampler worker {wid} failed on {what}:\n{payload}")
                     if g == gen:
                         ready[index] = payload
-                yield ready.pop(i)
+                (header, body), seconds = ready.pop(i)
+                yield codec.decode(header, body), seconds
         finally:
             self._current.value = _IDLE  # workers drop the rest of this map's jobs
             self._busy = False

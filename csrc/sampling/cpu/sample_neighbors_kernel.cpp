@@ -14,6 +14,9 @@
 //      a hash map, new ids in order of first appearance) as soon as every chunk before it is:
 //      whichever thread finds the next chunk ready relabels it while the others draw, so the
 //      sequential relabel overlaps the parallel draws and gives exactly the ids of one pass.
+//      Asked for edge ids, a hop draws the positions into its own int64 [E] tensor (the edges'
+//      global ids: an edge's CSC position is its id) and resolves them from there; not asked,
+//      it draws into the source row and resolves in place, as without the option.
 // A ContentionGuard (utils/parallel.h) falls back to one thread for a while when helpers were
 // found descheduled (a core busy elsewhere), so the sampler is never slower than one thread.
 #include <ATen/ATen.h>
@@ -69,25 +72,28 @@ Range chunk_range(int64_t c, int64_t grain, int64_t items) {
   return {c * grain, std::min(items, (c + 1) * grain)};
 }
 
-// Phase 2 for one chunk of destinations: draw edge positions, then resolve them to global ids;
-// returns the end of the chunk's edges.
+// Phase 2 for one chunk of destinations: draw edge positions (into `eid` when edge ids are
+// asked for, else into `src`), then resolve them to global ids in `src`; returns the end of
+// the chunk's edges.
 template <typename index_t>
 int64_t draw_chunk(const Graph<index_t>& g, int64_t fanout, int64_t hop, const int64_t* n_id,
-                   Range dsts, const int64_t* counts, int64_t off, int64_t* src, int64_t* dst) {
+                   Range dsts, const int64_t* counts, int64_t off, int64_t* src, int64_t* dst,
+                   int64_t* eid) {
   NeighborDraw draw(g.indptr, g.weights, fanout, g.replace);
+  int64_t* pos = eid != nullptr ? eid : src;
   const int64_t first_edge = off;
   for (int64_t i = dsts.begin; i < dsts.end; ++i) {
     if (i + kAhead < dsts.end) __builtin_prefetch(g.indptr + n_id[i + kAhead]);
     const int64_t v = n_id[i], c = counts[i];
     KeyedRng rng(g.seed, static_cast<uint64_t>(hop), static_cast<uint64_t>(v));
-    draw.draw(v, c, rng, src + off);
+    draw.draw(v, c, rng, pos + off);
     std::fill(dst + off, dst + off + c, i);
     off += c;
   }
   const int64_t end = off;
   for (int64_t e = first_edge; e < end; ++e) {
-    if (e + kAhead < end) __builtin_prefetch(g.indices + src[e + kAhead]);
-    src[e] = static_cast<int64_t>(g.indices[src[e]]);
+    if (e + kAhead < end) __builtin_prefetch(g.indices + pos[e + kAhead]);
+    src[e] = static_cast<int64_t>(g.indices[pos[e]]);
   }
   return end;
 }
@@ -161,10 +167,12 @@ class OrderedRelabel {
   std::atomic<int64_t> next_{0};
 };
 
-// One hop: draws for destinations n_id[0, n_dst), then relabels; returns [2, E] local edges.
+// One hop: draws for destinations n_id[0, n_dst), then relabels; returns [2, E] local edges
+// (and, when `e_ids` is given, appends the hop's int64 [E] edge ids to it).
 template <typename index_t>
 at::Tensor sample_hop(const Graph<index_t>& g, int64_t fanout, int64_t hop,
-                      std::vector<int64_t>& n_id, ConcurrentIdMap& map) {
+                      std::vector<int64_t>& n_id, ConcurrentIdMap& map,
+                      std::vector<at::Tensor>* e_ids) {
   const int64_t n_dst = static_cast<int64_t>(n_id.size());
   // 1. count
   std::vector<int64_t> counts(n_dst);
@@ -191,13 +199,18 @@ at::Tensor sample_hop(const Graph<index_t>& g, int64_t fanout, int64_t hop,
   at::Tensor edges = at::empty({2, num_edges}, at::kLong);
   int64_t* src = edges.data_ptr<int64_t>();
   int64_t* dst = src + num_edges;
+  int64_t* eid = nullptr;
+  if (e_ids != nullptr) {
+    e_ids->push_back(at::empty({num_edges}, at::kLong));
+    eid = e_ids->back().data_ptr<int64_t>();
+  }
   map.reserve(std::min(map.size() + num_edges, g.num_nodes), g.threads);
   n_id.reserve(n_dst + std::min(num_edges, g.num_nodes));
   const int64_t* dst_ids = n_id.data();
   OrderedRelabel relabel(n_dc, chunk_off.data(), num_edges, g.num_nodes, src, n_id, map);
   parallel_chunks(n_dc, g.threads, [&](int64_t c) {
     draw_chunk(g, fanout, hop, dst_ids, chunk_range(c, kDstGrain, n_dst), counts.data(),
-               chunk_off[c], src, dst);
+               chunk_off[c], src, dst, eid);
     relabel.drawn(c);
   });
   relabel.finish();
@@ -207,10 +220,11 @@ at::Tensor sample_hop(const Graph<index_t>& g, int64_t fanout, int64_t hop,
 template <typename index_t>
 std::vector<at::Tensor> sample_hops(const Graph<index_t>& g, at::IntArrayRef fanouts,
                                     std::vector<int64_t>& n_id, ConcurrentIdMap& map,
-                                    std::vector<int64_t>& counts) {
+                                    std::vector<int64_t>& counts,
+                                    std::vector<at::Tensor>* e_ids) {
   std::vector<at::Tensor> edges;
   for (size_t h = 0; h < fanouts.size(); ++h) {
-    edges.push_back(sample_hop(g, fanouts[h], static_cast<int64_t>(h), n_id, map));
+    edges.push_back(sample_hop(g, fanouts[h], static_cast<int64_t>(h), n_id, map, e_ids));
     counts.push_back(static_cast<int64_t>(n_id.size()));
   }
   return edges;
@@ -222,10 +236,11 @@ at::Tensor to_tensor(const std::vector<int64_t>& v) {
   return t;
 }
 
-std::tuple<at::Tensor, at::Tensor, std::vector<at::Tensor>> sample_neighbors(
-    const at::Tensor& indptr_in, const at::Tensor& indices_in,
-    const c10::optional<at::Tensor>& weights_in, const at::Tensor& seeds_in,
-    at::IntArrayRef fanouts, bool replace, int64_t seed, int64_t num_threads) {
+std::tuple<at::Tensor, at::Tensor, std::vector<at::Tensor>, std::vector<at::Tensor>>
+sample_neighbors(const at::Tensor& indptr_in, const at::Tensor& indices_in,
+                 const c10::optional<at::Tensor>& weights_in, const at::Tensor& seeds_in,
+                 at::IntArrayRef fanouts, bool replace, int64_t seed, int64_t num_threads,
+                 bool return_edge_ids) {
   check_sample_neighbors(indptr_in, indices_in, weights_in, seeds_in, fanouts);
   const at::Tensor indptr = indptr_in.contiguous();
   const at::Tensor indices = indices_in.contiguous();
@@ -251,20 +266,21 @@ std::tuple<at::Tensor, at::Tensor, std::vector<at::Tensor>> sample_neighbors(
     }
   }
   std::vector<int64_t> counts{seeds.numel()};
-  std::vector<at::Tensor> edges;
+  std::vector<at::Tensor> edges, e_ids;
+  std::vector<at::Tensor>* want_ids = return_edge_ids ? &e_ids : nullptr;
   const uint64_t s = static_cast<uint64_t>(seed);
   const int64_t* ip = indptr.data_ptr<int64_t>();
   if (indices.scalar_type() == at::kLong)
     edges = sample_hops(Graph<int64_t>{ip, indices.data_ptr<int64_t>(), w, num_nodes, replace, s,
-                                       threads}, fanouts, n_id, map, counts);
+                                       threads}, fanouts, n_id, map, counts, want_ids);
   else
     edges = sample_hops(Graph<int32_t>{ip, indices.data_ptr<int32_t>(), w, num_nodes, replace, s,
-                                       threads}, fanouts, n_id, map, counts);
+                                       threads}, fanouts, n_id, map, counts, want_ids);
   guard.report(threads,
                std::chrono::duration_cast<std::chrono::nanoseconds>(
                    std::chrono::steady_clock::now() - start).count(),
                helper_wait_ns() - waited_before);
-  return {to_tensor(n_id), to_tensor(counts), edges};
+  return {to_tensor(n_id), to_tensor(counts), edges, e_ids};
 }
 
 }  // namespace

@@ -5,7 +5,9 @@ caching its feature, else its partition), the others by the partition book (``ow
 looked up densely by global id). A rank's :class:`SplitPlan` lists the layer-0 rows it loads,
 and per layer its local block (destinations first, sources, then one virtual row per
 pre-aggregated (destination, sender)), where each local source row comes from (its own rows
-or the shuffle) and the shuffle's send/receive lists.
+or the shuffle) and the shuffle's send/receive lists. A plan's local blocks carry no ``e_id``
+or ``edge_type`` (the native split does not say which sample edge each local edge is, and
+pre-aggregated edges are none), even when the sample's blocks do.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from gnnscale.ops import split as native_split
+from gnnscale.sampling import codec
 from gnnscale.sampling.base import Block, MiniBatch
 
 _PER_LAYER = 8
@@ -138,18 +141,19 @@ def _plan(mb: MiniBatch, out: list[torch.Tensor], world: int, gcn_block_norm: bo
 def pack_plan(plan: SplitPlan) -> torch.Tensor:
     """What a rank needs of its ``plan`` as one int32 tensor (int64 where an id does not fit;
     float factors bit for bit): what it receives from the rank that sampled and split the
-    step. Sample-local ids it does not use (``loaded``, ``dst``) stay behind;
-    :func:`unpack_plan` reverses it."""
+    step. The layers' blocks travel in the mini-batch codec's block encoding
+    (:func:`gnnscale.sampling.codec.encode_blocks`); sample-local ids the rank does not use
+    (``loaded``, ``dst``) stay behind; :func:`unpack_plan` reverses it."""
     world = len(plan.edges_per_rank)
+    block_head, block_parts = codec.encode_blocks([lp.block for lp in plan.layers])
     head = [len(plan.layers), world, plan.local_edges, plan.total_edges, plan.replicated,
-            plan.num_targets, *plan.edges_per_rank]
-    parts = [plan.loaded_ids, plan.target_ids]
+            plan.num_targets, *plan.edges_per_rank, *block_head]
+    parts = [plan.loaded_ids, plan.target_ids,
+             torch.cat([p.reshape(-1).long() for p in block_parts])]
     for lp in plan.layers:
-        parts += [lp.block.edge_index.reshape(-1), lp.block.src_ids, lp.gather,
-                  lp.send_idx, lp.agg_row, lp.agg_slot, lp.slot_count,
+        parts += [lp.gather, lp.send_idx, lp.agg_row, lp.agg_slot, lp.slot_count,
                   torch.empty(0) if lp.scale is None else lp.scale.float().view(torch.int32)]
-        head += [lp.block.num_src, lp.block.num_dst, *lp.send_counts, *lp.recv_counts,
-                 int(lp.scale is not None)]
+        head += [*lp.send_counts, *lp.recv_counts, int(lp.scale is not None)]
     head += [p.numel() for p in parts]
     wide = any(p.numel() and (int(p.max()) > _I32 or int(p.min()) < -_I32) for p in parts)
     dtype = torch.int64 if wide else torch.int32
@@ -158,6 +162,7 @@ def pack_plan(plan: SplitPlan) -> torch.Tensor:
 
 
 _I32 = 2**31 - 1
+_PLAN_PARTS = 6  # per layer: gather, send_idx, agg_row, agg_slot, slot_count, scale
 
 
 def unpack_plan(buf: torch.Tensor) -> SplitPlan:
@@ -167,28 +172,28 @@ def unpack_plan(buf: torch.Tensor) -> SplitPlan:
     head, body = buf[2: 2 + n_head].tolist(), buf[2 + n_head:].long()
     n_layers, world, local, total, replicated, num_targets = head[:6]
     edges, pos = head[6: 6 + world], 6 + world
+    block_head = head[pos: pos + codec.PER_BLOCK * n_layers]
+    pos += codec.PER_BLOCK * n_layers
     per_layer = []
     for _ in range(n_layers):
-        n_src, n_dst = head[pos: pos + 2]
-        send = head[pos + 2: pos + 2 + world]
-        recv = head[pos + 2 + world: pos + 2 + 2 * world]
-        per_layer.append((n_src, n_dst, send, recv, bool(head[pos + 2 + 2 * world])))
-        pos += 3 + 2 * world
+        send = head[pos: pos + world]
+        recv = head[pos + world: pos + 2 * world]
+        per_layer.append((send, recv, bool(head[pos + 2 * world])))
+        pos += 1 + 2 * world
     sizes = head[pos:]
     tensors, at = [], 0
     for n in sizes:
         tensors.append(body[at: at + n])
         at += n
     loaded_ids, target_ids = tensors[:2]
+    blocks = codec.decode_blocks(block_head, tensors[2])
     empty = torch.empty(0, dtype=torch.int64)
     layers = []
-    for i, (n_src, n_dst, send, recv, scaled) in enumerate(per_layer):
-        ei, src_ids, gather, send_idx, agg_row, agg_slot, count, scale = \
-            tensors[2 + 8 * i: 10 + 8 * i]
-        block = Block(ei.view(2, -1), (n_src, n_dst), src_ids)
+    for i, (block, (send, recv, scaled)) in enumerate(zip(blocks, per_layer)):
+        gather, send_idx, agg_row, agg_slot, count, scale = \
+            tensors[3 + _PLAN_PARTS * i: 3 + _PLAN_PARTS * (i + 1)]
         factor = scale.to(torch.int32).view(torch.float32) if scaled else None
         layers.append(LayerPlan(block, empty, gather, send_idx, send, recv, agg_row, agg_slot,
                                 count, factor))
     return SplitPlan(empty, layers, edges, local, total, replicated, loaded_ids, target_ids,
                      num_targets)
-

@@ -29,7 +29,8 @@ from gnnscale.cache.store import build_feature_store
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import new_group, sum_gradients
 from gnnscale.distributed.device import Purpose
-from gnnscale.sampling.base import Block, MiniBatch
+from gnnscale.sampling import codec
+from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.prefetch import Prefetcher
 from gnnscale.sampling.schedule import Draw
 from gnnscale.strategies.base import RunContext, SamplingStrategy
@@ -44,29 +45,18 @@ from gnnscale.strategies.split.splitter import (
 
 
 def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None) -> MiniBatch:
-    """Rank 0's sample on every rank: a header of sizes, then ids and edges in one tensor."""
+    """Rank 0's sample on every rank: the mini-batch codec's header, then its body."""
     if dist.get_rank() == 0:
-        head = [mb.n_id.numel(), mb.num_targets]
-        for b in mb.blocks:
-            head += [b.num_edges, b.num_src, b.num_dst]
-        header = torch.tensor(head, dtype=torch.int64)
-        body = torch.cat([mb.n_id.long()] + [b.edge_index.long().reshape(-1) for b in mb.blocks])
+        header, body = codec.encode(mb)
     else:
-        header = torch.empty(2 + 3 * num_layers, dtype=torch.int64)
+        header = torch.empty(codec.header_size(num_layers), dtype=torch.int64)
     dist.broadcast(header, 0, group=group)
     if dist.get_rank() != 0:
-        h = header.tolist()
-        body = torch.empty(h[0] + 2 * sum(h[2::3]), dtype=torch.int64)
+        body = torch.empty(codec.body_size(header), dtype=torch.int64)
     dist.broadcast(body, 0, group=group)
     if dist.get_rank() == 0:
         return mb
-    h = header.tolist()
-    n_id, pos, blocks = body[:h[0]], h[0], []
-    for i in range(num_layers):
-        e, ns, nd = h[2 + 3 * i: 5 + 3 * i]
-        blocks.append(Block(body[pos:pos + 2 * e].view(2, e), (ns, nd), n_id[:ns]))
-        pos += 2 * e
-    return MiniBatch(n_id, blocks, h[1])
+    return codec.decode(header, body)
 
 
 def _as_words(part: torch.Tensor) -> torch.Tensor:
