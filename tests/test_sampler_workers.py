@@ -129,3 +129,20 @@ def test_a_sampler_worker_error_ends_a_split_run(tmp_path):
     with pytest.raises(RankFailed, match="(?s)rank [01] failed.*sampler worker 0 failed"):
         run(cfg)
     assert time.monotonic() - start < 60
+
+
+def test_workers_sample_a_typed_graph_built_in_memory_with_its_edge_types():
+    """A typed graph without a processed folder reaches the workers with its types (shared
+    memory): their blocks carry the same edge ids and types as the inline sampler's."""
+    from tests.test_typed_graph_store import build
+
+    typed = build()
+    sampler = NeighborSampler([3, 2])
+    seeds = torch.arange(typed.num_nodes_of("paper"))
+    want = sampler.sample(typed, seeds, 5)
+    with SamplerPool(sampler, typed, 1) as pool:
+        (got, _), = list(pool.map([(seeds, 5)]))
+    assert torch.equal(got.n_id, want.n_id)
+    for a, b in zip(got.blocks, want.blocks):
+        assert b.edge_type is not None and torch.equal(a.edge_type, b.edge_type)
+        assert torch.equal(a.e_id, b.e_id) and torch.equal(a.edge_index, b.edge_index)

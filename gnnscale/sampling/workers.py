@@ -75,15 +75,17 @@ def _graph_source(graph: GraphStore) -> tuple[str, Any]:
         return "dir", (str(folder), graph.meta.get("checksum"))
     arrays = {}
     names = ("indptr", "indices", "edge_weight")
-    if getattr(graph, "type_per_edge", None) is not None:  # a typed graph: blocks carry types
-        names += ("type_per_edge",)
+    types = {}
+    if graph.is_typed:  # a typed graph: blocks carry types, the store checks them
+        names += ("type_per_edge", "node_type_offset")
+        types = {"node_types": tuple(graph.node_types), "edge_types": tuple(graph.edge_types)}
     for name in names:
         t = getattr(graph, name)
         if t is not None and not t.is_shared():
             t = t.share_memory_() if t.is_contiguous() else t.contiguous().share_memory_()
             setattr(graph, name, t)
         arrays[name] = t
-    return "shm", (arrays, graph.num_classes, graph.name)
+    return "shm", ({**arrays, **types}, graph.num_classes, graph.name)
 
 
 def _open_graph(kind: str, spec: Any) -> GraphStore:
