@@ -313,9 +313,9 @@ class HeteroSimConfig(DatasetConfig):
     scale: float = 0.01
     seed: int = 0
     num_features: int = 128
-    num_classes: int = 349
+    num_classes: int | None = None  # None: 349 (ogbn-mag's) times sqrt(scale), at least 10
     p_intra: float = 0.8
-    feature_signal: float = 0.5
+    feature_signal: float = 0.2
     label_noise: float = 0.05
     degree_exponent: float = 2.2
     add_reverse: bool = True
@@ -329,7 +329,7 @@ class HeteroSimConfig(DatasetConfig):
         if not 0.0 < float(self.scale) <= self.MAX_SCALE:
             raise ConfigError(f"dataset.scale = {self.scale}: must lie in (0, {self.MAX_SCALE:g}]"
                               " (1 = ogbn-mag's 1.94M nodes)")
-        require_range("dataset.num_classes", self.num_classes, 2, 100_000)
+        require_range("dataset.num_classes", self.classes, 2, 100_000)
         require_range("dataset.num_features", self.num_features, 1, 100_000)
         for name in ("p_intra", "label_noise"):
             v = float(getattr(self, name))
@@ -341,9 +341,17 @@ class HeteroSimConfig(DatasetConfig):
             raise ConfigError(f"dataset.degree_exponent = {self.degree_exponent}: must exceed 2 "
                               "(a finite mean degree)")
 
+    @property
+    def classes(self) -> int:
+        """The number of classes (and topics): ``num_classes``, else 349 x sqrt(scale) (at
+        most 349, at least 10), so that a small graph keeps enough nodes per topic."""
+        if self.num_classes is not None:
+            return int(self.num_classes)
+        return max(10, min(349, int(round(349 * float(self.scale) ** 0.5))))
+
     def key(self) -> str:
         """Scale, seed and a digest of every other parameter."""
-        knobs = [self.num_features, self.num_classes, self.p_intra, self.feature_signal,
+        knobs = [self.num_features, self.classes, self.p_intra, self.feature_signal,
                  self.label_noise, self.degree_exponent, bool(self.add_reverse)]
         digest = hashlib.blake2b(json.dumps(knobs).encode(), digest_size=4).hexdigest()
         return f"hetero_sim-x{float(self.scale):g}-seed{int(self.seed)}-{digest}"
