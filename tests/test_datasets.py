@@ -166,13 +166,12 @@ def test_synthetic_dataset_caches_by_parameters(tmp_path, tiny_graph):
 def test_every_dataset_config_composes_and_builds(tmp_path):
     from hydra import compose, initialize_config_dir
 
-    from gnnscale.data.ogbl import OgbLinkDataset
-
     from gnnscale.data.entities import EntitiesDataset
     from gnnscale.data.hetero_sim import HeteroSimDataset
     from gnnscale.data.hgb import HgbDataset
     from gnnscale.data.magnn import MagnnDataset
     from gnnscale.data.ogb_mag import OgbMagDataset
+    from gnnscale.data.ogbl import OgbLinkDataset
 
     for module in ("synthetic", "planetoid", "npz", "heterophilous", "ogb", "custom",
                    "ogbl"):

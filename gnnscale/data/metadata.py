@@ -3,8 +3,9 @@ checks read instead of loading the graph.
 
 A typed graph's ``meta.json`` has a ``types`` section (:func:`types_problem` says what it
 holds): node types with their counts, edge types with theirs, the target types; its typed
-arrays (:data:`TYPED_ARRAYS`, per-type features ``x__<type>``) and that section enter the
-checksum only when present, so a homogeneous graph hashes as it always did.
+arrays (:data:`TYPED_ARRAYS`, per-type features ``x__<type>``), edge features
+(:data:`EDGE_ATTR`, or ``edge_attr__<k>`` per edge type) and that section enter the checksum
+only when present, so a graph without them hashes as it always did.
 
 The launcher trusts these sizes only when ``meta.json`` is consistent: its sizes agree with
 its arrays' shapes (:func:`size_problem`), those shapes with the ``.npy`` files' headers,
