@@ -166,6 +166,11 @@ def test_synthetic_dataset_caches_by_parameters(tmp_path, tiny_graph):
 def test_every_dataset_config_composes_and_builds(tmp_path):
     from hydra import compose, initialize_config_dir
 
+    from gnnscale.data.entities import EntitiesDataset
+    from gnnscale.data.hetero_sim import HeteroSimDataset
+    from gnnscale.data.hgb import HgbDataset
+    from gnnscale.data.magnn import MagnnDataset
+    from gnnscale.data.ogb_mag import OgbMagDataset
     from gnnscale.data.ogbl import OgbLinkDataset
 
     for module in ("synthetic", "planetoid", "npz", "heterophilous", "ogb", "custom",
@@ -181,7 +186,10 @@ def test_every_dataset_config_composes_and_builds(tmp_path):
                 "cs": NpzDataset, "physics": NpzDataset, "tolokers": HeterophilousDataset,
                 "arxiv": OgbNodeDataset, "products": OgbNodeDataset,
                 "papers100m": OgbNodeDataset, "custom": CustomDataset,
-                **dict.fromkeys(("collab", "ppa", "ddi", "citation2"), OgbLinkDataset)}
+                **dict.fromkeys(("collab", "ppa", "ddi", "citation2"), OgbLinkDataset),
+                "dblp": MagnnDataset, "imdb": MagnnDataset, "acm": HgbDataset,
+                "aifb": EntitiesDataset, "mutag": EntitiesDataset, "ogbn_mag": OgbMagDataset,
+                "hetero_sim": HeteroSimDataset}
     options = sorted(p.stem for p in (CONFIGS / "dataset").glob("*.yaml"))
     assert set(expected) <= set(options)
     with initialize_config_dir(str(CONFIGS), version_base=None):

@@ -1,6 +1,7 @@
 """Checks on a freshly processed graph that turn silently wrong training into clear errors.
 
-Run once, when a dataset is processed (before it is saved): finite features, finite and
+Run once, when a dataset is processed (before it is saved): finite features and edge
+features, finite and
 non-negative edge weights (the native sampler's check lets +inf through), disjoint splits,
 every split vertex labelled with a class in ``[0, num_classes)``, and a class count that the
 labels back: above the largest label, and at most ``max(1000, 10 * (largest label + 1))``
@@ -21,7 +22,7 @@ from gnnscale.errors import ConfigError
 SPLITS = ("train", "val", "test")
 
 
-def check_features(x: torch.Tensor | None, where: str) -> None:
+def check_features(x: torch.Tensor | None, where: str, what: str = "x") -> None:
     """Features must be finite: a NaN or Inf trains to a NaN loss."""
     if x is None or not x.is_floating_point():
         return
@@ -29,7 +30,7 @@ def check_features(x: torch.Tensor | None, where: str) -> None:
     if bool(bad.any()):
         rows = bad.any(dim=1) if bad.dim() == 2 else bad
         first = int(rows.nonzero()[0])
-        raise ConfigError(f"{where}: x holds {int(bad.sum())} NaN/Inf values in "
+        raise ConfigError(f"{where}: {what} holds {int(bad.sum())} NaN/Inf values in "
                           f"{int(rows.sum())} rows (first: row {first}); replace them, e.g. "
                           "with 0 or the column mean, before training")
 
@@ -125,6 +126,9 @@ def check_task(graph: GraphStore, where: str, inferred_classes: bool = False) ->
     check_features(graph.x, where)
     for t, f in graph.type_features.items():
         check_features(f, f"{where} ({t} nodes)")
+    check_features(graph.edge_attr, where, "edge_attr")
+    for et, a in graph.type_edge_attr.items():
+        check_features(a, f"{where} ({et} edges)", "edge_attr")
     check_edge_weight(graph.edge_weight, where)
     check_splits(graph, where)
     check_labels(graph, where, inferred_classes)

@@ -1,7 +1,9 @@
 """Bring your own graph: ``dataset=custom dataset.path=FILE``.
 
-``FILE`` is either an ``.npz`` (``np.savez``) or a ``torch.save`` of a torch_geometric ``Data``
-(or of a dict of tensors) with:
+A typed graph is an ``.npz`` in the typed layout (member names joined with ``__``) or a
+``torch.save`` of a torch_geometric ``HeteroData``: :mod:`gnnscale.data.typed_input` reads
+those. Otherwise ``FILE`` is either an ``.npz`` (``np.savez``) or a ``torch.save`` of a
+torch_geometric ``Data`` (or of a dict of tensors) with:
 
 * ``edge_index`` ``[2, E]`` integer (row 0 = source, row 1 = destination), required;
 * ``x`` ``[N, F]`` features, ``y`` ``[N]`` integer labels (-1 = unlabelled), optional;
@@ -9,7 +11,7 @@
 * a split as ``train_mask``/``val_mask``/``test_mask`` (boolean ``[N]``) or
   ``train_idx``/``val_idx``/``test_idx`` (node ids); without one a seeded random split of the
   labelled nodes by ``train_ratio``/``val_ratio`` is made;
-* ``edge_weight`` ``[E]``, optional;
+* ``edge_weight`` ``[E]`` and ``edge_attr`` ``[E, D]`` edge features, optional;
 * a link-prediction split, optional (``task=link`` scores it as given): ``train_pos``,
   ``val_pos``, ``test_pos`` and, optionally, ``val_neg``, ``test_neg``, each ``[2, E]``
   integer node ids (row 0 source, row 1 target); negatives with ``k`` consecutive columns per
@@ -54,7 +56,8 @@ from gnnscale.errors import ConfigError
 SPLITS = ("train", "val", "test")
 SCALARS = ("num_nodes", "num_classes")
 SPLIT_ARRAYS = tuple(f"{s}_{kind}" for s in SPLITS for kind in ("mask", "idx"))
-KNOWN = ("edge_index", "x", "y", "edge_weight", *SCALARS, *SPLIT_ARRAYS, *LINK_ARRAYS)
+KNOWN = ("edge_index", "x", "y", "edge_weight", "edge_attr", *SCALARS, *SPLIT_ARRAYS,
+         *LINK_ARRAYS)
 CEILING_KEY = "dataset.max_member_gb"
 INT64_MAX = np.iinfo(np.int64).max
 
@@ -97,6 +100,10 @@ def _check_declared(members: dict[str, NpzMember], claimed: int | None, path: Pa
             refuse(name, f"{name} has {entries} entries for {n} nodes")
         if entries > top:
             refuse(name, f"{name} has {entries} entries for at most {top} nodes")
+    if "edge_attr" in shape and num_edges is not None and (
+            not shape["edge_attr"] or shape["edge_attr"][0] != num_edges):
+        refuse("edge_attr", f"edge_attr has shape {shape['edge_attr']}: {num_edges} rows "
+               "expected, one per edge")
     if "edge_weight" in shape and num_edges is not None \
             and math.prod(shape["edge_weight"]) != num_edges:
         refuse("edge_weight", f"edge_weight has {math.prod(shape['edge_weight'])} entries for "
@@ -160,11 +167,14 @@ def read_graph_file(path: Path, max_member_bytes: int = 64 << 30) -> dict:
     if path.suffix == ".npz":
         return read_npz(path, max_member_bytes)
     _check_zip_sizes(path, max_member_bytes)
-    from torch_geometric.data import Data
+    from torch_geometric.data import Data, HeteroData
     from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
     from torch_geometric.data.storage import GlobalStorage
 
-    with torch.serialization.safe_globals([Data, DataEdgeAttr, DataTensorAttr, GlobalStorage]):
+    from gnnscale.data.typed_input import hetero_classes
+
+    allowed = [Data, DataEdgeAttr, DataTensorAttr, GlobalStorage, *hetero_classes()]
+    with torch.serialization.safe_globals(allowed):
         try:
             obj = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:
@@ -172,6 +182,8 @@ def read_graph_file(path: Path, max_member_bytes: int = 64 << 30) -> dict:
                 f"{path}: cannot read it as .npz or as a torch.save of a torch_geometric Data "
                 f"or a dict of tensors ({type(err).__name__}: {str(err).splitlines()[0]})"
             ) from err
+    if isinstance(obj, HeteroData):
+        return {"__hetero__": obj}
     if isinstance(obj, Data):
         out = {k: obj[k] for k in obj.keys()}
         out["num_nodes"] = obj.num_nodes
@@ -340,6 +352,8 @@ def graph_from_arrays(arrays: dict, path: Path, symmetrize: bool, train_ratio: f
     try:
         return GraphStore.from_edge_index(
             ei, num_nodes, symmetrize=symmetrize, edge_weight=arrays.get("edge_weight"),
+            edge_attr=None if arrays.get("edge_attr") is None else
+            _tensor(arrays["edge_attr"], "edge_attr", path).float(),
             x=x, y=y, train_idx=split["train"], val_idx=split["val"], test_idx=split["test"],
             num_classes=num_classes, name=path.stem, links=links,
             meta={"source": str(path), "inferred_classes": arrays.get("num_classes") is None},
@@ -385,8 +399,30 @@ class CustomDataset(Dataset):
 
     def process(self) -> GraphStore:
         """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""
-        arrays = read_graph_file(self.path, self.max_member_bytes)
+        from gnnscale.data import typed_input
+
+        parts = None
+        if self.path.suffix == ".npz" and typed_input.is_typed_npz(_npz_names(self.path)):
+            parts = typed_input.read_typed_npz(self.path, self.max_member_bytes)
+        else:
+            arrays = read_graph_file(self.path, self.max_member_bytes)
+            if "__hetero__" in arrays:
+                parts = typed_input.parts_from_hetero(arrays["__hetero__"], self.path)
+        if parts is not None:
+            return typed_input.graph_from_parts(parts, self.path, self.symmetrize,
+                                                self.train_ratio, self.val_ratio,
+                                                self.split_seed)
         return graph_from_arrays(arrays, self.path, self.symmetrize, self.train_ratio,
                                  self.val_ratio, self.split_seed)
+
+
+def _npz_names(path: Path) -> list[str]:
+    """The array names of an ``.npz`` (none when it is not a readable zip: the reader says
+    why)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return [n.removesuffix(".npy") for n in zf.namelist()]
+    except (zipfile.BadZipFile, OSError):
+        return []
 
 

@@ -21,6 +21,13 @@ Features: ``x`` is one ``[N, F]`` matrix when every node type has features of on
 holds each featured type's own matrix. :attr:`GraphStore.features` reads either way. Labels
 ``y`` run over all ``N`` global ids (-1 on nodes without a label); ``target_types`` are the
 types that carry labels and splits; splits are global ids inside a target type's range.
+
+Edge features follow the same rule: ``edge_attr`` is one ``[E, D]`` matrix in CSC order (row
+``e`` belongs to edge id ``e``, like ``edge_weight``) when every edge type has edge features of
+one width and dtype; otherwise ``edge_attr`` is None and ``type_edge_attr`` holds each featured
+edge type's ``[E_type, D_type]`` rows in that type's edge id order (the order of
+``edge_type_csc(type)[2]``). :attr:`GraphStore.edge_attrs` reads either way. A graph without
+edge features has neither, and nothing about it changes.
 """
 
 from __future__ import annotations
@@ -149,6 +156,10 @@ class GraphStore:
     type_features: dict[str, torch.Tensor] = field(default_factory=dict)
     #: the node types that carry labels and splits (None: every type of a one-type graph)
     target_types: tuple[str, ...] | None = None
+    #: ``[E, D]`` edge features in CSC order (every edge type featured, one width and dtype)
+    edge_attr: torch.Tensor | None = None
+    #: ``{edge type: [E_type, D]}`` in that type's edge id order, when there is no one edge_attr
+    type_edge_attr: dict[EdgeType, torch.Tensor] = field(default_factory=dict)
     _type_csc: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -180,6 +191,8 @@ class GraphStore:
             check_link_edges(edges, n, name)
         self._check_type_features()
         self._check_targets()
+        if self.edge_attr is not None or self.type_edge_attr:
+            self._check_edge_attr()
 
     # ---- type checks (a homogeneous graph passes each in O(1)) ------------------------------
 
@@ -272,6 +285,31 @@ class GraphStore:
             if f.dim() != 2 or f.shape[0] != self.num_nodes_of(t):
                 raise ValueError(f"features[{t!r}] has shape {tuple(f.shape)}: "
                                  f"{self.num_nodes_of(t)} rows expected, one per {t!r} node")
+
+    def _check_edge_attr(self) -> None:
+        """Edge features: one ``[E, D]`` matrix, or per edge type ``[E_type, D]`` rows."""
+        self.type_edge_attr = {tuple(et): a for et, a in self.type_edge_attr.items()}
+        if self.edge_attr is None and len(self.edge_types) == 1 and \
+                list(self.type_edge_attr) == [self.edge_types[0]]:  # one type: its attrs
+            self.edge_attr, self.type_edge_attr = self.type_edge_attr[self.edge_types[0]], {}
+        if self.edge_attr is not None:
+            if self.type_edge_attr:
+                raise ValueError("give one edge feature matrix edge_attr or per-type "
+                                 "type_edge_attr, not both")
+            a = self.edge_attr
+            if a.dim() != 2 or a.shape[0] != self.num_edges:
+                raise ValueError(f"edge_attr has shape {tuple(a.shape)}: [{self.num_edges}, D] "
+                                 "expected, one row per edge (CSC order)")
+            return
+        counts = self.num_edges_per_type()
+        for et, a in self.type_edge_attr.items():
+            if et not in self.edge_types:
+                raise ValueError(f"type_edge_attr names edge type {et}, which is not one of "
+                                 f"the edge types {list(self.edge_types)}")
+            rows = counts[self.edge_types.index(et)]
+            if a.dim() != 2 or a.shape[0] != rows:
+                raise ValueError(f"edge_attr[{et}] has shape {tuple(a.shape)}: {rows} rows "
+                                 "expected, one per edge of that type")
 
     def _check_targets(self) -> None:
         if self.target_types is None:
@@ -434,6 +472,26 @@ class GraphStore:
         feats = self.features
         return {t: int(feats[t].shape[1]) if t in feats else 0 for t in self.node_types}
 
+    @property
+    def edge_attrs(self) -> dict[EdgeType, torch.Tensor]:
+        """Per-edge-type edge features, rows in that type's edge id order (the order of
+        ``edge_type_csc(type)[2]``; types without edge features absent): with one edge type
+        ``{type: edge_attr}`` (the same tensor), with one ``edge_attr`` over several types its
+        rows gathered per type, else ``type_edge_attr``."""
+        if self.edge_attr is None:
+            return dict(self.type_edge_attr)
+        if len(self.edge_types) == 1:
+            return {self.edge_types[0]: self.edge_attr}
+        return {et: self.edge_attr[self.edge_type_csc(et)[2]] for et in self.edge_types}
+
+    @property
+    def edge_feature_dims(self) -> dict[EdgeType, int]:
+        """Edge feature columns of every edge type (0: none)."""
+        if self.edge_attr is not None:
+            return dict.fromkeys(self.edge_types, int(self.edge_attr.shape[1]))
+        return {et: int(self.type_edge_attr[et].shape[1]) if et in self.type_edge_attr else 0
+                for et in self.edge_types}
+
     def no_x_reason(self) -> str | None:
         """Why this graph has no single feature matrix ``x`` although it has features (its
         node types' widths differ or some have none: code for typed graphs reads
@@ -497,6 +555,7 @@ class GraphStore:
         self_loops: str = "keep",
         dedupe: bool = True,
         edge_weight: torch.Tensor | None = None,
+        edge_attr: torch.Tensor | None = None,
         index_dtype: torch.dtype = torch.int64,
         **fields,
     ) -> GraphStore:
@@ -526,20 +585,29 @@ class GraphStore:
         w = None if edge_weight is None else torch.as_tensor(edge_weight).float().reshape(-1)
         if w is not None and w.numel() != ei.shape[1]:
             raise ValueError("edge_weight must have one entry per edge")
+        a = None if edge_attr is None else _edge_rows(edge_attr, ei.shape[1], "edge_attr")
         src, dst = ei[0], ei[1]
         if symmetrize:
             src, dst = torch.cat([src, dst]), torch.cat([dst, src])
             w = None if w is None else torch.cat([w, w])
+            a = None if a is None else torch.cat([a, a])
         if self_loops in ("remove", "add"):
             keep = src != dst
             src, dst = src[keep], dst[keep]
             w = None if w is None else w[keep]
+            a = None if a is None else a[keep]
         if self_loops == "add":
             loop = torch.arange(num_nodes)
             src, dst = torch.cat([src, loop]), torch.cat([dst, loop])
             w = None if w is None else torch.cat([w, torch.ones(num_nodes)])
-        indptr, src, _, w = build_csc(src, dst, None, num_nodes, 1, dedupe, w)
-        return cls(indptr=indptr, indices=src.to(index_dtype), edge_weight=w, **fields)
+            a = None if a is None else torch.cat([a, a.new_zeros(num_nodes, a.shape[1])])
+        if a is None:
+            indptr, src, _, w = build_csc(src, dst, None, num_nodes, 1, dedupe, w)
+        else:
+            indptr, src, _, order = csc_order(src, dst, None, num_nodes, 1, dedupe)
+            w, a = None if w is None else w[order], a[order]
+        return cls(indptr=indptr, indices=src.to(index_dtype), edge_weight=w, edge_attr=a,
+                   **fields)
 
     @classmethod
     def from_typed(
@@ -554,6 +622,7 @@ class GraphStore:
         val_idx: Mapping[str, torch.Tensor] | None = None,
         test_idx: Mapping[str, torch.Tensor] | None = None,
         edge_weight: Mapping[EdgeType, torch.Tensor] | None = None,
+        edge_attr: Mapping[EdgeType, torch.Tensor] | None = None,
         add_reverse: bool = False,
         dedupe: bool = True,
         index_dtype: torch.dtype = torch.int64,
@@ -568,9 +637,12 @@ class GraphStore:
         features of one width and dtype they become one ``x``); ``y``: ``{type: labels}``
         (the target types, unless ``target_types`` says otherwise); splits:
         ``{type: local ids}`` of target types; ``edge_weight``: ``{edge type: [E]}`` (types
-        left out weigh 1). ``add_reverse`` adds ``(dst, "rev_" + relation, src)`` for every
-        edge type (after all given types, with the same weights); ``dedupe`` keeps one copy
-        of an edge repeated within its type (the first weight wins).
+        left out weigh 1); ``edge_attr``: ``{edge type: [E, D] or [E]}`` edge features (types
+        left out have none; one ``edge_attr`` in CSC order when every type has them in one
+        width and dtype, else ``type_edge_attr``). ``add_reverse`` adds
+        ``(dst, "rev_" + relation, src)`` for every edge type (after all given types, with the
+        same weights and edge features); ``dedupe`` keeps one copy of an edge repeated within
+        its type (the first one's weight and features win).
         """
         node_types = tuple(num_nodes)
         check_node_types(node_types)
@@ -595,6 +667,14 @@ class GraphStore:
                 raise ValueError(f"edge_weight[{et}] has {w.numel()} entries for "
                                  f"{part.shape[1]} edges")
             ws.append(w)
+        attrs = dict(edge_attr or {})
+        for et in attrs:
+            if tuple(et) not in edge_types:
+                raise ValueError(f"edge_attr names edge type {tuple(et)}, which edges lacks")
+        attrs = {tuple(et): a for et, a in attrs.items()}
+        ats = [None if et not in attrs else _edge_rows(attrs[et], part.shape[1],
+                                                       f"edge_attr[{et}]")
+               for et, part in zip(edge_types, parts)]
         if add_reverse:
             rev = tuple((d, REVERSE + r, s) for s, r, d in edge_types)
             clash = [et for et in rev if et in edge_types]
@@ -602,6 +682,7 @@ class GraphStore:
                 raise ValueError(f"add_reverse would add edge type {clash[0]}, which edges "
                                  "already has")
             edge_types, parts, ws = edge_types + rev, parts + [p.flip(0) for p in parts], ws + ws
+            ats = ats + ats
         src = torch.cat([p[0] + start[et[0]] for et, p in zip(edge_types, parts)])
         dst = torch.cat([p[1] + start[et[2]] for et, p in zip(edge_types, parts)])
         et_id = torch.repeat_interleave(torch.arange(len(edge_types)),
@@ -610,7 +691,9 @@ class GraphStore:
         if any(v is not None for v in ws):
             w = torch.cat([torch.ones(p.shape[1]) if v is None else v for p, v in zip(parts, ws)])
         n = int(off[-1])
-        indptr, indices, et_id, w = build_csc(src, dst, et_id, n, len(edge_types), dedupe, w)
+        indptr, indices, et_id, order = csc_order(src, dst, et_id, n, len(edge_types), dedupe)
+        w = None if w is None else w[order]
+        one_attr, type_attr = _typed_edge_attr(ats, parts, order, et_id, edge_types)
         x, type_features = _typed_features(features or {}, node_types, count)
         labels, target_types = _typed_labels(y, target_types, node_types, count, start, n)
         splits = {}
@@ -623,7 +706,8 @@ class GraphStore:
                    edge_weight=w, num_classes=num_classes, node_types=node_types,
                    node_type_offset=off, edge_types=edge_types,
                    type_per_edge=None if len(edge_types) == 1 else et_id.to(torch.int16),
-                   type_features=type_features, target_types=target_types, **splits, **fields)
+                   type_features=type_features, target_types=target_types,
+                   edge_attr=one_attr, type_edge_attr=type_attr, **splits, **fields)
 
 
 def build_csc(src: torch.Tensor, dst: torch.Tensor, etype: torch.Tensor | None,
@@ -632,6 +716,15 @@ def build_csc(src: torch.Tensor, dst: torch.Tensor, etype: torch.Tensor | None,
     """The fused CSC of global (source, destination[, edge type]) lists: in-edges of each
     destination sorted by (edge type, source); ``dedupe`` keeps the first of equal edges.
     Returns ``(indptr, sources, edge types or None, weights or None)`` in CSC order."""
+    indptr, src, etype, order = csc_order(src, dst, etype, num_nodes, num_etypes, dedupe)
+    return indptr, src, etype, None if w is None else w[order]
+
+
+def csc_order(src: torch.Tensor, dst: torch.Tensor, etype: torch.Tensor | None,
+              num_nodes: int, num_etypes: int, dedupe: bool
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """:func:`build_csc` returning, instead of the weights, ``order``: the input position of
+    every CSC edge (gather any per-edge array with it)."""
     n = max(num_nodes, 1)
     k = num_etypes if etype is not None else 1
     if n * k * n < KEY_LIMIT:
@@ -649,10 +742,39 @@ def build_csc(src: torch.Tensor, dst: torch.Tensor, etype: torch.Tensor | None,
             new = torch.ones_like(src, dtype=torch.bool)
             new[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1]) | (etype[1:] != etype[:-1])
             src, dst, etype, order = src[new], dst[new], etype[new], order[new]
-    w = None if w is None else w[order]
     indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
     indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
-    return indptr, src, etype, w
+    return indptr, src, etype, order
+
+
+def _edge_rows(attr: torch.Tensor | np.ndarray, edges: int, what: str) -> torch.Tensor:
+    """Edge features ``[E, D]`` (``[E]``: one column), one row per edge of their list."""
+    a = torch.as_tensor(np.asarray(attr) if not torch.is_tensor(attr) else attr)
+    a = a.reshape(-1, 1) if a.dim() == 1 else a
+    if a.dim() != 2 or a.shape[0] != edges:
+        raise ValueError(f"{what} has shape {tuple(a.shape)}: {edges} rows expected, one per "
+                         "edge of that type")
+    return a
+
+
+def _typed_edge_attr(ats: list[torch.Tensor | None], parts: list[torch.Tensor],
+                     order: torch.Tensor, et_id: torch.Tensor | None,
+                     edge_types: tuple[EdgeType, ...]
+                     ) -> tuple[torch.Tensor | None, dict[EdgeType, torch.Tensor]]:
+    """Edge features given per type (input order), moved with the edges into CSC order:
+    one matrix when every type has them in one width and dtype, else per type."""
+    if all(a is None for a in ats):
+        return None, {}
+    if all(a is not None for a in ats) and len({(a.shape[1], a.dtype) for a in ats}) == 1:
+        return torch.cat(ats)[order], {}
+    starts = np.cumsum([0] + [p.shape[1] for p in parts]).tolist()
+    out = {}
+    for k, (et, a) in enumerate(zip(edge_types, ats)):
+        if a is None:
+            continue
+        mine = order if et_id is None else order[et_id == k]  # CSC order within the type
+        out[et] = a[mine - starts[k]]
+    return None, out
 
 
 def _edge_array(edges: torch.Tensor | np.ndarray, what: str) -> torch.Tensor:

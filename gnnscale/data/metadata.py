@@ -3,8 +3,9 @@ checks read instead of loading the graph.
 
 A typed graph's ``meta.json`` has a ``types`` section (:func:`types_problem` says what it
 holds): node types with their counts, edge types with theirs, the target types; its typed
-arrays (:data:`TYPED_ARRAYS`, per-type features ``x__<type>``) and that section enter the
-checksum only when present, so a homogeneous graph hashes as it always did.
+arrays (:data:`TYPED_ARRAYS`, per-type features ``x__<type>``), edge features
+(:data:`EDGE_ATTR`, or ``edge_attr__<k>`` per edge type) and that section enter the checksum
+only when present, so a graph without them hashes as it always did.
 
 The launcher trusts these sizes only when ``meta.json`` is consistent: its sizes agree with
 its arrays' shapes (:func:`size_problem`), those shapes with the ``.npy`` files' headers,
@@ -30,6 +31,11 @@ LINK_ARRAYS = ("train_pos", "val_pos", "val_neg", "test_pos", "test_neg")
 #: (several edge types); per-type features are ``x__<type>`` (:data:`FEATURES_PREFIX`)
 TYPED_ARRAYS = ("node_type_offset", "type_per_edge")
 FEATURES_PREFIX = "x__"
+#: edge features: one ``[E, D]`` matrix in CSC order (any graph), or per edge type
+#: ``edge_attr__<k>`` (``k``: the edge type's position in ``types.edge_types``), rows in that
+#: type's edge id order; in the checksum only when present
+EDGE_ATTR = "edge_attr"
+EDGE_ATTR_PREFIX = "edge_attr__"
 #: the type facts of a homogeneous graph (``meta.json`` has no ``types`` section then)
 NODE = "node"
 EDGE = (NODE, "to", NODE)
@@ -93,9 +99,10 @@ def size_problem(meta: dict) -> str | None:
             return (f"field {field} is {meta[field]} but the arrays' shapes give {want}: "
                     "meta.json was edited")
     for name, rows in (("x", expected["num_nodes"]), ("y", expected["num_nodes"]),
-                       ("edge_weight", expected["num_edges"])):
+                       ("edge_weight", expected["num_edges"]),
+                       (EDGE_ATTR, expected["num_edges"])):
         s = shape(name)
-        if s is not None and (not s or s[0] != rows):
+        if s is not None and (not s or s[0] != rows or (name == EDGE_ATTR and len(s) != 2)):
             return f"field arrays.{name}.shape is {s}: {rows} rows expected"
     return types_problem(meta)
 
@@ -116,7 +123,7 @@ def types_problem(meta: dict) -> str | None:
     ``num_edges``, and ``target_types``; ``node_type_offset`` is stored with several node
     types, ``type_per_edge`` with several edge types, ``x__<type>`` per featured type."""
     arrays, types = meta["arrays"], meta.get("types")
-    typed = set(arrays) - set(ARRAYS) - set(LINK_ARRAYS)
+    typed = set(arrays) - set(ARRAYS) - set(LINK_ARRAYS) - {EDGE_ATTR}
     if types is None:
         return f"field arrays holds {sorted(typed)} without a types section" if typed else None
     if not isinstance(types, dict):
@@ -142,12 +149,16 @@ def types_problem(meta: dict) -> str | None:
         want["node_type_offset"] = [len(nt) + 1]
     if len(et) > 1:
         want["type_per_edge"] = [meta["num_edges"]]
+    want.update({f"{EDGE_ATTR_PREFIX}{k}": [n] for k, n in enumerate(types["num_edges"])})
+    if EDGE_ATTR in arrays and any(n.startswith(EDGE_ATTR_PREFIX) for n in arrays):
+        return f"field arrays holds {EDGE_ATTR} and per-type {EDGE_ATTR_PREFIX}<k>: one or " \
+               "the other"
     for name in typed | set(TYPED_ARRAYS) & set(want):
         if name not in want:
             return f"field arrays holds {name}, which this graph's types do not explain"
         s = list(arrays[name]["shape"]) if name in arrays else None
         if s is None or s[:1] != want[name] or \
-                len(s) != (2 if name.startswith(FEATURES_PREFIX) else 1):
+                len(s) != (2 if name.startswith((FEATURES_PREFIX, EDGE_ATTR_PREFIX)) else 1):
             return f"field arrays.{name}.shape is {s}: {want[name][0]} rows expected"
     return None
 
@@ -200,6 +211,8 @@ class DatasetMeta:
     num_edges_per_type: tuple[int, ...] = ()
     feature_dims: tuple[int, ...] = ()
     target_types: tuple[str, ...] | None = None
+    #: edge feature columns of every edge type (0: none; empty: no edge features at all)
+    edge_feature_dims: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         one = len(self.node_types) == 1
@@ -235,6 +248,8 @@ class DatasetMeta:
             dims = tuple(int(x["shape"][1]) if x else int(arrays[
                 f"{FEATURES_PREFIX}{t}"]["shape"][1]) if f"{FEATURES_PREFIX}{t}" in arrays
                 else 0 for t in node_types)
+            edge_types = tuple(tuple(e) for e in types.get("edge_types", (EDGE,)))
+            edge_dims = _edge_dims(arrays, len(edge_types))
             return cls(name=str(meta["name"]), num_nodes=int(meta["num_nodes"]),
                        num_edges=int(meta["num_edges"]),
                        num_features=int(meta["num_features"]),
@@ -244,11 +259,12 @@ class DatasetMeta:
                        has_train=train is not None,
                        has_edge_weight="edge_weight" in arrays,
                        checksum=str(meta["checksum"]), node_types=node_types,
-                       edge_types=tuple(tuple(e) for e in types.get("edge_types", (EDGE,))),
+                       edge_types=edge_types,
                        num_nodes_per_type=tuple(types.get("num_nodes", ())),
                        num_edges_per_type=tuple(types.get("num_edges", ())),
                        feature_dims=dims,
-                       target_types=None if not types else tuple(types["target_types"]))
+                       target_types=None if not types else tuple(types["target_types"]),
+                       edge_feature_dims=edge_dims)
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
 
@@ -280,7 +296,19 @@ class DatasetMeta:
                    edge_types=tuple(graph.edge_types), num_nodes_per_type=tuple(counts),
                    num_edges_per_type=tuple(graph.num_edges_per_type()),
                    feature_dims=tuple(graph.feature_dims.values()),
-                   target_types=tuple(graph.target_types))
+                   target_types=tuple(graph.target_types),
+                   edge_feature_dims=() if graph.edge_attr is None and not graph.type_edge_attr
+                   else tuple(graph.edge_feature_dims.values()))
+
+
+def _edge_dims(arrays: dict, num_edge_types: int) -> tuple[int, ...]:
+    """Edge feature widths per edge type from meta.json's arrays (empty: none at all)."""
+    if EDGE_ATTR in arrays:
+        return (int(arrays[EDGE_ATTR]["shape"][1]),) * num_edge_types
+    per = [arrays.get(f"{EDGE_ATTR_PREFIX}{k}") for k in range(num_edge_types)]
+    if all(a is None for a in per):
+        return ()
+    return tuple(0 if a is None else int(a["shape"][1]) for a in per)
 
 
 def lacks(has_features: bool, has_labels: bool, has_train: bool,

@@ -6,8 +6,10 @@ which enter the checksum only when present. A typed graph (several node or edge 
 type names other than the homogeneous ``node``/``(node, to, node)``) adds a ``types`` section
 to ``meta.json`` (node types and counts, edge types and counts, target types) and its typed
 arrays: ``node_type_offset``, ``type_per_edge``, and ``x__<type>.npy`` per featured type when
-there is no single ``x`` (:mod:`gnnscale.data.metadata`); all of them are verified and in the
-checksum like the rest, and a homogeneous graph's folder is what it always was.
+there is no single ``x`` (:mod:`gnnscale.data.metadata`). Edge features are ``edge_attr.npy``
+(one ``[E, D]`` matrix in CSC order, any graph) or ``edge_attr__<k>.npy`` per featured edge
+type (``k``: its position in the ``types`` section's edge types). All of them are verified
+and in the checksum like the rest, and a graph without them has the folder it always had.
 
 ``meta.json`` records every array's shape, dtype and SHA-256 digest, the scalar fields and a
 checksum over all of them: the arrays' digests, the number of classes, the name, the sizes
@@ -56,6 +58,8 @@ from gnnscale.data import graph as _graph
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.metadata import (
     ARRAYS,
+    EDGE_ATTR,
+    EDGE_ATTR_PREFIX,
     FEATURES_PREFIX,
     FORMAT,
     LINK_ARRAYS,
@@ -131,6 +135,10 @@ def _numpy_arrays(graph: GraphStore) -> dict[str, np.ndarray]:
         out["type_per_edge"] = np.ascontiguousarray(graph.type_per_edge.numpy())
     out.update({f"{FEATURES_PREFIX}{t}": np.ascontiguousarray(f.numpy())
                 for t, f in graph.type_features.items()})
+    if graph.edge_attr is not None:
+        out[EDGE_ATTR] = np.ascontiguousarray(graph.edge_attr.numpy())
+    out.update({f"{EDGE_ATTR_PREFIX}{graph.edge_types.index(et)}": np.ascontiguousarray(a.numpy())
+                for et, a in graph.type_edge_attr.items()})
     return out
 
 
@@ -332,7 +340,8 @@ def _read_meta(path: Path) -> dict:
             raise ProcessedDataError(meta_file, path, f"field format is {meta.get('format')!r}, "
                                      f"this gnnscale reads {FORMAT_VERSION}")
         unknown = {n for n in set(meta["arrays"]) - set(ARRAYS) - set(LINK_ARRAYS)
-                   - set(TYPED_ARRAYS) if not n.startswith(FEATURES_PREFIX)}
+                   - set(TYPED_ARRAYS) - {EDGE_ATTR}
+                   if not n.startswith((FEATURES_PREFIX, EDGE_ATTR_PREFIX))}
         if unknown or not isinstance(meta["num_classes"], int):
             raise KeyError(f"unexpected arrays {sorted(unknown)}" if unknown else "num_classes")
         problem = size_problem(meta)
@@ -397,7 +406,10 @@ def load(path: str | os.PathLike, mmap: bool = True, verify: bool | None = None)
         "edge_types": tuple(tuple(et) for et in types["edge_types"]),
         "target_types": tuple(types["target_types"]),
         "type_features": {k[len(FEATURES_PREFIX):]: tensors.pop(k) for k in list(tensors)
-                          if k.startswith(FEATURES_PREFIX)}}
+                          if k.startswith(FEATURES_PREFIX)},
+        "type_edge_attr": {tuple(types["edge_types"][int(k[len(EDGE_ATTR_PREFIX):])]):
+                           tensors.pop(k) for k in list(tensors)
+                           if k.startswith(EDGE_ATTR_PREFIX)}}
     try:
         graph = GraphStore(num_classes=meta["num_classes"], name=meta["name"],
                            meta=meta.get("meta", {}),

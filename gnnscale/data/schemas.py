@@ -54,6 +54,12 @@ OGB_GRAPHS = {
     "products": ("ogbn-products", "ogbn_products", "sales_ranking", 47, False),
     "papers100m": ("ogbn-papers100M", "ogbn_papers100M", "time", 172, True),
 }
+#: MAGNN's typed graphs (PyG's ``DBLP``, ``IMDB``): option -> (folder, the splits it has)
+MAGNN_GRAPHS = {"dblp": ("DBLP", ("magnn", "hgb")), "imdb": ("IMDB", ("magnn",))}
+#: HGB's node classification graphs kept in the shared folder: option -> folder
+HGB_GRAPHS = {"acm": "ACM"}
+#: R-GCN's entity classification graphs (PyG's ``Entities``)
+ENTITIES_NAMES = ("aifb", "mutag")
 
 
 def processed_dir(root: str | os.PathLike, key: str, feature_norm: str) -> Path:
@@ -202,6 +208,153 @@ class OgbConfig(RawDatasetConfig):
     def key(self) -> str:
         """``ogbn-<name>``, ``-directed`` when not symmetrised."""
         return f"ogbn-{self.graph}" + ("" if self.symmetrize else "-directed")
+
+
+@dataclass
+class TypedSplitConfig(RawDatasetConfig):
+    """A typed graph read from raw files; ``val_ratio`` of its training nodes held out for
+    validation with ``split_seed`` where its published split has no validation set."""
+
+    val_ratio: float = 0.2
+    split_seed: int = 0
+
+    def check(self) -> None:
+        """A known graph and a validation share in [0, 1)."""
+        super().check()
+        if not 0.0 <= float(self.val_ratio) < 1.0:
+            raise ConfigError(f"dataset.val_ratio = {self.val_ratio}: the share of the training "
+                              "nodes held out for validation must lie in [0, 1)")
+
+    def _holdout_key(self) -> str:
+        return f"-val{float(self.val_ratio):g}-seed{int(self.split_seed)}"
+
+
+@register("dataset", "magnn")
+@dataclass
+class MagnnConfig(TypedSplitConfig):
+    """Options ``dblp``, ``imdb``: MAGNN's typed graphs; ``split=magnn`` (400 / 400 / rest) or,
+    for DBLP, ``split=hgb`` (HGB's split, ``val_ratio`` of its training authors validate)."""
+
+    graphs: ClassVar[Collection[str]] = MAGNN_GRAPHS
+    family: ClassVar[str] = "MAGNN graph"
+    _target_: str = "gnnscale.data.magnn.MagnnDataset"
+    name: str = "dblp"
+    split: str = "magnn"
+
+    def check(self) -> None:
+        """A known graph and one of its splits."""
+        super().check()
+        splits = MAGNN_GRAPHS[self.graph][1]
+        if self.split not in splits:
+            raise ConfigError(f"dataset.split: {self.name} has the splits {list(splits)}, got "
+                              f"{self.split!r}")
+
+    def key(self) -> str:
+        """Name and split (and the hold-out of an HGB split)."""
+        return f"{self.graph}-{self.split}" + (self._holdout_key() if self.split == "hgb"
+                                               else "")
+
+
+@register("dataset", "hgb")
+@dataclass
+class HgbConfig(TypedSplitConfig):
+    """Option ``acm``: an HGB graph from its ``node.dat``/``link.dat``/``label.dat`` files;
+    ``val_ratio`` of the training nodes validate (HGB's 20%)."""
+
+    graphs: ClassVar[Collection[str]] = HGB_GRAPHS
+    family: ClassVar[str] = "HGB graph"
+    _target_: str = "gnnscale.data.hgb.HgbDataset"
+    name: str = "acm"
+
+    def key(self) -> str:
+        """``hgb-<name>`` and the hold-out."""
+        return f"hgb-{self.graph}" + self._holdout_key()
+
+
+@register("dataset", "entities")
+@dataclass
+class EntitiesConfig(TypedSplitConfig):
+    """Options ``aifb``, ``mutag``: R-GCN's RDF graphs; their split has no validation set, so
+    ``val_ratio`` defaults to 0 (R-GCN's figures train on every training node)."""
+
+    graphs: ClassVar[Collection[str]] = ENTITIES_NAMES
+    family: ClassVar[str] = "RDF entity graph"
+    _target_: str = "gnnscale.data.entities.EntitiesDataset"
+    name: str = "aifb"
+    val_ratio: float = 0.0
+
+    def key(self) -> str:
+        """Name, and the hold-out when there is one."""
+        return self.graph + (self._holdout_key() if self.val_ratio else "")
+
+
+@register("dataset", "ogbn_mag")
+@dataclass
+class OgbMagConfig(DatasetConfig):
+    """``dataset=ogbn_mag``: OGB's raw layout under ``<data_root>/ogbn_mag`` (or ``raw_dir``);
+    ``add_reverse`` adds a reverse edge type for each of its four."""
+
+    _target_: str = "gnnscale.data.ogb_mag.OgbMagDataset"
+    raw_dir: str | None = None
+    add_reverse: bool = True
+
+    def key(self) -> str:
+        """``ogbn-mag``, ``-directed`` without reverse edge types."""
+        return "ogbn-mag" + ("" if self.add_reverse else "-directed")
+
+
+@register("dataset", "hetero_sim")
+@dataclass
+class HeteroSimConfig(DatasetConfig):
+    """``dataset=hetero_sim``: a generated ogbn-mag-like typed graph (``scale`` 1 has
+    ogbn-mag's node and edge counts; the default 0.01 builds in about a second)."""
+
+    _target_: str = "gnnscale.data.hetero_sim.HeteroSimDataset"
+    scale: float = 0.01
+    seed: int = 0
+    num_features: int = 128
+    num_classes: int | None = None  # None: 349 (ogbn-mag's) times sqrt(scale), at least 10
+    p_intra: float = 0.8
+    feature_signal: float = 0.2
+    label_noise: float = 0.05
+    degree_exponent: float = 2.2
+    add_reverse: bool = True
+
+    #: the largest scale (ogbn-mag x 4: 7.8M nodes, about 170M edges with reverses)
+    MAX_SCALE: ClassVar[float] = 4.0
+
+    def check(self) -> None:
+        """Parameters the generator can produce."""
+        super().check()
+        if not 0.0 < float(self.scale) <= self.MAX_SCALE:
+            raise ConfigError(f"dataset.scale = {self.scale}: must lie in (0, {self.MAX_SCALE:g}]"
+                              " (1 = ogbn-mag's 1.94M nodes)")
+        require_range("dataset.num_classes", self.classes, 2, 100_000)
+        require_range("dataset.num_features", self.num_features, 1, 100_000)
+        for name in ("p_intra", "label_noise"):
+            v = float(getattr(self, name))
+            if not 0.0 <= v <= 1.0:
+                raise ConfigError(f"dataset.{name} = {v}: must lie in [0, 1]")
+        if not float(self.feature_signal) >= 0.0:
+            raise ConfigError(f"dataset.feature_signal = {self.feature_signal}: must be >= 0")
+        if not float(self.degree_exponent) > 2.0:
+            raise ConfigError(f"dataset.degree_exponent = {self.degree_exponent}: must exceed 2 "
+                              "(a finite mean degree)")
+
+    @property
+    def classes(self) -> int:
+        """The number of classes (and topics): ``num_classes``, else 349 x sqrt(scale) (at
+        most 349, at least 10), so that a small graph keeps enough nodes per topic."""
+        if self.num_classes is not None:
+            return int(self.num_classes)
+        return max(10, min(349, int(round(349 * float(self.scale) ** 0.5))))
+
+    def key(self) -> str:
+        """Scale, seed and a digest of every other parameter."""
+        knobs = [self.num_features, self.classes, self.p_intra, self.feature_signal,
+                 self.label_noise, self.degree_exponent, bool(self.add_reverse)]
+        digest = hashlib.blake2b(json.dumps(knobs).encode(), digest_size=4).hexdigest()
+        return f"hetero_sim-x{float(self.scale):g}-seed{int(self.seed)}-{digest}"
 
 
 @register("dataset", "ogbl")

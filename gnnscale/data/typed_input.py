@@ -1,0 +1,264 @@
+"""A user's typed graph for ``dataset=custom``: the typed ``.npz`` layout, or a PyG ``HeteroData``
+saved with ``torch.save`` (loaded with ``weights_only=True``, nothing unpickled but tensors
+and PyG's storage classes).
+
+The typed ``.npz`` layout (names join their parts with ``__``, so type and relation names
+may not contain ``__``; ids are LOCAL to their node type)::
+
+    num_nodes__<type>                   nodes of a type (needed for a featureless, unlabelled
+                                        type; else it must agree with x/y)
+    x__<type>                           [n, F] features of a type (types may differ in F)
+    y__<type>                           [n] labels (-1 = unlabelled): the target types
+    {train,val,test}_idx__<type>        local ids of a target type, or
+    {train,val,test}_mask__<type>       boolean [n] masks; without any, a seeded random
+                                        split of each target type's labelled nodes
+    edge_index__<src>__<rel>__<dst>     [2, E] (source, destination) local ids: an edge type
+    edge_attr__<src>__<rel>__<dst>      [E, D] (or [E]) edge features, optional
+    edge_weight__<src>__<rel>__<dst>    [E] edge weights, optional
+    num_classes                         optional (else the largest label + 1)
+    node_types                          optional: the node type names in global id order
+                                        (else sorted)
+
+A ``HeteroData`` gives the same parts from its stores: ``data[type].x / y / num_nodes /
+{train,val,test}_mask or _idx`` and ``data[src, rel, dst].edge_index / edge_attr /
+edge_weight``. With ``symmetrize`` (the default) a ``rev_<rel>`` edge type is added for every
+edge type. Bad input is one line naming the array: an edge type naming an unknown node type,
+ids out of range for their type, features of the wrong row count for their type, a target
+type without labels, edge features whose row count differs from the edge count.
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gnnscale.data.convert import (
+    memory_budget,
+    ratio_split,
+    read_member,
+    scan_npz,
+    size_text,
+)
+from gnnscale.data.graph import GraphStore
+from gnnscale.errors import ConfigError
+
+SEP = "__"
+SPLITS = ("train", "val", "test")
+NODE_KEYS = ("num_nodes", "x", "y", *(f"{s}_{k}" for s in SPLITS for k in ("idx", "mask")))
+EDGE_KEYS = ("edge_index", "edge_attr", "edge_weight")
+_NODE = re.compile(rf"({'|'.join(NODE_KEYS)}){SEP}(.+)")
+_EDGE = re.compile(rf"({'|'.join(EDGE_KEYS)}){SEP}(.+)")
+
+
+def is_typed_npz(names: list[str]) -> bool:
+    """Whether the member names of an ``.npz`` follow the typed layout."""
+    return any(SEP in n for n in names)
+
+
+def _tensor(a, what: str, path: Path) -> torch.Tensor:
+    """``a`` (array or tensor) as a tensor of plain numbers."""
+    if torch.is_tensor(a):
+        t = a.detach().cpu()
+    else:
+        arr = np.asarray(a)
+        if arr.dtype.kind not in "biuf":
+            raise ConfigError(f"{path}: {what} holds {arr.dtype} values: save plain numeric "
+                              "arrays")
+        t = torch.from_numpy(arr)
+    if t.is_complex():
+        raise ConfigError(f"{path}: {what} holds {t.dtype} values: save plain numeric arrays")
+    return t
+
+
+def _count(value, what: str, path: Path) -> int:
+    a = np.asarray(value.cpu() if torch.is_tensor(value) else value).reshape(-1)
+    if a.size != 1 or a.dtype.kind not in "iu" or int(a[0]) < 0:
+        raise ConfigError(f"{path}: {what} must be one integer >= 0, got {a.tolist()[:4]}")
+    return int(a[0])
+
+
+def parts_from_npz(arrays: dict[str, np.ndarray], path: Path) -> dict:
+    """The typed parts of an ``.npz`` in the typed layout: ``{"nodes": {type: {key: array}},
+    "edges": {edge type: {key: array}}, "num_classes": ..., "node_types": ...}``."""
+    nodes: dict[str, dict] = {}
+    edges: dict[tuple, dict] = {}
+    out: dict = {"nodes": nodes, "edges": edges}
+    for name, a in arrays.items():
+        if name in ("num_classes", "node_types"):
+            out[name] = a
+            continue
+        m = _NODE.fullmatch(name)
+        if m and SEP not in m.group(2):
+            nodes.setdefault(m.group(2), {})[m.group(1)] = a
+            continue
+        m = _EDGE.fullmatch(name)
+        if m:
+            et = tuple(m.group(2).split(SEP))
+            if len(et) != 3 or not all(et):
+                raise ConfigError(f"{path}: member {name!r}: an edge type is "
+                                  f"{m.group(1)}{SEP}<source>{SEP}<relation>{SEP}<destination> "
+                                  f"(names without '{SEP}')")
+            edges.setdefault(et, {})[m.group(1)] = a
+            continue
+        raise ConfigError(f"{path}: member {name!r} is not part of the typed .npz layout "
+                          f"(<key>{SEP}<type> with key one of {', '.join(NODE_KEYS)}; "
+                          f"<key>{SEP}<src>{SEP}<rel>{SEP}<dst> with key one of "
+                          f"{', '.join(EDGE_KEYS)}; num_classes; node_types)")
+    if "node_types" in out:
+        nt = np.asarray(out["node_types"])
+        if nt.dtype.kind != "U" or nt.ndim != 1:
+            raise ConfigError(f"{path}: node_types must be a 1-D array of strings, got "
+                              f"{nt.dtype} {nt.shape}")
+        out["node_types"] = [str(t) for t in nt]
+    return out
+
+
+def read_typed_npz(path: Path, max_member_bytes: int) -> dict:
+    """The typed parts of ``path``, every member's declared size checked before it is read."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            members = scan_npz(zf, path, max_member_bytes, "dataset.max_member_gb")
+            total, budget = sum(m.nbytes for m in members.values()), memory_budget()
+            if total > budget:
+                raise ConfigError(f"{path}: its arrays declare {size_text(total)}, more than "
+                                  "half this host's memory")
+            arrays = {name: read_member(zf, m, path) for name, m in members.items()}
+    except (zipfile.BadZipFile, OSError, EOFError) as err:
+        raise ConfigError(f"{path}: not a readable .npz file ({type(err).__name__}: {err})"
+                          ) from err
+    return parts_from_npz(arrays, path)
+
+
+def hetero_classes() -> list:
+    """The classes a ``torch.save``d ``HeteroData`` holds (allow-listed for ``torch.load``)."""
+    from torch_geometric.data import HeteroData
+    from torch_geometric.data.storage import (
+        BaseStorage,
+        EdgeStorage,
+        GlobalStorage,
+        NodeStorage,
+    )
+
+    return [HeteroData, BaseStorage, NodeStorage, EdgeStorage, GlobalStorage]
+
+
+def parts_from_hetero(data, path: Path) -> dict:
+    """The typed parts of a loaded ``HeteroData``."""
+    nodes, edges = {}, {}
+    for t in data.node_types:
+        store = data[t]
+        nodes[t] = {k: store[k] for k in store.keys() if k in NODE_KEYS}
+        if "num_nodes" not in nodes[t] and "x" not in nodes[t] and "y" not in nodes[t]:
+            nodes[t]["num_nodes"] = np.asarray(store.num_nodes)
+    for et in data.edge_types:
+        store = data[et]
+        unknown = [k for k in store.keys() if k not in EDGE_KEYS]
+        if unknown:
+            raise ConfigError(f"{path}: edge type {et} holds {unknown}, which is not read "
+                              f"(edge stores hold {', '.join(EDGE_KEYS)})")
+        edges[tuple(et)] = {k: store[k] for k in store.keys()}
+    out = {"nodes": nodes, "edges": edges, "node_types": list(data.node_types)}
+    if "num_classes" in data._global_store:
+        out["num_classes"] = data._global_store["num_classes"]
+    return out
+
+
+def graph_from_parts(parts: dict, path: Path, symmetrize: bool, train_ratio: float,
+                     val_ratio: float, split_seed: int) -> GraphStore:
+    """Check the typed parts and build the typed graph (one line per problem)."""
+    nodes, edges = parts["nodes"], parts["edges"]
+    named = set(nodes) | {t for et in edges for t in (et[0], et[2])}
+    order = parts.get("node_types")
+    if order is not None:
+        missing = sorted(set(nodes) - set(order))
+        if missing or len(set(order)) != len(order):
+            raise ConfigError(f"{path}: node_types {order} must list each node type once; "
+                              f"{missing or 'a type twice'} (from the arrays) is not")
+    for et in edges:
+        for end in (et[0], et[2]):
+            if end not in nodes:
+                known = ", ".join(sorted(nodes)) or "none"
+                raise ConfigError(f"{path}: edge type {et} names node type {end!r}, which has "
+                                  f"no num_nodes, x or y (node types: {known})")
+    node_types = list(order) if order is not None else sorted(named)
+    counts, feats, labels = {}, {}, {}
+    for t in node_types:
+        arr = nodes[t]
+        x = None if arr.get("x") is None else _tensor(arr["x"], f"x{SEP}{t}", path)
+        y = None if arr.get("y") is None else _tensor(arr["y"], f"y{SEP}{t}", path)
+        given = None if arr.get("num_nodes") is None else _count(arr["num_nodes"],
+                                                                 f"num_nodes{SEP}{t}", path)
+        n = given if given is not None else x.shape[0] if x is not None else y.reshape(-1).numel()
+        if x is not None:
+            x = x.reshape(-1, 1) if x.dim() == 1 else x
+            if x.dim() != 2 or x.shape[0] != n:
+                raise ConfigError(f"{path}: x{SEP}{t} has shape {tuple(x.shape)}: {n} rows "
+                                  f"expected, one per {t!r} node")
+            feats[t] = x.float()
+        if y is not None:
+            y = y.reshape(-1)
+            if y.numel() != n or y.is_floating_point() or y.dtype == torch.bool:
+                raise ConfigError(f"{path}: y{SEP}{t} must hold {n} integer labels (one per "
+                                  f"{t!r} node, -1 = unlabelled), got {y.dtype} "
+                                  f"{tuple(y.shape)}")
+            labels[t] = y.long()
+        counts[t] = n
+    splits: dict[str, dict] = {f"{s}_idx": {} for s in SPLITS}
+    for t in node_types:
+        for s in SPLITS:
+            for kind in ("idx", "mask"):
+                v = nodes[t].get(f"{s}_{kind}")
+                if v is None:
+                    continue
+                if t not in labels:
+                    raise ConfigError(f"{path}: target type {t!r} has a {s} split but no "
+                                      f"labels: give y{SEP}{t}")
+                v = _tensor(v, f"{s}_{kind}{SEP}{t}", path).reshape(-1)
+                if kind == "mask" or v.dtype == torch.bool:
+                    if v.numel() != counts[t]:
+                        raise ConfigError(f"{path}: {s}_mask{SEP}{t} has {v.numel()} entries "
+                                          f"for {counts[t]} {t!r} nodes")
+                    v = v.bool().nonzero().reshape(-1)
+                splits[f"{s}_idx"][t] = v.long()
+    for t, y in labels.items():
+        if not any(t in splits[f"{s}_idx"] for s in SPLITS):
+            try:
+                drawn = ratio_split(y, train_ratio, val_ratio, split_seed)
+            except ValueError as err:
+                raise ConfigError(f"{path}: {err}") from err
+            for s in SPLITS:
+                splits[f"{s}_idx"][t] = drawn[s]
+    edge_index, weights, attrs = {}, {}, {}
+    for et, arr in edges.items():
+        name = SEP.join(et)
+        if arr.get("edge_index") is None:
+            raise ConfigError(f"{path}: edge type {et} has no edge_index{SEP}{name}")
+        ei = _tensor(arr["edge_index"], f"edge_index{SEP}{name}", path)
+        if ei.is_floating_point() or ei.dtype == torch.bool:
+            raise ConfigError(f"{path}: edge_index{SEP}{name} must hold integer ids, got "
+                              f"{ei.dtype}")
+        edge_index[et] = ei
+        e = ei.shape[1] if ei.dim() == 2 else -1
+        for key, store in (("edge_attr", attrs), ("edge_weight", weights)):
+            if arr.get(key) is None:
+                continue
+            a = _tensor(arr[key], f"{key}{SEP}{name}", path)
+            if a.shape[0] != e or (key == "edge_weight" and a.numel() != e):
+                raise ConfigError(f"{path}: {key}{SEP}{name} has {a.shape[0]} rows for the "
+                                  f"{e} edges of {et}: one per edge")
+            store[et] = a.float()
+    num_classes = parts.get("num_classes")
+    try:
+        return GraphStore.from_typed(
+            counts, edge_index, features=feats, y=labels or None,
+            target_types=tuple(labels), edge_weight=weights or None, edge_attr=attrs or None,
+            add_reverse=symmetrize, name=path.stem,
+            num_classes=None if num_classes is None else _count(num_classes, "num_classes", path),
+            meta={"source": str(path), "inferred_classes": num_classes is None},
+            **{s: v or None for s, v in splits.items()})
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{path}: {err}") from err
