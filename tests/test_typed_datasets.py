@@ -296,3 +296,15 @@ def test_magnn_readers_match_pygs_classes(tmp_path, shared_datasets):
             dst = torch.repeat_interleave(torch.arange(ptr.numel() - 1), ptr.diff())
             mine = set(zip(idx.tolist(), dst.tolist()))
             assert mine == set(zip(*ref[et].edge_index.tolist())), (name, et)
+
+
+def test_a_strategy_that_does_not_train_types_refuses_a_typed_graph_in_one_line(tmp_path):
+    """Until a strategy declares ``trains_types``, a typed dataset is refused at launch (its
+    types would be ignored), naming the strategy and the graph."""
+    from gnnscale.runner.validate import validate
+    from tests._train import make_cfg
+
+    cfg = make_cfg(tmp_path, "dataset=hetero_sim", "dataset.scale=0.002", "logger=none")
+    with pytest.raises(ConfigError, match=r"typed graph \(4 node types.*strategy=data does not "
+                                          r"train typed graphs"):
+        validate(cfg)

@@ -39,7 +39,7 @@ from gnnscale.tasks.config import declared_task
 #: The declarations a strategy class takes from its schema.
 DECLARATIONS = ("name", "samples", "takes_weighted_blocks", "reads", "deps", "default_deps",
                 "default_cache", "auto_candidate", "meta", "items_per_rank", "reductions",
-                "columns")
+                "columns", "trains_types")
 
 
 @dataclass
@@ -86,6 +86,9 @@ class StrategyConfig(Options):
     #: composes each candidate with them).
     default_deps: ClassVar[str] = "depcache"
     default_cache: ClassVar[str] = "none"
+    #: Whether it trains typed graphs (several node or edge types) with their types; a
+    #: strategy that does not is refused a typed dataset at launch rather than ignoring types.
+    trains_types: ClassVar[bool] = False
     #: Whether ``strategy=auto`` may profile it.
     auto_candidate: ClassVar[bool] = True
     #: A meta strategy is resolved in the launcher into runs of concrete ones (``auto``).
@@ -142,8 +145,15 @@ class StrategyConfig(Options):
     def check_data(cls, cfg: Any, built: Checked) -> None:
         """Refuse a dataset it cannot train on (``built.graph`` is its metadata): the task's
         checks (what it needs, a training item per rank when :attr:`items_per_rank`)."""
+        graph = built.graph
+        if graph is not None and graph.is_typed and not cls.trains_types:
+            raise ConfigError(f"dataset {graph.name} is a typed graph ({len(graph.node_types)} "
+                              f"node types, {len(graph.edge_types)} edge types): "
+                              f"strategy={cls.name} does not train typed graphs yet (it would "
+                              "ignore the types); it loads and processes, training on it "
+                              "comes with the typed models (docs/components/datasets.md)")
         ranks = cfg.dist.world_size if cls.items_per_rank else 1
-        declared_task(cfg).check_data(cfg, built.graph, ranks)
+        declared_task(cfg).check_data(cfg, graph, ranks)
 
     @classmethod
     def checks_built(cls, cfg: Any) -> bool:
