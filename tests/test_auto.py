@@ -12,9 +12,24 @@ from gnnscale.errors import ConfigError
 from gnnscale.strategies.auto.candidates import candidate_config
 from gnnscale.strategies.auto.choice import choose, seconds_per_loss
 from gnnscale.strategies.auto.strategy import check_auto
+from gnnscale.tasks.link import LinkTask
+from gnnscale.tasks.link.config import LinkTaskConfig
 from tests._train import TINY, make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+class UnrankableConfig(LinkTaskConfig):
+    """A link task whose loss, say, depends on the batch: not rankable by ``strategy=auto``."""
+
+    name = "unrankable"
+    auto_rankable = False
+
+
+class UnrankableTask(LinkTask):
+    """Its task class (``declared_task`` reads ``schema``)."""
+
+    schema = UnrankableConfig
 
 
 def _row(name, epoch_time, drop, status="ran", projected=None):
@@ -69,6 +84,21 @@ def test_candidates_keep_user_keys_and_get_their_best_settings(tmp_path):
     given = make_cfg(tmp_path, *TINY, "strategy=auto", "deps=hybrid", "cache=degree")
     split = candidate_config(given, "split", run_dir, 1)  # the user's choices win
     assert split.deps._target_.endswith("Hybrid") and split.cache._target_.endswith("DegreePolicy")
+
+
+def test_a_task_whose_loss_is_not_comparable_is_refused(tmp_path):
+    """A task declaring ``auto_rankable = False`` (its loss means something else under each
+    strategy) is refused, naming it; node and link are ranked."""
+    from omegaconf import OmegaConf, open_dict
+
+    from gnnscale.strategies.auto.config import AutoConfig
+
+    cfg = make_cfg(tmp_path, *TINY, "strategy=auto", "task=link")
+    AutoConfig.check_config(cfg, None)
+    with open_dict(cfg):
+        cfg.task = OmegaConf.create({"_target_": f"{__name__}.UnrankableTask"})
+    with pytest.raises(ConfigError, match="task=unrankable declares not comparable"):
+        AutoConfig.check_config(cfg, None)
 
 
 @pytest.mark.parametrize(("override", "match"), [
@@ -188,12 +218,13 @@ def test_initial_loss_is_measured_with_training_dropout(tmp_path):
 
     from gnnscale import registry
     from gnnscale.evaluation.evaluate import layerwise_logits
+    from gnnscale.runner.worker import build_task
     from gnnscale.strategies.auto.strategy import initial_loss
 
     cfg = make_cfg(tmp_path, *TINY, "strategy=auto", "model.dropout=0.8")
-    graph = registry.build(cfg.dataset).load()
-    with_dropout = initial_loss(cfg, graph)
-    assert initial_loss(cfg, graph) == with_dropout  # keyed: the same masks every time
+    task, graph = build_task(cfg)
+    with_dropout = initial_loss(cfg, task, graph)
+    assert initial_loss(cfg, task, graph) == with_dropout  # keyed: the same masks every time
     torch.manual_seed(cfg.seed)
     model = registry.build(cfg.model, in_channels=graph.num_features,
                            out_channels=graph.num_classes)
@@ -219,3 +250,84 @@ def test_resume_trains_on_the_recorded_choice_without_profiling(tmp_path):
     assert [h["epoch"] for h in again["history"]] == [0, 1]
     assert again["history"][0] == first["history"][0]
     assert sorted(p.name for p in (tmp_path / "run" / "auto").iterdir()) == profiled
+
+
+def test_link_initial_loss_is_the_link_loss_by_hand(tmp_path):
+    """Under task=link the initial loss is the link task's own: the binary cross-entropy of
+    the decoder (the ranks' initial head) over the training edges and the negatives epoch 0
+    draws, from the initial embeddings in training mode (keyed dropout of epoch 0)."""
+    import torch
+    import torch.nn.functional as F
+
+    from gnnscale import registry
+    from gnnscale.evaluation.evaluate import layerwise_logits
+    from gnnscale.runner.worker import build_task
+    from gnnscale.strategies.auto.strategy import initial_loss
+
+    cfg = make_cfg(tmp_path, *TINY, "task=link", "strategy=auto", "task.decoder=mlp",
+                   "task.decoder_hidden=16", "task.num_negatives=2", "task.dim=16")
+    task, graph = build_task(cfg)
+    got = initial_loss(cfg, task, graph)
+    torch.manual_seed(cfg.seed)  # as every rank: the model, then the task's head
+    model = registry.build(cfg.model, in_channels=graph.num_features, out_channels=16)
+    task.attach(model)
+    model.bind_graph(graph)
+    model.set_dropout_key(cfg.seed, 0)
+    with torch.no_grad():
+        z = layerwise_logits(model, graph, torch.arange(graph.num_nodes), torch.device("cpu"),
+                             train_mode=True)
+        items = task.train_items()
+        src, dst, label = task.pairs(items, 0)
+        assert src.numel() == 3 * items.numel() and int(label.sum()) == items.numel()
+        by_hand = float(F.binary_cross_entropy_with_logits(task.head(z[src], z[dst]), label))
+        assert got == pytest.approx(by_hand, rel=1e-5)
+        some = items[::7]  # on a sample of the training edges too
+        s, d, lab = task.pairs(some, 0)
+        assert task.initial_loss(model, graph, some) == pytest.approx(
+            float(F.binary_cross_entropy_with_logits(task.head(z[s], z[d]), lab)), rel=1e-5)
+
+
+def _auto_link(tmp_path, world: int, *extra: str) -> tuple[dict, dict]:
+    """``strategy=auto task=link`` on the tiny graph: the results and ``auto.json``."""
+    from gnnscale.runner.run import run
+
+    cfg = make_cfg(tmp_path, *TINY, "task=link", "strategy=auto", f"dist.world_size={world}",
+                   "epochs=1", "strategy.profile_epochs=2", "strategy.rematch_rounds=0",
+                   "strategy.batch_size=2048", "task.dim=16", *extra)
+    res = run(cfg)
+    return res, json.loads((Path(cfg.run_dir) / "auto.json").read_text())
+
+
+def _check_link_decision(res: dict, decision: dict, out: str) -> None:
+    """Ranked by link's loss, from an initial loss equal to a full-graph epoch 0's (the
+    initial parameters on every training edge); the choice said and trained."""
+    assert decision["task"] == "link" and "binary cross-entropy" in decision["loss"]
+    rows = {r["name"]: r for r in decision["candidates"]}
+    assert decision["initial_loss"] == pytest.approx(rows["fullgraph"]["losses"][0], rel=1e-4)
+    for r in rows.values():
+        assert r["status"] == "ran" and "val_auc" in r
+        assert r["loss_drop_per_epoch"] == pytest.approx(
+            (decision["initial_loss"] - r["losses"][-1]) / 2)
+    chosen = decision["chosen"]
+    assert chosen == choose(decision["candidates"])[0]
+    line = next(ln for ln in out.splitlines() if ln.startswith("[auto] chose"))
+    assert line == f"[auto] chose {decision['why']}"
+    assert line.startswith(f"[auto] chose {chosen} for task=link: ")
+    assert res["auto"]["strategy"] == chosen and res["auto"]["task"] == "link"
+    assert res["config"]["strategy"]["_target_"].split(".")[-2] == chosen
+    assert res["config"]["task"]["_target_"].endswith("LinkTask") and "val_auc" in \
+        res["history"][-1]
+
+
+def test_auto_ranks_link_prediction_by_its_loss(tmp_path, capfd):
+    res, decision = _auto_link(tmp_path, 1, "strategy.candidates=[data,fullgraph]")
+    assert [r["name"] for r in decision["candidates"]] == ["data", "fullgraph"]
+    _check_link_decision(res, decision, capfd.readouterr().out)
+
+
+@pytest.mark.slow
+def test_auto_profiles_every_candidate_under_link_on_two_ranks(tmp_path, capfd):
+    res, decision = _auto_link(tmp_path, 2)
+    assert [r["name"] for r in decision["candidates"]] == ["data", "factored", "fullgraph",
+                                                           "offload", "split"]
+    _check_link_decision(res, decision, capfd.readouterr().out)

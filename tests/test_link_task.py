@@ -293,7 +293,6 @@ def test_pair_rows_on_one_rank():
     ("task.test_fraction=0", "must lie in"),
     ("metric=acc", "not a metric of task=link"),
     ("task.hits_k=[0]", "K >= 1"),
-    ("strategy=auto", "pick a strategy"),
 ])
 def test_bad_link_configs_fail_before_anything_loads(tmp_path, override, message):
     from gnnscale.runner.validate import check_config

@@ -44,7 +44,7 @@ def test_declared_task_is_found_from_the_config(tmp_path):
     assert declared_task(make_cfg(tmp_path, *TINY, "task=link")) is LinkTaskConfig
     assert declared_task({}) is NodeTaskConfig  # a config without a task group
     assert LinkTaskConfig.derives_data and not NodeTaskConfig.derives_data
-    assert not LinkTaskConfig.auto_rankable and NodeTaskConfig.auto_rankable
+    assert LinkTaskConfig.auto_rankable and NodeTaskConfig.auto_rankable  # strategy=auto ranks both
 
 
 def test_a_training_vertex_per_rank_only_where_each_rank_trains_its_own():

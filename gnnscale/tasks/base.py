@@ -13,6 +13,8 @@ The seams (every strategy uses some of them):
   (training vertices, or training-edge ids); :meth:`Task.seeds` the vertices a mini-batch of
   items needs output rows for, :meth:`Task.target` what the loss compares them with;
 - :meth:`Task.loss`: a micro-batch's loss from its output rows (``data``, ``factored``);
+  :meth:`Task.initial_loss` the same loss of the initial parameters on the training items
+  (``strategy=auto``'s baseline for every candidate's loss decrease);
 - :meth:`Task.sharded_loss`: a collective loss from output rows spread over the ranks of a
   group (``split``: each rank its owned targets; ``fullgraph``/``offload``: each its masters),
   normalised by the global number of terms so that gradients summed over the ranks equal one
@@ -46,6 +48,9 @@ class Task(ABC):
 
     #: The option name (``task=<name>``), taken from its schema.
     name: ClassVar[str] = ""
+
+    #: What its training loss is, in words (``strategy=auto`` says what it ranked by).
+    loss_name: ClassVar[str] = "the training loss"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -111,6 +116,23 @@ class Task(ABC):
     def num_terms(self, items: torch.Tensor) -> int:
         """The terms of the loss of ``items`` (what the mean divides by)."""
         return int(items.numel())
+
+    def initial_loss(self, model: torch.nn.Module, graph: GraphStore,
+                     items: torch.Tensor | None = None, epoch: int = 0,
+                     batch_size: int = 4096) -> float:
+        """The training loss of ``items`` (default: every training item) under ``model``'s
+        present parameters, as a training epoch ``epoch`` measures it: through
+        :meth:`seeds`, :meth:`target` and :meth:`loss` (link prediction: the negatives that
+        epoch draws), the seeds' rows by layer-wise full-neighbour inference on ``graph`` in
+        training mode (keyed dropout applies when the model has a key). ``strategy=auto``
+        compares every candidate's loss decrease with it."""
+        from gnnscale.evaluation.evaluate import layerwise_logits
+
+        items = self.train_items() if items is None else items
+        with torch.no_grad():
+            rows = layerwise_logits(model, graph, self.seeds(items, epoch),
+                                    torch.device("cpu"), batch_size, train_mode=True)
+            return float(self.loss(rows, self.target(items, epoch)))
 
     # -- evaluation -----------------------------------------------------------------------------
     @abstractmethod

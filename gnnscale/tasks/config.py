@@ -66,8 +66,10 @@ class TaskConfig(Options):
     #: How each per-epoch figure it adds to a rank's metrics combines over the reporting ranks
     #: (a subclass adds to its bases'; see :meth:`metric_reductions`).
     reductions: ClassVar[Mapping[str, Reduce]] = {}
-    #: Whether ``strategy=auto`` can rank strategies on it (it compares how fast each lowers
-    #: the training loss of a node-classification run).
+    #: Whether ``strategy=auto`` can rank strategies on it: it compares how fast each lowers
+    #: the task's training loss (the task class's ``initial_loss`` and ``loss``), which must
+    #: mean the same under every strategy (False: e.g. a loss whose scale depends on the
+    #: batch). Node classification and link prediction are.
     auto_rankable: ClassVar[bool] = True
     _target_: str = ""
 

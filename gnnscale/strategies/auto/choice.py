@@ -16,8 +16,10 @@ def seconds_per_loss(epoch_time: float, loss_drop_per_epoch: float) -> float:
     return epoch_time / loss_drop_per_epoch if loss_drop_per_epoch > 0 else math.inf
 
 
-def choose(rows: list[dict[str, Any]], criterion: str = "measured") -> tuple[str, str]:
-    """The candidate with the fewest seconds per unit of training-loss decrease, and why.
+def choose(rows: list[dict[str, Any]], criterion: str = "measured", task: str | None = None
+           ) -> tuple[str, str]:
+    """The candidate with the fewest seconds per unit of training-loss decrease, and why
+    (naming ``task``, the task whose training loss it is, when given).
 
     A row that ran has ``epoch_time`` (median measured, warm-up epoch skipped),
     ``projected_epoch_time`` (criterion=modelled) and ``loss_drop_per_epoch`` =
@@ -33,7 +35,8 @@ def choose(rows: list[dict[str, Any]], criterion: str = "measured") -> tuple[str
         raise ConfigError("strategy=auto: no candidate ran and decreased the training loss; "
                           "see the decision table (auto.json) for each one's reason")
     best, name, row = scored[0]
-    why = (f"{name}: {best:.3g} s per unit of training-loss decrease ({criterion} "
+    whose = f" for task={task}" if task else ""
+    why = (f"{name}{whose}: {best:.3g} s per unit of training-loss decrease ({criterion} "
            f"{row[key]:.3g} s/epoch, loss -{row['loss_drop_per_epoch']:.3g}/epoch)")
     if len(scored) > 1:
         nxt, nxt_name, _ = scored[1]

@@ -46,13 +46,15 @@ class AutoConfig(StrategyConfig):
 
     @classmethod
     def check_config(cls, cfg: Any, built: Checked) -> None:
-        """A task it can rank, and its own keys (its candidates are checked one by one when
+        """A task it can rank (one whose declarations say its training loss means the same
+        under every strategy), and its own keys (its candidates are checked one by one when
         profiled)."""
         task = declared_task(cfg)
         if not task.auto_rankable:
-            raise ConfigError(f"strategy=auto ranks candidates by how fast they lower a node-"
-                              f"classification loss, not the loss of task={task.name}: pick a "
-                              "strategy (strategy=data|split|factored|fullgraph|offload)")
+            raise ConfigError(f"strategy=auto ranks candidates by how fast they lower the "
+                              f"training loss, which task={task.name} declares not comparable "
+                              "between strategies (auto_rankable = False): pick a strategy "
+                              "(strategy=data|split|factored|fullgraph|offload)")
         check_auto(cfg)
 
 

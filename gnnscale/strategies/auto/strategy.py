@@ -7,8 +7,11 @@ says it may be profiled (:meth:`~gnnscale.strategies.base.Strategy.why_not_candi
 cache the user left unset are the candidate's :meth:`preferred` ones), runs it through the
 normal validation (a refusal is logged with its reason and the candidate skipped), and trains
 it for ``strategy.profile_epochs`` epochs with the normal runner, real ranks, in
-``<run_dir>/auto/<candidate>``. The choice rule is :func:`~.choice.choose`; the decision table
-is printed and written to ``<run_dir>/auto.json``; then the chosen config trains for
+``<run_dir>/auto/<candidate>``. The choice rule is :func:`~.choice.choose`: seconds per unit of
+decrease of the run's task's own training loss (node classification, link prediction: any task
+whose declarations say ``auto_rankable``), from the initial loss the task computes
+(:func:`initial_loss`); the decision table and one line of the pick and why are printed and
+the table written to ``<run_dir>/auto.json``; then the chosen config trains for
 ``epochs`` in ``<run_dir>`` and its ``results.json`` carries an ``auto`` entry saying so. On
 ``resume=true`` with a checkpoint in ``<run_dir>``, the recorded choice trains on, unprofiled.
 """
@@ -21,16 +24,19 @@ import traceback
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from gnnscale import registry
 from gnnscale.errors import ConfigError
 from gnnscale.strategies.auto.candidates import candidate_config, option_node
 from gnnscale.strategies.auto.choice import choose, close_leaders, pooled, seconds_per_loss, table
 from gnnscale.strategies.auto.config import AutoConfig, Criterion, check_auto, chosen_candidates
 from gnnscale.strategies.base import Strategy
+
+if TYPE_CHECKING:
+    from gnnscale.data.graph import GraphStore
+    from gnnscale.tasks.base import Task
 
 Train = Callable[[DictConfig], dict]
 
@@ -89,25 +95,22 @@ def rematch(cfg: DictConfig, rows: list[dict], run_dir: Path, loss0: float, trai
 
 
 # -- profiling --------------------------------------------------------------------------------
-def initial_loss(cfg: DictConfig, graph) -> float:
-    """The training loss of the initial parameters every candidate starts from (the ranks
-    seed the model the same way), measured as training measures it: in training mode, with
-    the run's keyed dropout of epoch 0."""
-    import torch
-    import torch.nn.functional as F
-
+def initial_loss(cfg: DictConfig, task: Task, graph: GraphStore) -> float:
+    """The training loss of the initial parameters every candidate starts from, on every
+    training item of ``task`` (prepared: ``graph`` is the graph it trains on). The model is
+    built as the ranks build it (:func:`~gnnscale.runner.worker.build_model`: the same seed,
+    the task's head attached) and the loss is the task's own
+    (:meth:`~gnnscale.tasks.base.Task.initial_loss`: node classification's cross-entropy,
+    link prediction's binary cross-entropy of the training edges and the negatives epoch 0
+    draws), measured as training measures it: in training mode, with the run's keyed dropout
+    of epoch 0."""
     from gnnscale.distributed.launch import private_temp_dir
-    from gnnscale.evaluation.evaluate import layerwise_logits
+    from gnnscale.runner.worker import build_model
 
-    torch.manual_seed(cfg.seed)
     with private_temp_dir():
-        model = registry.build(cfg.model, in_channels=graph.num_features,
-                               out_channels=graph.num_classes)
-    model.bind_graph(graph)
+        model = build_model(cfg, graph, task)
     model.set_dropout_key(cfg.seed, 0)
-    logits = layerwise_logits(model, graph, graph.train_idx, torch.device("cpu"),
-                              cfg.eval_batch_size, train_mode=True)
-    return float(F.cross_entropy(logits, graph.y[graph.train_idx]))
+    return task.initial_loss(model, graph, batch_size=cfg.eval_batch_size)
 
 
 def profile_row(name: str, ccfg: DictConfig, results: dict, loss0: float, auto) -> dict:
@@ -117,8 +120,10 @@ def profile_row(name: str, ccfg: DictConfig, results: dict, loss0: float, auto) 
     row = {"name": name, "status": "ran", "run_dir": str(ccfg.run_dir),
            "epoch_time": statistics.median(times[1:] if len(times) > 1 else times),
            "epoch_times": times, "losses": [h["train_loss"] for h in hist],
-           "loss_drop_per_epoch": (loss0 - hist[-1]["train_loss"]) / len(hist),
-           "val_acc": results["summary"].get("final_val_acc")}
+           "loss_drop_per_epoch": (loss0 - hist[-1]["train_loss"]) / len(hist)}
+    metric = results["summary"].get("metric")  # the task's selection metric (acc, auc, ...)
+    if metric:
+        row[f"val_{metric}"] = results["summary"].get(f"final_val_{metric}")
     if auto.criterion == Criterion.modelled:
         from gnnscale.compare.runs import load_run
         from gnnscale.cost import load_profile, project_run
@@ -189,19 +194,22 @@ def run_auto(cfg: DictConfig, train: Train) -> dict:
                            "decision": "auto.json"}
         (run_dir / "results.json").write_text(json.dumps(results, indent=1))
         return results
-    graph = registry.build(cfg.dataset).load()
-    loss0 = initial_loss(cfg, graph)
-    del graph
+    from gnnscale.runner.worker import build_task
+
+    task, graph = build_task(cfg)
+    loss0 = initial_loss(cfg, task, graph)
+    which_task, loss = task.name, task.loss_name
+    del task, graph
     auto = cfg.strategy
     rows = [profile(cfg, name, run_dir, loss0, train) for name in chosen_candidates(cfg)]
     decision = {"criterion": str(auto.criterion.value if isinstance(auto.criterion, Enum)
                                  else auto.criterion),
                 "hardware": auto.hardware, "profile_epochs": auto.profile_epochs,
-                "initial_loss": loss0, "candidates": rows, "chosen": None, "why": None,
-                "rematch": None}
+                "task": which_task, "loss": loss, "initial_loss": loss0, "candidates": rows,
+                "chosen": None, "why": None, "rematch": None}
     try:
         decision["rematch"] = rematch(cfg, rows, run_dir, loss0, train)
-        chosen, why = choose(rows, decision["criterion"])
+        chosen, why = choose(rows, decision["criterion"], which_task)
         if decision["rematch"] is not None:
             why += (f"; after a rematch of {' and '.join(decision['rematch']['between'])} "
                     f"({decision['rematch']['rounds']} more profiles each, alternating)")
@@ -209,11 +217,12 @@ def run_auto(cfg: DictConfig, train: Train) -> dict:
         (run_dir / "auto.json").write_text(json.dumps(decision, indent=1))
     decision.update(chosen=chosen, why=why)
     (run_dir / "auto.json").write_text(json.dumps(decision, indent=1))
-    print(f"\n[auto] decision (initial loss {loss0:.3f}; score = {decision['criterion']} "
-          f"s/epoch / loss drop per epoch):\n{table(rows, chosen)}\n[auto] chose {why}\n",
-          flush=True)
+    print(f"\n[auto] decision (task={which_task}, training loss = {loss}, initial "
+          f"{loss0:.3f}; score = {decision['criterion']} s/epoch / loss drop per epoch):\n"
+          f"{table(rows, chosen)}\n[auto] chose {why}\n", flush=True)
     results = train(candidate_config(cfg, chosen, run_dir, cfg.epochs))
     results["auto"] = {"strategy": chosen, "chosen_by": "auto", "why": why,
-                       "criterion": decision["criterion"], "decision": "auto.json"}
+                       "criterion": decision["criterion"], "task": which_task,
+                       "decision": "auto.json"}
     (run_dir / "results.json").write_text(json.dumps(results, indent=1))
     return results

@@ -57,8 +57,6 @@ class LinkTaskConfig(TaskConfig):
     auto_metric: ClassVar[tuple[str, ...]] = ("auc",)
     #: the endpoint rows a rank sent to score pairs (sharded loss, evaluation): a total
     reductions: ClassVar[dict[str, Reduce]] = {"bytes_pair_exchange": Reduce.sum}
-    #: ``strategy=auto`` compares how fast candidates lower a node-classification loss
-    auto_rankable: ClassVar[bool] = False
     _target_: str = "gnnscale.tasks.link.LinkTask"
     split: EdgeSplit = EdgeSplit.auto
     val_fraction: float = 0.05  # random split: fraction of the edges for validation

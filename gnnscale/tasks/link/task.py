@@ -59,6 +59,7 @@ class LinkTask(Task):
     """Link prediction (see the module docstring); options are ``task=link``'s schema."""
 
     schema = LinkTaskConfig
+    loss_name = "binary cross-entropy of the training edges and their sampled negatives"
 
     def __init__(self, split: str = "auto", val_fraction: float = 0.05,
                  test_fraction: float = 0.1, split_seed: int | None = None,

@@ -21,6 +21,7 @@ class NodeTask(Task):
     """Node classification; items and seeds are the training vertices themselves."""
 
     schema = NodeTaskConfig
+    loss_name = "cross-entropy of the training vertices' labels"
 
     def __init__(self) -> None:
         super().__init__()
