@@ -167,7 +167,6 @@ def test_every_dataset_config_composes_and_builds(tmp_path):
     from hydra import compose, initialize_config_dir
 
     from gnnscale.data.ogbl import OgbLinkDataset
-
     from gnnscale.data.saved import SavedDataset
 
     for module in ("synthetic", "planetoid", "npz", "heterophilous", "ogb", "custom",

@@ -54,16 +54,21 @@ def main(argv: list[str] | None = None) -> dict:
         from gnnscale.distributed.threads import quiet_waits
 
         quiet_waits()
+        from pathlib import Path
+
+        from gnnscale.runner.outputs import table_path
         from gnnscale.runner.predict import predict
 
-        out = kwargs.pop("out", None)
-        tables = predict(kwargs.pop("run_dir"), out, kwargs.pop("data_root", None), **kwargs)
+        run_dir = kwargs.pop("run_dir")
+        out = Path(kwargs.pop("out", None) or Path(run_dir) / "predictions")
+        tables = predict(run_dir, out, kwargs.pop("data_root", None), **kwargs)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
     for name, cols in tables.items():
         rows = len(next(iter(cols.values())))
-        print(f"{name}: {rows} rows ({', '.join(cols)})", flush=True)
+        where = table_path(out, name, kwargs.get("format", "parquet"))
+        print(f"{name}: {rows} rows ({', '.join(cols)}) -> {where}", flush=True)
     return tables
 
 
