@@ -117,20 +117,6 @@ def test_a_model_class_without_model_custom_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_repeated_two_rank_calls_leak_nothing(tmp_path):
-    temp = Path(tempfile.gettempdir())
-    seen = []
-    for i in range(2):
-        run = gnnscale.train([*TINY, "epochs=1", "dist.world_size=2", "progress=false"],
-                             run_dir=tmp_path / f"r{i}", data_root=tmp_path / "d")
-        assert run.summary["world_size"] == 2 and run.model is not None
-        assert ranks_left() == []
-        seen.append(sorted(p.name for p in temp.iterdir()))
-    assert seen[0] == seen[1]  # the second call left nothing more in the temp folder
-    assert not any(n.startswith("gnnscale-ranks-") for n in seen[1])
-
-
-@pytest.mark.slow
 def test_a_failing_rank_raises_one_exception_naming_it(tmp_path):
     # the tiny graph has no edge weights: the ranks' samplers raise while training
     with pytest.raises(gnnscale.RankFailed, match=r"(?s)^rank \d failed first.*no edge_weight"):
@@ -141,10 +127,19 @@ def test_a_failing_rank_raises_one_exception_naming_it(tmp_path):
 
 @pytest.mark.slow
 def test_the_pages_examples_run(tmp_path, monkeypatch, capsys):
+    """Every block in order, as a notebook runs its cells; then the multi-rank cell again, as
+    a notebook re-runs one: no rank is left and the temp folder holds nothing more."""
     monkeypatch.chdir(tmp_path)
+    temp = Path(tempfile.gettempdir())
     namespace = {"__name__": "__main__"}
-    for block in page_blocks():
+    blocks = page_blocks()
+    ranked = [b for b in blocks if "dist.world_size=2" in b]
+    assert len(ranked) == 1
+    for block in blocks:
         exec(compile(block, str(PAGE), "exec"), namespace)
+        if block in ranked:
+            assert ranks_left() == []
+            before = sorted(p.name for p in temp.iterdir())
     out = capsys.readouterr().out
     assert "refused: optim.lr" in out, out[-2000:]
     assert namespace["run2"].summary["world_size"] == 2
@@ -152,4 +147,9 @@ def test_the_pages_examples_run(tmp_path, monkeypatch, capsys):
     assert link["pairs"]["src"].tolist() == ["user-0", "user-1"]
     assert link["top_k"]["dst"].shape == (2, 5)
     assert (Path(namespace["link"].run_dir) / "predictions" / "top_k.parquet").is_file()
+    first = namespace["run2"].run_dir
+    exec(compile(ranked[0], str(PAGE), "exec"), namespace)  # the cell re-run
+    assert namespace["run2"].run_dir != first and namespace["run2"].summary["world_size"] == 2
     assert ranks_left() == []
+    assert sorted(p.name for p in temp.iterdir()) == before
+    assert os.environ["TMPDIR"] == str(temp)
