@@ -34,6 +34,8 @@ def test_option_composes_and_builds(tmp_path: Path, group: str, option: str):
             np.savez(tmp_path / "g.npz", edge_index=np.array([[0, 1], [1, 0]]),
                      x=np.ones((2, 3), np.float32), y=np.array([0, 1]))
             extra = [f"dataset.path={tmp_path / 'g.npz'}"]
+        if option == "saved":  # a processed folder (need not exist to compose and build)
+            extra = [f"dataset.path={tmp_path / 'saved'}"]
         cfg = make_cfg(tmp_path, f"{group}={option}", *extra)
         if group == "experiment":
             check_config(cfg)

@@ -172,9 +172,10 @@ def test_every_dataset_config_composes_and_builds(tmp_path):
     from gnnscale.data.magnn import MagnnDataset
     from gnnscale.data.ogb_mag import OgbMagDataset
     from gnnscale.data.ogbl import OgbLinkDataset
+    from gnnscale.data.saved import SavedDataset
 
     for module in ("synthetic", "planetoid", "npz", "heterophilous", "ogb", "custom",
-                   "ogbl"):
+                   "ogbl", "saved"):
         __import__(f"gnnscale.data.{module}")
     user_file = tmp_path / "g.npz"
     np.savez(user_file, edge_index=np.array([[0], [1]]))
@@ -185,7 +186,7 @@ def test_every_dataset_config_composes_and_builds(tmp_path):
                 "pubmed": PlanetoidDataset, "computers": NpzDataset, "photo": NpzDataset,
                 "cs": NpzDataset, "physics": NpzDataset, "tolokers": HeterophilousDataset,
                 "arxiv": OgbNodeDataset, "products": OgbNodeDataset,
-                "papers100m": OgbNodeDataset, "custom": CustomDataset,
+                "papers100m": OgbNodeDataset, "custom": CustomDataset, "saved": SavedDataset,
                 **dict.fromkeys(("collab", "ppa", "ddi", "citation2"), OgbLinkDataset),
                 "dblp": MagnnDataset, "imdb": MagnnDataset, "acm": HgbDataset,
                 "aifb": EntitiesDataset, "mutag": EntitiesDataset, "ogbn_mag": OgbMagDataset,
@@ -197,6 +198,8 @@ def test_every_dataset_config_composes_and_builds(tmp_path):
             overrides = [f"+dataset={option}", f"+data_root={tmp_path}"]
             if option == "custom":
                 overrides.append(f"dataset.path={user_file}")
+            if option == "saved":
+                overrides.append(f"dataset.path={tmp_path / 'saved'}")
             ds = registry.build(compose(overrides=overrides).dataset)
             assert isinstance(ds, expected[option]), option
             assert ds.root == tmp_path

@@ -15,6 +15,7 @@ from gnnscale.errors import UserError
 from gnnscale.evaluation.evaluate import layerwise_logits
 from gnnscale.runner import checkpoint
 from gnnscale.runner.embed import load_run
+from gnnscale.runner.outputs import read_table
 from gnnscale.runner.run import run
 from tests._train import TINY, make_cfg
 
@@ -51,13 +52,19 @@ def test_embeddings_equal_the_layerwise_rows(tmp_path, layer):
     want = reference(run_dir, layer % 2)
     assert z.shape == want.shape == tuple(res["shape"])
     np.testing.assert_allclose(z, want, rtol=1e-5, atol=1e-6)
-    assert sorted(p.name for p in out.parent.iterdir()) == ["z.npy"]  # no layer files left
+    assert sorted(p.name for p in out.parent.iterdir()) == ["z.ids.npy", "z.npy"]  # no layers
+    assert res["ids"] == str(out.parent / "z.ids.npy")  # the rows' ids: internal, no map
+    np.testing.assert_array_equal(np.load(res["ids"]), np.arange(want.shape[0]))
 
 
 def test_link_run_embeds_its_message_graph(tmp_path):
     run_dir = trained(tmp_path, "task=link", "task.dim=12")
     res = main([f"run_dir={run_dir}", "progress=false"])
     assert res["shape"][1] == 12 and Path(res["path"]).is_file()
+    pq = main([f"run_dir={run_dir}", "progress=false", "format=parquet"])
+    table = read_table(pq["path"])
+    assert pq["path"].endswith("embeddings.parquet") and sorted(table) == ["embedding", "id"]
+    np.testing.assert_array_equal(table["embedding"], np.load(res["path"]))
 
 
 def test_bad_arguments_fail_clearly(tmp_path):

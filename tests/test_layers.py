@@ -18,7 +18,8 @@ LAYERS = {
     "distributed": 2, "evaluation": 2, "compare": 2, "cost": 2, "tasks": 2,
     "strategies": 3,
     "runner": 4,
-    "embed": 4,
+    "embed": 4, "predict": 4,
+    "api": 5,
 }
 #: modules that are command lines: they sit above everything and may import anything
 ENTRY_POINTS = ("__main__", "cli")

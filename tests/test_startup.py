@@ -61,8 +61,9 @@ def dataset_options(tmp_path: Path) -> list[list[str]]:
     np.savez(npz, edge_index=np.array([[0, 1], [1, 0]]), x=np.ones((2, 3), np.float32),
              y=np.array([0, 1]))
     options = [[f"dataset={p.stem}"] for p in sorted((ROOT / "configs" / "dataset").glob("*.yaml"))
-               if p.stem != "custom"]
+               if p.stem not in ("custom", "saved")]
     return options + [["dataset=custom", f"dataset.path={npz}"],
+                      ["dataset=saved", f"dataset.path={tmp_path / 'saved'}"],
                       ["dataset=synthetic", "dataset.preset=tiny", "dataset.scale=0.5",
                        "dataset.p_intra=0.7", "dataset.feature_norm=row"],
                       ["dataset=computers", "dataset.largest_component=true",

@@ -422,6 +422,31 @@ class CustomConfig(DatasetConfig):
         return f"custom-{self.file.stem}-{digest}"
 
 
+@register("dataset", "saved")
+@dataclass
+class SavedConfig(DatasetConfig):
+    """``dataset=saved dataset.path=DIR``: a graph already in the processed format
+    (:func:`gnnscale.data.processed.save`; what ``gnnscale.train(data=...)`` writes)."""
+
+    _target_: str = "gnnscale.data.saved.SavedDataset"
+    path: str | None = None
+
+    def check(self) -> None:
+        """A folder to read, no feature transform (the folder is used as it is)."""
+        super().check()
+        if not self.path:
+            raise ConfigError("dataset=saved needs dataset.path=DIR (a processed folder: "
+                              "meta.json and its .npy arrays, as gnnscale.data.processed.save "
+                              "writes it)")
+        if getattr(self.feature_norm, "value", self.feature_norm) != "none":
+            raise ConfigError("dataset=saved reads the folder as it is: dataset.feature_norm "
+                              "must be none (transform the features before saving)")
+
+    def processed_dir(self) -> Path | None:
+        """The folder itself."""
+        return Path(os.path.expanduser(str(self.path))).resolve() if self.path else None
+
+
 @register("dataset", "synthetic")
 @dataclass
 class SyntheticConfig(DatasetConfig):

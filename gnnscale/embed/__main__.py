@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 
 KEYS = {"run_dir": str, "out": str, "layer": int, "world_size": int, "batch_size": int,
-        "progress": lambda v: v.lower() in ("1", "true", "yes"), "data_root": str}
-USAGE = ("usage: python -m gnnscale.embed run_dir=DIR [layer=-1] [out=FILE.npy] "
+        "progress": lambda v: v.lower() in ("1", "true", "yes"), "data_root": str,
+        "format": str}
+USAGE = ("usage: python -m gnnscale.embed run_dir=DIR [layer=-1] [out=FILE] [format=npy|parquet] "
          "[world_size=1] [batch_size=4096] [progress=true] [data_root=DIR]")
 
 
@@ -52,8 +53,10 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"error: {err}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
     mib = ", ".join(f"{b / 2**20:.0f}" for b in res["peak_rss_per_rank"])
+    ids = f" (ids: {res['ids']})" if res.get("ids") else ""
     print(f"embeddings {res['shape'][0]} x {res['shape'][1]} (layer {res['layer']}) -> "
-          f"{res['path']} in {res['seconds']:.1f}s; peak RSS per rank (MiB): {mib}", flush=True)
+          f"{res['path']}{ids} in {res['seconds']:.1f}s; peak RSS per rank (MiB): {mib}",
+          flush=True)
     return res
 
 

@@ -4,7 +4,11 @@ Loads the run's checkpoint and config, rebuilds its graph as the task prepared i
 prediction: the message graph) and its model, then runs layer-wise full-neighbour inference
 (as :mod:`gnnscale.evaluation.evaluate`: layer ``l`` of every vertex from layer ``l-1`` of all
 its in-neighbours) up to the chosen layer and writes that layer's rows of every node to a
-``.npy`` file (float32 ``[num_nodes, width]``), memory-mappable.
+``.npy`` file (float32 ``[num_nodes, width]``), memory-mappable, with the row's ids beside it
+(``<stem>.ids.npy``: the user's ids when the dataset stores them,
+:mod:`gnnscale.data.idmap`, else the internal ones); or, with ``format=parquet``, to one
+Parquet file of columns ``id`` and ``embedding`` (a fixed-size list), converted from the
+finished ``.npy`` in row groups.
 
 Distributed and bounded: ``world_size`` ranks split the vertices of every layer; a rank
 computes its share in chunks of ``batch_size`` destinations, reads each chunk's in-neighbour
@@ -134,12 +138,13 @@ def _sweep_legacy(out_path: Path) -> None:
 
 
 def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int = 1,
-          batch_size: int = 4096, progress: bool = True, data_root: str | None = None) -> dict:
+          batch_size: int = 4096, progress: bool = True, data_root: str | None = None,
+          format: str = "npy") -> dict:
     """Write layer ``layer`` (0-based; -1: the last) of every node of the run in ``run_dir``
-    to ``out`` (default ``<run_dir>/embeddings.npy``); returns the path, shape, seconds and
-    each rank's peak RSS."""
+    to ``out`` (default ``<run_dir>/embeddings.npy``, or ``.parquet``) with each row's id;
+    returns the paths, shape, seconds and each rank's peak RSS."""
     from gnnscale.distributed.launch import Topology, spawn
-    from gnnscale.runner import checkpoint
+    from gnnscale.runner import checkpoint, outputs
 
     ckpt = Path(run_dir) / checkpoint.FILENAME
     if not ckpt.is_file():
@@ -148,17 +153,19 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
     if world_size < 1 or batch_size < 1:
         raise UserError(f"world_size and batch_size must be >= 1, got {world_size}, "
                         f"{batch_size}")
+    outputs.check_format(format)
     cfg = OmegaConf.create(checkpoint.load_run(ckpt)["config"])
     if data_root is not None:
         cfg.data_root = data_root
     graph, model, _ = load_run(cfg, str(ckpt))  # processes the data once, here
+    keys = row_ids(cfg, graph)
     widths = model.widths(graph.num_features)[1:]
     last = len(widths) - 1
     if not -len(widths) <= layer <= last:
         raise UserError(f"layer={layer}: the model has {len(widths)} layers (0..{last}, or -1 "
                         "for the last)")
     layer = layer % len(widths)
-    out_path = Path(out) if out else Path(run_dir) / "embeddings.npy"
+    out_path = Path(out) if out else Path(run_dir) / f"embeddings.{format}"
     _sweep_legacy(out_path)
     paths = [temp_path(out_path, f"layer{k}.npy") for k in range(layer)]
     paths.append(temp_path(out_path, "out.npy"))
@@ -179,10 +186,45 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
             ranks = spawn(embed_rank, world_size, cfg_dict, str(ckpt), files, batch_size,
                           progress)
         seconds = time.perf_counter() - t0
-        os.replace(paths[-1], out_path)  # complete: the previous output is replaced now
+        if format == "parquet":  # read back in row groups: bounded as the layers were
+            rows = np.load(paths[-1], mmap_mode="r")
+            outputs.write_parquet(out_path, {**keys, "embedding": rows})
+            del rows
+            ids_path = None
+        else:
+            ids_path = ids_file(out_path)
+            ids_tmp = temp_path(ids_path, "npy")
+            np.save(ids_tmp, _single(keys), allow_pickle=False)
+            os.replace(ids_tmp, ids_path)
+            os.replace(paths[-1], out_path)  # complete: the previous output is replaced now
         done = True
     finally:
-        for path in paths[:-1] if done else paths:
+        for path in paths[:-1] if done and format == "npy" else paths:
             path.unlink(missing_ok=True)
-    return {"path": str(out_path), "shape": [graph.num_nodes, widths[layer]], "layer": layer,
-            "seconds": seconds, "peak_rss_per_rank": [r["peak_rss"] for r in ranks]}
+    return {"path": str(out_path), "ids": None if ids_path is None else str(ids_path),
+            "shape": [graph.num_nodes, widths[layer]], "layer": layer, "seconds": seconds,
+            "peak_rss_per_rank": [r["peak_rss"] for r in ranks]}
+
+
+def ids_file(out_path: Path) -> Path:
+    """The ``.npy`` of row ids beside an ``.npy`` of embeddings: ``<stem>.ids.npy``."""
+    return out_path.with_name(f"{out_path.stem}.ids.npy")
+
+
+def row_ids(cfg, graph) -> dict[str, np.ndarray]:
+    """The id column(s) of every node's row: the user's ids when the dataset stores them
+    (:mod:`gnnscale.data.idmap`), else the internal ids."""
+    from gnnscale.data.idmap import IdMap
+    from gnnscale.runner.predict import dataset_folder, key_columns
+
+    folder = dataset_folder(cfg)
+    ids = IdMap.load(folder) if folder is not None and folder.is_dir() else None
+    return key_columns(graph, ids, torch.arange(graph.num_nodes))
+
+
+def _single(keys: dict[str, np.ndarray]) -> np.ndarray:
+    """The id column (``<type>:<id>`` strings when the nodes span several types)."""
+    if "id_type" in keys:
+        return np.char.add(np.char.add(keys["id_type"].astype(str), ":"),
+                           keys["id"].astype(str))
+    return keys["id"]
