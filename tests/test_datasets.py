@@ -26,6 +26,7 @@ from gnnscale.data.ogb import OgbNodeDataset
 from gnnscale.data.planetoid import PlanetoidDataset
 from gnnscale.data.synthetic import SyntheticDataset, communities, generate, resolve
 from tests._store_fns import mapped_file
+from tests._tables import write_tables
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -167,6 +168,7 @@ def test_every_dataset_config_composes_and_builds(tmp_path):
     from hydra import compose, initialize_config_dir
 
     from gnnscale.data.ogbl import OgbLinkDataset
+    from gnnscale.data.tables import TablesDataset
 
     for module in ("synthetic", "planetoid", "npz", "heterophilous", "ogb", "custom",
                    "ogbl"):
@@ -181,6 +183,7 @@ def test_every_dataset_config_composes_and_builds(tmp_path):
                 "cs": NpzDataset, "physics": NpzDataset, "tolokers": HeterophilousDataset,
                 "arxiv": OgbNodeDataset, "products": OgbNodeDataset,
                 "papers100m": OgbNodeDataset, "custom": CustomDataset,
+                "tables": TablesDataset,
                 **dict.fromkeys(("collab", "ppa", "ddi", "citation2"), OgbLinkDataset)}
     options = sorted(p.stem for p in (CONFIGS / "dataset").glob("*.yaml"))
     assert set(expected) <= set(options)
@@ -189,6 +192,8 @@ def test_every_dataset_config_composes_and_builds(tmp_path):
             overrides = [f"+dataset={option}", f"+data_root={tmp_path}"]
             if option == "custom":
                 overrides.append(f"dataset.path={user_file}")
+            if option == "tables":
+                overrides.append(f"dataset.schema={write_tables(tmp_path / 'tables')}")
             ds = registry.build(compose(overrides=overrides).dataset)
             assert isinstance(ds, expected[option]), option
             assert ds.root == tmp_path

@@ -30,6 +30,10 @@ LINK_ARRAYS = ("train_pos", "val_pos", "val_neg", "test_pos", "test_neg")
 #: (several edge types); per-type features are ``x__<type>`` (:data:`FEATURES_PREFIX`)
 TYPED_ARRAYS = ("node_type_offset", "type_per_edge")
 FEATURES_PREFIX = "x__"
+#: arrays kept beside a graph, per node type: the user's ids (``ids__<type>``, int64 or
+#: unicode, one per node of the type) and class names (``classes__<type>``, unicode, one per
+#: class): :mod:`gnnscale.data.idmap`. Verified and in the checksum like the rest when present.
+SIDE_PREFIXES = ("ids__", "classes__")
 #: the type facts of a homogeneous graph (``meta.json`` has no ``types`` section then)
 NODE = "node"
 EDGE = (NODE, "to", NODE)
@@ -97,7 +101,38 @@ def size_problem(meta: dict) -> str | None:
         s = shape(name)
         if s is not None and (not s or s[0] != rows):
             return f"field arrays.{name}.shape is {s}: {rows} rows expected"
-    return types_problem(meta)
+    return types_problem(meta) or side_problem(meta)
+
+
+def is_side(name: str) -> bool:
+    """Whether array ``name`` is kept beside the graph (:data:`SIDE_PREFIXES`)."""
+    return name.startswith(SIDE_PREFIXES)
+
+
+def side_problem(meta: dict) -> str | None:
+    """What is wrong with the side arrays meta.json lists (one phrase naming the field), or
+    None: each names a node type; ids are 1-D int64 or unicode with one entry per node of
+    their type (a map of another graph is refused), class names 1-D unicode, at most
+    ``num_classes``."""
+    types = meta.get("types") or {}
+    counts = dict(zip(types.get("node_types", [NODE]), types.get("num_nodes",
+                                                                   [meta["num_nodes"]])))
+    for name, info in meta["arrays"].items():
+        if not is_side(name):
+            continue
+        prefix = next(p for p in SIDE_PREFIXES if name.startswith(p))
+        node_type, shape, dtype = name[len(prefix):], list(info["shape"]), str(info["dtype"])
+        if node_type not in counts:
+            return f"field arrays holds {name}, but the graph has no node type {node_type!r}"
+        if prefix == "ids__":
+            if shape != [counts[node_type]] or not (dtype == "<i8" or dtype.startswith("<U")):
+                return (f"field arrays.{name} is {dtype} {shape}: int64 or unicode "
+                        f"[{counts[node_type]}] expected (one id per {node_type!r} node)")
+        elif len(shape) != 1 or not 0 < shape[0] <= meta["num_classes"] or \
+                not dtype.startswith("<U"):
+            return (f"field arrays.{name} is {dtype} {shape}: unicode [1..num_classes = "
+                    f"{meta['num_classes']}] expected")
+    return None
 
 
 def _str_list(v: Any) -> bool:
@@ -116,7 +151,7 @@ def types_problem(meta: dict) -> str | None:
     ``num_edges``, and ``target_types``; ``node_type_offset`` is stored with several node
     types, ``type_per_edge`` with several edge types, ``x__<type>`` per featured type."""
     arrays, types = meta["arrays"], meta.get("types")
-    typed = set(arrays) - set(ARRAYS) - set(LINK_ARRAYS)
+    typed = {n for n in set(arrays) - set(ARRAYS) - set(LINK_ARRAYS) if not is_side(n)}
     if types is None:
         return f"field arrays holds {sorted(typed)} without a types section" if typed else None
     if not isinstance(types, dict):
