@@ -238,3 +238,23 @@ def test_a_list_of_the_wrong_length_and_a_bad_table_before_any_rank(tmp_path):
     with pytest.raises(ConfigError, match=r"edges\[0\].type \['paper', 'cites', 'venue'\] "
                                           "names node type 'venue', which no node table has"):
         validate(cfg)
+
+
+def test_string_ids_are_found_by_hash_and_by_strings_when_hashes_collide(tmp_path, monkeypatch):
+    from gnnscale.data import tables
+
+    words = pa.array(["", "a", "ab", "ba", "abc", "é", "a" * 40], pa.large_string())
+    whole = tables.text_hash(words)
+    assert len(set(whole.tolist())) == len(words)
+    assert tables.text_hash(words.slice(2, 3)).tolist() == whole[2:5].tolist()
+    assert tables.text_hash(words.cast(pa.string())).tolist() == whole.tolist()
+    nodes, edges = _ring_tables(tmp_path)
+    spec = ([{"path": nodes, "label": "label"}], [{"path": edges}])
+    hashed = _tables(tmp_path, *spec).load()
+    monkeypatch.setattr(tables, "text_hash", lambda arr: np.zeros(len(arr), np.uint64))
+    parts, found = _tables(tmp_path, *spec).read()
+    assert not parts["node"].index.hashed  # every hash collides: the strings are indexed
+    (ei, _), = found.values()
+    assert sorted(map(tuple, ei.T.tolist())) == sorted(
+        (i, (i + 1) % 8) for i in range(8))
+    assert hashed.num_edges == 16

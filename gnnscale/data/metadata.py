@@ -4,7 +4,9 @@ checks read instead of loading the graph.
 A typed graph's ``meta.json`` has a ``types`` section (:func:`types_problem` says what it
 holds): node types with their counts, edge types with theirs, the target types; its typed
 arrays (:data:`TYPED_ARRAYS`, per-type features ``x__<type>``) and that section enter the
-checksum only when present, so a homogeneous graph hashes as it always did.
+checksum only when present, so a homogeneous graph hashes as it always did. So do the side
+arrays of a graph read from the user's tables (:data:`SIDE_PREFIXES`: its id map and class
+names), whose lengths :func:`side_problem` checks against the node counts.
 
 The launcher trusts these sizes only when ``meta.json`` is consistent: its sizes agree with
 its arrays' shapes (:func:`size_problem`), those shapes with the ``.npy`` files' headers,

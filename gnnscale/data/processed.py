@@ -7,7 +7,11 @@ type names other than the homogeneous ``node``/``(node, to, node)``) adds a ``ty
 to ``meta.json`` (node types and counts, edge types and counts, target types) and its typed
 arrays: ``node_type_offset``, ``type_per_edge``, and ``x__<type>.npy`` per featured type when
 there is no single ``x`` (:mod:`gnnscale.data.metadata`); all of them are verified and in the
-checksum like the rest, and a homogeneous graph's folder is what it always was.
+checksum like the rest, and a homogeneous graph's folder is what it always was. A graph read
+from the user's tables keeps side arrays beside it (``save(..., side=...)``): per node type the
+user's ids ``ids__<type>`` and class names ``classes__<type>`` (:mod:`gnnscale.data.idmap`),
+listed, checksummed and verified like the rest and their lengths checked against the node
+counts; :func:`load` leaves them out of the graph and :func:`side_arrays` reads them, verified.
 
 ``meta.json`` records every array's shape, dtype and SHA-256 digest, the scalar fields and a
 checksum over all of them: the arrays' digests, the number of classes, the name, the sizes

@@ -12,7 +12,8 @@ schema file.
 Tables are read in batches (``ParquetFile.iter_batches``, ``pyarrow.csv.open_csv``) of the
 columns used only, so a table larger than memory streams: memory follows the graph that comes
 out, not the text that goes in. Node tables are read first; then each edge batch is mapped to
-internal ids by a vectorised lookup (the type's ids sorted once, ``searchsorted`` per batch).
+internal ids by a vectorised lookup (:class:`IdIndex`: the type's ids, or a 64-bit hash of
+each string id, sorted once; ``searchsorted`` per batch, a string hit compared with the id).
 In CSV every column is read as text and converted here, so that a bad value is named with its
 row; an id column whose every value is a plain integer (``12``, ``-3``, not ``012``) holds
 integer ids, any other holds strings (Parquet keeps the column's own type).
@@ -141,18 +142,18 @@ def _first_line(err: BaseException) -> str:
 
 
 def _plain(arr: pa.Array) -> pa.Array:
-    """Dictionary-encoded values decoded, large strings as strings."""
+    """Dictionary-encoded values decoded, string views as strings."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
-    if pa.types.is_large_string(arr.type) or pa.types.is_string_view(arr.type):
-        arr = arr.cast(pa.string())
+    if pa.types.is_string_view(arr.type):
+        arr = arr.cast(pa.large_string())
     return arr
 
 
 def _is_text(arr: pa.Array) -> bool:
-    return pa.types.is_string(arr.type)
+    return pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)
 
 
 def _is_number(arr: pa.Array) -> bool:
@@ -243,6 +244,91 @@ def _to_str(values: np.ndarray) -> np.ndarray:
 # ---- node tables ---------------------------------------------------------------------------
 
 
+#: multiplier and mixer constants of :func:`text_hash` (FNV-1a's prime, splitmix64's)
+_PRIME, _MIX1, _MIX2 = np.uint64(0x100000001B3), np.uint64(0xBF58476D1CE4E5B9), \
+    np.uint64(0x94D049BB133111EB)
+
+
+def text_hash(arr: pa.Array) -> np.ndarray:
+    """A 64-bit hash (uint64) of every string of ``arr`` (no nulls), computed on its buffers
+    with numpy: a polynomial over the bytes, mixed with the length, then splitmix64's
+    finaliser. Memory: 8 bytes per byte of the strings hashed (hash a batch at a time)."""
+    n = len(arr)
+    if not n:
+        return np.zeros(0, np.uint64)
+    width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    off = np.frombuffer(arr.buffers()[1], width)[arr.offset:arr.offset + n + 1].astype(np.int64)
+    lengths = np.diff(off)
+    h = lengths.astype(np.uint64) * _MIX2
+    if off[-1] > off[0]:
+        data = np.frombuffer(arr.buffers()[2], np.uint8)[off[0]:off[-1]].astype(np.uint64)
+        pos = np.arange(off[-1] - off[0]) - np.repeat(off[:-1] - off[0], lengths)
+        powers = np.cumprod(np.full(int(lengths.max()), _PRIME, np.uint64))  # wraps: mod 2^64
+        filled = lengths > 0
+        h[filled] += np.add.reduceat((data + np.uint64(1)) * powers[pos],
+                                     (off[:-1] - off[0])[filled])
+    h ^= h >> np.uint64(30)
+    h *= _MIX1
+    h ^= h >> np.uint64(27)
+    h *= _MIX2
+    return h ^ (h >> np.uint64(31))
+
+
+class IdIndex:
+    """The user's ids of one node type, sorted once for lookups: integer ids themselves;
+    string ids by :func:`text_hash`, every hit compared with the string itself (and, should two
+    of the type's ids share a hash, by the strings, sorted as numpy unicode: slower)."""
+
+    def __init__(self, ids: np.ndarray | None, text: pa.Array | None) -> None:
+        self.text = text  # string ids (large_string), None for integer ids
+        if text is None:
+            self._sort(ids)
+        else:
+            self._sort(np.concatenate([text_hash(text.slice(i, 1 << 20))
+                                       for i in range(0, max(len(text), 1), 1 << 20)]))
+        self.hashed = text is not None
+
+    def _sort(self, keys: np.ndarray) -> None:
+        self.order = np.argsort(keys, kind="stable")
+        self.sorted = keys[self.order]
+
+    def __len__(self) -> int:
+        return len(self.sorted)
+
+    def repeat(self) -> tuple[int, int] | None:
+        """``(row, earlier row)`` of the first id that repeats an earlier one, or None."""
+        same = np.flatnonzero(self.sorted[1:] == self.sorted[:-1])
+        if self.hashed and same.size:
+            equal = pc.equal(self.text.take(self.order[same]),
+                             self.text.take(self.order[same + 1])).to_numpy(zero_copy_only=False)
+            if not equal.all():  # two ids share a hash: index the strings themselves
+                self.hashed = False
+                self._sort(_to_str(self.text.to_numpy(zero_copy_only=False)))
+                return self.repeat()
+        if not same.size:
+            return None
+        later = self.order[same + 1]
+        j = int(np.argmin(later))
+        return int(later[j]), int(self.order[same[j]])
+
+    def lookup(self, values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """``(type-local ids, found)`` of ``values`` (int64, or strings for string ids)."""
+        if self.text is None:
+            keys = values.to_numpy(zero_copy_only=False)
+        elif self.hashed:
+            values = values.cast(self.text.type)
+            keys = text_hash(values)
+        else:
+            keys = _to_str(values.to_numpy(zero_copy_only=False))
+        if not len(self.sorted):
+            return np.zeros(len(keys), np.int64), np.zeros(len(keys), bool)
+        pos = np.minimum(np.searchsorted(self.sorted, keys), len(self.sorted) - 1)
+        local, found = self.order[pos], self.sorted[pos] == keys
+        if self.hashed and found.any():
+            found &= pc.equal(values, self.text.take(local)).to_numpy(zero_copy_only=False)
+        return local, found
+
+
 @dataclass
 class NodePart:
     """One node type as read: the user's ids (internal order), features, labels, split."""
@@ -251,19 +337,11 @@ class NodePart:
     path: str
     id_column: str
     ids: np.ndarray
-    order: np.ndarray  # argsort of ids (stable)
+    index: IdIndex
     features: np.ndarray | None
     labels: np.ndarray | None  # int64, -1: unlabelled
     classes: np.ndarray | None  # class names (labels index them), None for integer labels
     split: np.ndarray | None  # int8 codes of SPLIT_WORDS
-
-    def lookup(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(internal ids, found)`` of the user's ids ``values`` (of this part's kind)."""
-        if not len(self.ids):
-            return np.zeros(len(values), np.int64), np.zeros(len(values), bool)
-        ordered = self.ids[self.order]
-        pos = np.minimum(np.searchsorted(ordered, values), len(ordered) - 1)
-        return self.order[pos], ordered[pos] == values
 
 
 def read_nodes(cfg: NodeTableConfig, batch_rows: int) -> NodePart:
@@ -302,9 +380,15 @@ def read_nodes(cfg: NodeTableConfig, batch_rows: int) -> NodePart:
             labels.append(_plain(batch.column(cfg.label)))
         if cfg.split:
             splits.append(_split_codes(batch.column(cfg.split), at(cfg.split)))
-    id_arr = _id_values(ids, text)
-    order = np.argsort(id_arr, kind="stable")
-    _check_unique(id_arr, order, cfg.path, cfg.id)
+    id_arr, id_text = _id_values(ids, text)
+    index = IdIndex(id_arr, id_text)
+    repeat = index.repeat()
+    if repeat is not None:
+        row, earlier = repeat
+        raise table_error(cfg.path, f"duplicate node id {_user_id(id_arr, id_text, row)!r} "
+                          f"(also at row {earlier + 1})", row, cfg.id)
+    if id_text is not None:
+        id_arr = _to_str(id_text.to_numpy(zero_copy_only=False))
     features = None
     if feats:
         width = sum(widths.values()) if widths else 0
@@ -312,33 +396,26 @@ def read_nodes(cfg: NodeTableConfig, batch_rows: int) -> NodePart:
     y, classes = (None, None) if not cfg.label else _labels(labels, text, cfg.path, cfg.label)
     split = None if not cfg.split else (np.concatenate(splits) if splits
                                         else np.zeros(0, np.int8))
-    return NodePart(cfg.type, cfg.path, cfg.id, id_arr, order, features, y, classes, split)
+    return NodePart(cfg.type, cfg.path, cfg.id, id_arr, index, features, y, classes, split)
 
 
-def _id_values(chunks: list[pa.Array], text: bool) -> np.ndarray:
-    """A node table's ids: int64, or (text that is not all plain integers, Parquet strings)
-    fixed-width unicode."""
+def _id_values(chunks: list[pa.Array], text: bool) -> tuple[np.ndarray | None, pa.Array | None]:
+    """A node table's ids: ``(int64 ids, None)``, or ``(None, strings)`` for text that is not
+    all plain integers (CSV) and Parquet strings."""
     if not chunks:
-        return np.zeros(0, np.int64)
-    arr = pa.chunked_array(chunks).combine_chunks()
-    if pa.types.is_integer(arr.type):
-        return arr.cast(pa.int64()).to_numpy()
+        return np.zeros(0, np.int64), None
+    if pa.types.is_integer(chunks[0].type):
+        return np.concatenate([c.cast(pa.int64()).to_numpy() for c in chunks]), None
+    arr = pa.chunked_array([c.cast(pa.large_string()) for c in chunks]).combine_chunks()
     if text:
         ints = _text_ints(arr)
         if ints is not None:
-            return ints.to_numpy()
-    return _to_str(arr.to_numpy(zero_copy_only=False))
+            return ints.to_numpy(), None
+    return None, arr
 
 
-def _check_unique(ids: np.ndarray, order: np.ndarray, path: str, column: str) -> None:
-    """No id twice: the earliest repeat is named with the row it repeats."""
-    ordered = ids[order]
-    dup = np.flatnonzero(ordered[1:] == ordered[:-1])
-    if dup.size:
-        later = order[dup + 1]
-        j = int(np.argmin(later))
-        raise table_error(path, f"duplicate node id {ids[later[j]].item()!r} (also at row "
-                          f"{int(order[dup[j]]) + 1})", int(later[j]), column)
+def _user_id(ids: np.ndarray | None, text: pa.Array | None, row: int) -> object:
+    return text[row].as_py() if text is not None else ids[row].item()
 
 
 def _split_codes(arr: pa.Array, fail: Callable[[int, str], Exception]) -> np.ndarray:
@@ -346,8 +423,8 @@ def _split_codes(arr: pa.Array, fail: Callable[[int, str], Exception]) -> np.nda
     arr = _plain(arr)
     if not _is_text(arr):
         raise fail(0, f"holds {arr.type} values: the split column holds train, val or test")
-    words = pc.utf8_lower(pc.utf8_trim_whitespace(arr))
-    index = pc.index_in(words, value_set=pa.array(list(SPLIT_WORDS)))
+    words = pc.utf8_lower(pc.utf8_trim_whitespace(arr.cast(pa.large_string())))
+    index = pc.index_in(words, value_set=pa.array(list(SPLIT_WORDS), pa.large_string()))
     unknown = np.flatnonzero(index.is_null().to_numpy(zero_copy_only=False)
                              & arr.is_valid().to_numpy(zero_copy_only=False))
     if unknown.size:
@@ -365,12 +442,13 @@ def _labels(chunks: list[pa.Array], text: bool, path: str, column: str
         return np.zeros(0, np.int64), None
     arr = pa.chunked_array(chunks).combine_chunks()
     if _is_text(arr):
-        arr = pc.if_else(pc.equal(pc.utf8_trim_whitespace(arr), ""), pa.scalar(None, pa.string()),
-                         arr)
+        arr = arr.cast(pa.large_string())
+        arr = pc.if_else(pc.equal(pc.utf8_trim_whitespace(arr), ""),
+                         pa.scalar(None, pa.large_string()), arr)
         ints = _text_ints(arr.drop_null()) if text else None
         if ints is None:
             names = np.sort(_to_str(pc.unique(arr.drop_null()).to_numpy(zero_copy_only=False)))
-            index = pc.index_in(arr, value_set=pa.array(names.tolist(), pa.string()))
+            index = pc.index_in(arr, value_set=pa.array(names.tolist(), pa.large_string()))
             return pc.fill_null(index, -1).to_numpy(zero_copy_only=False).astype(np.int64), \
                 names
         arr = pc.cast(arr, pa.int64())
@@ -412,8 +490,8 @@ def read_edges(cfg: EdgeTableConfig, parts: dict[str, NodePart], batch_rows: int
         def at(column: str, first: int = first) -> Callable[[int, str], Exception]:
             return lambda i, problem: table_error(cfg.path, problem, first + i, column)
 
-        src.append(_map_ids(batch.column(cfg.src), parts[src_t], fmt == "csv", at(cfg.src)))
-        dst.append(_map_ids(batch.column(cfg.dst), parts[dst_t], fmt == "csv", at(cfg.dst)))
+        src.append(_map_ids(batch.column(cfg.src), parts[src_t], at(cfg.src)))
+        dst.append(_map_ids(batch.column(cfg.dst), parts[dst_t], at(cfg.dst)))
         if cfg.weight:
             weights.append(_numbers(batch.column(cfg.weight), at(cfg.weight)))
     edges = np.stack([np.concatenate(src) if src else np.zeros(0, np.int64),
@@ -424,8 +502,8 @@ def read_edges(cfg: EdgeTableConfig, parts: dict[str, NodePart], batch_rows: int
     return edges, w
 
 
-def _map_ids(arr: pa.Array, part: NodePart, text: bool,
-             fail: Callable[[int, str], Exception]) -> np.ndarray:
+def _map_ids(arr: pa.Array, part: NodePart, fail: Callable[[int, str], Exception]
+             ) -> np.ndarray:
     """A batch of the user's ids of ``part``'s type as its internal ids; an id the node table
     lacks is named."""
     arr = _plain(arr)
@@ -433,29 +511,27 @@ def _map_ids(arr: pa.Array, part: NodePart, text: bool,
         raise fail(_first_null(arr), "missing id")
     if not (_is_text(arr) or pa.types.is_integer(arr.type)):
         raise fail(0, f"ids are {arr.type}: give integers or strings")
-    if part.ids.dtype.kind == "U":
-        values = _to_str((arr if _is_text(arr) else pc.cast(arr, pa.string()))
-                         .to_numpy(zero_copy_only=False))
+    unknown = f"the {part.type!r} node table ({part.path}, column {part.id_column}) has no " \
+        "such node"
+    if part.index.text is not None:
+        values = arr if _is_text(arr) else pc.cast(arr, pa.large_string())
     elif pa.types.is_integer(arr.type):
-        values = arr.cast(pa.int64()).to_numpy()
+        values = arr.cast(pa.int64())
     else:
         plain = pc.match_substring_regex(arr, INT_TEXT).to_numpy(zero_copy_only=False)
         if not plain.all():
             i = int(np.flatnonzero(~plain)[0])
-            raise fail(i, f"unknown id {arr[i].as_py()!r}: the {part.type!r} node table "
-                       f"({part.path}) has integer ids")
+            raise fail(i, f"unknown id {arr[i].as_py()!r}: {unknown} (its ids are integers)")
         try:
-            values = pc.cast(arr, pa.int64()).to_numpy()
-        except pa.ArrowInvalid:  # an integer beyond int64: no node has it
+            values = pc.cast(arr, pa.int64())
+        except pa.ArrowInvalid:  # an integer beyond int64
             big = next(i for i, v in enumerate(arr.to_pylist())
                        if not -2**63 <= int(v) < 2**63)
-            raise fail(big, f"unknown id {arr[big].as_py()!r}: the {part.type!r} node table "
-                       f"({part.path}) has no such node") from None
-    local, found = part.lookup(values)
+            raise fail(big, f"unknown id {arr[big].as_py()!r}: {unknown}") from None
+    local, found = part.index.lookup(values)
     if not found.all():
         i = int(np.flatnonzero(~found)[0])
-        raise fail(i, f"unknown id {values[i].item()!r}: the {part.type!r} node table "
-                   f"({part.path}, column {part.id_column}) has no such node")
+        raise fail(i, f"unknown id {values[i].as_py()!r}: {unknown}")
     return local
 
 
