@@ -16,6 +16,7 @@ import torch
 from gnnscale.data import processed
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.idmap import IdMap
+from gnnscale.data.metadata import DatasetMeta
 from gnnscale.data.tables import TableError, TablesDataset
 from gnnscale.errors import ConfigError
 from tests._train import make_cfg
@@ -124,6 +125,7 @@ def test_typed_graph_of_two_node_types(tmp_path):
     assert idmap.class_names("paper").tolist() == ["icml", "kdd"]
     meta = json.loads((ds.processed_dir / "meta.json").read_text())
     assert {"ids__paper", "ids__author", "classes__paper"} <= set(meta["arrays"])
+    assert DatasetMeta.read(ds.processed_dir) == DatasetMeta.of(g)  # what the launcher reads
 
 
 def test_the_id_map_is_verified_with_the_graph_and_a_changed_table_rebuilds(tmp_path):
@@ -146,6 +148,11 @@ def test_the_id_map_is_verified_with_the_graph_and_a_changed_table_rebuilds(tmp_
         IdMap.load(folder)
     os.remove(folder / "ids__other.npy")
     assert IdMap.load(folder).to_user("node", [1]).tolist() == ["n3"]
+    with pytest.raises(ValueError, match=r"ids__node is <i8 \[3\]: int64 or unicode \[8\] "
+                                         "expected"):  # a map of another graph is not saved
+        processed.save(processed.load(folder), tmp_path / "other", side={
+            "ids__node": np.arange(3)})
+    assert not (tmp_path / "other").exists()
     # one more node in the table: a new key, processed again, the map follows
     Path(nodes).write_text(Path(nodes).read_text() + "n8,8,4.0,b,train\n")
     again = _tables(tmp_path, **spec)
