@@ -12,6 +12,7 @@ from gnnscale import registry
 from gnnscale.distributed.launch import Topology
 from gnnscale.runner.validate import ConfigError, check_config, check_data
 from gnnscale.runner.worker import build_context
+from tests._tables import write_tables
 from tests._train import CONFIGS, TINY, make_cfg
 
 # configs/hardware holds the cost model's profiles (gnnscale.cost, tests/test_cost.py), not a
@@ -36,6 +37,8 @@ def test_option_composes_and_builds(tmp_path: Path, group: str, option: str):
             extra = [f"dataset.path={tmp_path / 'g.npz'}"]
         if option == "saved":  # a processed folder (need not exist to compose and build)
             extra = [f"dataset.path={tmp_path / 'saved'}"]
+        elif option == "tables":
+            extra = [f"dataset.schema={write_tables(tmp_path / 'tables')}"]
         cfg = make_cfg(tmp_path, f"{group}={option}", *extra)
         if group == "experiment":
             check_config(cfg)

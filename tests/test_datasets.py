@@ -26,6 +26,7 @@ from gnnscale.data.ogb import OgbNodeDataset
 from gnnscale.data.planetoid import PlanetoidDataset
 from gnnscale.data.synthetic import SyntheticDataset, communities, generate, resolve
 from tests._store_fns import mapped_file
+from tests._tables import write_tables
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -173,6 +174,7 @@ def test_every_dataset_config_composes_and_builds(tmp_path):
     from gnnscale.data.ogb_mag import OgbMagDataset
     from gnnscale.data.ogbl import OgbLinkDataset
     from gnnscale.data.saved import SavedDataset
+    from gnnscale.data.tables import TablesDataset
 
     for module in ("synthetic", "planetoid", "npz", "heterophilous", "ogb", "custom",
                    "ogbl", "saved"):
@@ -186,7 +188,7 @@ def test_every_dataset_config_composes_and_builds(tmp_path):
                 "pubmed": PlanetoidDataset, "computers": NpzDataset, "photo": NpzDataset,
                 "cs": NpzDataset, "physics": NpzDataset, "tolokers": HeterophilousDataset,
                 "arxiv": OgbNodeDataset, "products": OgbNodeDataset,
-                "papers100m": OgbNodeDataset, "custom": CustomDataset, "saved": SavedDataset,
+                "papers100m": OgbNodeDataset, "custom": CustomDataset, "saved": SavedDataset, "tables": TablesDataset,
                 **dict.fromkeys(("collab", "ppa", "ddi", "citation2"), OgbLinkDataset),
                 "dblp": MagnnDataset, "imdb": MagnnDataset, "acm": HgbDataset,
                 "aifb": EntitiesDataset, "mutag": EntitiesDataset, "ogbn_mag": OgbMagDataset,
@@ -200,6 +202,8 @@ def test_every_dataset_config_composes_and_builds(tmp_path):
                 overrides.append(f"dataset.path={user_file}")
             if option == "saved":
                 overrides.append(f"dataset.path={tmp_path / 'saved'}")
+            if option == "tables":
+                overrides.append(f"dataset.schema={write_tables(tmp_path / 'tables')}")
             ds = registry.build(compose(overrides=overrides).dataset)
             assert isinstance(ds, expected[option]), option
             assert ds.root == tmp_path

@@ -16,6 +16,7 @@ import pytest
 
 from gnnscale import registry
 from gnnscale.data.metadata import DatasetMeta
+from tests._tables import write_tables
 from tests._train import TINY, make_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,9 +62,10 @@ def dataset_options(tmp_path: Path) -> list[list[str]]:
     np.savez(npz, edge_index=np.array([[0, 1], [1, 0]]), x=np.ones((2, 3), np.float32),
              y=np.array([0, 1]))
     options = [[f"dataset={p.stem}"] for p in sorted((ROOT / "configs" / "dataset").glob("*.yaml"))
-               if p.stem not in ("custom", "saved")]
+               if p.stem not in ("custom", "saved", "tables")]
     return options + [["dataset=custom", f"dataset.path={npz}"],
                       ["dataset=saved", f"dataset.path={tmp_path / 'saved'}"],
+                      ["dataset=tables", f"dataset.schema={write_tables(tmp_path / 'tables')}"],
                       ["dataset=synthetic", "dataset.preset=tiny", "dataset.scale=0.5",
                        "dataset.p_intra=0.7", "dataset.feature_norm=row"],
                       ["dataset=computers", "dataset.largest_component=true",

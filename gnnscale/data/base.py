@@ -7,6 +7,7 @@ import shutil
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from gnnscale.data import processed
@@ -68,6 +69,12 @@ class Dataset(ABC):
         """What error messages about this dataset's content name (a file, or the key)."""
         return f"dataset {self.key}"
 
+    def beside(self) -> dict[str, np.ndarray]:
+        """Arrays kept beside the processed graph, verified with it (after :meth:`process`):
+        a graph read from the user's tables keeps its id map there
+        (:meth:`gnnscale.data.idmap.IdMap.files`); none by default."""
+        return {}
+
     def check(self, graph: GraphStore) -> None:
         """Checks on a freshly processed graph (see :mod:`gnnscale.data.checks`)."""
         check_task(graph, self.source)
@@ -82,5 +89,6 @@ class Dataset(ABC):
         if not processed.is_processed(self.processed_dir):
             graph = normalize_features(self.process(), self.feature_norm)
             self.check(graph)
-            processed.save(graph, self.processed_dir, share=self.root)  # split copies share x
+            processed.save(graph, self.processed_dir, share=self.root,  # split copies share x
+                           side=self.beside())
         return processed.load(self.processed_dir, mmap=mmap)

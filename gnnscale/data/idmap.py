@@ -5,8 +5,15 @@ A graph read from the user's tables (CSV/Parquet with integer or string ids) num
 back keyed by the user's ids. The map is one array per node type, in internal order, stored
 next to the processed arrays as ``ids__<type>.npy``: int64 for integer ids, fixed-width unicode
 (``<U{n}``) for strings -- both plain ``.npy`` files read with ``allow_pickle=False``, so
-loading a map never unpickles anything. A graph without a map (generated, ``.npz``, OGB...)
-has ``IdMap.load(folder) is None`` and its ids are the internal ones.
+loading a map never unpickles anything. A type whose labels were class names keeps them too,
+``classes__<type>.npy`` (unicode, label ``c`` is ``classes[c]``): :meth:`IdMap.class_names`.
+A graph without a map (generated, ``.npz``, OGB...) has ``IdMap.load(folder) is None`` and its
+ids are the internal ones.
+
+In a processed folder the map is part of the graph (:func:`gnnscale.data.processed.save`'s
+side arrays): listed in ``meta.json``, in its checksum, its lengths checked against the node
+counts, so :meth:`IdMap.load` of a processed folder verifies it as the graph's loader does and
+refuses a map that is not the graph's.
 """
 
 from __future__ import annotations
@@ -18,12 +25,14 @@ from pathlib import Path
 import numpy as np
 
 PREFIX = "ids__"
+CLASSES = "classes__"
 
 
 class IdMap:
     """Per node type, the user's id of every internal (type-local) id."""
 
-    def __init__(self, ids: Mapping[str, np.ndarray]) -> None:
+    def __init__(self, ids: Mapping[str, np.ndarray],
+                 classes: Mapping[str, np.ndarray] | None = None) -> None:
         self.ids: dict[str, np.ndarray] = {}
         for node_type, arr in ids.items():
             arr = np.asarray(arr)
@@ -32,12 +41,20 @@ class IdMap:
                                  f"{arr.shape}")
             if arr.dtype.kind in "iu":
                 arr = arr.astype(np.int64, copy=False)
-            elif arr.dtype.kind in "OU":
+            elif arr.dtype.kind == "O":
                 arr = arr.astype(str)
-            else:
+            elif arr.dtype.kind != "U":
                 raise ValueError(f"ids of node type {node_type!r} must be integers or strings, "
                                  f"got {arr.dtype}")
             self.ids[str(node_type)] = arr
+        self.classes: dict[str, np.ndarray] = {}
+        for node_type, names in (classes or {}).items():
+            names = np.asarray(names)
+            if names.ndim != 1 or names.dtype.kind not in "OU":
+                raise ValueError(f"class names of node type {node_type!r} must be a 1-D array "
+                                 f"of strings, got {names.dtype} {names.shape}")
+            self.classes[str(node_type)] = names.astype(str) if names.dtype.kind == "O" \
+                else names
         self._index: dict[str, np.ndarray] = {}  # per type: argsort of its ids
 
     def __repr__(self) -> str:
@@ -70,6 +87,11 @@ class IdMap:
             raise KeyError(f"node type {node_type!r} has no node with id {bad.item()!r}")
         return order[pos].astype(np.int64)
 
+    def class_names(self, node_type: str) -> np.ndarray | None:
+        """The class names of ``node_type``'s labels (label ``c`` is ``names[c]``); None when
+        its labels were integers (the label is the class)."""
+        return self.classes.get(node_type)
+
     def _of(self, node_type: str) -> np.ndarray:
         if node_type not in self.ids:
             raise KeyError(f"no id map for node type {node_type!r} (types with one: "
@@ -77,11 +99,13 @@ class IdMap:
         return self.ids[node_type]
 
     def files(self) -> dict[str, np.ndarray]:
-        """``file stem -> array`` as stored: ``ids__<type>``."""
-        return {PREFIX + t: a for t, a in self.ids.items()}
+        """``file stem -> array`` as stored: ``ids__<type>``, ``classes__<type>``."""
+        return {**{PREFIX + t: a for t, a in self.ids.items()},
+                **{CLASSES + t: a for t, a in self.classes.items()}}
 
     def save(self, folder: str | os.PathLike) -> list[Path]:
-        """Write one ``ids__<type>.npy`` per node type into ``folder``; returns the paths."""
+        """Write one ``ids__<type>.npy`` per node type (and ``classes__<type>.npy`` per type
+        with class names) into ``folder``; returns the paths."""
         paths = []
         for stem, arr in self.files().items():
             path = Path(folder) / f"{stem}.npy"
@@ -91,9 +115,21 @@ class IdMap:
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> IdMap | None:
-        """The map stored in ``folder`` (None: the graph has none)."""
-        found = sorted(Path(folder).glob(f"{PREFIX}*.npy"))
-        if not found:
+        """The map stored in ``folder`` (None: the graph has none); in a processed folder
+        (one with ``meta.json``) verified with the graph
+        (:func:`gnnscale.data.processed.side_arrays`: a stale or foreign map is a
+        ``ProcessedDataError`` naming the file)."""
+        folder = Path(folder)
+        if (folder / "meta.json").is_file():
+            from gnnscale.data.processed import side_arrays
+
+            arrays = side_arrays(folder)
+        else:
+            arrays = {p.stem: np.load(p, allow_pickle=False, mmap_mode="r")
+                      for p in sorted(folder.glob("*__*.npy"))
+                      if p.stem.startswith((PREFIX, CLASSES))}
+        ids = {n[len(PREFIX):]: a for n, a in arrays.items() if n.startswith(PREFIX)}
+        if not ids:
             return None
-        return cls({p.stem[len(PREFIX):]: np.load(p, allow_pickle=False, mmap_mode="r")
-                    for p in found})
+        return cls(ids, {n[len(CLASSES):]: a for n, a in arrays.items()
+                         if n.startswith(CLASSES)})

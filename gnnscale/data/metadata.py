@@ -5,7 +5,9 @@ A typed graph's ``meta.json`` has a ``types`` section (:func:`types_problem` say
 holds): node types with their counts, edge types with theirs, the target types; its typed
 arrays (:data:`TYPED_ARRAYS`, per-type features ``x__<type>``), edge features
 (:data:`EDGE_ATTR`, or ``edge_attr__<k>`` per edge type) and that section enter the checksum
-only when present, so a graph without them hashes as it always did.
+only when present, so a graph without them hashes as it always did. So do the side
+arrays of a graph read from the user's tables (:data:`SIDE_PREFIXES`: its id map and class
+names), whose lengths :func:`side_problem` checks against the node counts.
 
 The launcher trusts these sizes only when ``meta.json`` is consistent: its sizes agree with
 its arrays' shapes (:func:`size_problem`), those shapes with the ``.npy`` files' headers,
@@ -36,6 +38,10 @@ FEATURES_PREFIX = "x__"
 #: type's edge id order; in the checksum only when present
 EDGE_ATTR = "edge_attr"
 EDGE_ATTR_PREFIX = "edge_attr__"
+#: arrays kept beside a graph, per node type: the user's ids (``ids__<type>``, int64 or
+#: unicode, one per node of the type) and class names (``classes__<type>``, unicode, one per
+#: class): :mod:`gnnscale.data.idmap`. Verified and in the checksum like the rest when present.
+SIDE_PREFIXES = ("ids__", "classes__")
 #: the type facts of a homogeneous graph (``meta.json`` has no ``types`` section then)
 NODE = "node"
 EDGE = (NODE, "to", NODE)
@@ -104,7 +110,38 @@ def size_problem(meta: dict) -> str | None:
         s = shape(name)
         if s is not None and (not s or s[0] != rows or (name == EDGE_ATTR and len(s) != 2)):
             return f"field arrays.{name}.shape is {s}: {rows} rows expected"
-    return types_problem(meta)
+    return types_problem(meta) or side_problem(meta)
+
+
+def is_side(name: str) -> bool:
+    """Whether array ``name`` is kept beside the graph (:data:`SIDE_PREFIXES`)."""
+    return name.startswith(SIDE_PREFIXES)
+
+
+def side_problem(meta: dict) -> str | None:
+    """What is wrong with the side arrays meta.json lists (one phrase naming the field), or
+    None: each names a node type; ids are 1-D int64 or unicode with one entry per node of
+    their type (a map of another graph is refused), class names 1-D unicode, at most
+    ``num_classes``."""
+    types = meta.get("types") or {}
+    counts = dict(zip(types.get("node_types", [NODE]), types.get("num_nodes",
+                                                                   [meta["num_nodes"]])))
+    for name, info in meta["arrays"].items():
+        if not is_side(name):
+            continue
+        prefix = next(p for p in SIDE_PREFIXES if name.startswith(p))
+        node_type, shape, dtype = name[len(prefix):], list(info["shape"]), str(info["dtype"])
+        if node_type not in counts:
+            return f"field arrays holds {name}, but the graph has no node type {node_type!r}"
+        if prefix == "ids__":
+            if shape != [counts[node_type]] or not (dtype == "<i8" or dtype.startswith("<U")):
+                return (f"field arrays.{name} is {dtype} {shape}: int64 or unicode "
+                        f"[{counts[node_type]}] expected (one id per {node_type!r} node)")
+        elif len(shape) != 1 or not 0 < shape[0] <= meta["num_classes"] or \
+                not dtype.startswith("<U"):
+            return (f"field arrays.{name} is {dtype} {shape}: unicode [1..num_classes = "
+                    f"{meta['num_classes']}] expected")
+    return None
 
 
 def _str_list(v: Any) -> bool:
@@ -123,7 +160,8 @@ def types_problem(meta: dict) -> str | None:
     ``num_edges``, and ``target_types``; ``node_type_offset`` is stored with several node
     types, ``type_per_edge`` with several edge types, ``x__<type>`` per featured type."""
     arrays, types = meta["arrays"], meta.get("types")
-    typed = set(arrays) - set(ARRAYS) - set(LINK_ARRAYS) - {EDGE_ATTR}
+    typed = {n for n in set(arrays) - set(ARRAYS) - set(LINK_ARRAYS) - {EDGE_ATTR}
+             if not is_side(n)}
     if types is None:
         return f"field arrays holds {sorted(typed)} without a types section" if typed else None
     if not isinstance(types, dict):

@@ -9,7 +9,11 @@ arrays: ``node_type_offset``, ``type_per_edge``, and ``x__<type>.npy`` per featu
 there is no single ``x`` (:mod:`gnnscale.data.metadata`). Edge features are ``edge_attr.npy``
 (one ``[E, D]`` matrix in CSC order, any graph) or ``edge_attr__<k>.npy`` per featured edge
 type (``k``: its position in the ``types`` section's edge types). All of them are verified
-and in the checksum like the rest, and a graph without them has the folder it always had.
+and in the checksum like the rest, and a graph without them has the folder it always had. A graph read
+from the user's tables keeps side arrays beside it (``save(..., side=...)``): per node type the
+user's ids ``ids__<type>`` and class names ``classes__<type>`` (:mod:`gnnscale.data.idmap`),
+listed, checksummed and verified like the rest and their lengths checked against the node
+counts; :func:`load` leaves them out of the graph and :func:`side_arrays` reads them, verified.
 
 ``meta.json`` records every array's shape, dtype and SHA-256 digest, the scalar fields and a
 checksum over all of them: the arrays' digests, the number of classes, the name, the sizes
@@ -66,6 +70,7 @@ from gnnscale.data.metadata import (
     TYPED_ARRAYS,
     combine,
     fields_string,
+    is_side,
     meta_fields,
     size_problem,
 )
@@ -73,7 +78,7 @@ from gnnscale.data.publish import pid_alive, publish_folder, temp_folder
 from gnnscale.errors import UserError
 
 __all__ = ["ProcessedDataError", "array_digest", "checksum", "is_processed", "load", "load_npy",
-           "publish_folder", "save", "unverified", "write_stamp"]
+           "publish_folder", "save", "side_arrays", "unverified", "write_stamp"]
 
 assert LINK_ARRAYS == _graph.LINK_ARRAYS, "metadata.LINK_ARRAYS must list graph.LINK_ARRAYS"
 FORMAT_VERSION = FORMAT
@@ -261,9 +266,12 @@ def _write_arrays(tmp: Path, arrays: dict[str, np.ndarray], digests: dict[str, s
         np.save(tmp / f"{name}.npy", a)
 
 
-def save(graph: GraphStore, path: str | os.PathLike, share: str | os.PathLike | None = None
-         ) -> str:
+def save(graph: GraphStore, path: str | os.PathLike, share: str | os.PathLike | None = None,
+         side: dict[str, np.ndarray] | None = None) -> str:
     """Write ``graph`` atomically to the folder ``path``; returns the checksum.
+
+    ``side``: arrays kept beside the graph (``ids__<type>``, ``classes__<type>``: the user's
+    ids and class names, :mod:`gnnscale.data.idmap`), written, listed and checksummed with it.
 
     Safe when several processes save the same graph at once: the first complete copy wins and
     readers never see a missing or partial folder. ``share``: a folder whose processed copies
@@ -275,6 +283,7 @@ def save(graph: GraphStore, path: str | os.PathLike, share: str | os.PathLike | 
     arrays: dict[str, np.ndarray] = {}
     try:
         arrays = _numpy_arrays(graph)
+        arrays.update(_side(side or {}))
         digests = _array_digests(arrays)
         _write_arrays(tmp, arrays, digests, None if share is None else Path(share))
         types = _types(graph)
@@ -293,6 +302,9 @@ def save(graph: GraphStore, path: str | os.PathLike, share: str | os.PathLike | 
         }
         if types is not None:
             meta["types"] = types
+        problem = size_problem(meta)  # side arrays of another graph, say
+        if problem:
+            raise ValueError(f"not saving {graph.name} to {path}: {problem}")
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         write_stamp(tmp, ["meta.json", *(f"{n}.npy" for n in arrays)], settle=True)
         publish_folder(tmp, path, "meta.json")
@@ -307,6 +319,18 @@ def save(graph: GraphStore, path: str | os.PathLike, share: str | os.PathLike | 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return digest
+
+
+def _side(side: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The side arrays to save, checked to be side arrays (names) of plain 1-D values."""
+    out = {}
+    for name, a in side.items():
+        a = np.ascontiguousarray(a)
+        if not is_side(name) or a.ndim != 1 or a.dtype.kind not in "iuU":
+            raise ValueError(f"side array {name!r} ({a.dtype} {a.shape}) is not an id map or "
+                             "class names: ids__<type> or classes__<type>, 1-D")
+        out[name] = a
+    return out
 
 
 def _free(path: Path) -> int:
@@ -341,7 +365,7 @@ def _read_meta(path: Path) -> dict:
                                      f"this gnnscale reads {FORMAT_VERSION}")
         unknown = {n for n in set(meta["arrays"]) - set(ARRAYS) - set(LINK_ARRAYS)
                    - set(TYPED_ARRAYS) - {EDGE_ATTR}
-                   if not n.startswith((FEATURES_PREFIX, EDGE_ATTR_PREFIX))}
+                   if not n.startswith((FEATURES_PREFIX, EDGE_ATTR_PREFIX)) and not is_side(n)}
         if unknown or not isinstance(meta["num_classes"], int):
             raise KeyError(f"unexpected arrays {sorted(unknown)}" if unknown else "num_classes")
         problem = size_problem(meta)
@@ -399,7 +423,7 @@ def load(path: str | os.PathLike, mmap: bool = True, verify: bool | None = None)
         _verify(path, meta, arrays, None if "meta.json" in todo else
                 {n for n in arrays if f"{n}.npy" in todo})
         write_stamp(path, names)
-    tensors = {k: torch.from_numpy(a) for k, a in arrays.items()}
+    tensors = {k: torch.from_numpy(a) for k, a in arrays.items() if not is_side(k)}
     types = meta.get("types")
     typed = {} if types is None else {
         "node_types": tuple(types["node_types"]),
@@ -425,3 +449,30 @@ def load(path: str | os.PathLike, mmap: bool = True, verify: bool | None = None)
     graph.meta["checksum"] = meta["checksum"]
     graph.meta["processed_dir"] = str(path.resolve())  # sampler workers map the same files
     return graph
+
+
+def side_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The side arrays of the processed graph in ``path`` (``ids__<type>``,
+    ``classes__<type>``), memory-mapped read-only and verified as :func:`load` verifies:
+    listed in a consistent meta.json (one of them left in the folder but not listed is
+    refused: it belongs to another graph), their shapes checked against the graph's node
+    counts, hashed unless the folder's stamp vouches for them (copy-on-write maps: writing
+    to one never reaches the file)."""
+    path = Path(path)
+    meta = _read_meta(path)
+    listed = {n: info for n, info in meta["arrays"].items() if is_side(n)}
+    stray = sorted(p.stem for p in path.glob("*__*.npy") if is_side(p.stem)
+                   and p.stem not in listed)
+    if stray:
+        raise ProcessedDataError(path / f"{stray[0]}.npy", path, "is not listed in meta.json: "
+                                 "it was not written with this graph")
+    arrays = _map_arrays(path, {"arrays": listed}, mmap=True)
+    todo = unverified(path, ["meta.json", *(f"{n}.npy" for n in arrays)])
+    if "meta.json" in todo:
+        recorded = {n: info["sha256"] for n, info in meta["arrays"].items()}
+        if combine(recorded, meta["num_classes"], meta_fields(meta)) != meta["checksum"]:
+            raise ProcessedDataError(path / "meta.json", path, "checksum mismatch: its "
+                                     "checksum, name, sizes or number of classes was edited")
+    _verify(path, meta, arrays, set(arrays) if "meta.json" in todo else
+            {n for n in arrays if f"{n}.npy" in todo})
+    return arrays

@@ -12,11 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from gnnscale.data.presets import params_key, resolve
 from gnnscale.errors import ConfigError
@@ -489,3 +490,257 @@ class SyntheticConfig(DatasetConfig):
     def key(self) -> str:
         """Preset, scale, seed and a digest of every parameter."""
         return params_key(self.preset, self.scale, self.seed, self.params())
+
+
+#: what a node type or relation may be named (``graph.TYPE_NAME``: it names a file)
+TYPE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+#: the formats a table may have, by file suffix (a ``.gz``/``.bz2`` CSV is decompressed)
+TABLE_FORMATS = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet",
+                 ".pq": "parquet"}
+#: bumped when the table reader's output for the same tables changes (part of the key)
+TABLES_READER = 1
+
+
+@dataclass
+class NodeTableConfig:
+    """One node table of ``dataset=tables``: one row per node of ``type``, in internal id
+    order. ``features``: a list of numeric columns, or one column name whose cells are lists
+    (a Parquet list column; in CSV, numbers separated by spaces, commas or semicolons);
+    ``label``: integers or class names (empty: unlabelled); ``split``: train/val/test."""
+
+    path: str | None = None
+    type: str = "node"
+    id: str = "id"
+    features: Any = None
+    label: str | None = None
+    split: str | None = None
+    format: str | None = None  # csv | parquet (None: from the file's suffix)
+    delimiter: str | None = None  # CSV only (None: tab for .tsv, else comma)
+
+    @property
+    def feature_columns(self) -> list[str]:
+        """The feature columns named, in order."""
+        f = self.features
+        return [] if f is None else [f] if isinstance(f, str) else [str(c) for c in f]
+
+    @property
+    def list_features(self) -> bool:
+        """Whether ``features`` names one column of lists (the single-name form)."""
+        return isinstance(self.features, str)
+
+
+@dataclass
+class EdgeTableConfig:
+    """One edge table of ``dataset=tables``: one row per edge from ``src`` to ``dst`` (the
+    user's node ids); ``type``: ``[source type, relation, destination type]``, or a relation
+    (or nothing: ``to``) when there is one node type; ``weight``: an optional numeric
+    column."""
+
+    path: str | None = None
+    type: Any = None
+    src: str = "src"
+    dst: str = "dst"
+    weight: str | None = None
+    format: str | None = None
+    delimiter: str | None = None
+
+
+@dataclass
+class TablesSchema:
+    """A ``dataset.schema`` file: its node and edge tables (paths relative to the file)."""
+
+    nodes: list[NodeTableConfig] = field(default_factory=list)
+    edges: list[EdgeTableConfig] = field(default_factory=list)
+
+
+def table_format(table: NodeTableConfig | EdgeTableConfig, what: str) -> str:
+    """``csv`` or ``parquet``: the table's ``format``, else from its file's suffix."""
+    if table.format is not None:
+        fmt = str(table.format).lower()
+        if fmt not in ("csv", "parquet"):
+            raise ConfigError(f"{what}.format must be csv or parquet, got {table.format!r}")
+        return fmt
+    suffixes = [s.lower() for s in Path(str(table.path)).suffixes]
+    if suffixes and suffixes[-1] in (".gz", ".bz2"):
+        suffixes = suffixes[:-1]
+    fmt = TABLE_FORMATS.get(suffixes[-1] if suffixes else "")
+    if fmt is None:
+        raise ConfigError(f"{what}: cannot tell the format of {table.path} from its suffix; "
+                          f"name it .csv, .tsv or .parquet or set {what}.format=csv|parquet")
+    return fmt
+
+
+@register("dataset", "tables")
+@dataclass
+class TablesConfig(DatasetConfig):
+    """``dataset=tables``: the user's node and edge tables (CSV or Parquet), listed in
+    ``nodes``/``edges`` or in a YAML file ``schema`` holding those two lists (its relative
+    paths are relative to it). One node type and one edge type within it give a homogeneous
+    graph; more give a typed one. ``symmetrize``: edges between nodes of one type are stored
+    both ways; ``add_reverse``: an edge type between two node types gets its reverse type
+    ``(dst, rev_<relation>, src)``. A labelled node type without a split column gets a seeded
+    random split of its labelled nodes by ``train_ratio``/``val_ratio``."""
+
+    _target_: str = "gnnscale.data.tables.TablesDataset"
+    name: str | None = None  # None: the schema file's stem, else "tables"
+    schema: str | None = None
+    nodes: list[NodeTableConfig] = field(default_factory=list)
+    edges: list[EdgeTableConfig] = field(default_factory=list)
+    symmetrize: bool = True
+    add_reverse: bool = True
+    train_ratio: float = 0.6
+    val_ratio: float = 0.2
+    split_seed: int = 0
+    batch_rows: int = 1 << 16  # rows read at a time (memory, not content: not in the key)
+
+    @property
+    def graph_name(self) -> str:
+        """The graph's name: ``name``, else the schema file's stem, else ``tables``."""
+        if self.name:
+            return str(self.name)
+        return Path(str(self.schema)).stem if self.schema else "tables"
+
+    def tables(self) -> tuple[list[NodeTableConfig], list[EdgeTableConfig]]:
+        """The node and edge tables, from the config or the schema file, with absolute paths
+        and every edge ``type`` a ``(source, relation, destination)`` triple; a malformed
+        list is a :class:`ConfigError` naming the key (or file) to fix."""
+        base, where = Path.cwd(), "dataset"
+        nodes, edges = [_as(NodeTableConfig, n) for n in self.nodes or []], \
+            [_as(EdgeTableConfig, e) for e in self.edges or []]
+        if self.schema:
+            if nodes or edges:
+                raise ConfigError("dataset=tables: give the tables in dataset.schema=FILE or in "
+                                  "dataset.nodes/dataset.edges, not both")
+            file = Path(os.path.expanduser(str(self.schema))).resolve()
+            nodes, edges = _read_schema(file)
+            base, where = file.parent, str(file)
+        if not nodes:
+            raise ConfigError("dataset=tables needs node tables: dataset.schema=FILE (a YAML "
+                              "file with nodes: and edges: lists) or dataset.nodes=[{path: "
+                              "..., id: ...}]")
+        for i, n in enumerate(nodes):
+            key = f"{where}: nodes[{i}]"
+            n.path = _table_path(n.path, base, key)
+            if not isinstance(n.type, str) or not TYPE_NAME.fullmatch(n.type):
+                raise ConfigError(f"{key}.type {n.type!r} must be letters, digits, '_', '.' or "
+                                  "'-': it names a file")
+            table_format(n, key)
+            if n.features is not None and not (isinstance(n.features, str) or (
+                    isinstance(n.features, (list, tuple)) and n.features)):
+                raise ConfigError(f"{key}.features must be a list of column names, or one "
+                                  f"column name whose cells are lists, got {n.features!r}")
+        types = [n.type for n in nodes]
+        twice = sorted({t for t in types if types.count(t) > 1})
+        if twice:
+            raise ConfigError(f"{where}: node type {twice[0]!r} has two node tables: give one "
+                              "table per node type")
+        if not edges:
+            raise ConfigError(f"{where}: no edge tables: list at least one under edges")
+        for i, e in enumerate(edges):
+            key = f"{where}: edges[{i}]"
+            e.path = _table_path(e.path, base, key)
+            e.type = _edge_type(e.type, types, key)
+            table_format(e, key)
+        ets = [tuple(e.type) for e in edges]
+        twice_e = [et for et in ets if ets.count(et) > 1]
+        if twice_e:
+            raise ConfigError(f"{where}: edge type {list(twice_e[0])} has two edge tables: give "
+                              "one table per edge type")
+        return nodes, edges
+
+    def check(self) -> None:
+        """Tables that exist, each with a known format; edge types of its node types."""
+        super().check()
+        if self.train_ratio <= 0 or self.val_ratio < 0 or \
+                self.train_ratio + self.val_ratio > 1:
+            raise ConfigError("dataset.train_ratio > 0, dataset.val_ratio >= 0 and their sum "
+                              f"<= 1 are needed, got {self.train_ratio} and {self.val_ratio}")
+        if self.batch_rows < 1:
+            raise ConfigError(f"dataset.batch_rows must be >= 1, got {self.batch_rows}")
+        self.tables()
+
+    def key(self) -> str | None:
+        """``<name>-<digest>``: a digest of every table's path, size and modification time
+        and of every option that changes the graph (None while a table is missing)."""
+        try:
+            nodes, edges = self.tables()
+        except ConfigError:
+            return None
+        ident: list = [TABLES_READER, self.graph_name, bool(self.symmetrize),
+                       bool(self.add_reverse), float(self.train_ratio), float(self.val_ratio),
+                       int(self.split_seed)]
+        for t in (*nodes, *edges):
+            st = Path(t.path).stat()
+            ident.append([sorted((k, v) for k, v in vars(t).items()), st.st_size,
+                          st.st_mtime_ns])
+        digest = hashlib.blake2b(json.dumps(ident, default=str).encode(),
+                                 digest_size=6).hexdigest()
+        return f"{self.graph_name}-{digest}"
+
+
+def _as(cls: type, value: Any) -> Any:
+    """A table entry as ``cls`` (from a dict, as :func:`gnnscale.registry.instance` gives)."""
+    if isinstance(value, cls):
+        return cls(**vars(value))
+    if not isinstance(value, dict):
+        raise ConfigError(f"a table entry must be a mapping of {cls.__name__} keys, got "
+                          f"{value!r}")
+    unknown = sorted(set(value) - {f.name for f in fields(cls)})
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r} in a table entry; known: "
+                          f"{[f.name for f in fields(cls)]}")
+    return cls(**value)
+
+
+def _read_schema(file: Path) -> tuple[list[NodeTableConfig], list[EdgeTableConfig]]:
+    """The node and edge tables of a schema file, checked against :class:`TablesSchema`."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    if not file.is_file():
+        raise ConfigError(f"dataset.schema: no file {file}")
+    try:
+        raw = OmegaConf.load(file)
+        typed = OmegaConf.merge(OmegaConf.structured(TablesSchema), raw)
+        plain = OmegaConf.to_container(typed, resolve=True)
+    except (OmegaConfBaseException, ValueError, OSError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConfigError(f"{file}: not a tables schema ({first}); it holds nodes: and edges: "
+                          "lists of tables") from None
+    return [_as(NodeTableConfig, n) for n in plain["nodes"]], \
+        [_as(EdgeTableConfig, e) for e in plain["edges"]]
+
+
+def _table_path(path: str | None, base: Path, key: str) -> str:
+    """``path`` resolved against ``base``; a missing one is a ConfigError naming ``key``."""
+    if not path:
+        raise ConfigError(f"{key}.path is missing: name the table's file")
+    p = Path(os.path.expanduser(str(path)))
+    p = (p if p.is_absolute() else base / p).resolve()
+    if not p.is_file():
+        raise ConfigError(f"{key}.path: no file {p}")
+    return str(p)
+
+
+def _edge_type(given: Any, node_types: list[str], key: str) -> list[str]:
+    """An edge table's ``type`` as ``[source, relation, destination]``: a relation alone (or
+    nothing: ``to``) stands for that relation within the only node type."""
+    if given is None or isinstance(given, str):
+        if len(node_types) != 1:
+            raise ConfigError(f"{key}.type must be [source type, relation, destination type] "
+                              f"with several node types ({', '.join(node_types)})")
+        rel = "to" if given is None else given
+        et = [node_types[0], rel, node_types[0]]
+    elif isinstance(given, (list, tuple)) and len(given) == 3:
+        et = [str(p) for p in given]
+    else:
+        raise ConfigError(f"{key}.type must be [source type, relation, destination type] or a "
+                          f"relation, got {given!r}")
+    if not TYPE_NAME.fullmatch(et[1]):
+        raise ConfigError(f"{key}.type: relation {et[1]!r} must be letters, digits, '_', '.' or "
+                          "'-'")
+    for end in (et[0], et[2]):
+        if end not in node_types:
+            raise ConfigError(f"{key}.type {et} names node type {end!r}, which no node table "
+                              f"has (node types: {', '.join(node_types)})")
+    return et
