@@ -31,8 +31,13 @@ def make_graph(n: int = 300, e: int = 1500, f: int = 12, c: int = 4) -> GraphSto
     )
 
 
-def make_model(graph: GraphStore) -> SAGE:
+def make_model(graph: GraphStore, name: str = "sage") -> torch.nn.Module:
+    """SAGE, or ``user_<key>``: a user's own model of tests/_user_models.py (model=custom)."""
     torch.manual_seed(3)
+    if name.startswith("user_"):
+        from tests import _user_models
+
+        return _user_models.wrap(name, graph.num_features, graph.num_classes, len(FANOUTS))
     return SAGE(graph.num_features, graph.num_classes, hidden=16, num_layers=len(FANOUTS),
                 dropout=0.0)
 

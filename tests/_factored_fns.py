@@ -32,19 +32,21 @@ def make_sampler(name: str = "neighbor"):
 def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1,
                     switching: bool = False, staleness: int = 0, epochs: int = 1,
                     sampler: str = "neighbor", queue: str = "routes", prefetch: int = 1,
-                    hosts: int = 1, jobs_per_trainer: int = 1, slow_rank: int = -1) -> dict:
+                    hosts: int = 1, jobs_per_trainer: int = 1, slow_rank: int = -1,
+                    model: str = "sage") -> dict:
     """``epochs`` epochs of ``kind`` (factored or data); every step's loss and gradients on a
     trainer, the final parameters, the jobs this rank handled and its last metrics. With the
     shared queue, switching or staleness, ``record`` holds each job's loss and each step's
     reduced gradients on every rank that trains. ``hosts`` > 1: the ranks take themselves for
     ``hosts`` hosts of consecutive ranks (each host opens its own ring). ``jobs_per_trainer``:
     the shared queue's jobs per trainer and step; rank ``slow_rank`` sleeps 0.2 s before each
-    job it trains (a slowed trainer: the others take more of each step's jobs)."""
+    job it trains (a slowed trainer: the others take more of each step's jobs). ``model``: as
+    :func:`tests._data_fns.make_model` names it."""
     if hosts > 1:
         per = topo.world_size // hosts
         topo = dataclasses.replace(topo, local_rank=topo.rank % per, local_world_size=per)
     graph = make_graph()
-    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph, model),
                      sampler=make_sampler(sampler), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
     if kind == "factored":
@@ -83,10 +85,10 @@ def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1,
             "record": getattr(strat, "record", None), "metrics": metrics}
 
 
-def reference_epoch(trainers: int, sampler_name: str = "neighbor") -> dict:
+def reference_epoch(trainers: int, sampler_name: str = "neighbor", model: str = "sage") -> dict:
     """One process: per step, the mean of the ``trainers`` micro-batch losses."""
     graph = make_graph()
-    model = make_model(graph)
+    model = make_model(graph, model)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     sampler = make_sampler(sampler_name)
     grads, losses = [], []

@@ -21,6 +21,7 @@ from gnnscale.models.gin import GIN
 from gnnscale.models.sage import SAGE
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.fullgraph.edge_cut import EdgeCutPlan
+from tests import _user_models
 
 EPOCHS = 3
 DROPOUT_SEED = 9
@@ -44,8 +45,12 @@ def make_graph(n: int = 120, e: int = 260, f: int = 6, c: int = 3) -> GraphStore
 
 def make_model(name: str, graph: GraphStore, dropout: float = 0.5):
     """Dropout on: masks keyed by (seed, epoch, layer, vertex) agree between replicas.
-    ``<name>_res``: the residual stack (model.residual, layer norm, GELU)."""
+    ``<name>_res``: the residual stack (model.residual, layer norm, GELU); ``user_<key>``: a
+    user's own model of tests/_user_models.py (model=custom)."""
     torch.manual_seed(5)
+    if name.startswith("user_"):  # a user's own model (model=custom), tests/_user_models.py
+        return _user_models.wrap(name, graph.num_features, graph.num_classes, LAYERS,
+                                 dropout=dropout, input_dropout=dropout / 2)
     kw = dict(hidden=8, num_layers=LAYERS, dropout=dropout, input_dropout=dropout / 2)
     if name.endswith("_res"):
         name = name[: -len("_res")]

@@ -18,6 +18,7 @@ from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.schedule import epoch_batches, sample_seed
 from gnnscale.strategies.base import RunContext
 from gnnscale.strategies.split.strategy import SplitParallel
+from tests import _user_models
 from tests._data_fns import make_graph
 
 FANOUTS = [4, 3]
@@ -26,6 +27,8 @@ BATCH = 48
 
 def make_model(name: str, graph):
     torch.manual_seed(3)
+    if name.startswith("user_"):  # a user's own model (model=custom)
+        return _user_models.wrap(name, graph.num_features, graph.num_classes, len(FANOUTS))
     kw = dict(hidden=16, num_layers=len(FANOUTS), dropout=0.0)
     if name.endswith("_res"):  # the residual stack (model.residual)
         name = name[: -len("_res")]

@@ -10,7 +10,7 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 
 from gnnscale import registry
 from gnnscale.distributed.launch import Topology
-from gnnscale.runner.validate import ConfigError, check_config, check_data
+from gnnscale.runner.validate import ConfigError, check_config, check_data, settle_model
 from gnnscale.runner.worker import build_context
 from tests._tables import write_tables
 from tests._train import CONFIGS, TINY, make_cfg
@@ -45,9 +45,13 @@ def test_option_composes_and_builds(tmp_path: Path, group: str, option: str):
             return
     else:
         keep = [o for o in TINY if not o.startswith(f"{group}.")]
+        if (group, option) == ("model", "custom"):  # a user's own module; hidden is its kwarg
+            keep = [o for o in keep if not o.startswith("model.")]
+            keep += ["model.target=tests._user_models.GraphConvNet"]
         cfg = make_cfg(tmp_path, *keep, f"{group}={option}")
     node = cfg[group]
     if group == "model":
+        settle_model(cfg)  # the launcher's: options left to the strategy (gcn_norm=auto)
         obj = registry.build(node, in_channels=8, out_channels=3)
         assert isinstance(obj, torch.nn.Module)
     elif group == "strategy" and option == "auto":  # the launcher composes its candidates

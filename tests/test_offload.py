@@ -363,7 +363,7 @@ def _check(tmp_path, *overrides: str) -> None:
     (("strategy.level2=bfs",), "strategy.level2 must be one of"),
     (("strategy.dedup=all",), "strategy.dedup must be one of"),
     (("model=gat", "strategy.intermediate=cache"), "intermediate=recompute"),
-    (("model=gcn",), "model.gcn_norm=graph"),
+    (("model=gcn", "model.gcn_norm=block"), "model.gcn_norm=graph"),  # set by hand
     (("model.norm=batch",), "model.norm=layer or none"),
     (("strategy.device_budget_gb=0",), "device_budget_gb must be > 0"),
     (("strategy.device_budget_gb=1e-7",), r"smaller than the working set.* at least"),

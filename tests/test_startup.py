@@ -16,6 +16,7 @@ import pytest
 
 from gnnscale import registry
 from gnnscale.data.metadata import DatasetMeta
+from gnnscale.runner.validate import settle_model
 from tests._tables import write_tables
 from tests._train import TINY, make_cfg
 
@@ -105,6 +106,7 @@ MODELS = [["model=sage"], ["model=sage", "model.aggr=max"], ["model=sage", "mode
 def test_a_model_schema_answers_as_the_built_model(tmp_path, overrides):
     """What the launcher reads from the config (no model built) is what the model says."""
     cfg = make_cfg(tmp_path, *overrides, "model.hidden=32")
+    settle_model(cfg)  # the launcher settles gcn_norm=auto for the strategy first
     schema = registry.options("model", cfg.model)
     model = registry.build(cfg.model, in_channels=12, out_channels=5)
     for key in ("splittable", "preaggregatable", "linear_aggregate", "batch_norm"):

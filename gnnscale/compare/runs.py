@@ -1,5 +1,6 @@
 """Read run folders (``results.json``, ``metrics.jsonl``, ``.hydra/config.yaml``) and check
-that they are comparable: the same dataset, model, optimizer and seed."""
+that they are comparable: the same dataset, model, optimizer and seed (model options each
+run's strategy settled, ``results.json``'s ``settled``, may differ and are labelled)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ class Run:
     summary: dict[str, Any]
     graph: dict[str, int] | None = None
     label: str = field(default="")
+    #: model options the run's strategy chose (``auto`` values, e.g. ``model.gcn_norm``)
+    settled: dict[str, Any] = field(default_factory=dict)
 
     @property
     def strategy(self) -> str:
@@ -69,7 +72,7 @@ def load_run(path: str | Path) -> Run:
         raise CompareError(f"{path}: no epochs in metrics.jsonl or results.json")
     graph = results.get("graph") or _graph_from_log(path)
     return Run(path=path, config=config, history=history, summary=results.get("summary", {}),
-               graph=graph)
+               graph=graph, settled=dict(results.get("settled") or {}))
 
 
 def _hydra_config(path: Path) -> dict[str, Any]:
@@ -111,7 +114,9 @@ def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def check_comparable(runs: list[Run]) -> None:
-    """Refuse runs whose dataset, model, optimizer or seed differ (naming the first key)."""
+    """Refuse runs whose dataset, model, optimizer or seed differ (naming the first key); a
+    model option both runs left to their strategies (``settled``, e.g. ``model.gcn_norm``)
+    may differ: the runs' labels show it."""
     if not runs:
         raise CompareError("no run folders given")
     ref = runs[0]
@@ -120,6 +125,8 @@ def check_comparable(runs: list[Run]) -> None:
         for run in runs[1:]:
             got = flatten(run.config.get(key), key)
             for sub in sorted(set(want) | set(got)):
+                if sub in ref.settled and sub in run.settled:
+                    continue
                 if want.get(sub) != got.get(sub):
                     raise CompareError(
                         f"runs differ in {sub}: {want.get(sub)!r} in {ref.path} but "
@@ -145,6 +152,8 @@ def assign_labels(runs: list[Run]) -> None:
                 extras.append(f"{k[: -len('._target_')]}={option_name(f.get(k))}")
             elif _varies_within_option(k, flat):
                 extras.append(f"{k}={f.get(k)}")
+        extras += [f"{k}={v}" for k, v in sorted(run.settled.items())
+                   if len({json.dumps(r.settled.get(k)) for r in runs}) > 1]
         run.label = " ".join([run.strategy, *extras])
     seen: dict[str, int] = {}
     for run in runs:  # identical settings twice (e.g. repeats): number them

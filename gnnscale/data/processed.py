@@ -9,8 +9,9 @@ arrays: ``node_type_offset``, ``type_per_edge``, and ``x__<type>.npy`` per featu
 there is no single ``x`` (:mod:`gnnscale.data.metadata`). Edge features are ``edge_attr.npy``
 (one ``[E, D]`` matrix in CSC order, any graph) or ``edge_attr__<k>.npy`` per featured edge
 type (``k``: its position in the ``types`` section's edge types). All of them are verified
-and in the checksum like the rest, and a graph without them has the folder it always had. A graph read
-from the user's tables keeps side arrays beside it (``save(..., side=...)``): per node type the
+and in the checksum like the rest, and a graph without them has the folder it always had. A
+graph read from the user's tables keeps side arrays beside it (``save(..., side=...)``): per
+node type the
 user's ids ``ids__<type>`` and class names ``classes__<type>`` (:mod:`gnnscale.data.idmap`),
 listed, checksummed and verified like the rest and their lengths checked against the node
 counts; :func:`load` leaves them out of the graph and :func:`side_arrays` reads them, verified.

@@ -7,6 +7,8 @@ A layer whose linear map shrinks the rows (:meth:`GNN.reorders`, e.g. GCN on wid
 is evaluated reordered: each rank transforms only its share of the rows, the narrow results
 are all-gathered, and the aggregation reads those, instead of every rank gathering and
 transforming the wide rows of its whole in-neighbourhood (most of the graph).
+A user's whole-graph-only model (``model=custom`` without a ``convs`` list) runs once on the
+whole graph instead (every rank the same forward, each keeping its share of the rows).
 This is :meth:`Strategy.evaluate`'s default; a strategy may evaluate its own way.
 """
 
@@ -37,6 +39,13 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
     ``train_mode=True`` keeps the model's training mode (its dropout) instead of eval."""
     was_training = model.training
     model.train(train_mode)
+    if not getattr(model, "layer_wise", True):  # a user's whole-graph-only model: one forward
+        mine = torch.tensor_split(nodes, group_size(group))[group_rank(group)]
+        ids = torch.arange(graph.num_nodes, device=device)
+        out = model.whole_graph(to_device(graph.x, device),
+                                to_device(graph.edge_index(), device), ids)[mine.to(device)]
+        model.train(was_training)
+        return out
     one_hop = NeighborSampler(fanouts=[-1])
     h = graph.x
     world, rank = group_size(group), group_rank(group)

@@ -95,6 +95,12 @@ class GNN(nn.Module):
         return self.schema(**self.options())
 
     @property
+    def layer_wise(self) -> bool:
+        """Whether the model runs one conv at a time (:meth:`layer`); a user's whole-graph-only
+        module (``model=custom``) does not."""
+        return True
+
+    @property
     def splittable(self) -> bool:
         """Whether the convs split into :meth:`aggregate` and :meth:`update` (GAT: no)."""
         return self.spec().splittable
@@ -217,6 +223,10 @@ class GNN(nn.Module):
     def why_not_splittable(self) -> str | None:
         """None when the convs split into aggregate and update, else the reason."""
         return self.spec().why_not_splittable()
+
+    def why_not_whole_graph(self) -> str | None:
+        """None when the model trains on the whole graph, else the reason (its schema's)."""
+        return self.spec().why_not_whole_graph()
 
     def check_splittable(self) -> None:
         """Raise a ValueError saying why the model cannot be split (if it cannot)."""

@@ -1,6 +1,8 @@
 """GCN (Kipf & Welling) from PyG's GCNConv, with the normalisation chosen by ``norm``.
 
-Every destination gets a self loop. ``norm=block`` weighs edge ``(u, v)`` by
+Every destination gets a self loop. The config's default ``gcn_norm=auto`` is settled by the
+launcher from the strategy (graph for whole-graph strategies, block for sampling ones); the
+class itself takes ``block`` or ``graph``. ``norm=block`` weighs edge ``(u, v)`` by
 ``1 / sqrt(deg_out(u) * deg_in(v))`` with degrees counted in the block (DGL's
 ``GraphConv(norm="both")``: the right choice for sampled neighbourhoods). ``norm=graph`` uses
 the graph's own degrees, ``1 / sqrt((deg(u) + 1) (deg(v) + 1))``: with every neighbour
@@ -62,6 +64,10 @@ class GCN(GNN):
     def __init__(self, in_channels: int, out_channels: int, gcn_norm: str = "block",
                  **kw) -> None:
         GCNConfig(gcn_norm=gcn_norm).check()
+        if gcn_norm == "auto":
+            raise ValueError("model.gcn_norm=auto is the strategy's choice, made by the launcher "
+                             "(runner/validate.py settle_model): build GCN with gcn_norm='block' "
+                             "or 'graph'")
         super().__init__(in_channels, out_channels, **kw)
         self.gcn_norm = gcn_norm
         self.register_buffer("deg_inv_sqrt", None, persistent=False)

@@ -1,19 +1,23 @@
 """Typed schemas of the ``model`` options (torch-free: the launcher composes and checks a config
-with these alone; each ``_target_`` names the model class a rank builds).
+with these alone; each ``_target_`` names the model class a rank builds). ``model=custom``, a
+user's own module, is the one whose checks import it (and torch) to read its contract.
 
 A schema also knows what its model can do, from the config alone: whether its convs split into
 aggregate and update (:attr:`ModelConfig.splittable`), whether a sender may pre-aggregate
 (:attr:`ModelConfig.preaggregatable`), whether it weighs edges (:meth:`why_not_weighted`) and
-the row width of every layer (:meth:`ModelConfig.widths`). Strategies' launcher checks read
-these; the model classes answer the same questions through their schema (``GNN.spec``), so the
-two cannot disagree.
+the row width of every layer (:meth:`ModelConfig.widths`), whether it trains on the whole graph
+(:meth:`ModelConfig.why_not_whole_graph`) and layer by layer
+(:meth:`ModelConfig.why_not_layer_by_layer`), and which ``auto`` options take which value under
+a strategy (:meth:`ModelConfig.settle`, asked by ``StrategyConfig.model_defaults``).
+Strategies' launcher checks read these; the model classes answer the same questions through
+their schema (``GNN.spec``), so the two cannot disagree.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import ClassVar
+from typing import Any, ClassVar, Optional
 
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
@@ -25,8 +29,10 @@ ACTIVATION_NAMES = ("elu", "gelu", "leaky_relu", "relu", "tanh")
 
 
 class GCNNorm(str, Enum):
-    """Degrees of the edge weights: the sampled block's, or the whole graph's."""
+    """Degrees of the edge weights: the sampled block's, the whole graph's, or ``auto``: the
+    strategy's choice at launch (:meth:`GCNConfig.settle`)."""
 
+    auto = "auto"
     block = "block"
     graph = "graph"
 
@@ -113,6 +119,29 @@ class ModelConfig(Options):
         (what strategies ship and store between layers)."""
         return [in_dim] + [self.hidden] * (self.num_layers - 1) + [out_dim]
 
+    def settle(self, whole_graph: bool) -> dict[str, tuple[Any, str]]:
+        """The options left to the run (``auto``) and the value each takes under a strategy
+        that trains on the whole graph (``whole_graph``) or on sampled mini-batches, with why:
+        ``{key: (value, reason)}``. The launcher sets them before any check (default none)."""
+        return {}
+
+    @property
+    def block_degrees(self) -> bool:
+        """Whether a conv weighs edges by degrees counted in its block (a split plan then
+        counts them over the whole block: GCN with ``gcn_norm=block``)."""
+        return False
+
+    def why_not_whole_graph(self) -> str | None:
+        """None when the model trains on the whole graph (fullgraph, offload), else the reason
+        (the key to change)."""
+        return None
+
+    def why_not_layer_by_layer(self) -> str | None:
+        """None when the model runs one conv at a time on any subset of a layer's rows with
+        only vertex-wise steps between its convs (what split, fullgraph and offload need), else
+        the reason. Every built-in model does."""
+        return None
+
 
 @register("model", "gcn")
 @dataclass
@@ -121,12 +150,37 @@ class GCNConfig(ModelConfig):
 
     title: ClassVar[str] = "GCN"
     _target_: str = "gnnscale.models.gcn.GCN"
-    gcn_norm: GCNNorm = GCNNorm.block
+    gcn_norm: GCNNorm = GCNNorm.auto
 
     def check(self) -> None:
         """The shared checks and a known normalisation."""
         super().check()
         require_one_of("model.gcn_norm", self.gcn_norm, GCN_NORMS)
+
+    def settle(self, whole_graph: bool) -> dict[str, tuple[Any, str]]:
+        """``gcn_norm=auto``: the graph's degrees when the strategy trains on the whole graph
+        (its blocks hold every edge, and the parts of a layer must add up), the block's when
+        it samples mini-batches (as PyG's ``GCNConv`` normalises a sampled subgraph)."""
+        if str(getattr(self.gcn_norm, "value", self.gcn_norm)) != GCNNorm.auto.value:
+            return {}
+        if whole_graph:
+            return {"gcn_norm": ("graph", "the strategy trains on the whole graph: GCN takes "
+                                          "the graph's degrees")}
+        return {"gcn_norm": ("block", "the strategy samples mini-batches: GCN takes each "
+                                      "block's degrees")}
+
+    @property
+    def block_degrees(self) -> bool:
+        """True for ``gcn_norm=block``."""
+        return self.gcn_norm == GCNNorm.block.value
+
+    def why_not_whole_graph(self) -> str | None:
+        """``gcn_norm=block`` (set by hand) on the whole graph: the graph's degrees it needs."""
+        if str(getattr(self.gcn_norm, "value", self.gcn_norm)) != GCNNorm.block.value:
+            return None
+        return ("GCN with model.gcn_norm=block weighs edges by each block's degrees, but the "
+                "strategy trains on the whole graph, where GCN needs the graph's own degrees: "
+                "set model.gcn_norm=graph (or auto, which does)")
 
     @property
     def splittable(self) -> bool:
@@ -137,12 +191,17 @@ class GCNConfig(ModelConfig):
         """None for ``gcn_norm=graph``, else why block degrees cannot be split."""
         if self.splittable:
             return None
+        norm = str(getattr(self.gcn_norm, "value", self.gcn_norm))
+        if norm == GCNNorm.auto.value:
+            return ("GCN with model.gcn_norm=auto has not been given its normalisation (the "
+                    "launcher sets it from the strategy): use model.gcn_norm=graph to split it")
         return ("GCN with model.gcn_norm=block weighs edges by degrees inside each block, which "
                 "do not add up across parts: use model.gcn_norm=graph to split it")
 
     def why_not_weighted(self) -> str | None:
-        """None for ``gcn_norm=block``; the graph's degrees cannot weigh visit counts."""
-        if self.gcn_norm == GCNNorm.block.value:
+        """None for ``gcn_norm=block`` (and ``auto``, which is block under a sampling
+        strategy); the graph's degrees cannot weigh visit counts."""
+        if self.gcn_norm in (GCNNorm.block.value, GCNNorm.auto.value):
             return None
         return ("GCN with model.gcn_norm=graph normalises by the graph's degrees, which know "
                 "nothing of the visit counts sampler=random_walk gives as edge weights: use "
@@ -229,3 +288,123 @@ class GINConfig(ModelConfig):
     title: ClassVar[str] = "GIN"
     _target_: str = "gnnscale.models.gin.GIN"
     train_eps: bool = True
+
+
+@register("model", "custom")
+@dataclass
+class CustomModelConfig(Options):
+    """``model=custom``'s options: the user's own ``nn.Module`` class (``target``, a dotted
+    path), built with ``in_channels`` and ``out_channels`` from the dataset and task plus
+    ``kwargs``. What it can do is read from the module itself (:mod:`gnnscale.models.contract`,
+    which imports it: the one model option whose launcher checks import torch): a
+    *layer-wise* model (a ``convs`` ModuleList of PyG convs, and a vertex-wise ``between``)
+    runs under every strategy; any other module with ``forward(x, edge_index)`` is
+    *whole-graph-only*, trained by the strategies that run it on each sampled subgraph
+    (data, factored). Never split into aggregate and update, nor given edge weights."""
+
+    title: ClassVar[str] = "model=custom"
+    _target_: str = "gnnscale.models.custom.Custom"
+    target: str = ""  # the user's nn.Module class, e.g. mypkg.models.MyGNN
+    kwargs: dict[str, Any] = field(default_factory=dict)  # its other keyword arguments
+    # message-passing layers (sampled hops): read from the module's convs when left null;
+    # a whole-graph-only module needs it set
+    num_layers: Optional[int] = None  # noqa: UP045 - OmegaConf reads typing.Optional
+    dropout: float = 0.0  # after each between(), keyed by vertex id where a strategy keys it
+    input_dropout: float = 0.0  # on the input features, keyed likewise
+
+    def contract(self) -> Any:
+        """What the module offers (:class:`gnnscale.models.contract.Contract`): the wrapped
+        module's own when built (:meth:`GNN.spec`), else a probe built once per target and
+        kwargs (imports torch and the target)."""
+        known = self.__dict__.get("_contract")
+        if known is not None:
+            return known
+        from gnnscale.models.contract import probe
+
+        return probe(self.target, dict(self.kwargs))
+
+    def check(self) -> None:
+        """A target, dropouts in [0, 1), a module that imports and builds, and a number of
+        layers that agrees with its convs (or is given, for a whole-graph-only module)."""
+        if not self.target:
+            raise ConfigError("model=custom needs model.target=<module.Class>, the dotted path of "
+                              "your nn.Module (e.g. model.target=mypkg.models.MyGNN)")
+        for key in ("dropout", "input_dropout"):
+            require_range(f"model.{key}", getattr(self, key), 0, 1)
+        c = self.contract()
+        if self.num_layers is not None:
+            require_at_least("model.num_layers", self.num_layers, 1)
+        if c.layer_wise and self.num_layers not in (None, c.num_layers):
+            raise ConfigError(f"model.num_layers={self.num_layers} but {c.name} has "
+                              f"{c.num_layers} convs: leave model.num_layers unset (null)")
+        if not c.layer_wise and self.num_layers is None:
+            raise ConfigError(f"{c.name} is whole-graph-only ({c.why_not_layer_wise}): set "
+                              "model.num_layers to the hops its forward reads (one sampler "
+                              "fanout each)")
+        if not c.layer_wise and self.dropout > 0:
+            raise ConfigError(f"model.dropout runs after between() of a layer-wise model; "
+                              f"{c.name} is whole-graph-only: set model.dropout=0 and drop "
+                              "in its own forward")
+
+    def settle(self, whole_graph: bool) -> dict[str, tuple[Any, str]]:
+        """``num_layers`` null: the module's number of convs."""
+        c = self.contract()
+        if self.num_layers is None and c.layer_wise:
+            return {"num_layers": (c.num_layers, f"{c.name} has {c.num_layers} convs")}
+        return {}
+
+    @property
+    def residual(self) -> bool:
+        """Never gnnscale's residual blocks (the module's between() may add its own)."""
+        return False
+
+    @property
+    def splittable(self) -> bool:
+        """Never: a user's conv is one PyG call, not an aggregate and an update apart."""
+        return False
+
+    def why_not_splittable(self) -> str:
+        """Always a reason (vertex-cuts and cached aggregates need the split)."""
+        return (f"{self.contract().name} (model=custom) runs each conv whole, not as an "
+                "aggregate and an update apart, so it cannot run on a vertex-cut: use an "
+                f"edge-cut partitioner ({EDGE_CUTS})")
+
+    @property
+    def preaggregatable(self) -> bool:
+        """Never (no aggregate of its own to apply early)."""
+        return False
+
+    @property
+    def linear_aggregate(self) -> bool:
+        """Never (not split)."""
+        return False
+
+    @property
+    def batch_norm(self) -> bool:
+        """Whether the module holds a norm over the rows a forward holds (batch statistics)."""
+        return bool(self.contract().batch_norm)
+
+    @property
+    def block_degrees(self) -> bool:
+        """Never counted by gnnscale (the module's convs see each block as PyG gives it)."""
+        return False
+
+    def why_not_weighted(self) -> str:
+        """Always a reason: the block's edge weights are not passed to a user's convs."""
+        return (f"{self.contract().name} (model=custom) is not given the edge weights (visit "
+                "counts) of sampler=random_walk: use sampler=neighbor")
+
+    def why_not_whole_graph(self) -> str | None:
+        """None: a layer-wise module runs on whole-graph layers as on blocks (whether it runs
+        layer by layer is :meth:`why_not_layer_by_layer`)."""
+        return None
+
+    def why_not_layer_by_layer(self) -> str | None:
+        """The contract's reason (not layer-wise, a norm over the rows held, torch dropout
+        whose masks ranks cannot agree on), or None."""
+        return self.contract().why_not_layer_by_layer
+
+    def widths(self, in_dim: int, out_dim: int) -> list[int]:
+        """The module's convs' output widths, with ``in_dim`` and ``out_dim`` at the ends."""
+        inner = self.contract().widths[1:-1]
+        return [in_dim, *inner, out_dim]

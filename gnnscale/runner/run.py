@@ -55,18 +55,20 @@ def run(cfg: DictConfig) -> dict:
     phases.since_start("imports_and_compose")
     registry.load_all()
     with phases.time("validate"):
-        validate(cfg)
+        settled = validate(cfg)
     run_dir = Path(str(cfg.run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
     leader = not under_torchrun() or os.environ.get("RANK") == "0"
     with run_folder_lock(run_dir) if leader else nullcontext():  # one run per folder
         if declared(cfg.strategy).meta:
             return strategy_class(cfg).train_meta(cfg, run)
-        return _launch(cfg, run_dir, phases)
+        return _launch(cfg, run_dir, phases, settled)
 
 
-def _launch(cfg: DictConfig, run_dir: Path, phases: Phases) -> dict:
-    """Start the ranks on the validated ``cfg``, write ``results.json``."""
+def _launch(cfg: DictConfig, run_dir: Path, phases: Phases,
+            settled: dict[str, Any] | None = None) -> dict:
+    """Start the ranks on the validated ``cfg``, write ``results.json`` (with ``settled``: the
+    model options the strategy chose, which a comparison of strategies lets differ)."""
     cfg_dict = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     ranks = launcher(cfg)
     if ranks.world_size == 1 and not under_torchrun():  # the launcher trains it: its imports
@@ -81,6 +83,7 @@ def _launch(cfg: DictConfig, run_dir: Path, phases: Phases) -> dict:
     if results is None:  # a torchrun rank other than the leader
         return results
     results["startup"] = {**phases.seconds, **results.get("startup", {})}
+    results["settled"] = dict(settled or {})
     (run_dir / "results.json").write_text(json.dumps(results, indent=1))
     print(f"startup and phases (launcher, rank 0): {Phases.format(results['startup'])}",
           flush=True)

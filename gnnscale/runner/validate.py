@@ -1,8 +1,10 @@
 """Checks on a composed config (and its dataset) that turn bad values into clear errors, in the
 launching process, before any rank starts.
 
-Torch-free up to the dataset: the root keys, every component's schema
-(:meth:`gnnscale.schema.Options.check`) and the task's and the strategy's declarations
+Torch-free up to the dataset (a user's own model, ``model=custom``, is imported to check its
+contract): the root keys, every component's schema
+(:meth:`gnnscale.schema.Options.check`), the model options the strategy settles (``auto``
+values, :func:`settle_model`) and the task's and the strategy's declarations
 (``tasks/<name>/config.py``, ``strategies/<name>/config.py``) decide from the config alone;
 then the dataset's metadata (``meta.json``) is read (the dataset is processed first when it
 has not been: that imports torch) for the checks that need its sizes. A task that derives its
@@ -16,7 +18,7 @@ from __future__ import annotations
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from gnnscale import registry
 from gnnscale.data.metadata import DatasetMeta
@@ -28,9 +30,11 @@ from gnnscale.tasks.config import TaskConfig, declared_task
 MAX_SEED = 2**32 - 1
 
 
-def check_config(cfg: DictConfig) -> None:
+def check_config(cfg: DictConfig) -> dict[str, Any]:
     """Every check the config alone decides: the task's options and declarations, the run's
-    own keys, each component's options, the strategy against the rest of the config."""
+    own keys, each component's options, the strategy against the rest of the config. The
+    model options left to the run are settled first (:func:`settle_model`, which ``cfg``
+    keeps); returns them, ``{"model.<key>": value}``."""
     task = declared_task(cfg)
     group_options("task", task, cfg.get("task")).check()
     task.check_config(cfg)
@@ -47,6 +51,7 @@ def check_config(cfg: DictConfig) -> None:
     check_early_stop(cfg)
     check_unused_cache_budget(cfg)
     registry.check_options(cfg, [g for g in registry.GROUPS if g not in ("task", "strategy")])
+    settled = settle_model(cfg)
     optim, model = registry.options("optim", cfg.get("optim")), cfg.get("model")
     if optim is not None and model is not None and hasattr(optim, "check_layers"):
         optim.check_layers(model.num_layers)
@@ -54,7 +59,7 @@ def check_config(cfg: DictConfig) -> None:
     group_options("strategy", decl, cfg.strategy).check()
     decl.check_config(cfg, Checked.build(cfg))
     if decl.meta:
-        return  # the concrete run it resumes is checked against its checkpoint
+        return settled  # the concrete run it resumes is checked against its checkpoint
     if cfg.get("resume"):
         from gnnscale.runner.resume import ResumeError, check_resume
 
@@ -62,6 +67,28 @@ def check_config(cfg: DictConfig) -> None:
             check_resume(cfg)
         except ResumeError as err:
             raise ConfigError(str(err)) from err
+    return settled
+
+
+def settle_model(cfg: DictConfig) -> dict[str, Any]:
+    """Set the model options left to the run (``auto``, e.g. ``model.gcn_norm``) to what the
+    strategy asks of the model's schema (``StrategyConfig.model_defaults``), said in one line;
+    a value the user set is kept (and checked like any other). A meta strategy (``auto``)
+    leaves them to each concrete run. Returns ``{"model.<key>": value}``."""
+    node = cfg.get("model")
+    decl = declared(cfg.strategy)
+    schema = registry.options("model", node) if node is not None else None
+    if schema is None or decl.meta:
+        return {}
+    chosen = decl.model_defaults(cfg, schema)
+    if not chosen:
+        return {}
+    with open_dict(cfg):
+        for key, (value, _) in chosen.items():
+            node[key] = value
+    said = "; ".join(f"model.{k}={v} ({why})" for k, (v, why) in chosen.items())
+    print(f"note: strategy={decl.name}: {said}", flush=True)
+    return {f"model.{k}": v for k, (v, _) in chosen.items()}
 
 
 def group_options(group: str, decl: type[StrategyConfig] | type[TaskConfig],
@@ -167,14 +194,15 @@ def check_data(cfg: DictConfig, graph: Any) -> None:
     check_dataset(cfg, Checked.build(cfg, graph))
 
 
-def validate(cfg: DictConfig) -> None:
+def validate(cfg: DictConfig) -> dict[str, Any]:
     """The one validation pass, in the launcher before any rank starts: everything the config
     decides (torch-free), then the dataset's metadata (processed here once when needed) and
-    the checks that read it."""
-    check_config(cfg)
+    the checks that read it. Returns the model options the strategy settled
+    (:func:`settle_model`)."""
+    settled = check_config(cfg)
     decl = declared(cfg.strategy)
     if decl.meta:  # each candidate is validated alone when profiled
-        return
+        return settled
     if declared_task(cfg).derives_data:  # e.g. link's edge split: processed once, here
         graph = prepare_task(cfg, open_dataset(cfg))
         built = Checked.build(cfg, graph)
@@ -187,6 +215,7 @@ def validate(cfg: DictConfig) -> None:
 
         check_graph(cfg, built.graph)
     check_dataset(cfg, built, decl)
+    return settled
 
 
 def prepare_task(cfg: DictConfig, graph: Any) -> Any:

@@ -91,6 +91,7 @@ class Strategy(ABC):
     schema: ClassVar[type[StrategyConfig]] = StrategyConfig
     name: ClassVar[str] = ""
     samples: ClassVar[bool] = True
+    layer_by_layer: ClassVar[bool] = False
     takes_weighted_blocks: ClassVar[bool] = True
     reads: ClassVar[tuple[str, ...]] = StrategyConfig.reads
     deps: ClassVar[str] = "any"

@@ -37,7 +37,8 @@ from gnnscale.schema import Options, Reduce, declared_along
 from gnnscale.tasks.config import declared_task
 
 #: The declarations a strategy class takes from its schema.
-DECLARATIONS = ("name", "samples", "takes_weighted_blocks", "reads", "deps", "default_deps",
+DECLARATIONS = ("name", "samples", "layer_by_layer", "takes_weighted_blocks", "reads", "deps",
+                "default_deps",
                 "default_cache", "auto_candidate", "meta", "items_per_rank", "reductions",
                 "columns", "trains_types")
 
@@ -72,8 +73,13 @@ class StrategyConfig(Options):
 
     #: The option name (``strategy=<name>``), for messages and ``auto``'s table.
     name: ClassVar[str] = ""
-    #: Whether it draws mini-batches with ``sampler`` (its fanouts are checked).
+    #: Whether it draws mini-batches with ``sampler`` (its fanouts are checked); False: it
+    #: trains on the whole graph (the model's ``auto`` options are settled for that).
     samples: ClassVar[bool] = True
+    #: Whether it computes a layer's rows apart (on several ranks, or in chunks) and runs the
+    #: model one conv at a time: the model's schema must allow it
+    #: (``why_not_layer_by_layer``; a user's whole-graph-only model does not).
+    layer_by_layer: ClassVar[bool] = False
     #: Whether it trains on blocks that carry ``edge_weight`` (``sampler=random_walk``).
     takes_weighted_blocks: ClassVar[bool] = True
     #: The component config groups whose settings it uses (the others are composed but
@@ -128,14 +134,25 @@ class StrategyConfig(Options):
         return {"deps": cls.default_deps, "cache": cls.default_cache}
 
     @classmethod
+    def model_defaults(cls, cfg: Any, model: Any) -> dict[str, tuple[Any, str]]:
+        """The model options left to the run (``auto``) and the value each takes under this
+        strategy, with why (``model``: the model's schema, asked whether the strategy trains
+        on the whole graph): ``{key: (value, reason)}``, set by the launcher."""
+        settle = getattr(model, "settle", None)
+        return settle(whole_graph=not cls.samples) if settle is not None else {}
+
+    @classmethod
     def why_not_candidate(cls, cfg: Any) -> str | None:
         """Why ``strategy=auto`` should not profile it on ``cfg`` (None: it may)."""
         return None if cls.auto_candidate else f"strategy={cls.name} is not an auto candidate"
 
     @classmethod
     def check_config(cls, cfg: Any, built: Checked) -> None:
-        """Refuse what the config alone rules out: fanouts vs layers and weighted blocks (when
-        it samples), the deps manager it runs with."""
+        """Refuse what the config alone rules out: a model it cannot run layer by layer (when
+        it does), fanouts vs layers and weighted blocks (when it samples), the deps manager it
+        runs with."""
+        if cls.layer_by_layer:
+            check_layer_by_layer(cls, built.model)
         if cls.samples:
             check_fanouts(cfg)
             check_weighted_blocks(cfg, cls, built.model)
@@ -200,6 +217,16 @@ def check_deps(strategy: Any, deps: Any) -> None:
     if strategy.deps == "communicate" and deps.replicates_all:
         raise ConfigError(f"strategy={strategy.name} communicates dependencies: use "
                           "deps=depcomm or deps=hybrid")
+
+
+def check_layer_by_layer(strategy: Any, model: Any) -> None:
+    """A strategy that computes a layer's rows apart needs a model that runs one conv at a
+    time with vertex-wise steps between (``model``: its schema)."""
+    why = getattr(model, "why_not_layer_by_layer", lambda: None)() if model is not None \
+        else None
+    if why is not None:
+        raise ConfigError(f"strategy={strategy.name} runs the model one conv at a time on parts "
+                          f"of each layer, but {why}: use strategy=data or strategy=factored")
 
 
 def check_fanouts(cfg: Any) -> None:

@@ -26,7 +26,8 @@ def check_combination(kind: str, deps: Any, model: Any, feature_dim: int | None,
     """Refuse, before training, what full-graph training cannot run (the key to change).
 
     ``deps`` and ``model`` are the built manager and model, or their schemas (both answer
-    ``replicates_all``, ``replicates_none``, ``budget_bytes()``, ``why_not_splittable()``);
+    ``replicates_all``, ``replicates_none``, ``budget_bytes()``, ``why_not_splittable()``,
+    ``why_not_whole_graph()``);
     ``feature_dim`` None skips the budget check (the dataset is not read yet)."""
     if kind == "vertex_cut":
         if not deps.replicates_none:
@@ -39,9 +40,9 @@ def check_combination(kind: str, deps: Any, model: Any, feature_dim: int | None,
             raise ConfigError(f"{why}: a vertex-cut (partitioner={partitioner}) needs a model "
                               "split into aggregate and update (model=sage|gcn|gin); run "
                               f"model={_option(model)} on an edge-cut ({EDGE_CUTS})")
-    if getattr(model, "gcn_norm", "graph") != "graph":
-        raise ConfigError("strategy=fullgraph trains on the whole graph: GCN needs the graph's "
-                          "own degrees, set model.gcn_norm=graph")
+    why = model.why_not_whole_graph()
+    if why is not None:
+        raise ConfigError(f"strategy=fullgraph: {why}")
     budget = deps.budget_bytes()
     if kind == "edge_cut" and feature_dim is not None and not (
             deps.replicates_all or deps.replicates_none) \
@@ -58,6 +59,7 @@ class FullGraphConfig(StrategyConfig):
 
     name: ClassVar[str] = "fullgraph"
     samples: ClassVar[bool] = False
+    layer_by_layer: ClassVar[bool] = True
     reads: ClassVar[tuple[str, ...]] = ("deps", "partition")
     default_deps: ClassVar[str] = "hybrid"  # NeutronStar's cost model
     default_cache: ClassVar[str] = "none"
@@ -93,5 +95,5 @@ class FullGraphConfig(StrategyConfig):
         name = name.replace("Partitioner", "").lower()
         if cfg.dist.world_size > 1:
             check_combination(partition_kind(cfg), built.deps, built.model, feature_dim, name)
-        elif getattr(built.model, "gcn_norm", "graph") != "graph":
+        elif built.model.why_not_whole_graph() is not None:
             check_combination("edge_cut", built.deps, built.model, feature_dim, name)

@@ -39,7 +39,8 @@ def check_options(chunks: int, dedup: str, intermediate: str, budget: float | No
                   model: Any, level2: str = "range") -> None:
     """Refuse option values and model combinations offloading cannot run (key to change);
     ``model`` is the built model or its schema (both answer ``splittable``,
-    ``why_not_splittable()``, ``linear_aggregate`` and ``batch_norm``)."""
+    ``why_not_splittable()``, ``why_not_whole_graph()``, ``linear_aggregate`` and
+    ``batch_norm``)."""
     check_values(chunks, dedup, intermediate, budget, level2)
     if intermediate == "cache" and not model.splittable:
         raise ConfigError(f"strategy.intermediate=cache keeps aggregates, but "
@@ -49,9 +50,9 @@ def check_options(chunks: int, dedup: str, intermediate: str, budget: float | No
         raise ConfigError("strategy.intermediate=cache backpropagates through the aggregate "
                           "without the source rows, but model.residual normalises them before "
                           "aggregating: use strategy.intermediate=recompute or auto")
-    if getattr(model, "gcn_norm", "graph") != "graph":
-        raise ConfigError("strategy=offload trains on the whole graph: GCN needs the graph's "
-                          "own degrees, set model.gcn_norm=graph")
+    why = model.why_not_whole_graph()
+    if why is not None:
+        raise ConfigError(f"strategy=offload: {why}")
     if model.batch_norm:
         raise ConfigError("model.norm=batch normalises over each chunk, not the whole graph: "
                           "use model.norm=layer or none with strategy=offload")
@@ -64,6 +65,7 @@ class OffloadConfig(StrategyConfig):
 
     name: ClassVar[str] = "offload"
     samples: ClassVar[bool] = False
+    layer_by_layer: ClassVar[bool] = True
     reads: ClassVar[tuple[str, ...]] = ("partition",)  # its transfers stand in for deps
     default_deps: ClassVar[str] = "depcomm"
     default_cache: ClassVar[str] = "none"

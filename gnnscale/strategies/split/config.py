@@ -20,6 +20,7 @@ class SplitParallelConfig(SamplingConfig):
     """``strategy=split``'s options: one shared sample per step, split by owner (GSplit)."""
 
     name: ClassVar[str] = "split"
+    layer_by_layer: ClassVar[bool] = True  # each rank computes its owned rows of each layer
     #: The split plans (pre-aggregation, GCN's source scaling) assume unweighted edges.
     takes_weighted_blocks: ClassVar[bool] = False
     deps: ClassVar[str] = "communicate"

@@ -93,7 +93,7 @@ class SplitParallel(SamplingStrategy):
         self.received_bytes = 0
         self._pool_feed: Any = None
         self.preagg = preaggregate
-        self.gcn_block = getattr(ctx.model, "gcn_norm", None) == "block"
+        self.gcn_block = ctx.model.spec().block_degrees  # the schema's answer
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:

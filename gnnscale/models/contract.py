@@ -1,0 +1,226 @@
+"""The contract a user's own model follows (``model=custom``), read from the module itself.
+
+A **layer-wise** model, the form every strategy runs, is an ``nn.Module`` whose ``__init__``
+takes ``in_channels`` and ``out_channels`` keywords (plus its own, ``model.kwargs``) and that
+holds
+
+- ``convs``: an ``nn.ModuleList`` of PyG ``MessagePassing`` convs, one per layer, each called
+  as ``conv((x_src, x_dst), edge_index, size=(n_src, n_dst))`` on a bipartite block whose
+  destinations are the first ``n_dst`` sources (PyG's own bipartite form; ``size`` only where
+  the conv's ``forward`` takes it: attention convs such as ``GATv2Conv`` do not, and add their
+  self loops to the first ``n_dst`` sources, the destinations);
+- ``between(i, h, x)``: what runs after conv ``i`` of every layer but the last, given its
+  output rows ``h`` and the layer's input rows ``x`` of the same vertices (for a residual); it
+  must be vertex-wise (each output row reads only the same row of ``h`` and ``x``: a norm over
+  a row's channels, an activation, a residual, a linear) and keep the width. Dropout there is
+  gnnscale's (``model.dropout``, keyed by vertex id), not the module's own. (Without
+  ``between``, what the module's ``forward`` runs between its convs is unknown: it is
+  whole-graph-only, even with ``convs``, as PyG's own ``BasicGNN`` models are.)
+
+Any other module with ``forward(x, edge_index)`` is **whole-graph-only**: the strategies that
+run a model on each rank's sampled subgraph (``data``, ``factored``) run it on the union of
+the sample's blocks as one ``edge_index``, targets first (as PyG's ``NeighborLoader`` feeds a
+model), and the others refuse it in one line. :func:`describe` reads which form a module has
+and what keeps it from running layer by layer; :func:`probe` builds the ``model.target`` class
+once (cached) for the launcher's checks.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gnnscale.errors import ConfigError
+
+#: Widths the launcher's probe builds a module with (its checks need no dataset).
+PROBE_IN, PROBE_OUT = 8, 3
+
+
+@dataclass
+class Contract:
+    """What a user's module offers the strategies."""
+
+    name: str  #: the class's name, for messages
+    layer_wise: bool
+    why_not_layer_wise: str | None  #: None when layer-wise
+    num_layers: int  #: convs (0 for a whole-graph-only module)
+    widths: list[int]  #: row widths of layers 0..L (layer-wise), else []
+    batch_norm: bool  #: holds a norm over the rows a forward holds
+    has_between: bool
+    why_not_layer_by_layer: str | None  #: None when split/fullgraph/offload can run it
+    takes_size: tuple[bool, ...] = ()  #: per conv: whether its forward takes ``size=``
+
+
+def _qualname(obj: Any) -> str:
+    cls = obj if isinstance(obj, type) else type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _row_statistics(module: Any) -> str | None:
+    """The name of a submodule that normalises over the rows a forward holds, if any."""
+    from torch import nn
+
+    try:
+        from torch_geometric.nn import norm as pyg_norm
+    except ImportError:  # pragma: no cover - PyG is a dependency
+        pyg_norm = None
+    for name, sub in module.named_modules():
+        if isinstance(sub, (nn.modules.batchnorm._BatchNorm,
+                            nn.modules.instancenorm._InstanceNorm)):
+            return name or type(sub).__name__
+        if pyg_norm is not None and type(sub).__module__.startswith(pyg_norm.__name__):
+            rowwise = type(sub).__name__ in ("LayerNorm", "HeteroLayerNorm", "MessageNorm") \
+                and getattr(sub, "mode", "node") == "node"
+            if not rowwise:
+                return name or type(sub).__name__
+    return None
+
+
+def _torch_dropout(module: Any) -> str | None:
+    """A submodule or conv that drops with torch's generator (``nn.Dropout`` with p > 0, a
+    conv's attention ``dropout``), if any."""
+    from torch import nn
+    from torch_geometric.nn import MessagePassing
+
+    for name, sub in module.named_modules():
+        if isinstance(sub, nn.modules.dropout._DropoutNd) and sub.p > 0:
+            return f"{name} ({type(sub).__name__}(p={sub.p}))"
+        p = getattr(sub, "dropout", 0.0)
+        if isinstance(sub, MessagePassing) and isinstance(p, float) and p > 0:
+            return f"{name} ({type(sub).__name__}(dropout={p}))"
+    return None
+
+
+def conv_width(conv: Any) -> int:
+    """The width of a conv's output rows (``out_channels``, times ``heads`` when they are
+    concatenated; GIN-like convs: their last Linear's)."""
+    from torch import nn
+
+    out = getattr(conv, "out_channels", None)
+    if out is None:
+        linears = [m for m in conv.modules() if isinstance(m, nn.Linear)]
+        if not linears:
+            raise ConfigError(f"cannot tell the output width of {type(conv).__name__} (no "
+                              "out_channels, no Linear): give it an out_channels attribute")
+        return int(linears[-1].out_features)
+    if getattr(conv, "concat", False):
+        out *= int(getattr(conv, "heads", 1))
+    return int(out)
+
+
+def describe(module: Any, in_channels: int | None = None) -> Contract:
+    """Read the contract of a built module (``in_channels``: its input width, for
+    :attr:`Contract.widths`; default the first conv's ``in_channels``)."""
+    from torch import nn
+    from torch_geometric.nn import MessagePassing
+
+    name = type(module).__name__
+    if not isinstance(module, nn.Module):
+        raise ConfigError(f"{_qualname(module)} is not a torch.nn.Module")
+    convs = getattr(module, "convs", None)
+    why = None
+    if not isinstance(convs, nn.ModuleList) or len(convs) == 0:
+        why = f"{name} has no convs ModuleList"
+    else:
+        bad = [i for i, c in enumerate(convs) if not isinstance(c, MessagePassing)]
+        if bad:
+            why = (f"{name}.convs[{bad[0]}] is a {type(convs[bad[0]]).__name__}, not a PyG "
+                   "MessagePassing conv")
+    between = callable(getattr(module, "between", None))
+    if not between and why is None:  # what its forward runs between convs is unknown
+        why = f"{name} has convs but no between(i, h, x)"
+    if between and why is None:
+        params = [p for p in inspect.signature(module.between).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(params) != 3:
+            why = f"{name}.between must take (i, h, x), it takes {len(params)} arguments"
+    batch = _row_statistics(module)
+    layer_wise = why is None
+    if layer_wise:
+        first = getattr(convs[0], "in_channels", None)
+        start = in_channels if in_channels is not None else first
+        widths = [int(start) if isinstance(start, int) else -1,
+                  *(conv_width(c) for c in convs)]
+    else:
+        widths = []
+        if not _takes_edge_index(module):
+            raise ConfigError(f"{name} is neither layer-wise ({why}) nor a whole-graph model "
+                              "with forward(x, edge_index): see docs/bring-your-own-model.md")
+    if not layer_wise:
+        no_layers = f"{name} is whole-graph-only ({why}; docs/bring-your-own-model.md)"
+    elif batch is not None:
+        no_layers = (f"{name}'s {batch} normalises over the rows a forward holds, which differ "
+                     "between the parts of a layer: use a row-wise norm (LayerNorm)")
+    else:
+        drop = _torch_dropout(module)
+        no_layers = None if drop is None else (
+            f"{name}'s {drop} drops with torch's generator, which ranks computing the same "
+            "vertex cannot agree on: set it to 0 and use model.dropout (keyed by vertex id)")
+    sized = tuple("size" in inspect.signature(c.forward).parameters for c in convs) \
+        if layer_wise else ()
+    return Contract(name=name, layer_wise=layer_wise, why_not_layer_wise=why,
+                    num_layers=len(convs) if layer_wise else 0, widths=widths,
+                    batch_norm=batch is not None, has_between=between,
+                    why_not_layer_by_layer=no_layers, takes_size=sized)
+
+
+def _takes_edge_index(module: Any) -> bool:
+    """Whether ``module.forward`` takes two positional arguments (x, edge_index)."""
+    try:
+        params = list(inspect.signature(module.forward).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+def build(target: str, in_channels: int, out_channels: int,
+          kwargs: dict[str, Any] | None = None) -> Any:
+    """Import ``target`` (a dotted path to an ``nn.Module`` class) and build it with
+    ``in_channels``, ``out_channels`` and ``kwargs``; a one-line :class:`ConfigError` says what
+    is wrong (not importable, not a module class, arguments it does not take)."""
+    from hydra.utils import get_object
+    from torch import nn
+
+    try:
+        cls = get_object(target)
+    except Exception as err:  # noqa: BLE001 - import errors of every kind
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"model.target={target} does not import: {first} (give the dotted "
+                          "path of your nn.Module class, its package on PYTHONPATH)") from None
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise ConfigError(f"model.target={target} is not an nn.Module class")
+    kwargs = dict(kwargs or {})
+    taken = {"in_channels", "out_channels"} & set(kwargs)
+    if taken:
+        raise ConfigError(f"model.kwargs.{sorted(taken)[0]}: the dataset and task give it; "
+                          "leave it out of model.kwargs")
+    try:
+        inspect.signature(cls).bind(in_channels=in_channels, out_channels=out_channels,
+                                    **kwargs)
+    except TypeError as err:
+        raise ConfigError(f"model.target={target} cannot be built with in_channels, "
+                          f"out_channels and model.kwargs={kwargs}: {err} (its __init__ must "
+                          "take in_channels and out_channels keywords; its other arguments go "
+                          "in model.kwargs)") from None
+    return cls(in_channels=in_channels, out_channels=out_channels, **kwargs)
+
+
+@functools.lru_cache(maxsize=16)
+def _probe(target: str, kwargs_json: str) -> Contract:
+    import torch
+
+    state = torch.random.get_rng_state()  # building draws initial weights: leave no trace
+    try:
+        module = build(target, PROBE_IN, PROBE_OUT, json.loads(kwargs_json))
+    finally:
+        torch.random.set_rng_state(state)
+    return describe(module, PROBE_IN)
+
+
+def probe(target: str, kwargs: dict[str, Any]) -> Contract:
+    """The contract of ``target`` built with probe widths and ``kwargs`` (once per both)."""
+    return _probe(target, json.dumps(kwargs, sort_keys=True, default=str))

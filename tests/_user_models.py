@@ -1,0 +1,119 @@
+"""Models written the way PyG users write them, outside gnnscale (``model=custom`` targets).
+
+The three layer-wise ones follow the contract of docs/bring-your-own-model.md (a ``convs``
+ModuleList and a vertex-wise ``between``); their own ``forward(x, edge_index)`` is what a user
+runs without gnnscale. ``TutorialGCN`` is a whole-graph-only model (two named convs, no list).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch_geometric.nn import GATv2Conv, GCNConv, GINConv, GraphConv
+
+
+class GraphConvNet(nn.Module):
+    """Morris et al.'s GraphConv (sum aggregation), ReLU between layers."""
+
+    def __init__(self, in_channels: int, out_channels: int, hidden: int = 16,
+                 num_layers: int = 2) -> None:
+        super().__init__()
+        dims = [in_channels] + [hidden] * (num_layers - 1) + [out_channels]
+        self.convs = nn.ModuleList(GraphConv(a, b) for a, b in zip(dims, dims[1:]))
+
+    def between(self, i: int, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(h)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        for i, conv in enumerate(self.convs):
+            h = conv(x, edge_index)
+            x = self.between(i, h, x) if i < len(self.convs) - 1 else h
+        return x
+
+
+class GATv2Net(nn.Module):
+    """GATv2 (Brody et al.): concatenated heads in hidden layers, one head last, ELU between."""
+
+    def __init__(self, in_channels: int, out_channels: int, hidden: int = 8, heads: int = 2,
+                 num_layers: int = 2) -> None:
+        super().__init__()
+        convs = [GATv2Conv(in_channels, hidden, heads=heads)]
+        for _ in range(num_layers - 2):
+            convs.append(GATv2Conv(hidden * heads, hidden, heads=heads))
+        convs.append(GATv2Conv(hidden * heads, out_channels, heads=1))
+        self.convs = nn.ModuleList(convs)
+
+    def between(self, i: int, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return F.elu(h)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        for i, conv in enumerate(self.convs):
+            h = conv(x, edge_index)
+            x = self.between(i, h, x) if i < len(self.convs) - 1 else h
+        return x
+
+
+class ResGIN(nn.Module):
+    """GIN with a LayerNorm and a residual around every hidden layer."""
+
+    def __init__(self, in_channels: int, out_channels: int, hidden: int = 16,
+                 num_layers: int = 3) -> None:
+        super().__init__()
+        dims = [in_channels] + [hidden] * (num_layers - 1) + [out_channels]
+        self.convs = nn.ModuleList(
+            GINConv(nn.Sequential(nn.Linear(a, b), nn.ReLU(), nn.Linear(b, b)), train_eps=True)
+            for a, b in zip(dims, dims[1:]))
+        self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(num_layers - 1))
+
+    def between(self, i: int, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        h = F.relu(self.norms[i](h))
+        return h + x if x.shape[-1] == h.shape[-1] else h
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        for i, conv in enumerate(self.convs):
+            h = conv(x, edge_index)
+            x = self.between(i, h, x) if i < len(self.convs) - 1 else h
+        return x
+
+
+class TutorialGCN(nn.Module):
+    """The PyG tutorial's two-layer GCN: whole-graph-only (named convs, no list)."""
+
+    def __init__(self, in_channels: int, out_channels: int, hidden: int = 16) -> None:
+        super().__init__()
+        self.conv1 = GCNConv(in_channels, hidden)
+        self.conv2 = GCNConv(hidden, out_channels)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return self.conv2(F.relu(self.conv1(x, edge_index)), edge_index)
+
+
+class BatchNormGIN(ResGIN):
+    """ResGIN with batch norms: its statistics span the rows a forward holds."""
+
+    def __init__(self, in_channels: int, out_channels: int, hidden: int = 16,
+                 num_layers: int = 2) -> None:
+        super().__init__(in_channels, out_channels, hidden, num_layers)
+        self.norms = nn.ModuleList(nn.BatchNorm1d(hidden) for _ in range(num_layers - 1))
+
+
+LAYER_WISE = {"graphconv": GraphConvNet, "gatv2": GATv2Net, "resgin": ResGIN}
+WHOLE_GRAPH = {"tutorial": TutorialGCN}
+
+
+def wrap(name: str, in_channels: int, out_channels: int, num_layers: int,
+         dropout: float = 0.0, input_dropout: float = 0.0):
+    """``user_<key>`` of :data:`LAYER_WISE` (or :data:`WHOLE_GRAPH`) as ``model=custom`` builds
+    it: by its dotted path, with ``num_layers`` in its kwargs (gnnscale's dropouts keyed by
+    vertex id)."""
+    from gnnscale.models.custom import Custom
+
+    key = name.removeprefix("user_")
+    if key in WHOLE_GRAPH:  # its forward reads two hops
+        return Custom(in_channels, out_channels, target=f"{__name__}.TutorialGCN",
+                      num_layers=2, input_dropout=input_dropout)
+    cls = LAYER_WISE[key]
+    return Custom(in_channels, out_channels, target=f"{__name__}.{cls.__name__}",
+                  kwargs={"num_layers": num_layers}, dropout=dropout,
+                  input_dropout=input_dropout)
