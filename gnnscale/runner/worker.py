@@ -13,7 +13,6 @@ import torch.distributed as dist
 from omegaconf import OmegaConf
 
 from gnnscale import registry
-from gnnscale.data.graph import GraphStore
 from gnnscale.distributed.collectives import group_rank, group_size
 from gnnscale.distributed.launch import Topology
 from gnnscale.evaluation.footprint import Footprint
@@ -35,10 +34,8 @@ from gnnscale.runner.selection import (
     selection_metric,
     stop_reason,
 )
-from gnnscale.strategies.base import RunContext, SamplingStrategy
-from gnnscale.tasks.base import Task
+from gnnscale.strategies.base import RunContext, SamplingStrategy, build_model, build_task
 from gnnscale.tasks.config import TaskConfig, declared_task
-from gnnscale.tasks.node import NodeTask
 
 # The fork server preloads this module (distributed/launch.py PRELOAD): importing every option
 # module here (torch, PyG, every strategy) means a forked rank imports nothing more.
@@ -58,23 +55,6 @@ class TimedPartitions:
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
-
-
-def build_task(cfg) -> tuple[Task, GraphStore]:
-    """The run's task and the graph it trains on (link prediction: the message graph)."""
-    task = registry.build(cfg.task) if cfg.get("task") is not None else NodeTask()
-    return task, task.prepare(registry.build(cfg.dataset).load(), cfg.data_root, cfg.seed)
-
-
-def build_model(cfg, graph: GraphStore, task: Task) -> torch.nn.Module:
-    """The model with the task's head, in its initial parameters: seeded by ``cfg.seed``, the
-    same on every rank (and in ``strategy=auto``'s launcher, which measures their loss)."""
-    torch.manual_seed(cfg.seed)
-    model = registry.build(cfg.model, in_channels=graph.num_features,
-                           out_channels=task.out_channels(graph))
-    task.attach(model)  # the task's head (a decoder) trains with the model
-    model.bind_graph(graph)
-    return model
 
 
 def build_context(topo: Topology, cfg, phases: Phases | None = None) -> RunContext:

@@ -257,3 +257,22 @@ class SamplingStrategy(Strategy):
         if self.pool is not None:
             self.pool.close()
             self.pool = None
+
+
+def build_task(cfg) -> tuple[Task, GraphStore]:
+    """The run's task and the graph it trains on (link prediction: the message graph)."""
+    from gnnscale.tasks.node import NodeTask
+
+    task = registry.build(cfg.task) if cfg.get("task") is not None else NodeTask()
+    return task, task.prepare(registry.build(cfg.dataset).load(), cfg.data_root, cfg.seed)
+
+
+def build_model(cfg, graph: GraphStore, task: Task) -> torch.nn.Module:
+    """The model with the task's head, in its initial parameters: seeded by ``cfg.seed``, the
+    same on every rank (and in ``strategy=auto``'s launcher, which measures their loss)."""
+    torch.manual_seed(cfg.seed)
+    model = registry.build(cfg.model, in_channels=graph.num_features,
+                           out_channels=task.out_channels(graph))
+    task.attach(model)  # the task's head (a decoder) trains with the model
+    model.bind_graph(graph)
+    return model

@@ -98,14 +98,14 @@ def rematch(cfg: DictConfig, rows: list[dict], run_dir: Path, loss0: float, trai
 def initial_loss(cfg: DictConfig, task: Task, graph: GraphStore) -> float:
     """The training loss of the initial parameters every candidate starts from, on every
     training item of ``task`` (prepared: ``graph`` is the graph it trains on). The model is
-    built as the ranks build it (:func:`~gnnscale.runner.worker.build_model`: the same seed,
+    built as the ranks build it (:func:`~gnnscale.strategies.base.build_model`: the same seed,
     the task's head attached) and the loss is the task's own
     (:meth:`~gnnscale.tasks.base.Task.initial_loss`: node classification's cross-entropy,
     link prediction's binary cross-entropy of the training edges and the negatives epoch 0
     draws), measured as training measures it: in training mode, with the run's keyed dropout
     of epoch 0."""
     from gnnscale.distributed.launch import private_temp_dir
-    from gnnscale.runner.worker import build_model
+    from gnnscale.strategies.base import build_model
 
     with private_temp_dir():
         model = build_model(cfg, graph, task)
@@ -194,7 +194,7 @@ def run_auto(cfg: DictConfig, train: Train) -> dict:
                            "decision": "auto.json"}
         (run_dir / "results.json").write_text(json.dumps(results, indent=1))
         return results
-    from gnnscale.runner.worker import build_task
+    from gnnscale.strategies.base import build_task
 
     task, graph = build_task(cfg)
     loss0 = initial_loss(cfg, task, graph)
