@@ -166,10 +166,9 @@ def save_data(data: Any, root: Path, ids: Any = None) -> Path:
             digest.update(t.encode() + arr.dtype.str.encode() + arr.tobytes())
         key += f"-ids{digest.hexdigest()}"
     folder = root / key / "processed"
-    if not processed.is_processed(folder):
-        processed.save(graph, folder, share=root)
-    if idmap is not None and IdMap.load(folder) is None:
-        idmap.save(folder)
+    if not processed.is_processed(folder):  # the ids are side arrays: listed and verified
+        processed.save(graph, folder, share=root,
+                       side=None if idmap is None else idmap.files())
     return folder
 
 
@@ -189,16 +188,11 @@ def _data_overrides(data: Any, root: Path, ids: Any) -> list[str]:
 
 
 def _model_overrides(model: Any) -> list[str]:
-    from gnnscale.runner.cli import CONFIGS
-
     if isinstance(model, str):
         return [f"model={model}"]
     if not isinstance(model, type):
         raise UserError(f"model= takes an option name (sage, gcn, ...) or a model class, got "
                         f"{type(model).__name__}")
-    if not (CONFIGS / "model" / "custom.yaml").is_file():
-        raise ConfigError("model=<class> trains through model=custom, which this gnnscale has "
-                          "not got: give an option name (model='sage') instead")
     return ["model=custom", f"model.target={model.__module__}.{model.__qualname__}"]
 
 

@@ -4,11 +4,14 @@ a dense stable argsort, ids from an IdMap in the processed folder, Parquet and `
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 import torch
 
 import gnnscale
+from gnnscale.data import processed
 from gnnscale.data.idmap import IdMap
 from gnnscale.errors import UserError
 from gnnscale.predict.__main__ import main, parse
@@ -57,9 +60,10 @@ def test_keys_and_class_names_come_from_the_processed_folder(node_run, tmp_path)
     folder = P.dataset_folder(node_run.config)
     n, c = node_run.graph.num_nodes, node_run.graph.num_classes
     users = np.array([f"u{i:05d}" for i in range(n)])[::-1].copy()
-    paths = IdMap({"node": users}).save(folder)
-    names = folder / "classes__node.npy"
-    np.save(names, np.array([f"class{k}" for k in range(c)]))
+    idmap = IdMap({"node": users}, {"node": np.array([f"class{k}" for k in range(c)])})
+    graph = processed.load(folder, mmap=False)
+    shutil.move(folder, tmp_path / "plain")  # the same graph, now with its ids beside it
+    processed.save(graph, folder, side=idmap.files())
     try:
         tables = gnnscale.load_run(node_run.run_dir).predict(out=tmp_path / "p")
         nodes = tables["nodes"]
@@ -78,8 +82,8 @@ def test_keys_and_class_names_come_from_the_processed_folder(node_run, tmp_path)
         z, zid = np.load(emb["path"]), np.load(emb["ids"], allow_pickle=False)
         assert z.shape == (n, 32) and zid.tolist() == users.tolist()
     finally:
-        for p in [*paths, names]:
-            p.unlink()
+        shutil.rmtree(folder)
+        shutil.move(tmp_path / "plain", folder)
 
 
 def test_link_pairs_score_as_the_evaluation_did(link_run):

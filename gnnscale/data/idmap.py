@@ -105,7 +105,12 @@ class IdMap:
 
     def save(self, folder: str | os.PathLike) -> list[Path]:
         """Write one ``ids__<type>.npy`` per node type (and ``classes__<type>.npy`` per type
-        with class names) into ``folder``; returns the paths."""
+        with class names) into ``folder``; returns the paths. Not into a processed folder:
+        there the map is part of the graph (``processed.save(..., side=map.files())``),
+        listed and verified with it."""
+        if (Path(folder) / "meta.json").is_file():
+            raise ValueError(f"{folder} is a processed folder: its id map is written with the "
+                             "graph, processed.save(graph, folder, side=idmap.files())")
         paths = []
         for stem, arr in self.files().items():
             path = Path(folder) / f"{stem}.npy"
