@@ -62,7 +62,7 @@ def test_embed_bad_argument_is_one_line_status_2(capsys):
     (["strategy=fulgraph"], "strategy=fulgraph is not an option of strategy: did you mean "
                             "fullgraph?"),
     (["dataset=corra"], "did you mean cora?"),
-    (["-m", "model=sage,gcnn"], "model=gcnn is not an option of model: did you mean gcn?"),
+    (["-m", "model=sage,gcnn"], "model=gcnn is not an option of model: did you mean gcn"),
 ])
 def test_a_misspelt_option_names_the_closest(argv, says):
     with pytest.raises(ConfigError) as err:

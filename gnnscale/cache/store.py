@@ -16,6 +16,15 @@ unique ids (a mini-batch's ``input_nodes`` are unique); a repeated id is counted
 
 On CUDA the device tier lives in GPU memory and host misses are gathered into pinned staging
 memory and copied without blocking; on CPU the device tier is a rank-local contiguous copy.
+
+A typed graph (several node or edge types) gets a :class:`TypedFeatureStore`: one
+:class:`FeatureStore` per featured node type over that type's local ids (each type's rows have
+their own width), caching the type's hottest rows under a replicated placement. Its ``gather``
+returns a :class:`~gnnscale.sampling.base.TypedInputs` (the rows' node types and local ids, and
+each featured type's rows); a featureless type's rows are not moved at all (a typed model
+embeds them), only counted: ``embedding_rows_touched`` (distinct rows of featureless types an
+epoch's gathers asked for: the embedding rows the epoch updates) and per-type
+``bytes_host_to_rank.<type>``.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from gnnscale.cache.exchange import DistExchange, Exchange
 from gnnscale.data.graph import GraphStore
 from gnnscale.distributed import device as device_seam
 from gnnscale.distributed.collectives import all_gather_rows
-from gnnscale.sampling.base import Sampler
+from gnnscale.sampling.base import Sampler, TypedInputs
 from gnnscale.sampling.schedule import Schedule
 
 COUNTERS = ("requested", "hits", "local_hits", "remote_hits", "misses",
@@ -297,6 +306,10 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
     ``hotness`` (float ``[N]``), when given, replaces ``policy.hotness``: it was computed
     elsewhere (``strategy=factored``'s samplers pre-sample for ``cache=presample``).
     """
+    if graph.is_typed and features is None:
+        return build_typed_store(graph, policy, topo=topo, device=device, schedule=schedule,
+                                 sampler=sampler, part=part, seed=seed, peak_bytes=peak_bytes,
+                                 visits=visits, hotness=hotness)
     x = graph.x if features is None else features
     if x is None:
         raise ValueError(f"graph {graph.name!r} has no features to cache")
@@ -327,3 +340,129 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
         owner = owner_map(all_gather_rows(mine, fill=-1), n)
     return FeatureStore(x, mine, device=device, topo=topo, owner=owner,
                         record_visits=record_visits, fetch_remote=fetch_remote)
+
+
+# -- typed graphs ----------------------------------------------------------------------------
+class TypedFeatureStore:
+    """Serves a typed graph's input rows: one :class:`FeatureStore` per featured node type (over
+    its type-local ids); featureless types' rows are only counted (see the module docstring)."""
+
+    def __init__(self, graph: GraphStore, stores: dict[str, FeatureStore],
+                 device: torch.device | str = "cpu") -> None:
+        self.node_types = tuple(graph.node_types)
+        self.offset = graph.node_type_offset.long().clone()
+        self.num_nodes = graph.num_nodes
+        self.stores = stores
+        self.device = torch.device(device)
+        self.featureless = {t: graph.num_nodes_of(t) for t in self.node_types if t not in stores}
+        self._touched = {t: torch.zeros(n, dtype=torch.bool) for t, n in self.featureless.items()}
+
+    @property
+    def collective(self) -> bool:
+        """Never: every type's store serves misses from the host (replicated placement)."""
+        return False
+
+    @property
+    def num_cached(self) -> int:
+        """Rows in this rank's device tiers, all types together."""
+        return sum(s.num_cached for s in self.stores.values())
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes of this rank's device tiers, all types together."""
+        return sum(s.cache_bytes for s in self.stores.values())
+
+    def gather(self, ids: torch.Tensor) -> TypedInputs:
+        """The typed inputs of the global ``ids`` on this rank's device, rows in order."""
+        ids = torch.as_tensor(ids)
+        if ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
+            raise ValueError(f"ids must be a 1-D integer tensor, got {ids.dtype} with shape "
+                             f"{tuple(ids.shape)}")
+        ids = ids.cpu().long()
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_nodes):
+            raise IndexError(f"ids must lie in [0, {self.num_nodes}), got "
+                             f"[{int(ids.min())}, {int(ids.max())}]")
+        node_type = torch.searchsorted(self.offset[1:-1], ids, right=True)
+        local = ids - self.offset[node_type]
+        features = {}
+        for k, t in enumerate(self.node_types):
+            rows = local[node_type == k]
+            if t in self.stores:
+                features[t] = self.stores[t].gather(rows)
+            else:
+                self._touched[t][rows] = True
+        return TypedInputs(ids, node_type, local, features).to(self.device)
+
+    def epoch_stats(self, reduce: bool = False) -> dict[str, float]:
+        """The featured types' counters summed (plus ``bytes_host_to_rank.<type>``) and
+        ``embedding_rows_touched``, since :meth:`reset_epoch`; ``reduce`` as
+        :meth:`FeatureStore.epoch_stats`."""
+        totals = dict.fromkeys(COUNTERS, 0)
+        out: dict[str, float] = {}
+        for t, store in self.stores.items():
+            stats = store.epoch_stats(reduce)
+            for k in COUNTERS:
+                totals[k] += int(stats[k])
+            out[f"bytes_host_to_rank.{t}"] = float(stats["bytes_host_to_rank"])
+        touched = sum(int(m.sum()) for m in self._touched.values())
+        out.update(_with_rates(totals))
+        out["embedding_rows_touched"] = float(touched)
+        return out
+
+    def touched(self, node_type: str) -> torch.Tensor:
+        """The local ids of ``node_type`` (featureless) gathered since :meth:`reset_epoch`."""
+        return self._touched[node_type].nonzero().flatten()
+
+    def reset_epoch(self) -> None:
+        """Zero the counters :meth:`epoch_stats` reports."""
+        for store in self.stores.values():
+            store.reset_epoch()
+        for m in self._touched.values():
+            m.zero_()
+
+
+def typed_inputs(graph: GraphStore, ids: torch.Tensor) -> TypedInputs:
+    """The typed inputs of the global ``ids`` read straight from the graph (host, uncounted):
+    for evaluation and measurements outside a run's store."""
+    ids = torch.as_tensor(ids).cpu().long()
+    node_type = graph.node_type_of(ids)
+    local = ids - graph.node_type_offset.long()[node_type]
+    features = {t: _host_rows(x, local[node_type == graph.node_types.index(t)])
+                for t, x in graph.features.items()}
+    return TypedInputs(ids, node_type, local, features)
+
+
+def build_typed_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = None,
+                      device: torch.device | str | None = None,
+                      schedule: Schedule | None = None, sampler: Sampler | None = None,
+                      part: Any = None, seed: int = 0, peak_bytes: int | None = None,
+                      visits: torch.Tensor | None = None,
+                      hotness: torch.Tensor | None = None) -> TypedFeatureStore:
+    """A typed graph's store: per featured node type, a :class:`FeatureStore` caching the
+    type's hottest rows by ``policy`` (one ranking over the global ids, sliced per type; each
+    type's capacity from its own row width). Replicated placement only."""
+    if policy.placement == "partitioned":
+        raise ValueError("cache.placement=partitioned is not supported on typed graphs yet: "
+                         "use cache.placement=replicated")
+    world = topo.world_size if topo is not None else 1
+    device = torch.device(device if device is not None else
+                          (topo.device if topo is not None else "cpu"))
+    n = graph.num_nodes
+    if hotness is not None and hotness.shape != (n,):
+        raise ValueError(f"hotness must have one entry per vertex ({n}), got shape "
+                         f"{tuple(hotness.shape)}")
+    heat = hotness
+    stores: dict[str, FeatureStore] = {}
+    for t, x in graph.features.items():
+        lo = int(graph.node_type_offset[graph.node_types.index(t)])
+        row_bytes = int(x.shape[1]) * x.element_size()
+        capacity = policy.capacity(int(x.shape[0]), max(row_bytes, 1), device=device,
+                                   peak_bytes=peak_bytes) if row_bytes else 0
+        mine = torch.empty(0, dtype=torch.long)
+        if capacity > 0:
+            if heat is None:
+                heat = policy.hotness(graph, schedule=schedule, sampler=sampler, seed=seed,
+                                      visits=visits, world_size=world)
+            mine = hottest(heat[lo:lo + x.shape[0]], capacity)
+        stores[t] = FeatureStore(x, mine, device=device, topo=topo)
+    return TypedFeatureStore(graph, stores, device=device)

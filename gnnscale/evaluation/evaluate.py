@@ -9,6 +9,9 @@ are all-gathered, and the aggregation reads those, instead of every rank gatheri
 transforming the wide rows of its whole in-neighbourhood (most of the graph).
 A user's whole-graph-only model (``model=custom`` without a ``convs`` list) runs once on the
 whole graph instead (every rank the same forward, each keeping its share of the rows).
+On a typed graph layer 0 reads the typed model's encoded rows (:meth:`RGCN.encode` of every
+vertex's typed inputs: each rank encodes its share, the ranks all-gather them), and every
+block carries its edges' types (the sampler reads them from the graph).
 This is :meth:`Strategy.evaluate`'s default; a strategy may evaluate its own way.
 """
 
@@ -18,6 +21,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from gnnscale.cache.store import typed_inputs
 from gnnscale.data.graph import GraphStore
 from gnnscale.distributed.collectives import (
     all_gather_rows,
@@ -47,8 +51,8 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
         model.train(was_training)
         return out
     one_hop = NeighborSampler(fanouts=[-1])
-    h = graph.x
     world, rank = group_size(group), group_rank(group)
+    h = _encoded(model, graph, device, batch_size, group) if graph.is_typed else graph.x
     for layer in range(model.num_layers):
         last = layer == model.num_layers - 1
         targets = nodes if last else torch.arange(graph.num_nodes)
@@ -73,6 +77,22 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
         h = out if last else torch.cat(all_gather_rows(out, group)).cpu()
     model.train(was_training)
     return h
+
+
+def _encoded(model: GNN, graph: GraphStore, device: torch.device, batch_size: int,
+             group: dist.ProcessGroup | None) -> torch.Tensor:
+    """A typed model's layer-0 rows of every vertex (CPU): each rank encodes its share of the
+    vertices' typed inputs, then the ranks all-gather the results."""
+    encode = getattr(model, "encode", None)
+    if encode is None:
+        raise ValueError(f"{type(model).__name__} does not read typed inputs: a typed graph "
+                         "needs a typed model (model=rgcn)")
+    share = torch.tensor_split(torch.arange(graph.num_nodes), group_size(group))[
+        group_rank(group)]
+    outs = [encode(typed_inputs(graph, chunk).to(device)).cpu()
+            for chunk in torch.split(share, batch_size)]
+    out = torch.cat(outs) if outs else torch.zeros(0, model.widths(0)[0])
+    return torch.cat(all_gather_rows(out, group)).cpu()
 
 
 def _transformed(model: GNN, layer: int, h: torch.Tensor, device: torch.device,

@@ -51,6 +51,9 @@ class ModelConfig(Options):
 
     #: the model's name in messages
     title: ClassVar[str] = "GNN"
+    #: Whether it trains typed graphs (per-type inputs, per-relation weights) and needs one;
+    #: a model that does not is refused a typed dataset at launch (models/typed_input.py).
+    trains_types: ClassVar[bool] = False
     _target_: str = ""
     hidden: int = 256
     num_layers: int = 3
@@ -303,6 +306,7 @@ class CustomModelConfig(Options):
     (data, factored). Never split into aggregate and update, nor given edge weights."""
 
     title: ClassVar[str] = "model=custom"
+    trains_types: ClassVar[bool] = False  # a user's convs see no node or edge types
     _target_: str = "gnnscale.models.custom.Custom"
     target: str = ""  # the user's nn.Module class, e.g. mypkg.models.MyGNN
     kwargs: dict[str, Any] = field(default_factory=dict)  # its other keyword arguments
@@ -408,3 +412,49 @@ class CustomModelConfig(Options):
         """The module's convs' output widths, with ``in_dim`` and ``out_dim`` at the ends."""
         inner = self.contract().widths[1:-1]
         return [in_dim, *inner, out_dim]
+
+
+#: R-GCN's aggregations over each relation's edges
+RGCN_AGGRS = ("mean", "add")
+
+
+@register("model", "rgcn")
+@dataclass
+class RGCNConfig(ModelConfig):
+    """``model=rgcn``'s options: R-GCN (Schlichtkrull et al.) on typed graphs, one weight per
+    relation (edge type), ``num_bases`` > 0 shares them as combinations of that many bases."""
+
+    title: ClassVar[str] = "R-GCN"
+    trains_types: ClassVar[bool] = True
+    _target_: str = "gnnscale.models.rgcn.RGCN"
+    num_bases: int = 0  # 0: a full weight per relation; else the basis decomposition
+    aggr: str = "mean"
+
+    def check(self) -> None:
+        """The shared checks, bases >= 0, a known aggregation, no residual blocks."""
+        super().check()
+        require_at_least("model.num_bases", self.num_bases, 0)
+        require_one_of("model.aggr", self.aggr, RGCN_AGGRS)
+        if self.residual:
+            raise ConfigError("model=rgcn has no residual blocks yet: set model.residual=false")
+
+    @property
+    def splittable(self) -> bool:
+        """Not yet: a layer sums one transform per relation, which aggregate/update do not
+        express."""
+        return False
+
+    def why_not_splittable(self) -> str:
+        """Always a reason (for now)."""
+        return ("R-GCN is not split into aggregate and update yet (a layer sums one transform "
+                "per relation): train it with strategy=data")
+
+    def why_not_weighted(self) -> str:
+        """Always a reason: R-GCN weighs each relation, not each edge."""
+        return ("R-GCN aggregates each relation's edges alike and cannot use the visit counts "
+                "sampler=random_walk gives as edge weights: use sampler=neighbor")
+
+    def widths(self, in_dim: int, out_dim: int) -> list[int]:
+        """The typed input's rows (``hidden`` wide, whatever the feature widths), then each
+        layer's output."""
+        return [self.hidden] * self.num_layers + [out_dim]

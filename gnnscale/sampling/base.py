@@ -9,6 +9,9 @@ A block may carry its edges' global ids (``e_id``: their CSC positions in the gr
 edge features are stored by) and edge types (``edge_type``: ``graph.type_per_edge[e_id]``, on
 graphs with more than one edge type). A mini-batch crosses processes as one header and one
 flat body (:mod:`gnnscale.sampling.codec`).
+
+On a typed graph a model's raw input is a :class:`TypedInputs` (the feature store gathers it):
+the node type and type-local id of every input row, and each featured type's feature rows.
 """
 
 from __future__ import annotations
@@ -69,6 +72,40 @@ class Block:
 
         return Block(to_device(self.edge_index, device), self.size, move(self.src_ids),
                      move(self.edge_weight), move(self.e_id), move(self.edge_type))
+
+
+@dataclass
+class TypedInputs:
+    """The raw inputs of rows of a typed graph, rows in the order of their global ids ``ids``.
+
+    ``node_type[i]`` (int64, an index into the graph's ``node_types``) and ``local[i]`` (the
+    type-local id) describe row ``i``; ``features[t]`` holds, for each featured node type
+    ``t``, the features of the rows of that type, in row order (``ids[node_type == k]``, ``k``
+    the index of ``t``). A featureless type's rows carry only their local ids: a typed model
+    looks them up in its embedding table.
+    """
+
+    ids: torch.Tensor
+    node_type: torch.Tensor
+    local: torch.Tensor
+    features: dict[str, torch.Tensor]
+
+    @property
+    def num_rows(self) -> int:
+        """Rows (input vertices)."""
+        return int(self.ids.numel())
+
+    @property
+    def device(self) -> torch.device:
+        """Where the tensors live."""
+        return self.ids.device
+
+    def to(self, device: torch.device | str) -> TypedInputs:
+        """The inputs with their tensors on ``device``."""
+        device = torch.device(device)
+        return TypedInputs(to_device(self.ids, device), to_device(self.node_type, device),
+                           to_device(self.local, device),
+                           {t: to_device(f, device) for t, f in self.features.items()})
 
 
 @dataclass

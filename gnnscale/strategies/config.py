@@ -167,8 +167,19 @@ class StrategyConfig(Options):
             raise ConfigError(f"dataset {graph.name} is a typed graph ({len(graph.node_types)} "
                               f"node types, {len(graph.edge_types)} edge types): "
                               f"strategy={cls.name} does not train typed graphs yet (it would "
-                              "ignore the types); it loads and processes, training on it "
-                              "comes with the typed models (docs/components/datasets.md)")
+                              "ignore the types): train it with strategy=data and a typed "
+                              "model (model=rgcn; docs/typed-graphs.md)")
+        model = built.model
+        if graph is not None and model is not None and \
+                graph.is_typed != bool(getattr(model, "trains_types", False)):
+            title = getattr(model, "title", "the model")
+            if graph.is_typed:
+                raise ConfigError(f"dataset {graph.name} is a typed graph: {title} would ignore "
+                                  "its types; use a typed model (model=rgcn, "
+                                  "docs/typed-graphs.md)")
+            raise ConfigError(f"{title} trains typed graphs (several node or edge types), and "
+                              f"dataset {graph.name} has one of each: use model=sage, gcn, gin "
+                              "or gat")
         ranks = cfg.dist.world_size if cls.items_per_rank else 1
         declared_task(cfg).check_data(cfg, graph, ranks)
 

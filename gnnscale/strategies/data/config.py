@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from gnnscale.registry import register
+from gnnscale.schema import Reduce
 from gnnscale.strategies.config import SamplingConfig
 
 
@@ -19,6 +20,10 @@ class DataParallelConfig(SamplingConfig):
     deps: ClassVar[str] = "replicate"
     default_deps: ClassVar[str] = "depcache"
     default_cache: ClassVar[str] = "presample"  # PaGraph/GNNLab's pre-sampled cache
+    trains_types: ClassVar[bool] = True  # typed inputs, sparse embedding gradients reduced
+    reductions: ClassVar[dict[str, Reduce]] = {  # per rank: each holds the whole tables
+        "embedding_rows_held": Reduce.max, "embedding_bytes": Reduce.max,
+        "embedding_rows_touched": Reduce.mean}
     _target_: str = "gnnscale.strategies.data.DataParallel"
     batch_size: int = 1024  # global mini-batch (all ranks together)
     prefetch: int = 2  # mini-batches sampled ahead; 0 samples inline

@@ -5,6 +5,14 @@ k-hop blocks (ahead of compute, in a background thread, or in ``strategy.sample_
 sampler processes of its own), gathers their input features through
 the feature store, and runs forward/backward under DistributedDataParallel; gradients are
 all-reduced (averaged), so a step equals one process averaging the micro-batch losses.
+
+On a typed graph the store gathers :class:`~gnnscale.sampling.base.TypedInputs` and the model
+(a typed one, ``model=rgcn``) embeds featureless node types in sparse embedding tables, held
+whole on every rank (``embedding_rows_held``, ``embedding_bytes``: the parameters; SparseAdam
+keeps two moments of each as large again). DDP leaves those tables alone: after the backward
+the ranks all-gather each table's sparse gradient (the rows they looked up and their
+values), sum and average them, so each rank applies the same sparse step to the rows some
+rank touched (``embedding_rows_touched``: distinct rows this rank's epoch looked up).
 """
 
 from __future__ import annotations
@@ -18,8 +26,10 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from gnnscale.cache.store import build_feature_store
+from gnnscale.cache.store import build_feature_store, typed_inputs
 from gnnscale.distributed import device as device_seam
+from gnnscale.distributed.collectives import all_gather_rows, group_size
+from gnnscale.optim.base import sparse_parameters
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.prefetch import Prefetcher
 from gnnscale.sampling.schedule import Draw
@@ -81,7 +91,13 @@ class DataParallel(SamplingStrategy):
         model = ctx.model.to(topo.device)
         self._module = model
         self.comm = _CommTimer(self.group)
+        #: embedding tables with sparse gradients: reduced by :meth:`reduce_sparse`, not DDP
+        self._sparse = sparse_parameters(model)
         if topo.world_size > 1:
+            if self._sparse:
+                skip = {id(p) for p in self._sparse}
+                DDP._set_params_and_buffers_to_ignore_for_model(
+                    model, [n for n, p in model.named_parameters() if id(p) in skip])
             model = DDP(model, device_ids=device_seam.ddp_device_ids(topo.device),
                         process_group=self.group)
             model.register_comm_hook(self.comm, _timed_allreduce)
@@ -110,7 +126,8 @@ class DataParallel(SamplingStrategy):
         first = self.schedule.draw(0, 0, self.slot)
         mb = self.sample(first)
         device_seam.reset_peak(dev)
-        x = ctx.graph.x[mb.input_nodes].to(dev)
+        x = typed_inputs(ctx.graph, mb.input_nodes).to(dev) if ctx.graph.is_typed else \
+            ctx.graph.x[mb.input_nodes].to(dev)
         out = self._module(x, [b.to(dev) for b in mb.blocks])
         ctx.task.loss(out, first.target.to(dev)).backward()
         peak = device_seam.peak_allocated(dev)
@@ -138,16 +155,57 @@ class DataParallel(SamplingStrategy):
         x = self.store.gather(mb.input_nodes)
         return self.train_step(mb, x, draw.target.to(x.device))
 
-    def train_step(self, mb: MiniBatch, x: torch.Tensor, y: Any) -> float:
-        """Forward, backward (gradients all-reduced by DDP) and optimizer step; returns the
-        loss. ``y`` is the task's target of the micro-batch (node classification: labels)."""
+    def train_step(self, mb: MiniBatch, x: Any, y: Any) -> float:
+        """Forward, backward (gradients all-reduced by DDP, sparse ones by
+        :meth:`reduce_sparse`) and optimizer step; returns the loss. ``x`` is what the store
+        gathered (a feature matrix, or typed inputs); ``y`` is the task's target of the
+        micro-batch (node classification: labels)."""
         self.model.train()
         self._optimizer.zero_grad(set_to_none=True)
         out = self.model(x, [b.to(x.device) for b in mb.blocks])
         loss = self.ctx.task.loss(out, y)
         loss.backward()
+        if self._sparse and group_size(self.group) > 1:
+            self.reduce_sparse()
         self._optimizer.step()
         return float(loss.detach())
+
+    def reduce_sparse(self) -> None:
+        """Average every sparse gradient over the ranks (collective): all-gather each rank's
+        looked-up rows and their gradient rows (every table's in one pair of all-gathers,
+        row ids numbered on across the tables), and sum them into one sparse gradient per
+        table. The tables must share their row width (a typed input's are all ``hidden``)."""
+        world = group_size(self.group)
+        t0 = time.perf_counter()
+        rows, vals, base = [], [], 0
+        for p in self._sparse:
+            if p.grad is not None:
+                g = p.grad.coalesce()
+                rows.append(g.indices()[0] + base)
+                vals.append(g.values())
+            base += p.shape[0]
+        ref = self._sparse[0]
+        rows_t = torch.cat(rows) if rows else torch.empty(0, dtype=torch.long, device=ref.device)
+        vals_t = torch.cat(vals) if vals else ref.new_zeros((0, *ref.shape[1:]))
+        all_rows = torch.cat(all_gather_rows(rows_t, self.group))
+        all_vals = torch.cat(all_gather_rows(vals_t, self.group)) / world
+        self.comm.bytes += rows_t.numel() * rows_t.element_size() + \
+            vals_t.numel() * vals_t.element_size()
+        base = 0
+        for p in self._sparse:
+            mine = (all_rows >= base) & (all_rows < base + p.shape[0])
+            p.grad = torch.sparse_coo_tensor((all_rows[mine] - base)[None], all_vals[mine],
+                                             p.shape, check_invariants=False)
+            base += p.shape[0]
+        self.comm.seconds += time.perf_counter() - t0
+
+    def embedding_stats(self) -> dict[str, float]:
+        """Rows and bytes of the sparse embedding tables this rank holds (none: empty)."""
+        if not self._sparse:
+            return {}
+        return {"embedding_rows_held": float(sum(p.shape[0] for p in self._sparse)),
+                "embedding_bytes": float(sum(p.numel() * p.element_size()
+                                             for p in self._sparse))}
 
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
         """Every global mini-batch of ``epoch``: sample, gather, train this rank's share."""
@@ -179,4 +237,5 @@ class DataParallel(SamplingStrategy):
         m["comm_time"] = self.comm.seconds
         m["bytes_allreduce"] = float(self.comm.bytes)
         m.update(self.store.epoch_stats())
+        m.update(self.embedding_stats())
         return m

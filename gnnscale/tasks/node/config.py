@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from gnnscale.data.metadata import DatasetMeta
+from gnnscale.data.metadata import DatasetMeta, lacks_message
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
 from gnnscale.tasks.config import TaskConfig
@@ -27,9 +27,16 @@ class NodeTaskConfig(TaskConfig):
 
     @classmethod
     def check_data(cls, cfg: Any, meta: DatasetMeta, ranks: int = 1) -> None:
-        """Features, labels and a training split; a training vertex at least, and one per rank
-        of ``ranks``."""
-        if cfg.get("dataset") is not None:
+        """Features (on a typed graph: none needed, the typed model embeds featureless types),
+        labels and a training split; a training vertex at least, and one per rank of
+        ``ranks``."""
+        if cfg.get("dataset") is not None and meta.is_typed:
+            # a typed model reads each type's own features and embeds the featureless ones
+            needs = tuple(n for n in cls.needs if n != "features")
+            missing = meta.lacks(needs)
+            if missing:
+                raise ConfigError(lacks_message(meta.name, missing, cls.title, needs))
+        elif cfg.get("dataset") is not None:
             super().check_data(cfg, meta, ranks)
         if meta.num_train == 0:
             raise ConfigError(f"the training set of {meta.name} is empty ({meta.num_nodes} "

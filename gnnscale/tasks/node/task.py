@@ -33,8 +33,10 @@ class NodeTask(Task):
         return graph.num_classes
 
     def check(self, graph: GraphStore, world: int) -> None:
-        """Features, labels and a training split."""
-        missing = lacks(graph.x is not None, graph.y is not None, graph.train_idx is not None)
+        """Features (a typed graph's featureless types are embedded by the model), labels
+        and a training split."""
+        missing = lacks(graph.x is not None or graph.is_typed, graph.y is not None,
+                        graph.train_idx is not None)
         if missing:
             raise ConfigError(lacks_message(graph.name, missing))
 

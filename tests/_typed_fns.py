@@ -1,0 +1,102 @@
+"""Rank functions for the typed-training tests (module level, so spawn can import them): a
+small typed graph with per-type feature widths and a featureless type, R-GCN under
+strategy=data, and the one-process reference."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from gnnscale.cache.none import NoCache
+from gnnscale.cache.store import typed_inputs
+from gnnscale.data.graph import GraphStore
+from gnnscale.deps.depcache import DepCache
+from gnnscale.models.rgcn import RGCN
+from gnnscale.optim.adam import Adam
+from gnnscale.sampling.neighbor import NeighborSampler
+from gnnscale.sampling.schedule import epoch_batches, sample_seed
+from gnnscale.strategies.base import RunContext
+from gnnscale.strategies.data.strategy import DataParallel
+
+FANOUTS = [4, 3]
+BATCH = 12
+STEPS = 3
+
+
+def make_typed_graph() -> GraphStore:
+    """paper (6 features, 3 classes, the split), author (4 features), field (featureless)."""
+    g = torch.Generator().manual_seed(11)
+    n = {"paper": 60, "author": 40, "field": 15}
+    edges = {
+        ("author", "writes", "paper"): torch.stack([torch.randint(0, 40, (150,), generator=g),
+                                                    torch.randint(0, 60, (150,), generator=g)]),
+        ("paper", "cites", "paper"): torch.randint(0, 60, (2, 120), generator=g),
+        ("paper", "has_topic", "field"): torch.stack([torch.randint(0, 60, (90,), generator=g),
+                                                      torch.randint(0, 15, (90,), generator=g)]),
+    }
+    return GraphStore.from_typed(
+        n, edges, add_reverse=True,
+        features={"paper": torch.randn(60, 6, generator=g),
+                  "author": torch.randn(40, 4, generator=g)},
+        y={"paper": torch.randint(0, 3, (60,), generator=g)},
+        train_idx={"paper": torch.arange(0, 40)}, val_idx={"paper": torch.arange(40, 50)},
+        test_idx={"paper": torch.arange(50, 60)}, name="typed-tiny")
+
+
+def make_model(graph: GraphStore) -> RGCN:
+    torch.manual_seed(3)
+    model = RGCN(0, graph.num_classes, hidden=8, num_layers=len(FANOUTS), dropout=0.0,
+                 num_bases=2)
+    model.bind_graph(graph)
+    return model
+
+
+def dense_grads(model: torch.nn.Module) -> list[torch.Tensor]:
+    """Every parameter's gradient as a dense tensor (zeros where there is none)."""
+    out = []
+    for p in model.parameters():
+        g = torch.zeros_like(p) if p.grad is None else p.grad
+        out.append((g.to_dense() if g.is_sparse else g).clone())
+    return out
+
+
+def typed_data_steps(topo) -> dict:
+    """STEPS steps of strategy=data with R-GCN: every step's gradients and the final params."""
+    graph = make_typed_graph()
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
+                     sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
+                     partition=None, seed=0, optim=Adam(lr=0.01))
+    strat = DataParallel(ctx, batch_size=BATCH, prefetch=0)
+    strat.setup()
+    grads, losses = [], []
+    for step in range(STEPS):
+        mb = strat.sample(strat.schedule.draw(0, step, strat.slot))
+        x = strat.store.gather(mb.input_nodes)
+        losses.append(strat.train_step(mb, x, graph.y[mb.targets]))
+        grads.append(dense_grads(strat.module))
+    params = [p.detach().clone() for p in strat.module.parameters()]
+    return {"grads": grads, "params": params, "losses": losses}
+
+
+def typed_reference_steps(world_size: int) -> dict:
+    """One process: per step, the mean of the world_size micro-batch losses (same optimizer
+    factory: Adam for the dense parameters, SparseAdam for the embedding table)."""
+    graph = make_typed_graph()
+    model = make_model(graph)
+    opt = Adam(lr=0.01)(model)
+    sampler = NeighborSampler(FANOUTS)
+    batches = epoch_batches(graph.train_idx, BATCH, 0, 0, min_size=world_size)
+    grads, losses = [], []
+    for step in range(STEPS):
+        opt.zero_grad()
+        per_rank = []
+        for rank, targets in enumerate(torch.tensor_split(batches[step], world_size)):
+            mb = sampler.sample(graph, targets, sample_seed(0, 0, step, rank))
+            out = model(typed_inputs(graph, mb.input_nodes), mb.blocks)
+            per_rank.append(F.cross_entropy(out, graph.y[mb.targets]))
+        torch.stack(per_rank).mean().backward()
+        grads.append(dense_grads(model))
+        losses.append([float(v.detach()) for v in per_rank])
+        opt.step()
+    return {"grads": grads, "params": [p.detach().clone() for p in model.parameters()],
+            "losses": losses}
