@@ -18,7 +18,8 @@ from gnnscale.sampling.workers import SamplerPool
 
 
 class UnsendableSampler(NeighborSampler):
-    """Samples, then returns what no queue can send (a lambda): the worker cannot send it."""
+    """Samples, then returns what is no mini-batch (a lambda): the worker can neither encode nor
+    send it, and says so instead of losing the job."""
 
     def sample(self, graph, seeds, seed=0):
         mb = super().sample(graph, seeds, seed)

@@ -352,7 +352,7 @@ def test_embed_killed_midway_keeps_the_previous_output_and_the_next_run_sweeps(o
     assert [p for p in tmp_path.iterdir() if p.name.startswith(prefix)]  # left by the kill
     np.testing.assert_array_equal(np.load(out), good)  # the good output untouched
     embed(str(one_epoch / "run"), out=str(out), layer=-1, progress=False)  # the next run
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.npy"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.ids.npy", "emb.npy"]
     np.testing.assert_array_equal(np.load(out), good)
 
 

@@ -265,3 +265,33 @@ def test_string_ids_are_found_by_hash_and_by_strings_when_hashes_collide(tmp_pat
     assert sorted(map(tuple, ei.T.tolist())) == sorted(
         (i, (i + 1) % 8) for i in range(8))
     assert hashed.num_edges == 16
+
+
+def test_string_id_tables_train_and_predictions_and_embeddings_come_back_keyed_by_them(
+        tmp_path):
+    """The whole way: the user's CSV tables with string ids train from Python, and the run's
+    predictions and embeddings are keyed by those ids (class names too)."""
+    import gnnscale
+
+    rng = np.random.default_rng(1)
+    n = 120
+    y = rng.integers(0, 2, n)
+    users = [f"user-{(7 * i) % n:03d}" for i in range(n)]  # table order != sorted order
+    rows = [f"{users[i]},{y[i] + rng.normal(0, .3):.3f},{'ab'[y[i]]}" for i in range(n)]
+    _csv(tmp_path / "v.csv", "id,f,cls", *rows)
+    src, dst = rng.integers(0, n, 600), rng.integers(0, n, 600)
+    _csv(tmp_path / "e.csv", "s,d", *(f"{users[a]},{users[b]}" for a, b in zip(src, dst)))
+    (tmp_path / "t.yaml").write_text("nodes: [{path: v.csv, features: [f], label: cls}]\n"
+                                     "edges: [{path: e.csv, src: s, dst: d}]\n")
+    run = gnnscale.train(["dataset=tables", f"dataset.schema={tmp_path / 't.yaml'}",
+                          "model.hidden=8", "model.num_layers=2", "sampler.fanouts=[4,4]",
+                          "strategy.batch_size=32", "epochs=1", "dist.world_size=1",
+                          "logger=none", "progress=false"],
+                         run_dir=tmp_path / "run", data_root=tmp_path / "data")
+    nodes = run.predict(out=tmp_path / "pred", progress=False)["nodes"]
+    assert sorted(nodes["id"].tolist()) == sorted(users)
+    assert set(nodes["pred_name"].tolist()) <= {"a", "b"}
+    emb = run.embed(out=tmp_path / "z.npy", progress=False)
+    ids = np.load(emb["ids"], allow_pickle=False)
+    assert ids.tolist() == users  # internal order = the node table's order
+    assert np.load(emb["path"]).shape[0] == n

@@ -319,8 +319,15 @@ class _Failures:
         """Who failed first, with its traceback, then the others' last lines; call it before
         the ranks are stopped (it reads the state of those that still run)."""
         silent = [r for r in self.silent if r not in self.reports]
-        server = (fork_server_death() if any(p.exitcode == 255 for p in self.procs)
-                  else None)
+        server = fork_server_death()  # a dead server is the cause, whether its ranks have
+        # ended already (exit code 255) or are still reporting the death signal it sent them
+        if server is None and self.reports and all(
+                "Terminated: stopped by" in tb for tb in self.reports.values()):
+            for _ in range(10):  # every rank was signalled: a server dying now is reaped
+                time.sleep(0.05)  # within milliseconds (its ranks heard of it first)
+                server = fork_server_death()
+                if server:
+                    break
         if server:  # every rank it started reads "exit code 255": say what happened
             self.silent = [r for r in self.silent if self.procs[r].exitcode != 255]
             silent = [r for r in silent if self.procs[r].exitcode != 255]
