@@ -41,10 +41,26 @@ void check_sample_neighbors(const at::Tensor& indptr, const at::Tensor& indices,
   }
 }
 
+void check_typed_fanouts(const at::Tensor& type_per_edge, const at::Tensor& indices,
+                         at::IntArrayRef fanouts, int64_t num_edge_types) {
+  TORCH_CHECK(type_per_edge.device().is_cpu() && type_per_edge.dim() == 1 &&
+                  type_per_edge.numel() == indices.numel(),
+              "sample_neighbors: type_per_edge must be a 1-D CPU tensor with one entry per edge (",
+              indices.numel(), "), got shape ", type_per_edge.sizes());
+  TORCH_CHECK(type_per_edge.scalar_type() == at::kShort,
+              "sample_neighbors: type_per_edge must be int16, got ", type_per_edge.scalar_type());
+  TORCH_CHECK(num_edge_types >= 1 && num_edge_types <= 32768,
+              "sample_neighbors: num_edge_types must be in [1, 32768], got ", num_edge_types);
+  TORCH_CHECK(static_cast<int64_t>(fanouts.size()) % num_edge_types == 0,
+              "sample_neighbors: typed fanouts must be a [hops, num_edge_types] table (",
+              num_edge_types, " entries a hop), got ", fanouts.size(), " entries");
+}
+
 TORCH_LIBRARY_FRAGMENT(gnnscale, m) {
   m.def(
       "sample_neighbors(Tensor indptr, Tensor indices, Tensor? weights, Tensor seeds, "
-      "int[] fanouts, bool replace, int seed, int num_threads=0, bool return_edge_ids=False) "
+      "int[] fanouts, bool replace, int seed, int num_threads=0, bool return_edge_ids=False, "
+      "Tensor? type_per_edge=None, int num_edge_types=0) "
       "-> (Tensor, Tensor, Tensor[], Tensor[])");
 }
 

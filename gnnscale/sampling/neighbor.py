@@ -1,15 +1,18 @@
-"""Multi-hop neighbor sampling (uniform or edge-weighted, with or without replacement)."""
+"""Multi-hop neighbor sampling (uniform or edge-weighted, with or without replacement), with a
+fanout per edge type on typed graphs."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.ops.sampling import sample_neighbors
 from gnnscale.sampling.base import Block, MiniBatch, Sampler
-from gnnscale.sampling.schemas import NeighborSamplerConfig
+from gnnscale.sampling.schemas import NeighborSamplerConfig, fanout_layers, fanout_table, is_typed
 
 
 class NeighborSampler(Sampler):
@@ -23,6 +26,12 @@ class NeighborSampler(Sampler):
     graph only, whatever the number of threads: each vertex's draw in hop ``h`` is keyed by
     ``(seed, h, vertex id)``.
 
+    Typed graphs (``graph.type_per_edge`` set) sample per edge type: each vertex draws, from
+    its in-edges of each type ``t``, that type's fanout in the layer (a number gives every
+    type the same; a dict ``{relation or src__rel__dst: fanout}`` one per type, see
+    ``sampling/schemas.py``; -1: all of that type, 0: none), independently per type, keyed
+    by ``(seed, h, vertex id, t)``. Dicts on a graph without edge types name its one type.
+
     ``threads`` > 0 fixes the native sampler's thread count; 0 (the default) picks it per call
     (:meth:`threads_for_call`) so that sampling never competes with the process's compute.
 
@@ -33,14 +42,26 @@ class NeighborSampler(Sampler):
     edge ids change nothing else: the same ``seed`` gives the same sample either way.
     """
 
-    def __init__(self, fanouts: list[int], replace: bool = False, weighted: bool = False,
-                 threads: int = 0, with_edge_ids: bool = False):
-        fanouts = [int(f) for f in fanouts]
+    def __init__(self, fanouts: Sequence[int | Mapping[str, int]] | Mapping[str, list[int]],
+                 replace: bool = False, weighted: bool = False, threads: int = 0,
+                 with_edge_ids: bool = False):
         NeighborSamplerConfig(fanouts=fanouts, threads=threads).check()
-        self.fanouts, self.replace, self.weighted = fanouts, bool(replace), bool(weighted)
+        layers = fanout_layers(fanouts)
+        self.typed_fanouts = is_typed(fanouts)
+        self.fanouts = layers
+        self.replace, self.weighted = bool(replace), bool(weighted)
         self.threads = int(threads)
         self.with_edge_ids = bool(with_edge_ids)
-        self.num_layers = len(fanouts)
+        self.num_layers = len(layers)
+        self._tables: dict[tuple, list[list[int]]] = {}
+
+    def fanout_table(self, edge_types: Any) -> list[list[int]]:
+        """``[layer][edge type]`` fanouts for a graph with ``edge_types`` (in its order);
+        raises ``ConfigError`` when a dict of fanouts does not name exactly its types."""
+        key = tuple(tuple(et) for et in edge_types)
+        if key not in self._tables:
+            self._tables[key] = fanout_table(self.fanouts, key)
+        return self._tables[key]
 
     def threads_for_call(self) -> int:
         """Threads of the next :meth:`sample`: ``threads`` when set; else all of torch's
@@ -55,7 +76,8 @@ class NeighborSampler(Sampler):
         return 1
 
     def sample(self, graph: GraphStore, seeds: torch.Tensor, seed: int = 0) -> MiniBatch:
-        """The ``fanouts`` hops in the native sampler (``weighted``: by ``graph.edge_weight``)."""
+        """The ``fanouts`` hops in the native sampler (``weighted``: by ``graph.edge_weight``;
+        per edge type on a typed graph)."""
         weights = None
         if self.weighted:
             if graph.edge_weight is None:
@@ -68,10 +90,15 @@ class NeighborSampler(Sampler):
         if seeds.is_floating_point() or seeds.dtype == torch.bool:
             raise TypeError(f"seeds must hold integer vertex ids, got {seeds.dtype}")
         types = getattr(graph, "type_per_edge", None)
+        fanouts = self.fanouts
+        if types is not None:
+            fanouts = self.fanout_table(graph.edge_types)
+        elif self.typed_fanouts:
+            fanouts = [row[0] for row in self.fanout_table(graph.edge_types)]
         n_id, counts, edges, e_ids = sample_neighbors(
-            graph.indptr, graph.indices, weights, seeds.long(), self.fanouts, self.replace,
+            graph.indptr, graph.indices, weights, seeds.long(), fanouts, self.replace,
             int(seed) & 0x7FFFFFFFFFFFFFFF, self.threads_for_call(),
-            edge_ids=self.with_edge_ids or types is not None)
+            edge_ids=self.with_edge_ids or types is not None, type_per_edge=types)
         counts = counts.tolist()
         blocks = []
         for h in reversed(range(len(edges))):

@@ -17,6 +17,14 @@
 //      Asked for edge ids, a hop draws the positions into its own int64 [E] tensor (the edges'
 //      global ids: an edge's CSC position is its id) and resolves them from there; not asked,
 //      it draws into the source row and resolves in place, as without the option.
+//
+// Typed sampling (type_per_edge given): fanouts is a [hops, num_edge_types] table, and each
+// destination draws fanout[h][t] of its in-edges of type t, from that type's sub-range of its
+// in-edges (they are sorted by edge type, so each type is one run, found by a binary search
+// over type_per_edge), independently per type with an RNG keyed by (seed, hop, global id, type):
+// the stream of type 0 is the homogeneous one, so a one-type table draws what the plain
+// fanouts draw. -1 takes every edge of the type, 0 none. Without type_per_edge the hops run
+// the homogeneous code, compiled apart (a template flag), so it pays nothing for the option.
 // A ContentionGuard (utils/parallel.h) falls back to one thread for a while when helpers were
 // found descheduled (a core busy elsewhere), so the sampler is never slower than one thread.
 #include <ATen/ATen.h>
@@ -41,7 +49,9 @@ namespace {
 constexpr int64_t kAhead = 16;          // prefetch distance of the latency-bound loops
 constexpr int64_t kDstGrain = 256;  // destinations per chunk
 
-// The graph and the options shared by every hop.
+constexpr uint64_t kTypeSalt = 0xA0761D6478BD642FULL;  // keys each edge type's draws apart
+
+// The graph and the options shared by every hop; typed sampling sets the last four.
 template <typename index_t>
 struct Graph {
   const int64_t* indptr;
@@ -51,7 +61,66 @@ struct Graph {
   bool replace;
   uint64_t seed;
   int64_t threads;
+  const int16_t* types = nullptr;        // type_per_edge (CSC order)
+  const int64_t* type_fanouts = nullptr;  // [hops, num_types], row-major
+  const uint64_t* type_seeds = nullptr;   // the RNG seed of each edge type's draws
+  int64_t num_types = 0;
 };
+
+// The seed of edge type t's draws: `seed` itself for type 0 (the homogeneous stream).
+uint64_t type_seed(uint64_t seed, int64_t t) {
+  return t == 0 ? seed : mix64(seed ^ (kTypeSalt * static_cast<uint64_t>(t)));
+}
+
+// The end of the run of equal types that starts at lo (< end) in one destination's in-edges.
+inline int64_t type_run_end(const int16_t* types, int64_t lo, int64_t end) {
+  return std::upper_bound(types + lo + 1, types + end, types[lo]) - types;
+}
+
+// Typed count of `v` in a hop (`fan`: the hop's row of the table); sets *bad_type when a type
+// is out of range or the in-edges are not sorted by type.
+template <typename index_t>
+int64_t typed_count(const Graph<index_t>& g, const int64_t* fan, const NeighborDraw& draw,
+                    int64_t v, bool* bad_weight, bool* bad_type) {
+  const int64_t end = g.indptr[v + 1];
+  int64_t total = 0, prev = -1;
+  for (int64_t lo = g.indptr[v]; lo < end;) {
+    const int64_t t = g.types[lo];
+    if (t <= prev || t >= g.num_types) {
+      *bad_type = true;
+      return total;
+    }
+    const int64_t hi = type_run_end(g.types, lo, end);
+    if (g.types[hi - 1] != t) {  // the search ran over edges of other types: not sorted
+      *bad_type = true;
+      return total;
+    }
+    if (fan[t] != 0) total += draw.count_range(lo, hi, fan[t], bad_weight);
+    prev = t;
+    lo = hi;
+  }
+  return total;
+}
+
+// Typed draw of `v` in hop `hop`: each type's edges after the previous type's, at `out`.
+template <typename index_t>
+void typed_draw(const Graph<index_t>& g, int64_t hop, NeighborDraw& draw, int64_t v,
+                int64_t* out) {
+  const int64_t* fan = g.type_fanouts + hop * g.num_types;
+  const int64_t end = g.indptr[v + 1];
+  bool unused = false;
+  for (int64_t lo = g.indptr[v]; lo < end;) {
+    const int64_t t = g.types[lo];
+    const int64_t hi = type_run_end(g.types, lo, end);
+    if (fan[t] != 0) {
+      const int64_t c = draw.count_range(lo, hi, fan[t], &unused);
+      KeyedRng rng(g.type_seeds[t], static_cast<uint64_t>(hop), static_cast<uint64_t>(v));
+      draw.draw_range(lo, hi, fan[t], c, rng, out);
+      out += c;
+    }
+    lo = hi;
+  }
+}
 
 // Exclusive prefix sum in place; returns the total.
 int64_t exclusive_scan(std::vector<int64_t>& v) {
@@ -75,7 +144,7 @@ Range chunk_range(int64_t c, int64_t grain, int64_t items) {
 // Phase 2 for one chunk of destinations: draw edge positions (into `eid` when edge ids are
 // asked for, else into `src`), then resolve them to global ids in `src`; returns the end of
 // the chunk's edges.
-template <typename index_t>
+template <bool kTyped, typename index_t>
 int64_t draw_chunk(const Graph<index_t>& g, int64_t fanout, int64_t hop, const int64_t* n_id,
                    Range dsts, const int64_t* counts, int64_t off, int64_t* src, int64_t* dst,
                    int64_t* eid) {
@@ -85,8 +154,12 @@ int64_t draw_chunk(const Graph<index_t>& g, int64_t fanout, int64_t hop, const i
   for (int64_t i = dsts.begin; i < dsts.end; ++i) {
     if (i + kAhead < dsts.end) __builtin_prefetch(g.indptr + n_id[i + kAhead]);
     const int64_t v = n_id[i], c = counts[i];
-    KeyedRng rng(g.seed, static_cast<uint64_t>(hop), static_cast<uint64_t>(v));
-    draw.draw(v, c, rng, pos + off);
+    if constexpr (kTyped) {
+      typed_draw(g, hop, draw, v, pos + off);
+    } else {
+      KeyedRng rng(g.seed, static_cast<uint64_t>(hop), static_cast<uint64_t>(v));
+      draw.draw(v, c, rng, pos + off);
+    }
     std::fill(dst + off, dst + off + c, i);
     off += c;
   }
@@ -168,8 +241,9 @@ class OrderedRelabel {
 };
 
 // One hop: draws for destinations n_id[0, n_dst), then relabels; returns [2, E] local edges
-// (and, when `e_ids` is given, appends the hop's int64 [E] edge ids to it).
-template <typename index_t>
+// (and, when `e_ids` is given, appends the hop's int64 [E] edge ids to it). kTyped: the
+// per-type fanouts of g's table, row `hop` (`fanout` unused).
+template <bool kTyped, typename index_t>
 at::Tensor sample_hop(const Graph<index_t>& g, int64_t fanout, int64_t hop,
                       std::vector<int64_t>& n_id, ConcurrentIdMap& map,
                       std::vector<at::Tensor>* e_ids) {
@@ -178,22 +252,29 @@ at::Tensor sample_hop(const Graph<index_t>& g, int64_t fanout, int64_t hop,
   std::vector<int64_t> counts(n_dst);
   const int64_t n_dc = num_chunks(n_dst, kDstGrain);
   std::vector<int64_t> chunk_off(n_dc);
-  std::atomic<bool> bad_weight{false};
+  std::atomic<bool> bad_weight{false}, bad_types{false};
   parallel_chunks(n_dc, g.threads, [&](int64_t c) {
     const Range r = chunk_range(c, kDstGrain, n_dst);
     NeighborDraw draw(g.indptr, g.weights, fanout, g.replace);
-    bool bad = false;
+    bool bad = false, bad_type = false;
     int64_t total = 0;
     for (int64_t i = r.begin; i < r.end; ++i) {
       if (i + kAhead < r.end) __builtin_prefetch(g.indptr + n_id[i + kAhead]);
-      counts[i] = draw.count(n_id[i], &bad);
+      if constexpr (kTyped)
+        counts[i] = typed_count(g, g.type_fanouts + hop * g.num_types, draw, n_id[i], &bad,
+                                &bad_type);
+      else
+        counts[i] = draw.count(n_id[i], &bad);
       total += counts[i];
     }
     chunk_off[c] = total;
     if (bad) bad_weight.store(true);
+    if (bad_type) bad_types.store(true);
   });
   TORCH_CHECK(!bad_weight.load(),
               "sample_neighbors: edge weights must be non-negative and not NaN");
+  TORCH_CHECK(!bad_types.load(), "sample_neighbors: type_per_edge must hold edge types in [0, ",
+              g.num_types, ") sorted ascending within each destination's in-edges");
   const int64_t num_edges = exclusive_scan(chunk_off);
   // 2. draw and relabel
   at::Tensor edges = at::empty({2, num_edges}, at::kLong);
@@ -209,7 +290,7 @@ at::Tensor sample_hop(const Graph<index_t>& g, int64_t fanout, int64_t hop,
   const int64_t* dst_ids = n_id.data();
   OrderedRelabel relabel(n_dc, chunk_off.data(), num_edges, g.num_nodes, src, n_id, map);
   parallel_chunks(n_dc, g.threads, [&](int64_t c) {
-    draw_chunk(g, fanout, hop, dst_ids, chunk_range(c, kDstGrain, n_dst), counts.data(),
+    draw_chunk<kTyped>(g, fanout, hop, dst_ids, chunk_range(c, kDstGrain, n_dst), counts.data(),
                chunk_off[c], src, dst, eid);
     relabel.drawn(c);
   });
@@ -223,8 +304,11 @@ std::vector<at::Tensor> sample_hops(const Graph<index_t>& g, at::IntArrayRef fan
                                     std::vector<int64_t>& counts,
                                     std::vector<at::Tensor>* e_ids) {
   std::vector<at::Tensor> edges;
-  for (size_t h = 0; h < fanouts.size(); ++h) {
-    edges.push_back(sample_hop(g, fanouts[h], static_cast<int64_t>(h), n_id, map, e_ids));
+  const bool typed = g.types != nullptr;
+  const int64_t hops = static_cast<int64_t>(fanouts.size()) / (typed ? g.num_types : 1);
+  for (int64_t h = 0; h < hops; ++h) {
+    edges.push_back(typed ? sample_hop<true>(g, 0, h, n_id, map, e_ids)
+                          : sample_hop<false>(g, fanouts[h], h, n_id, map, e_ids));
     counts.push_back(static_cast<int64_t>(n_id.size()));
   }
   return edges;
@@ -240,8 +324,14 @@ std::tuple<at::Tensor, at::Tensor, std::vector<at::Tensor>, std::vector<at::Tens
 sample_neighbors(const at::Tensor& indptr_in, const at::Tensor& indices_in,
                  const c10::optional<at::Tensor>& weights_in, const at::Tensor& seeds_in,
                  at::IntArrayRef fanouts, bool replace, int64_t seed, int64_t num_threads,
-                 bool return_edge_ids) {
+                 bool return_edge_ids, const c10::optional<at::Tensor>& type_per_edge_in,
+                 int64_t num_edge_types) {
   check_sample_neighbors(indptr_in, indices_in, weights_in, seeds_in, fanouts);
+  at::Tensor types;
+  if (type_per_edge_in.has_value()) {
+    check_typed_fanouts(*type_per_edge_in, indices_in, fanouts, num_edge_types);
+    types = type_per_edge_in->contiguous();
+  }
   const at::Tensor indptr = indptr_in.contiguous();
   const at::Tensor indices = indices_in.contiguous();
   const at::Tensor seeds = seeds_in.contiguous();
@@ -270,12 +360,24 @@ sample_neighbors(const at::Tensor& indptr_in, const at::Tensor& indices_in,
   std::vector<at::Tensor>* want_ids = return_edge_ids ? &e_ids : nullptr;
   const uint64_t s = static_cast<uint64_t>(seed);
   const int64_t* ip = indptr.data_ptr<int64_t>();
+  std::vector<uint64_t> type_seeds;
+  for (int64_t t = 0; types.defined() && t < num_edge_types; ++t)
+    type_seeds.push_back(type_seed(s, t));
+  const auto run = [&](auto g) {
+    if (types.defined()) {
+      g.types = types.data_ptr<int16_t>();
+      g.type_fanouts = fanouts.data();
+      g.type_seeds = type_seeds.data();
+      g.num_types = num_edge_types;
+    }
+    return sample_hops(g, fanouts, n_id, map, counts, want_ids);
+  };
   if (indices.scalar_type() == at::kLong)
-    edges = sample_hops(Graph<int64_t>{ip, indices.data_ptr<int64_t>(), w, num_nodes, replace, s,
-                                       threads}, fanouts, n_id, map, counts, want_ids);
+    edges = run(Graph<int64_t>{ip, indices.data_ptr<int64_t>(), w, num_nodes, replace, s,
+                               threads});
   else
-    edges = sample_hops(Graph<int32_t>{ip, indices.data_ptr<int32_t>(), w, num_nodes, replace, s,
-                                       threads}, fanouts, n_id, map, counts, want_ids);
+    edges = run(Graph<int32_t>{ip, indices.data_ptr<int32_t>(), w, num_nodes, replace, s,
+                               threads});
   guard.report(threads,
                std::chrono::duration_cast<std::chrono::nanoseconds>(
                    std::chrono::steady_clock::now() - start).count(),
