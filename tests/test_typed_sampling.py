@@ -11,7 +11,7 @@ import torch
 from gnnscale.data.hetero_sim import generate
 from gnnscale.data.schemas import HeteroSimConfig
 from gnnscale.errors import ConfigError
-from gnnscale.ops.sampling import negative_sample, sample_neighbors
+from gnnscale.ops.sampling import negative_sample, sample_neighbors, typed_runs
 from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.schemas import fanout_table
 from tests.test_typed_graph_store import build
@@ -20,6 +20,13 @@ from tests.test_typed_graph_store import build
 @pytest.fixture(scope="module")
 def sim():
     return generate(HeteroSimConfig(scale=0.002, num_features=4, seed=0))
+
+
+def runs_of(graph, type_per_edge=None, edge_dst_types=None):
+    """The graph's run table (by default from its own types)."""
+    dst = edge_dst_types or [graph.node_types.index(et[2]) for et in graph.edge_types]
+    tpe = graph.type_per_edge if type_per_edge is None else type_per_edge
+    return typed_runs(graph.indptr, tpe, graph.node_type_offset, dst)
 
 
 def typed_degrees(graph, v: int) -> dict[int, list[int]]:
@@ -71,12 +78,13 @@ def test_typed_draw_matches_the_per_type_reference():
 
 def test_one_edge_type_draws_what_the_untyped_sampler_draws(sim):
     seeds = torch.arange(0, sim.num_nodes, 7)
-    zeros = torch.zeros_like(sim.type_per_edge)
+    one = typed_runs(sim.indptr, torch.zeros_like(sim.type_per_edge),
+                     torch.tensor([0, sim.num_nodes]), [0])
     for weights in (None, torch.rand(sim.num_edges, generator=torch.Generator().manual_seed(0))):
         plain = sample_neighbors(sim.indptr, sim.indices, weights, seeds, [5, 3], False, 11,
                                  edge_ids=True)
         typed = sample_neighbors(sim.indptr, sim.indices, weights, seeds, [[5], [3]], False, 11,
-                                 edge_ids=True, type_per_edge=zeros)
+                                 edge_ids=True, typed=one)
         assert torch.equal(plain[0], typed[0])
         assert all(torch.equal(a, b) for a, b in zip(plain[3], typed[3]))
 
@@ -108,7 +116,7 @@ def test_weighted_typed_draws_never_pick_zero_weight_edges(sim, replace):
     table = [[3, 0, 2, 1, 2, 1, 4, 2], [2] * 8]
     seeds = torch.arange(0, sim.num_nodes, 3)
     _, _, _, e_ids = sample_neighbors(sim.indptr, sim.indices, weights, seeds, table, replace,
-                                      5, edge_ids=True, type_per_edge=sim.type_per_edge)
+                                      5, edge_ids=True, typed=runs_of(sim))
     for h, e in enumerate(e_ids):
         assert e.numel() > 0 and bool((weights[e] > 0).all())
         assert set(sim.type_per_edge[e].unique().tolist()) == {t for t in range(8)
@@ -117,20 +125,25 @@ def test_weighted_typed_draws_never_pick_zero_weight_edges(sim, replace):
 
 def test_typed_sampling_refuses_bad_types():
     graph = build()
-    seeds = torch.arange(graph.num_nodes)
     tpe = graph.type_per_edge
-    with pytest.raises(RuntimeError, match="sorted ascending"):
+    dst = torch.repeat_interleave(torch.arange(graph.num_nodes), graph.indptr.diff())
+    reversed_per_dst = torch.argsort(dst * graph.num_edges - torch.arange(graph.num_edges))
+    with pytest.raises(ValueError, match="in-edges of vertex .* are not sorted by edge type"):
+        runs_of(graph, tpe[reversed_per_dst])
+    with pytest.raises(ValueError, match="holds types in \\[0, 5\\], outside \\[0, 5\\)"):
+        runs_of(graph, tpe, [0, 0, 0, 0, 0])
+    with pytest.raises(ValueError, match="enters vertex .* not its edge type's node type"):
+        runs_of(graph, tpe, [0] * 6)
+    runs = runs_of(graph)
+    seeds = torch.arange(graph.num_nodes)
+    with pytest.raises(ValueError, match="num_edge_types=6"):
+        sample_neighbors(graph.indptr, graph.indices, None, seeds, [2, 2], False, 0, typed=runs)
+    with pytest.raises(RuntimeError, match="the run table has"):
         sample_neighbors(graph.indptr, graph.indices, None, seeds, [[2] * 6], False, 0,
-                         type_per_edge=tpe.flip(0).contiguous())
-    with pytest.raises(RuntimeError, match=r"edge types in \[0, 5\)"):
-        sample_neighbors(graph.indptr, graph.indices, None, seeds, [[2] * 5], False, 0,
-                         type_per_edge=tpe)
-    with pytest.raises(RuntimeError, match="int16"):
+                         typed=runs._replace(runs=runs.runs[1:]))
+    with pytest.raises(RuntimeError, match="does not cover every destination's in-edges"):
         sample_neighbors(graph.indptr, graph.indices, None, seeds, [[2] * 6], False, 0,
-                         type_per_edge=tpe.long())
-    with pytest.raises(ValueError, match="num_edge_types"):
-        sample_neighbors(graph.indptr, graph.indices, None, seeds, [2, 2], False, 0,
-                         type_per_edge=tpe)
+                         typed=runs._replace(runs=runs.runs // 2))
 
 
 def test_fanout_dicts_are_refused_in_one_line():

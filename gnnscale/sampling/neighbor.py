@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.ops.sampling import sample_neighbors
+from gnnscale.ops.sampling import TypedRuns, sample_neighbors, typed_runs
 from gnnscale.sampling.base import Block, MiniBatch, Sampler
 from gnnscale.sampling.schemas import NeighborSamplerConfig, fanout_layers, fanout_table, is_typed
 
@@ -31,6 +31,8 @@ class NeighborSampler(Sampler):
     type the same; a dict ``{relation or src__rel__dst: fanout}`` one per type, see
     ``sampling/schemas.py``; -1: all of that type, 0: none), independently per type, keyed
     by ``(seed, h, vertex id, t)``. Dicts on a graph without edge types name its one type.
+    The first typed sample of a graph builds its run table (``O(E)``, once; int32, one entry
+    per vertex and edge type entering its node type).
 
     ``threads`` > 0 fixes the native sampler's thread count; 0 (the default) picks it per call
     (:meth:`threads_for_call`) so that sampling never competes with the process's compute.
@@ -54,6 +56,20 @@ class NeighborSampler(Sampler):
         self.with_edge_ids = bool(with_edge_ids)
         self.num_layers = len(layers)
         self._tables: dict[tuple, list[list[int]]] = {}
+        self._runs: tuple[torch.Tensor, TypedRuns] | None = None
+
+    def __getstate__(self) -> dict:
+        """Pickled (to sampler workers) without the per-graph caches."""
+        return {**self.__dict__, "_tables": {}, "_runs": None}
+
+    def typed_runs(self, graph: GraphStore) -> TypedRuns:
+        """The run table of ``graph``'s edge types (:func:`~gnnscale.ops.sampling.typed_runs`),
+        built on first use and kept while the graph's ``type_per_edge`` is the same tensor."""
+        if self._runs is None or self._runs[0] is not graph.type_per_edge:
+            dst = [graph.node_types.index(et[2]) for et in graph.edge_types]
+            self._runs = (graph.type_per_edge, typed_runs(
+                graph.indptr, graph.type_per_edge, graph.node_type_offset, dst))
+        return self._runs[1]
 
     def fanout_table(self, edge_types: Any) -> list[list[int]]:
         """``[layer][edge type]`` fanouts for a graph with ``edge_types`` (in its order);
@@ -98,7 +114,8 @@ class NeighborSampler(Sampler):
         n_id, counts, edges, e_ids = sample_neighbors(
             graph.indptr, graph.indices, weights, seeds.long(), fanouts, self.replace,
             int(seed) & 0x7FFFFFFFFFFFFFFF, self.threads_for_call(),
-            edge_ids=self.with_edge_ids or types is not None, type_per_edge=types)
+            edge_ids=self.with_edge_ids or types is not None,
+            typed=None if types is None else self.typed_runs(graph))
         counts = counts.tolist()
         blocks = []
         for h in reversed(range(len(edges))):

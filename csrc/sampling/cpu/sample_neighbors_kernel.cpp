@@ -18,13 +18,19 @@
 //      global ids: an edge's CSC position is its id) and resolves them from there; not asked,
 //      it draws into the source row and resolves in place, as without the option.
 //
-// Typed sampling (type_per_edge given): fanouts is a [hops, num_edge_types] table, and each
-// destination draws fanout[h][t] of its in-edges of type t, from that type's sub-range of its
-// in-edges (they are sorted by edge type, so each type is one run, found by a binary search
-// over type_per_edge), independently per type with an RNG keyed by (seed, hop, global id, type):
-// the stream of type 0 is the homogeneous one, so a one-type table draws what the plain
-// fanouts draw. -1 takes every edge of the type, 0 none. Without type_per_edge the hops run
-// the homogeneous code, compiled apart (a template flag), so it pays nothing for the option.
+// Typed sampling (a run table given): fanouts is a [hops, num_edge_types] table, and each
+// destination draws fanout[h][t] of its in-edges of type t, from that type's run of its
+// in-edges (they are sorted by edge type), independently per type with an RNG keyed by
+// (seed, hop, global id, type): the stream of type 0 is the homogeneous one, so a one-type
+// table draws what the plain fanouts draw. -1 takes every edge of the type, 0 none. The runs
+// come from a table built once per graph (gnnscale/ops/sampling.py typed_runs): for a vertex
+// v of node type d, one int32 per edge type that can enter d (run_types[run_ptr[d] ..
+// run_ptr[d + 1]), ascending), the end of that type's run relative to indptr[v]; so a
+// destination's runs are one read of a row beside its indptr (prefetched like it), instead of
+// a binary search over its in-edges' types (a few dependent random reads a destination: about
+// twice the time of the homogeneous hop on hetero_sim; the table is within a few percent of
+// it). Without a table the hops run the homogeneous code, compiled apart (a template flag), so
+// it pays nothing for the option.
 // A ContentionGuard (utils/parallel.h) falls back to one thread for a while when helpers were
 // found descheduled (a core busy elsewhere), so the sampler is never slower than one thread.
 #include <ATen/ATen.h>
@@ -51,7 +57,7 @@ constexpr int64_t kDstGrain = 256;  // destinations per chunk
 
 constexpr uint64_t kTypeSalt = 0xA0761D6478BD642FULL;  // keys each edge type's draws apart
 
-// The graph and the options shared by every hop; typed sampling sets the last four.
+// The graph and the options shared by every hop; typed sampling sets the rest.
 template <typename index_t>
 struct Graph {
   const int64_t* indptr;
@@ -61,44 +67,63 @@ struct Graph {
   bool replace;
   uint64_t seed;
   int64_t threads;
-  const int16_t* types = nullptr;        // type_per_edge (CSC order)
+  const int32_t* runs = nullptr;          // the run table (file comment)
+  const int64_t* node_off = nullptr;      // node_type_offset [num_node_types + 1]
+  const int64_t* run_ptr = nullptr;       // [num_node_types + 1] into run_types
+  const int64_t* run_types = nullptr;     // the edge types entering each node type
+  const int64_t* run_base = nullptr;      // where each node type's rows start in runs
+  int64_t num_node_types = 0;
   const int64_t* type_fanouts = nullptr;  // [hops, num_types], row-major
   const uint64_t* type_seeds = nullptr;   // the RNG seed of each edge type's draws
   int64_t num_types = 0;
 };
+
+// A destination's runs: `k` edge types `types` and their run ends relative to its indptr.
+struct Runs {
+  const int32_t* ends;
+  const int64_t* types;
+  int64_t k;
+};
+
+template <typename index_t>
+inline Runs runs_of(const Graph<index_t>& g, int64_t v) {
+  const int64_t* at = std::upper_bound(g.node_off + 1, g.node_off + g.num_node_types, v);
+  const int64_t d = at - (g.node_off + 1);
+  const int64_t k = g.run_ptr[d + 1] - g.run_ptr[d];
+  return {g.runs + g.run_base[d] + (v - g.node_off[d]) * k, g.run_types + g.run_ptr[d], k};
+}
 
 // The seed of edge type t's draws: `seed` itself for type 0 (the homogeneous stream).
 uint64_t type_seed(uint64_t seed, int64_t t) {
   return t == 0 ? seed : mix64(seed ^ (kTypeSalt * static_cast<uint64_t>(t)));
 }
 
-// The end of the run of equal types that starts at lo (< end) in one destination's in-edges.
-inline int64_t type_run_end(const int16_t* types, int64_t lo, int64_t end) {
-  return std::upper_bound(types + lo + 1, types + end, types[lo]) - types;
+// Typed sampling reads each destination's row of the run table besides its indptr: prefetch
+// both, kAhead destinations ahead.
+template <typename index_t>
+inline void prefetch_typed(const Graph<index_t>& g, const int64_t* n_id, int64_t i,
+                           int64_t end) {
+  if (i + kAhead >= end) return;
+  const int64_t v = n_id[i + kAhead];
+  __builtin_prefetch(g.indptr + v);
+  __builtin_prefetch(runs_of(g, v).ends);
 }
 
-// Typed count of `v` in a hop (`fan`: the hop's row of the table); sets *bad_type when a type
-// is out of range or the in-edges are not sorted by type.
+// Typed count of `v` in a hop (`fan`: the hop's row of the table); sets *bad_runs when v's
+// runs do not cover its in-edges in order.
 template <typename index_t>
 int64_t typed_count(const Graph<index_t>& g, const int64_t* fan, const NeighborDraw& draw,
-                    int64_t v, bool* bad_weight, bool* bad_type) {
-  const int64_t end = g.indptr[v + 1];
-  int64_t total = 0, prev = -1;
-  for (int64_t lo = g.indptr[v]; lo < end;) {
-    const int64_t t = g.types[lo];
-    if (t <= prev || t >= g.num_types) {
-      *bad_type = true;
-      return total;
-    }
-    const int64_t hi = type_run_end(g.types, lo, end);
-    if (g.types[hi - 1] != t) {  // the search ran over edges of other types: not sorted
-      *bad_type = true;
-      return total;
-    }
-    if (fan[t] != 0) total += draw.count_range(lo, hi, fan[t], bad_weight);
-    prev = t;
+                    int64_t v, bool* bad_weight, bool* bad_runs) {
+  const int64_t start = g.indptr[v], end = g.indptr[v + 1];
+  const Runs r = runs_of(g, v);
+  int64_t total = 0, lo = start;
+  for (int64_t j = 0; j < r.k; ++j) {
+    const int64_t hi = start + r.ends[j], f = fan[r.types[j]];
+    if (hi < lo || hi > end) break;
+    if (f != 0) total += draw.count_range(lo, hi, f, bad_weight);
     lo = hi;
   }
+  if (lo != end) *bad_runs = true;
   return total;
 }
 
@@ -107,11 +132,12 @@ template <typename index_t>
 void typed_draw(const Graph<index_t>& g, int64_t hop, NeighborDraw& draw, int64_t v,
                 int64_t* out) {
   const int64_t* fan = g.type_fanouts + hop * g.num_types;
-  const int64_t end = g.indptr[v + 1];
+  const int64_t start = g.indptr[v];
+  const Runs r = runs_of(g, v);
   bool unused = false;
-  for (int64_t lo = g.indptr[v]; lo < end;) {
-    const int64_t t = g.types[lo];
-    const int64_t hi = type_run_end(g.types, lo, end);
+  int64_t lo = start;
+  for (int64_t j = 0; j < r.k; ++j) {
+    const int64_t hi = start + r.ends[j], t = r.types[j];
     if (fan[t] != 0) {
       const int64_t c = draw.count_range(lo, hi, fan[t], &unused);
       KeyedRng rng(g.type_seeds[t], static_cast<uint64_t>(hop), static_cast<uint64_t>(v));
@@ -152,7 +178,8 @@ int64_t draw_chunk(const Graph<index_t>& g, int64_t fanout, int64_t hop, const i
   int64_t* pos = eid != nullptr ? eid : src;
   const int64_t first_edge = off;
   for (int64_t i = dsts.begin; i < dsts.end; ++i) {
-    if (i + kAhead < dsts.end) __builtin_prefetch(g.indptr + n_id[i + kAhead]);
+    if constexpr (kTyped) prefetch_typed(g, n_id, i, dsts.end);
+    else if (i + kAhead < dsts.end) __builtin_prefetch(g.indptr + n_id[i + kAhead]);
     const int64_t v = n_id[i], c = counts[i];
     if constexpr (kTyped) {
       typed_draw(g, hop, draw, v, pos + off);
@@ -259,7 +286,8 @@ at::Tensor sample_hop(const Graph<index_t>& g, int64_t fanout, int64_t hop,
     bool bad = false, bad_type = false;
     int64_t total = 0;
     for (int64_t i = r.begin; i < r.end; ++i) {
-      if (i + kAhead < r.end) __builtin_prefetch(g.indptr + n_id[i + kAhead]);
+      if constexpr (kTyped) prefetch_typed(g, n_id.data(), i, r.end);
+      else if (i + kAhead < r.end) __builtin_prefetch(g.indptr + n_id[i + kAhead]);
       if constexpr (kTyped)
         counts[i] = typed_count(g, g.type_fanouts + hop * g.num_types, draw, n_id[i], &bad,
                                 &bad_type);
@@ -273,8 +301,8 @@ at::Tensor sample_hop(const Graph<index_t>& g, int64_t fanout, int64_t hop,
   });
   TORCH_CHECK(!bad_weight.load(),
               "sample_neighbors: edge weights must be non-negative and not NaN");
-  TORCH_CHECK(!bad_types.load(), "sample_neighbors: type_per_edge must hold edge types in [0, ",
-              g.num_types, ") sorted ascending within each destination's in-edges");
+  TORCH_CHECK(!bad_types.load(), "sample_neighbors: the run table does not cover every "
+              "destination's in-edges in order: build it with typed_runs from the same graph");
   const int64_t num_edges = exclusive_scan(chunk_off);
   // 2. draw and relabel
   at::Tensor edges = at::empty({2, num_edges}, at::kLong);
@@ -304,7 +332,7 @@ std::vector<at::Tensor> sample_hops(const Graph<index_t>& g, at::IntArrayRef fan
                                     std::vector<int64_t>& counts,
                                     std::vector<at::Tensor>* e_ids) {
   std::vector<at::Tensor> edges;
-  const bool typed = g.types != nullptr;
+  const bool typed = g.runs != nullptr;
   const int64_t hops = static_cast<int64_t>(fanouts.size()) / (typed ? g.num_types : 1);
   for (int64_t h = 0; h < hops; ++h) {
     edges.push_back(typed ? sample_hop<true>(g, 0, h, n_id, map, e_ids)
@@ -324,13 +352,21 @@ std::tuple<at::Tensor, at::Tensor, std::vector<at::Tensor>, std::vector<at::Tens
 sample_neighbors(const at::Tensor& indptr_in, const at::Tensor& indices_in,
                  const c10::optional<at::Tensor>& weights_in, const at::Tensor& seeds_in,
                  at::IntArrayRef fanouts, bool replace, int64_t seed, int64_t num_threads,
-                 bool return_edge_ids, const c10::optional<at::Tensor>& type_per_edge_in,
-                 int64_t num_edge_types) {
+                 bool return_edge_ids, const c10::optional<at::Tensor>& type_runs,
+                 const c10::optional<at::Tensor>& node_type_offset,
+                 const c10::optional<at::Tensor>& run_ptr,
+                 const c10::optional<at::Tensor>& run_types, int64_t num_edge_types) {
   check_sample_neighbors(indptr_in, indices_in, weights_in, seeds_in, fanouts);
-  at::Tensor types;
-  if (type_per_edge_in.has_value()) {
-    check_typed_fanouts(*type_per_edge_in, indices_in, fanouts, num_edge_types);
-    types = type_per_edge_in->contiguous();
+  const bool typed = type_runs.has_value();
+  std::vector<at::Tensor> runs;  // the run table, node_type_offset, run_ptr, run_types
+  std::vector<int64_t> run_base;
+  if (typed) {
+    TORCH_CHECK(node_type_offset.has_value() && run_ptr.has_value() && run_types.has_value(),
+                "sample_neighbors: typed sampling needs type_runs, node_type_offset, run_ptr "
+                "and run_types (typed_runs)");
+    runs = {type_runs->contiguous(), node_type_offset->contiguous(), run_ptr->contiguous(),
+            run_types->contiguous()};
+    run_base = check_typed_runs(runs, indptr_in.numel() - 1, fanouts, num_edge_types);
   }
   const at::Tensor indptr = indptr_in.contiguous();
   const at::Tensor indices = indices_in.contiguous();
@@ -361,11 +397,15 @@ sample_neighbors(const at::Tensor& indptr_in, const at::Tensor& indices_in,
   const uint64_t s = static_cast<uint64_t>(seed);
   const int64_t* ip = indptr.data_ptr<int64_t>();
   std::vector<uint64_t> type_seeds;
-  for (int64_t t = 0; types.defined() && t < num_edge_types; ++t)
-    type_seeds.push_back(type_seed(s, t));
+  for (int64_t t = 0; typed && t < num_edge_types; ++t) type_seeds.push_back(type_seed(s, t));
   const auto run = [&](auto g) {
-    if (types.defined()) {
-      g.types = types.data_ptr<int16_t>();
+    if (typed) {
+      g.runs = runs[0].data_ptr<int32_t>();
+      g.node_off = runs[1].data_ptr<int64_t>();
+      g.run_ptr = runs[2].data_ptr<int64_t>();
+      g.run_types = runs[3].data_ptr<int64_t>();
+      g.run_base = run_base.data();
+      g.num_node_types = runs[1].numel() - 1;
       g.type_fanouts = fanouts.data();
       g.type_seeds = type_seeds.data();
       g.num_types = num_edge_types;
