@@ -13,7 +13,7 @@ from gnnscale.data.schemas import HeteroSimConfig
 from gnnscale.errors import ConfigError
 from gnnscale.ops.sampling import negative_sample, sample_neighbors, typed_runs
 from gnnscale.sampling.neighbor import NeighborSampler
-from gnnscale.sampling.schemas import fanout_table
+from gnnscale.sampling.schemas import fanout_table, layer_fanouts
 from tests.test_typed_graph_store import build
 
 
@@ -168,6 +168,9 @@ def test_fanout_dicts_are_refused_in_one_line():
         fanout_table({"writes": [1, 2], "cites": [1]}, graph.edge_types)
     with pytest.raises(ConfigError, match="must be -1"):
         NeighborSampler([{**full, "writes": -2}])
+    # what the cost model reads per layer: a dict's draws at most, -1 when a type takes all
+    assert layer_fanouts([{"to": 5}, {"a": 2, "b": 3}, 4]) == [5, 5, 4]
+    assert layer_fanouts({"a": [1, -1], "b": [2, 2]}) == [3, -1]
 
 
 def test_launcher_checks_typed_fanouts_against_the_dataset(tmp_path):

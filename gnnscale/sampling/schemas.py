@@ -72,6 +72,14 @@ def fanout_layers(fanouts: Any) -> list[Layer]:
     return layers
 
 
+def layer_fanouts(fanouts: Any) -> list[int]:
+    """One fanout per layer: a number as it is; a per-edge-type dict as the most a destination
+    draws in that layer, the sum of its fanouts (-1 when some type takes all: unbounded). On a
+    graph with one edge type that is exactly its fanout."""
+    return [f if isinstance(f, int) else -1 if -1 in f.values() else sum(f.values())
+            for f in fanout_layers(fanouts)]
+
+
 def is_typed(fanouts: Any) -> bool:
     """Whether ``sampler.fanouts`` names edge types (some layer is a dict)."""
     return isinstance(fanouts, Mapping) or any(isinstance(f, Mapping) for f in fanouts)
