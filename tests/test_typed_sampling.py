@@ -76,6 +76,22 @@ def test_typed_draw_matches_the_per_type_reference():
     assert all(torch.equal(a.e_id, b.e_id) for a, b in zip(batch.blocks, again.blocks))
 
 
+def test_all_in_edges_need_no_run_table():
+    """Fanout -1 everywhere takes the same edges, in the same order, through the untyped
+    kernel: no run table is built (evaluation and FullNeighborSampler on typed graphs)."""
+    graph = build()
+    seeds = torch.arange(graph.num_nodes)
+    sampler = NeighborSampler([-1, -1])
+    whole = sampler.sample(graph, seeds, seed=1)
+    assert sampler._runs is None
+    names = [et[1] for et in graph.edge_types]
+    typed = NeighborSampler([{n: -1 for n in names}, {**{n: -1 for n in names}, "writes": 9}])
+    per_type = typed.sample(graph, seeds, seed=1)
+    assert typed._runs is not None
+    assert torch.equal(whole.blocks[-1].e_id, per_type.blocks[-1].e_id)
+    check_against_reference(graph, whole, [[-1] * 6] * 2)
+
+
 def test_one_edge_type_draws_what_the_untyped_sampler_draws(sim):
     seeds = torch.arange(0, sim.num_nodes, 7)
     one = typed_runs(sim.indptr, torch.zeros_like(sim.type_per_edge),

@@ -32,7 +32,9 @@ class NeighborSampler(Sampler):
     ``sampling/schemas.py``; -1: all of that type, 0: none), independently per type, keyed
     by ``(seed, h, vertex id, t)``. Dicts on a graph without edge types name its one type.
     The first typed sample of a graph builds its run table (``O(E)``, once; int32, one entry
-    per vertex and edge type entering its node type).
+    per vertex and edge type entering its node type); fanouts of -1 everywhere (every
+    in-edge, as ``FullNeighborSampler`` and evaluation draw) need none: the untyped kernel
+    takes the same edges in the same order.
 
     ``threads`` > 0 fixes the native sampler's thread count; 0 (the default) picks it per call
     (:meth:`threads_for_call`) so that sampling never competes with the process's compute.
@@ -106,16 +108,19 @@ class NeighborSampler(Sampler):
         if seeds.is_floating_point() or seeds.dtype == torch.bool:
             raise TypeError(f"seeds must hold integer vertex ids, got {seeds.dtype}")
         types = getattr(graph, "type_per_edge", None)
-        fanouts = self.fanouts
-        if types is not None:
-            fanouts = self.fanout_table(graph.edge_types)
-        elif self.typed_fanouts:
-            fanouts = [row[0] for row in self.fanout_table(graph.edge_types)]
+        fanouts, typed = self.fanouts, None
+        if types is not None or self.typed_fanouts:
+            table = self.fanout_table(graph.edge_types)
+            if all(f == -1 for row in table for f in row):  # every in-edge: the same either way
+                fanouts = [-1] * len(table)
+            elif types is not None:
+                fanouts, typed = table, self.typed_runs(graph)
+            else:
+                fanouts = [row[0] for row in table]
         n_id, counts, edges, e_ids = sample_neighbors(
             graph.indptr, graph.indices, weights, seeds.long(), fanouts, self.replace,
             int(seed) & 0x7FFFFFFFFFFFFFFF, self.threads_for_call(),
-            edge_ids=self.with_edge_ids or types is not None,
-            typed=None if types is None else self.typed_runs(graph))
+            edge_ids=self.with_edge_ids or types is not None, typed=typed)
         counts = counts.tolist()
         blocks = []
         for h in reversed(range(len(edges))):
