@@ -47,11 +47,19 @@ void check_edge_table(const at::Tensor& table) {
               "two >= 2 slots (edge_key_table), got ", n);
 }
 
+void check_id_range(at::IntArrayRef range, int64_t num_nodes, const char* name) {
+  TORCH_CHECK(range.size() == 2 && 0 <= range[0] && range[0] < range[1] &&
+                  range[1] <= num_nodes,
+              "negative_sample: ", name, " must be [lo, hi) with 0 <= lo < hi <= num_nodes (",
+              num_nodes, "), got ", range);
+}
+
 TORCH_LIBRARY_FRAGMENT(gnnscale, m) {
   m.def(
       "negative_sample(Tensor indptr, Tensor indices, Tensor sources, Tensor keys, "
       "int num_nodes, int k, int mode, int seed, int max_tries=64, int num_threads=0, "
-      "Tensor? edge_table=None) -> (Tensor, Tensor)");
+      "Tensor? edge_table=None, int[]? src_range=None, int[]? dst_range=None) "
+      "-> (Tensor, Tensor)");
   m.def("edge_key_table(Tensor indptr, Tensor indices) -> Tensor");
 }
 

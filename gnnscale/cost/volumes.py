@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from gnnscale import registry
 from gnnscale.compare.runs import Run
 from gnnscale.compare.table import GRAD_KEYS, HOST_KEYS, PEER_KEYS, epoch_mean
+from gnnscale.sampling.schemas import layer_fanouts
 from gnnscale.tasks.config import declared_task
 
 # Linear maps per update of each model (SAGE: lin_l and lin_r; GCN, GAT: one; GIN: a 2-layer
@@ -85,7 +86,8 @@ def volumes_of_run(run: Run) -> Volumes:
     # a full-graph epoch that reports no updates (offload) updates every vertex once a layer
     updates = epoch_mean(run, ("vertex_updates",)) if reported else \
         float(run.graph["num_nodes"]) * len(widths)
-    fanouts = None if full else [int(f) for f in (cfg.get("sampler") or {}).get("fanouts", [])]
+    given = (cfg.get("sampler") or {}).get("fanouts")
+    fanouts = None if full else layer_fanouts(given) if given else []
     if not full and len(fanouts or []) != len(widths):
         raise ValueError(f"{run.path}: sampled run without one sampler fanout per layer")
     samplers = int(max(r.get("samplers", 0.0) for r in h))

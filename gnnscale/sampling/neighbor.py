@@ -1,15 +1,18 @@
-"""Multi-hop neighbor sampling (uniform or edge-weighted, with or without replacement)."""
+"""Multi-hop neighbor sampling (uniform or edge-weighted, with or without replacement), with a
+fanout per edge type on typed graphs."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.ops.sampling import sample_neighbors
+from gnnscale.ops.sampling import TypedRuns, sample_neighbors, typed_runs
 from gnnscale.sampling.base import Block, MiniBatch, Sampler
-from gnnscale.sampling.schemas import NeighborSamplerConfig
+from gnnscale.sampling.schemas import NeighborSamplerConfig, fanout_layers, fanout_table, is_typed
 
 
 class NeighborSampler(Sampler):
@@ -23,6 +26,16 @@ class NeighborSampler(Sampler):
     graph only, whatever the number of threads: each vertex's draw in hop ``h`` is keyed by
     ``(seed, h, vertex id)``.
 
+    Typed graphs (``graph.type_per_edge`` set) sample per edge type: each vertex draws, from
+    its in-edges of each type ``t``, that type's fanout in the layer (a number gives every
+    type the same; a dict ``{relation or src__rel__dst: fanout}`` one per type, see
+    ``sampling/schemas.py``; -1: all of that type, 0: none), independently per type, keyed
+    by ``(seed, h, vertex id, t)``. Dicts on a graph without edge types name its one type.
+    The first typed sample of a graph builds its run table (``O(E)``, once; int32, one entry
+    per vertex and edge type entering its node type); fanouts of -1 everywhere (every
+    in-edge, as ``FullNeighborSampler`` and evaluation draw) need none: the untyped kernel
+    takes the same edges in the same order.
+
     ``threads`` > 0 fixes the native sampler's thread count; 0 (the default) picks it per call
     (:meth:`threads_for_call`) so that sampling never competes with the process's compute.
 
@@ -33,14 +46,40 @@ class NeighborSampler(Sampler):
     edge ids change nothing else: the same ``seed`` gives the same sample either way.
     """
 
-    def __init__(self, fanouts: list[int], replace: bool = False, weighted: bool = False,
-                 threads: int = 0, with_edge_ids: bool = False):
-        fanouts = [int(f) for f in fanouts]
+    def __init__(self, fanouts: Sequence[int | Mapping[str, int]] | Mapping[str, list[int]],
+                 replace: bool = False, weighted: bool = False, threads: int = 0,
+                 with_edge_ids: bool = False):
         NeighborSamplerConfig(fanouts=fanouts, threads=threads).check()
-        self.fanouts, self.replace, self.weighted = fanouts, bool(replace), bool(weighted)
+        layers = fanout_layers(fanouts)
+        self.typed_fanouts = is_typed(fanouts)
+        self.fanouts = layers
+        self.replace, self.weighted = bool(replace), bool(weighted)
         self.threads = int(threads)
         self.with_edge_ids = bool(with_edge_ids)
-        self.num_layers = len(fanouts)
+        self.num_layers = len(layers)
+        self._tables: dict[tuple, list[list[int]]] = {}
+        self._runs: tuple[torch.Tensor, TypedRuns] | None = None
+
+    def __getstate__(self) -> dict:
+        """Pickled (to sampler workers) without the per-graph caches."""
+        return {**self.__dict__, "_tables": {}, "_runs": None}
+
+    def typed_runs(self, graph: GraphStore) -> TypedRuns:
+        """The run table of ``graph``'s edge types (:func:`~gnnscale.ops.sampling.typed_runs`),
+        built on first use and kept while the graph's ``type_per_edge`` is the same tensor."""
+        if self._runs is None or self._runs[0] is not graph.type_per_edge:
+            dst = [graph.node_types.index(et[2]) for et in graph.edge_types]
+            self._runs = (graph.type_per_edge, typed_runs(
+                graph.indptr, graph.type_per_edge, graph.node_type_offset, dst))
+        return self._runs[1]
+
+    def fanout_table(self, edge_types: Any) -> list[list[int]]:
+        """``[layer][edge type]`` fanouts for a graph with ``edge_types`` (in its order);
+        raises ``ConfigError`` when a dict of fanouts does not name exactly its types."""
+        key = tuple(tuple(et) for et in edge_types)
+        if key not in self._tables:
+            self._tables[key] = fanout_table(self.fanouts, key)
+        return self._tables[key]
 
     def threads_for_call(self) -> int:
         """Threads of the next :meth:`sample`: ``threads`` when set; else all of torch's
@@ -55,7 +94,8 @@ class NeighborSampler(Sampler):
         return 1
 
     def sample(self, graph: GraphStore, seeds: torch.Tensor, seed: int = 0) -> MiniBatch:
-        """The ``fanouts`` hops in the native sampler (``weighted``: by ``graph.edge_weight``)."""
+        """The ``fanouts`` hops in the native sampler (``weighted``: by ``graph.edge_weight``;
+        per edge type on a typed graph)."""
         weights = None
         if self.weighted:
             if graph.edge_weight is None:
@@ -68,10 +108,19 @@ class NeighborSampler(Sampler):
         if seeds.is_floating_point() or seeds.dtype == torch.bool:
             raise TypeError(f"seeds must hold integer vertex ids, got {seeds.dtype}")
         types = getattr(graph, "type_per_edge", None)
+        fanouts, typed = self.fanouts, None
+        if types is not None or self.typed_fanouts:
+            table = self.fanout_table(graph.edge_types)
+            if all(f == -1 for row in table for f in row):  # every in-edge: the same either way
+                fanouts = [-1] * len(table)
+            elif types is not None:
+                fanouts, typed = table, self.typed_runs(graph)
+            else:
+                fanouts = [row[0] for row in table]
         n_id, counts, edges, e_ids = sample_neighbors(
-            graph.indptr, graph.indices, weights, seeds.long(), self.fanouts, self.replace,
+            graph.indptr, graph.indices, weights, seeds.long(), fanouts, self.replace,
             int(seed) & 0x7FFFFFFFFFFFFFFF, self.threads_for_call(),
-            edge_ids=self.with_edge_ids or types is not None)
+            edge_ids=self.with_edge_ids or types is not None, typed=typed)
         counts = counts.tolist()
         blocks = []
         for h in reversed(range(len(edges))):

@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 from gnnscale import registry
 from gnnscale.data.metadata import DatasetMeta
 from gnnscale.errors import ConfigError
+from gnnscale.sampling.schemas import fanout_layers, fanout_table, is_typed
 from gnnscale.schema import Options, Reduce, declared_along
 from gnnscale.tasks.config import declared_task
 
@@ -160,9 +161,13 @@ class StrategyConfig(Options):
 
     @classmethod
     def check_data(cls, cfg: Any, built: Checked) -> None:
-        """Refuse a dataset it cannot train on (``built.graph`` is its metadata): the task's
-        checks (what it needs, a training item per rank when :attr:`items_per_rank`)."""
+        """Refuse a dataset it cannot train on (``built.graph`` is its metadata): typed fanouts
+        against its edge types (when it samples), a typed graph unless it trains types, the
+        task's checks (what it needs, a training item per rank when
+        :attr:`items_per_rank`)."""
         graph = built.graph
+        if cls.samples and graph is not None:
+            check_fanouts(cfg, graph)
         if graph is not None and graph.is_typed and not cls.trains_types:
             raise ConfigError(f"dataset {graph.name} is a typed graph ({len(graph.node_types)} "
                               f"node types, {len(graph.edge_types)} edge types): "
@@ -240,26 +245,36 @@ def check_layer_by_layer(strategy: Any, model: Any) -> None:
                           f"of each layer, but {why}: use strategy=data or strategy=factored")
 
 
-def check_fanouts(cfg: Any) -> None:
-    """The sampler must draw one hop per model layer, with valid fanouts."""
+def check_fanouts(cfg: Any, graph: DatasetMeta | None = None) -> None:
+    """The sampler must draw one hop per model layer, with valid fanouts: a number positive
+    or -1, a per-edge-type dict (``sampling/schemas.py``) drawing some type. With the
+    dataset's metadata ``graph``, every dict must name each of its edge types, and only
+    those."""
     sampler = cfg.get("sampler")
     if sampler is None:
         return
     fanouts = sampler.get("fanouts")
     layers = cfg.model.num_layers
-    if fanouts is not None and len(fanouts) != layers:
-        raise ConfigError(
-            f"sampler.fanouts has {len(fanouts)} entries ({list(fanouts)}) but "
-            f"model.num_layers={layers}: give one fanout per layer, e.g. "
-            f"sampler.fanouts=[{','.join(['10'] * layers)}]"
-        )
+    if fanouts is not None:
+        table = fanout_layers(fanouts)
+        shown = "[" + ", ".join(str(f) if isinstance(f, int) else "{" + ", ".join(
+            f"{k}: {v}" for k, v in f.items()) + "}" for f in table) + "]"
+        if len(table) != layers:
+            raise ConfigError(
+                f"sampler.fanouts has {len(table)} entries ({shown}) but "
+                f"model.num_layers={layers}: give one fanout per layer, e.g. "
+                f"sampler.fanouts=[{','.join(['10'] * layers)}]"
+            )
+        if any(f == 0 if isinstance(f, int) else all(v == 0 for v in f.values())
+               for f in table):
+            raise ConfigError(f"sampler.fanouts entries must be positive or -1 (all), and a "
+                              f"per-edge-type dict must draw some type, got {shown}")
+        if graph is not None and is_typed(fanouts):
+            fanout_table(fanouts, graph.edge_types, f"dataset {graph.name}")
     sampled = sampler.get("num_layers")
     if fanouts is None and sampled is not None and sampled != layers:
         raise ConfigError(f"sampler.num_layers={sampled} but model.num_layers={layers}: "
                           "they must be equal")
-    if fanouts is not None and any(f == 0 or f < -1 for f in fanouts):
-        raise ConfigError(f"sampler.fanouts entries must be positive or -1 (all), got "
-                          f"{list(fanouts)}")
 
 
 def check_weighted_blocks(cfg: Any, strategy: Any, model: Any) -> None:

@@ -3,7 +3,10 @@
 // Positive i draws its k negatives from one counter-based stream,
 // KeyedRng(mix64(seed ^ kNegSalt), 0, keys[i]) (utils/rng.h), in order: mode 0 (uniform) draws
 // the source then the target uniformly over [0, num_nodes); mode 1 (per source) keeps
-// sources[i] and draws the target. With a graph given (CSC, each vertex's in-neighbours sorted
+// sources[i] and draws the target. Each drawn endpoint is uniform over its range, [0, num_nodes)
+// unless src_range / dst_range narrow it to [lo, hi) (a node type's id range on a typed graph:
+// the source and destination types of the edge type); the full range draws exactly as
+// without it. With a graph given (CSC, each vertex's in-neighbours sorted
 // ascending), a draw that is a self loop or an edge src -> dst of the graph is drawn again, up
 // to max_tries times (the last draw stands). The negatives of a key are a pure function of
 // (seed, key): the same on any number of ranks and threads, whichever batch holds the key.
@@ -19,6 +22,8 @@
 #include <chrono>
 #include <optional>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include "sampling/negative_sample.h"
 #include "utils/parallel.h"
@@ -53,10 +58,17 @@ inline bool in_table(const int64_t* table, uint64_t mask, int64_t key) {
   }
 }
 
-template <typename index_t>
+// The id ranges [lo, lo + n) the drawn sources and targets lie in.
+struct Ranges {
+  int64_t src_lo, src_n, dst_lo, dst_n;
+};
+
+// kRanged: a range narrows an endpoint (else both are drawn over [0, num_nodes) by the code
+// that ran before ranges existed, compiled apart: ranges cost the untyped draws nothing).
+template <bool kRanged, typename index_t>
 void run(const int64_t* indptr, const index_t* indices, bool reject, const int64_t* sources,
          const int64_t* keys, int64_t n, int64_t num_nodes, int64_t k, int64_t mode,
-         uint64_t seed_base, int64_t max_tries, int64_t* out_src, int64_t* out_dst,
+         Ranges r, uint64_t seed_base, int64_t max_tries, int64_t* out_src, int64_t* out_dst,
          int64_t threads, const int64_t* table, uint64_t mask) {
   parallel_chunks(num_chunks(n, kGrain), threads, [&](int64_t c) {
     const int64_t end = std::min(n, (c + 1) * kGrain);
@@ -65,8 +77,13 @@ void run(const int64_t* indptr, const index_t* indices, bool reject, const int64
       for (int64_t j = 0; j < k; ++j) {
         int64_t s = 0, d = 0;
         for (int64_t t = 0; t < max_tries; ++t) {
-          s = mode == 0 ? rng.below(num_nodes) : sources[i];
-          d = rng.below(num_nodes);
+          if constexpr (kRanged) {
+            s = mode == 0 ? r.src_lo + rng.below(r.src_n) : sources[i];
+            d = r.dst_lo + rng.below(r.dst_n);
+          } else {
+            s = mode == 0 ? rng.below(num_nodes) : sources[i];
+            d = rng.below(num_nodes);
+          }
           if (!reject) break;
           if (s != d && !(table != nullptr ? in_table(table, mask, d * num_nodes + s)
                                            : is_edge(indptr, indices, s, d)))
@@ -82,9 +99,20 @@ void run(const int64_t* indptr, const index_t* indices, bool reject, const int64
 std::tuple<at::Tensor, at::Tensor> negative_sample(
     const at::Tensor& indptr_in, const at::Tensor& indices_in, const at::Tensor& sources_in,
     const at::Tensor& keys_in, int64_t num_nodes, int64_t k, int64_t mode, int64_t seed,
-    int64_t max_tries, int64_t num_threads, const std::optional<at::Tensor>& edge_table) {
+    int64_t max_tries, int64_t num_threads, const std::optional<at::Tensor>& edge_table,
+    at::OptionalIntArrayRef src_range, at::OptionalIntArrayRef dst_range) {
   check_negative_sample(indptr_in, indices_in, sources_in, keys_in, num_nodes, k, mode,
                         max_tries);
+  const auto range = [&](at::OptionalIntArrayRef r,
+                         const char* name) -> std::pair<int64_t, int64_t> {
+    if (!r.has_value()) return {0, num_nodes};
+    check_id_range(*r, num_nodes, name);
+    return {(*r)[0], (*r)[1] - (*r)[0]};
+  };
+  const auto [src_lo, src_n] = range(src_range, "src_range");
+  const auto [dst_lo, dst_n] = range(dst_range, "dst_range");
+  const Ranges ranges{src_lo, src_n, dst_lo, dst_n};
+  const bool ranged = src_range.has_value() || dst_range.has_value();
   at::Tensor table;
   if (edge_table.has_value() && indptr_in.numel() > 0) {
     check_edge_table(*edge_table);
@@ -104,14 +132,22 @@ std::tuple<at::Tensor, at::Tensor> negative_sample(
   const uint64_t base = mix64(static_cast<uint64_t>(seed) ^ kNegSalt);
   const int64_t* src = mode == 1 ? sources.data_ptr<int64_t>() : nullptr;
   const int64_t* ip = reject ? indptr.data_ptr<int64_t>() : nullptr;
+  const auto go = [&](auto ranged_flag, auto* idx) {
+    run<decltype(ranged_flag)::value>(ip, idx, reject, src, keys.data_ptr<int64_t>(), n,
+                                      num_nodes, k, mode, ranges, base, max_tries,
+                                      out_src.data_ptr<int64_t>(), out_dst.data_ptr<int64_t>(),
+                                      threads, tp, mask);
+  };
+  const auto go_ranged = [&](auto* idx) {
+    if (ranged)
+      go(std::true_type{}, idx);
+    else
+      go(std::false_type{}, idx);
+  };
   if (!reject || indices.scalar_type() == at::kLong)
-    run(ip, reject ? indices.data_ptr<int64_t>() : static_cast<const int64_t*>(nullptr), reject,
-        src, keys.data_ptr<int64_t>(), n, num_nodes, k, mode, base, max_tries,
-        out_src.data_ptr<int64_t>(), out_dst.data_ptr<int64_t>(), threads, tp, mask);
+    go_ranged(reject ? indices.data_ptr<int64_t>() : static_cast<const int64_t*>(nullptr));
   else
-    run(ip, indices.data_ptr<int32_t>(), reject, src, keys.data_ptr<int64_t>(), n, num_nodes, k,
-        mode, base, max_tries, out_src.data_ptr<int64_t>(), out_dst.data_ptr<int64_t>(),
-        threads, tp, mask);
+    go_ranged(indices.data_ptr<int32_t>());
   guard.report(threads,
                std::chrono::duration_cast<std::chrono::nanoseconds>(
                    std::chrono::steady_clock::now() - start).count(),

@@ -24,27 +24,38 @@ class NeighborDraw {
 
   // Number of neighbors `v` draws; sets *bad_weight when a weight is negative or NaN.
   int64_t count(int64_t v, bool* bad_weight) const {
-    const int64_t deg = indptr_[v + 1] - indptr_[v];
-    if (fanout_ < 0) return deg;
+    return count_range(indptr_[v], indptr_[v + 1], fanout_, bad_weight);
+  }
+
+  // Writes the edge positions (into `indices`) of the `c` neighbors `v` draws to `out`.
+  void draw(int64_t v, int64_t c, KeyedRng& rng, int64_t* out) {
+    draw_range(indptr_[v], indptr_[v + 1], fanout_, c, rng, out);
+  }
+
+  // Number of edges drawn from the positions [start, end) with `fanout` (-1: all of them);
+  // sets *bad_weight when a weight is negative or NaN.
+  int64_t count_range(int64_t start, int64_t end, int64_t fanout, bool* bad_weight) const {
+    const int64_t deg = end - start;
+    if (fanout < 0) return deg;
     int64_t avail = deg;
     if (weights_ != nullptr) {
       avail = 0;
-      for (int64_t e = indptr_[v]; e < indptr_[v + 1]; ++e) {
+      for (int64_t e = start; e < end; ++e) {
         const float w = weights_[e];
         if (!(w >= 0.f)) *bad_weight = true;
         avail += w > 0.f;
       }
     }
-    if (replace_) return avail > 0 ? fanout_ : 0;
-    return std::min(fanout_, avail);
+    if (replace_) return avail > 0 ? fanout : 0;
+    return std::min(fanout, avail);
   }
 
-  // Writes the edge positions (into `indices`) of the `c` neighbors `v` draws to `out`.
-  void draw(int64_t v, int64_t c, KeyedRng& rng, int64_t* out) {
-    const int64_t start = indptr_[v];
-    const int64_t deg = indptr_[v + 1] - start;
+  // Writes the `c` edge positions drawn from [start, end) with `fanout` (c: count_range's).
+  void draw_range(int64_t start, int64_t end, int64_t fanout, int64_t c, KeyedRng& rng,
+                  int64_t* out) {
+    const int64_t deg = end - start;
     if (c == 0) return;
-    if (fanout_ < 0) return copy_all(start, deg, out);
+    if (fanout < 0) return copy_all(start, deg, out);
     if (weights_ == nullptr) {
       if (replace_) {
         for (int64_t k = 0; k < c; ++k) out[k] = start + rng.below(deg);

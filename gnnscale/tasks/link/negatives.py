@@ -3,9 +3,11 @@
 A positive's negatives are keyed by its global id (its column in ``train_pos``, ``val_pos``
 or ``test_pos``) and a seed: the same pairs on any number of ranks, in any batch. ``uniform``
 draws both endpoints uniformly over the nodes; ``per_source`` keeps the positive's source and
-draws the target (the corruption OGB ranks for MRR). With a graph to avoid, a negative is
-never a self loop nor one of its edges (redrawn up to :data:`EXCLUDE_TRIES` times); the edge
-test probes a hash of the graph's edges (:func:`exclusion`) where it fits in
+draws the target (the corruption OGB ranks for MRR); for a typed edge type a drawn endpoint
+can be kept in its node type's id range (``src_range``/``dst_range``, :func:`type_ranges`;
+the link task does not train typed graphs yet). With a graph to avoid, a negative is never a
+self loop nor one of its edges (redrawn up to :data:`EXCLUDE_TRIES` times); the edge test
+probes a hash of the graph's edges (:func:`exclusion`) where it fits in
 :data:`TABLE_BYTES`, else searches the sorted in-neighbours: the same negatives either way.
 """
 
@@ -48,14 +50,32 @@ def exclusion(indptr: torch.Tensor, indices: torch.Tensor
 
 def draw(num_nodes: int, sources: torch.Tensor, keys: torch.Tensor, k: int, kind: str,
          seed: int, indptr: torch.Tensor | None = None, indices: torch.Tensor | None = None,
-         table: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+         table: torch.Tensor | None = None, src_range: tuple[int, int] | None = None,
+         dst_range: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``k`` negatives per key: ``(src, dst)``, those of key ``i`` at ``[i * k, (i + 1) * k)``;
     ``sources`` are the positives' sources (kept under ``per_source``); ``indptr``/``indices``
     (a CSC graph, in-neighbours ascending) the edges to avoid, or None; ``table`` their
-    hash (:func:`exclusion`), or None to search."""
+    hash (:func:`exclusion`), or None to search. ``src_range`` / ``dst_range`` ``(lo, hi)``
+    keep a drawn source / target in ``[lo, hi)``: on a typed graph the global id ranges of
+    the edge type's source and destination node types (:func:`type_ranges`); None: all
+    nodes."""
     if kind not in KINDS:
         raise ValueError(f"negative kind must be one of {KINDS}, got {kind!r}")
     return negative_sample(num_nodes, keys, k, seed,
                            sources=sources if kind == "per_source" else None,
                            indptr=indptr, indices=indices, max_tries=EXCLUDE_TRIES,
-                           edge_table=table)
+                           edge_table=table, src_range=src_range, dst_range=dst_range)
+
+
+def type_ranges(node_type_offset: torch.Tensor, node_types: tuple[str, ...],
+                edge_type: tuple[str, str, str]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The global id ranges ``(src_range, dst_range)`` of ``edge_type``'s source and
+    destination node types (a typed graph's ``node_type_offset`` and ``node_types``): what
+    :func:`draw` keeps typed negatives in."""
+    off = node_type_offset.tolist()
+
+    def span(node_type: str) -> tuple[int, int]:
+        t = node_types.index(node_type)
+        return int(off[t]), int(off[t + 1])
+
+    return span(edge_type[0]), span(edge_type[2])
