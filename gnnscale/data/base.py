@@ -32,6 +32,8 @@ def normalize_features(graph: GraphStore, norm: str, done: frozenset[str] = froz
 
 
 def row_normalized(features: torch.Tensor, norm: str, what: str) -> torch.Tensor:
+    """Each row of ``features`` divided by its sum (``norm``: the option's name, for the
+    error on negative values; rows are independent, so a chunk of rows gives the same)."""
     x = features.float()
     if bool((x < 0).any()):
         raise ValueError(f"dataset.feature_norm={norm} divides each feature row by its sum, "

@@ -218,8 +218,9 @@ def external_csc(edges: EdgeChunks, num_nodes: int, symmetrize: bool, self_loops
                             tuple[NpyWriter, NpyWriter | None]]:
     """The CSC of an edge stream built out of core within ``budget`` bytes (see the module
     docstring): ``(indptr, indices, weights or None, writers)``, the indices (and weights)
-    memory-mapped from ``folder``; ``writers`` are the closed files with their digests. ``edges()`` yields (source, destination) chunks in input order and
-    may be called several times; ``weights()``, when given, the per-edge weights alongside.
+    memory-mapped from ``folder``; ``writers`` are the closed files with their digests.
+    ``edges()`` yields (source, destination) chunks in input order and may be called
+    several times; ``weights()``, when given, the per-edge weights alongside.
     Same semantics as :meth:`GraphStore.from_edge_index`: ``symmetrize`` appends every
     reverse edge after all forward ones, ``self_loops`` keep/remove/add (added loops last),
     ``dedupe`` keeps the first of repeated edges."""
