@@ -28,6 +28,7 @@ import hashlib
 import math
 import os
 import shutil
+import weakref
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -46,9 +47,12 @@ BYTES_PER_EDGE = 64
 #: per-node bytes the out-of-core CSC keeps (in-degrees, their prefix sums, indptr; int64)
 BYTES_PER_NODE = 24
 #: edges (after symmetrising) from which the CSC is built out of core without a budget
-AUTO_EDGES = 1 << 25
+AUTO_EDGES = 1 << 22
 #: bytes of a read or written chunk (rows of features, edges of a pass)
 CHUNK_BYTES = 32 << 20
+#: feature tensors found finite while they were written (by id; the check skips them)
+FINITE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
 EdgeChunks = Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]
 
 
@@ -162,9 +166,19 @@ class Stage:
         from gnnscale.data.base import row_normalized
 
         writer = NpyWriter(self.folder / f"{name}.npy", (rows, cols), np.dtype(np.float32))
+        bad = [0, 0, None]  # NaN/Inf values, rows, first row: checked as it is written
         try:
+            done = 0
             for chunk in chunks:
                 block = np.asarray(chunk.reshape(len(chunk), cols), dtype=np.float32)
+                finite = np.isfinite(block)
+                if not finite.all():
+                    rows_bad = ~finite.all(axis=1)
+                    bad[0] += int((~finite).sum())
+                    bad[1] += int(rows_bad.sum())
+                    bad[2] = done + int(rows_bad.nonzero()[0][0]) if bad[2] is None else bad[2]
+                del finite
+                done += len(block)
                 if self.feature_norm != "none":
                     block = row_normalized(torch.from_numpy(block.copy()), self.feature_norm,
                                            f"{name} rows").numpy()
@@ -172,9 +186,16 @@ class Stage:
         except BaseException:
             writer._f.close()
             raise
+        if bad[2] is not None:
+            writer.close()
+            raise ConfigError(f"{name} holds {bad[0]} NaN/Inf values in {bad[1]} rows (first: "
+                              f"row {bad[2]}); replace them, e.g. with 0 or the column mean, "
+                              "before training")
         if self.feature_norm != "none":
             self.normalized.add(name)
-        return self.mapped(name, writer)
+        out = self.mapped(name, writer)
+        FINITE[id(out)] = out  # checked while written: not read again
+        return out
 
 
 @contextmanager
@@ -208,7 +229,7 @@ def budget_for(stage: Stage | None, num_edges: int) -> int | None:
         return None
     if stage.memory_budget is not None:
         return stage.memory_budget
-    return max(256 << 20, num_edges * 8 // 4) if num_edges >= AUTO_EDGES else None
+    return max(64 << 20, num_edges * 8 // 4) if num_edges >= AUTO_EDGES else None
 
 
 def external_csc(edges: EdgeChunks, num_nodes: int, symmetrize: bool, self_loops: str,
