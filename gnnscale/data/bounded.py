@@ -180,8 +180,11 @@ class Stage:
                 del finite
                 done += len(block)
                 if self.feature_norm != "none":
-                    block = row_normalized(torch.from_numpy(block.copy()), self.feature_norm,
-                                           f"{name} rows").numpy()
+                    try:
+                        block = row_normalized(torch.from_numpy(block.copy()),
+                                               self.feature_norm, name).numpy()
+                    except ValueError as err:  # negative values: one line, not "damaged"
+                        raise ConfigError(str(err)) from None
                 writer.write(block)
         except BaseException:
             writer._f.close()

@@ -147,6 +147,8 @@ def read_npz(path: Path, max_member_bytes: int = 64 << 30, stage: Stage | None =
                 rows, cols = x.shape[0], math.prod(x.shape[1:])
                 try:
                     out["x"] = stage.features(member_chunks(zf, x.info), rows, cols)
+                except ConfigError as err:  # NaN/Inf values, found while streaming
+                    raise ConfigError(f"{path}: {err}") from None
                 except (ValueError, EOFError, zlib.error) as err:
                     raise ConfigError(f"{path}: member 'x' cannot be read ({err}): the file is "
                                       "damaged; write it again with np.savez") from err

@@ -29,7 +29,6 @@ from gnnscale.partition._rebalance import rebalance
 from gnnscale.partition.base import Partitioner
 from gnnscale.partition.schemas import MetisConfig
 
-
 #: METIS's measured peak per stored edge, rounded up (see the module docstring)
 BYTES_PER_EDGE = 88
 #: per vertex: xadj, the weights, the part array and METIS's own per-vertex arrays
