@@ -10,7 +10,7 @@ constraints as targets, ``rebalance`` then moves boundary vertices until every c
 
 METIS holds the whole graph (the symmetrised CSR and its coarsened copies) in memory: its
 peak above the graph itself was measured at 66-88 bytes per stored edge (pymetis, random graphs
-of 1-4M edges, ``docs/results/processing.json``), so :func:`peak_estimate` takes
+of 1-4M edges, docs/components/partitioning.md), so :func:`peak_estimate` takes
 :data:`BYTES_PER_EDGE` a stored edge plus :data:`BYTES_PER_NODE` a vertex, and a graph whose
 estimate exceeds the memory available (``MemAvailable``) is refused before METIS starts,
 naming the streaming partitioners (``ldg``, ``fennel``: memory independent of the edges).
