@@ -10,26 +10,30 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnscale.data import processed
+from gnnscale.data import bounded, processed
 from gnnscale.data.checks import check_task
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.schemas import FeatureNorm, processed_dir
 
 
-def normalize_features(graph: GraphStore, norm: str) -> GraphStore:
+def normalize_features(graph: GraphStore, norm: str, done: frozenset[str] = frozenset()
+                       ) -> GraphStore:
     """``graph`` with its features (``x``, or each type's) transformed by ``norm`` (recorded
-    in ``graph.meta``)."""
+    in ``graph.meta``); ``done``: arrays already transformed while they were written
+    (:meth:`gnnscale.data.bounded.Stage.features`)."""
     graph.meta["feature_norm"] = norm
     if norm == "none":
         return graph
-    if graph.x is not None:
-        graph.x = _row_normalized(graph.x, norm, graph.name)
-    graph.type_features = {t: _row_normalized(f, norm, f"{graph.name} ({t} nodes)")
+    if graph.x is not None and "x" not in done:
+        graph.x = row_normalized(graph.x, norm, graph.name)
+    graph.type_features = {t: row_normalized(f, norm, f"{graph.name} ({t} nodes)")
                            for t, f in graph.type_features.items()}
     return graph
 
 
-def _row_normalized(features: torch.Tensor, norm: str, what: str) -> torch.Tensor:
+def row_normalized(features: torch.Tensor, norm: str, what: str) -> torch.Tensor:
+    """Each row of ``features`` divided by its sum (``norm``: the option's name, for the
+    error on negative values; rows are independent, so a chunk of rows gives the same)."""
     x = features.float()
     if bool((x < 0).any()):
         raise ValueError(f"dataset.feature_norm={norm} divides each feature row by its sum, "
@@ -43,12 +47,18 @@ class Dataset(ABC):
     """A named graph source. Subclasses implement :meth:`process` (raw -> GraphStore).
 
     ``root`` holds ``<root>/<key>/processed``; :meth:`load` builds it on the first call (in one
-    process: the runner loads before it spawns ranks) and memory-maps it afterwards.
+    process: the runner loads before it spawns ranks) and memory-maps it afterwards. While
+    :meth:`process` runs, :attr:`stage` is a staging folder where a loader may write its large
+    arrays in chunks (:mod:`gnnscale.data.bounded`) instead of holding them in memory.
     """
 
     def __init__(self, root: str = "data", feature_norm: str = "none") -> None:
         self.root = Path(os.path.expanduser(str(root)))
         self.feature_norm = FeatureNorm(feature_norm).value
+        #: ``dataset.memory_budget`` in bytes (None: unbounded; :mod:`gnnscale.data.bounded`)
+        self.memory_budget: int | None = None
+        #: the staging folder while :meth:`process` runs (None otherwise)
+        self.stage: bounded.Stage | None = None
 
     @property
     @abstractmethod
@@ -87,8 +97,14 @@ class Dataset(ABC):
                   f"{processed.FORMAT_VERSION}: reprocessing {self.processed_dir}", flush=True)
             shutil.rmtree(self.processed_dir)
         if not processed.is_processed(self.processed_dir):
-            graph = normalize_features(self.process(), self.feature_norm)
-            self.check(graph)
-            processed.save(graph, self.processed_dir, share=self.root,  # split copies share x
-                           side=self.beside())
+            with bounded.staging(self.processed_dir, self.feature_norm,
+                                 self.memory_budget) as self.stage:
+                graph = self.process()
+                graph = normalize_features(graph, self.feature_norm,
+                                           frozenset(self.stage.normalized))
+                self.check(graph)
+                processed.save(graph, self.processed_dir, share=self.root,  # splits share x
+                               side=self.beside(), staged=self.stage.held(graph))
+                del graph
+            self.stage = None
         return processed.load(self.processed_dir, mmap=mmap)

@@ -22,16 +22,33 @@ from gnnscale.errors import ConfigError
 SPLITS = ("train", "val", "test")
 
 
+#: bytes of features checked at a time (no temporary of the whole matrix's size)
+CHECK_CHUNK_BYTES = 32 << 20
+
+
 def check_features(x: torch.Tensor | None, where: str, what: str = "x") -> None:
-    """Features must be finite: a NaN or Inf trains to a NaN loss."""
+    """Features must be finite: a NaN or Inf trains to a NaN loss (checked a row chunk at a
+    time)."""
     if x is None or not x.is_floating_point():
         return
-    bad = ~torch.isfinite(x)
-    if bool(bad.any()):
-        rows = bad.any(dim=1) if bad.dim() == 2 else bad
-        first = int(rows.nonzero()[0])
-        raise ConfigError(f"{where}: {what} holds {int(bad.sum())} NaN/Inf values in "
-                          f"{int(rows.sum())} rows (first: row {first}); replace them, e.g. "
+    from gnnscale.data.bounded import FINITE
+
+    if FINITE.get(id(x)) is x:  # streamed to disk and checked chunk by chunk as it was
+        return
+    row_bytes = max(1, x[0].numel() * x.element_size()) if x.dim() and x.shape[0] else 1
+    step = max(1, CHECK_CHUNK_BYTES // row_bytes)
+    values = rows = 0
+    first = None
+    for a in range(0, x.shape[0] if x.dim() else 1, step):
+        bad = ~torch.isfinite(x[a:a + step] if x.dim() else x)
+        if not bool(bad.any()):
+            continue
+        per_row = bad.any(dim=1) if bad.dim() == 2 else bad
+        values, rows = values + int(bad.sum()), rows + int(per_row.sum())
+        first = a + int(per_row.nonzero()[0]) if first is None else first
+    if first is not None:
+        raise ConfigError(f"{where}: {what} holds {values} NaN/Inf values in "
+                          f"{rows} rows (first: row {first}); replace them, e.g. "
                           "with 0 or the column mean, before training")
 
 

@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import math
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from gnnscale.data.base import Dataset
+from gnnscale.data.bounded import Stage, member_chunks, parse_budget
 from gnnscale.data.checks import check_num_classes, check_task
 from gnnscale.data.convert import (
     DatasetNotFoundError,
@@ -110,15 +112,20 @@ def _check_declared(members: dict[str, NpzMember], claimed: int | None, path: Pa
                f"{num_edges} edges")
 
 
-def read_npz(path: Path, max_member_bytes: int = 64 << 30) -> dict:
+def read_npz(path: Path, max_member_bytes: int = 64 << 30, stage: Stage | None = None
+             ) -> dict:
     """The arrays of a user's ``.npz``, read only after every member's declared size was
     checked: against ``max_member_bytes`` (``dataset.max_member_gb``), half this host's
     memory (all of them), and the shapes the graph they describe backs. Only the arrays the
-    loader uses are read."""
+    loader uses are read. With a ``stage`` (while a dataset is processed) ``x`` is streamed
+    in row chunks into its staging folder (float32, memory-mapped), never held whole, and
+    does not count against the memory check."""
     try:
         with zipfile.ZipFile(path) as zf:
             members = scan_npz(zf, path, max_member_bytes, CEILING_KEY, KNOWN)
-            total, budget = sum(m.nbytes for m in members.values()), memory_budget()
+            streamed = {"x"} & set(members) if stage is not None else set()
+            total = sum(m.nbytes for n, m in members.items() if n not in streamed)
+            budget = memory_budget()
             if total > budget:
                 biggest = max(members, key=lambda n: members[n].nbytes)
                 raise ConfigError(
@@ -134,7 +141,17 @@ def read_npz(path: Path, max_member_bytes: int = 64 << 30) -> dict:
             _check_declared(members, None if claimed is None else
                             _scalar(claimed, "num_nodes", path), path)
             out.update({name: read_member(zf, m, path) for name, m in members.items()
-                        if name not in out})
+                        if name not in out and name not in streamed})
+            if streamed:
+                x = members["x"]
+                rows, cols = x.shape[0], math.prod(x.shape[1:])
+                try:
+                    out["x"] = stage.features(member_chunks(zf, x.info), rows, cols)
+                except ConfigError as err:  # NaN/Inf values, found while streaming
+                    raise ConfigError(f"{path}: {err}") from None
+                except (ValueError, EOFError, zlib.error) as err:
+                    raise ConfigError(f"{path}: member 'x' cannot be read ({err}): the file is "
+                                      "damaged; write it again with np.savez") from err
             return out
     except (zipfile.BadZipFile, OSError, EOFError) as err:
         raise ConfigError(f"{path}: not a readable .npz file (np.savez output expected: "
@@ -162,10 +179,12 @@ def _check_zip_sizes(path: Path, max_member_bytes: int) -> None:
                           f"{budget / 2**30:.1f} GiB allowed (half this host's memory)")
 
 
-def read_graph_file(path: Path, max_member_bytes: int = 64 << 30) -> dict:
-    """The arrays of an ``.npz`` or a ``torch.save``d Data/dict, as a plain dict."""
+def read_graph_file(path: Path, max_member_bytes: int = 64 << 30,
+                    stage: Stage | None = None) -> dict:
+    """The arrays of an ``.npz`` or a ``torch.save``d Data/dict, as a plain dict (``stage``:
+    see :func:`read_npz`)."""
     if path.suffix == ".npz":
-        return read_npz(path, max_member_bytes)
+        return read_npz(path, max_member_bytes, stage)
     _check_zip_sizes(path, max_member_bytes)
     from torch_geometric.data import Data, HeteroData
     from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
@@ -309,8 +328,10 @@ def _num_nodes(arrays: dict, ei: torch.Tensor, x: torch.Tensor | None,
 
 
 def graph_from_arrays(arrays: dict, path: Path, symmetrize: bool, train_ratio: float,
-                      val_ratio: float, split_seed: int) -> GraphStore:
-    """Validate the arrays of a user file and build the GraphStore."""
+                      val_ratio: float, split_seed: int, stage: Stage | None = None
+                      ) -> GraphStore:
+    """Validate the arrays of a user file and build the GraphStore (``stage``: the CSC is
+    built out of core into it under its memory budget, :mod:`gnnscale.data.bounded`)."""
     if "edge_index" not in arrays:
         raise ConfigError(f"{path}: no 'edge_index' array (found {sorted(arrays)})")
     ei = _edge_index(arrays["edge_index"], path)
@@ -318,7 +339,9 @@ def graph_from_arrays(arrays: dict, path: Path, symmetrize: bool, train_ratio: f
     if arrays.get("x") is not None:
         xa = _numpy(arrays["x"], "x", path)
         _check_shape("x", xa.shape, xa.dtype, path)
-        x = torch.from_numpy(np.asarray(xa.reshape(-1, 1) if xa.ndim == 1 else xa,
+        x = arrays["x"] if torch.is_tensor(arrays["x"]) and arrays["x"].dtype == torch.float32 \
+            and arrays["x"].dim() == 2 else \
+            torch.from_numpy(np.asarray(xa.reshape(-1, 1) if xa.ndim == 1 else xa,
                                         dtype=np.float32))
     y = None if arrays.get("y") is None else _labels(arrays["y"], path)
     num_nodes = _num_nodes(arrays, ei, x, y, path)
@@ -355,7 +378,7 @@ def graph_from_arrays(arrays: dict, path: Path, symmetrize: bool, train_ratio: f
             edge_attr=None if arrays.get("edge_attr") is None else
             _tensor(arrays["edge_attr"], "edge_attr", path).float(),
             x=x, y=y, train_idx=split["train"], val_idx=split["val"], test_idx=split["test"],
-            num_classes=num_classes, name=path.stem, links=links,
+            num_classes=num_classes, name=path.stem, links=links, stage=stage,
             meta={"source": str(path), "inferred_classes": arrays.get("num_classes") is None},
         )
     except (TypeError, ValueError) as err:
@@ -367,12 +390,14 @@ class CustomDataset(Dataset):
 
     def __init__(self, root: str = "data", path: str | None = None, symmetrize: bool = True,
                  train_ratio: float = 0.6, val_ratio: float = 0.2, split_seed: int = 0,
-                 feature_norm: str = "none", max_member_gb: float = 64.0) -> None:
+                 feature_norm: str = "none", max_member_gb: float = 64.0,
+                 memory_budget: int | str | None = None) -> None:
         super().__init__(root, feature_norm)
         self.spec = CustomConfig(path=path, symmetrize=symmetrize, train_ratio=train_ratio,
                                  val_ratio=val_ratio, split_seed=split_seed,
-                                 max_member_gb=max_member_gb)
+                                 max_member_gb=max_member_gb, memory_budget=memory_budget)
         self.spec.check()
+        self.memory_budget = parse_budget(memory_budget)
         self.path = self.spec.file
         if not self.path.is_file():
             raise DatasetNotFoundError(
@@ -405,7 +430,7 @@ class CustomDataset(Dataset):
         if self.path.suffix == ".npz" and typed_input.is_typed_npz(_npz_names(self.path)):
             parts = typed_input.read_typed_npz(self.path, self.max_member_bytes)
         else:
-            arrays = read_graph_file(self.path, self.max_member_bytes)
+            arrays = read_graph_file(self.path, self.max_member_bytes, self.stage)
             if "__hetero__" in arrays:
                 parts = typed_input.parts_from_hetero(arrays["__hetero__"], self.path)
         if parts is not None:
@@ -413,7 +438,7 @@ class CustomDataset(Dataset):
                                                 self.train_ratio, self.val_ratio,
                                                 self.split_seed)
         return graph_from_arrays(arrays, self.path, self.symmetrize, self.train_ratio,
-                                 self.val_ratio, self.split_seed)
+                                 self.val_ratio, self.split_seed, self.stage)
 
 
 def _npz_names(path: Path) -> list[str]:

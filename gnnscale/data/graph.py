@@ -557,6 +557,7 @@ class GraphStore:
         edge_weight: torch.Tensor | None = None,
         edge_attr: torch.Tensor | None = None,
         index_dtype: torch.dtype = torch.int64,
+        stage=None,
         **fields,
     ) -> GraphStore:
         """Build a CSC graph from a ``[2, E]`` (source, destination) edge list: the one-type
@@ -564,7 +565,9 @@ class GraphStore:
 
         ``symmetrize`` adds every reverse edge; ``self_loops`` is ``keep``, ``remove`` or
         ``add`` (one per vertex); ``dedupe`` keeps one copy of repeated edges (the first
-        weight wins). Ids must lie in ``[0, num_nodes)``.
+        weight wins). Ids must lie in ``[0, num_nodes)``. ``stage``: a dataset's
+        :class:`gnnscale.data.bounded.Stage` while it is processed; with a memory budget (or
+        a large graph) the CSC is then built out of core into it, bit-identical.
         """
         ei = _edge_array(edge_index, "edge_index")
         if self_loops not in SELF_LOOP_MODES:
@@ -587,6 +590,17 @@ class GraphStore:
             raise ValueError("edge_weight must have one entry per edge")
         a = None if edge_attr is None else _edge_rows(edge_attr, ei.shape[1], "edge_attr")
         src, dst = ei[0], ei[1]
+        if stage is not None and a is None:
+            from gnnscale.data import bounded
+
+            raw = ei.shape[1] * (2 if symmetrize else 1) + (num_nodes if self_loops == "add"
+                                                             else 0)
+            budget = bounded.budget_for(stage, raw)
+            if budget is not None:
+                indptr, indices, w = bounded.staged_csc(
+                    stage, src, dst, w, num_nodes, symmetrize, self_loops, dedupe, budget,
+                    index_dtype, fields.get("name", "graph"))
+                return cls(indptr=indptr, indices=indices, edge_weight=w, **fields)
         if symmetrize:
             src, dst = torch.cat([src, dst]), torch.cat([dst, src])
             w = None if w is None else torch.cat([w, w])

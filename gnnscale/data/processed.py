@@ -255,9 +255,12 @@ def _shared_copies(share: Path, digests: dict[str, str],
 
 
 def _write_arrays(tmp: Path, arrays: dict[str, np.ndarray], digests: dict[str, str],
-                  share: Path | None) -> None:
+                  share: Path | None, staged: dict[str, tuple[Path, str]]) -> None:
     linked = _shared_copies(share, digests, arrays) if share is not None else {}
     for name, a in arrays.items():
+        if name in staged and name not in linked:
+            os.replace(staged[name][0], tmp / f"{name}.npy")  # written already, in chunks
+            continue
         if name in linked:
             try:
                 os.link(linked[name], tmp / f"{name}.npy")
@@ -268,8 +271,13 @@ def _write_arrays(tmp: Path, arrays: dict[str, np.ndarray], digests: dict[str, s
 
 
 def save(graph: GraphStore, path: str | os.PathLike, share: str | os.PathLike | None = None,
-         side: dict[str, np.ndarray] | None = None) -> str:
+         side: dict[str, np.ndarray] | None = None,
+         staged: dict[str, tuple[Path, str]] | None = None) -> str:
     """Write ``graph`` atomically to the folder ``path``; returns the checksum.
+
+    ``staged``: ``{array name: (.npy file, digest)}`` of arrays already written in chunks (on
+    the same file system; :class:`gnnscale.data.bounded.Stage`): moved in, neither held in
+    memory nor hashed again (the file's shape and dtype must be the graph's array's).
 
     ``side``: arrays kept beside the graph (``ids__<type>``, ``classes__<type>``: the user's
     ids and class names, :mod:`gnnscale.data.idmap`), written, listed and checksummed with it.
@@ -285,8 +293,10 @@ def save(graph: GraphStore, path: str | os.PathLike, share: str | os.PathLike | 
     try:
         arrays = _numpy_arrays(graph)
         arrays.update(_side(side or {}))
-        digests = _array_digests(arrays)
-        _write_arrays(tmp, arrays, digests, None if share is None else Path(share))
+        staged = _staged(staged or {}, arrays)
+        digests = _array_digests({n: a for n, a in arrays.items() if n not in staged})
+        digests.update({n: staged[n][1] for n in staged})
+        _write_arrays(tmp, arrays, digests, None if share is None else Path(share), staged)
         types = _types(graph)
         digest = combine(digests, graph.num_classes, _graph_fields(graph, types))
         meta = {
@@ -320,6 +330,18 @@ def save(graph: GraphStore, path: str | os.PathLike, share: str | os.PathLike | 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return digest
+
+
+def _staged(staged: dict[str, tuple[Path, str]], arrays: dict[str, np.ndarray]
+            ) -> dict[str, tuple[Path, str]]:
+    """The staged files that hold one of ``arrays`` (same shape and dtype as its header)."""
+    out = {}
+    for name, (file, digest) in staged.items():
+        if name in arrays and Path(file).is_file():
+            a = load_npy(Path(file), mmap_mode="r")
+            if a.shape == arrays[name].shape and a.dtype == arrays[name].dtype:
+                out[name] = (Path(file), digest)
+    return out
 
 
 def _side(side: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -70,6 +70,29 @@ def processed_dir(root: str | os.PathLike, key: str, feature_norm: str) -> Path:
     return Path(os.path.expanduser(str(root))) / f"{key}{suffix}" / "processed"
 
 
+MIN_BUDGET = 16 << 20
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9,
+          "gb": 10**9, "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
+          "tib": 2**40}
+
+
+def parse_budget(value: object, key: str = "dataset.memory_budget") -> int | None:
+    """A memory budget in bytes from an int or text (``8GB``, ``512MiB``); None when unset."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        nbytes = int(value)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
+        if not m or m.group(2).lower() not in _UNITS:
+            raise ConfigError(f"{key}={value!r}: give bytes or a size such as 8GB or 512MiB")
+        nbytes = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if nbytes < MIN_BUDGET:
+        raise ConfigError(f"{key}={value!r} is too small to process anything: give at least "
+                          f"{MIN_BUDGET >> 20}MiB")
+    return nbytes
+
+
 @dataclass
 class DatasetConfig(Options):
     """Fields every dataset option shares."""
@@ -395,9 +418,12 @@ class CustomConfig(DatasetConfig):
     val_ratio: float = 0.2
     split_seed: int = 0
     max_member_gb: float = 64.0  # the largest array a file may declare (GiB), checked unread
+    #: bytes (or "8GB") processing may use; None: unbounded (memory, not content: not in key)
+    memory_budget: str | None = None
 
     def check(self) -> None:
-        """A file to read and a positive ceiling on its arrays."""
+        """A file to read, a positive ceiling on its arrays and a readable memory budget."""
+        parse_budget(self.memory_budget)
         super().check()
         if not self.path:
             raise ConfigError("dataset=custom needs dataset.path=FILE (.npz or torch.save of "

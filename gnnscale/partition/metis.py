@@ -7,6 +7,13 @@ training vertices and edges (in-degree: the edges a part aggregates). ``imbalanc
 allowed max/mean load (pymetis ``ufactor = 1000 * (imbalance - 1)``); as METIS treats several
 constraints as targets, ``rebalance`` then moves boundary vertices until every cap holds.
 ``method``: ``kway`` (multilevel k-way, as DistDGL) or ``recursive`` bisection.
+
+METIS holds the whole graph (the symmetrised CSR and its coarsened copies) in memory: its
+peak above the graph itself was measured at 66-88 bytes per stored edge (pymetis, random graphs
+of 1-4M edges, docs/components/partitioning.md), so :func:`peak_estimate` takes
+:data:`BYTES_PER_EDGE` a stored edge plus :data:`BYTES_PER_NODE` a vertex, and a graph whose
+estimate exceeds the memory available (``MemAvailable``) is refused before METIS starts,
+naming the streaming partitioners (``ldg``, ``fennel``: memory independent of the edges).
 """
 
 from __future__ import annotations
@@ -16,10 +23,46 @@ import pymetis
 import torch
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.errors import ConfigError
 from gnnscale.partition._graph import undirected_csr
 from gnnscale.partition._rebalance import rebalance
 from gnnscale.partition.base import Partitioner
 from gnnscale.partition.schemas import MetisConfig
+
+#: METIS's measured peak per stored edge, rounded up (see the module docstring)
+BYTES_PER_EDGE = 88
+#: per vertex: xadj, the weights, the part array and METIS's own per-vertex arrays
+BYTES_PER_NODE = 64
+
+
+def peak_estimate(num_nodes: int, num_edges: int) -> int:
+    """Bytes METIS needs beyond the graph to partition ``num_nodes`` / ``num_edges``."""
+    return BYTES_PER_EDGE * num_edges + BYTES_PER_NODE * num_nodes
+
+
+def available_memory() -> int | None:
+    """``MemAvailable`` of this host in bytes (None where /proc/meminfo cannot tell)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(graph: GraphStore) -> None:
+    """Refuse, before METIS starts, a graph whose estimated peak exceeds the memory
+    available, in one line naming the streaming partitioners."""
+    need, have = peak_estimate(graph.num_nodes, graph.num_edges), available_memory()
+    if have is not None and need > have:
+        raise ConfigError(
+            f"partitioner=metis needs about {need / 2**30:.1f} GiB for {graph.name} "
+            f"({graph.num_nodes:,} vertices, {graph.num_edges:,} edges at {BYTES_PER_EDGE} "
+            f"bytes an edge + {BYTES_PER_NODE} a vertex) but {have / 2**30:.1f} GiB is "
+            "available: use partitioner=ldg or partitioner=fennel (streaming, memory "
+            "independent of the edge count)")
 
 
 class MetisPartitioner(Partitioner):
@@ -59,6 +102,7 @@ class MetisPartitioner(Partitioner):
                weights: np.ndarray | None = None) -> torch.Tensor:
         """``weights``: explicit int64 METIS vertex weights (``[N]`` or ``[N, C]``) in place of
         the configured constraints (offload balances its chunks by whole-graph in-degree)."""
+        check_memory(graph)
         if weights is None:
             weights = self.constraints(graph, vertex_weight)
         weights = np.asarray(weights, dtype=np.int64).reshape(graph.num_nodes, -1)
