@@ -13,12 +13,14 @@ each sees the same machine:
 * ``before``: what a run got before: libgomp's default wait (``GOMP_SPINCOUNT=300000``, its
   value when no wait policy is set: a waiting thread spins ~3 ms) and ``cores / ranks``
   threads (``dist.threads_per_rank`` set to it);
-* ``after``: the defaults now (``OMP_WAIT_POLICY=PASSIVE``, ``allowed cores / ranks`` threads);
+* ``wait_policy_only``: the passive wait with ``cores / ranks`` threads (the default before
+  the thread count followed the free cores);
+* ``after``: the defaults now (``OMP_WAIT_POLICY=PASSIVE``, and ``dist.threads_per_rank=0``:
+  the allowed cores less those other processes keep busy, shared by the ranks);
 * ``one_thread``: ``dist.threads_per_rank=1``.
 
-(``docs/results/busy_host-free-cores.json`` is this suite at an earlier default that also cut
-the threads to the cores other processes left free; its ``wait_policy_only`` variant, cores /
-ranks threads with the passive wait, is today's default.)
+(``docs/results/busy_host-free-cores.json`` is this suite at an earlier default that cut the
+threads to the free cores with the spinning wait still on.)
 
 Per run the epoch is ``startup.epochs / EPOCHS`` from its ``results.json`` (the epochs' own
 seconds, no start-up); medians over the repeats; ``ratios.<row>.<variant>_over_one_thread``
@@ -60,6 +62,7 @@ def variants() -> dict[str, tuple[dict, list[str]]]:
     """Variant -> (environment changes, overrides), as the module docstring says."""
     cores = os.cpu_count() or 1
     return {"before": (SPIN, [f"dist.threads_per_rank={cores}"]),
+            "wait_policy_only": ({}, [f"dist.threads_per_rank={cores}"]),
             "after": ({}, []),
             "one_thread": ({}, ["dist.threads_per_rank=1"])}
 
