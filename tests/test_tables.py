@@ -295,3 +295,27 @@ def test_string_id_tables_train_and_predictions_and_embeddings_come_back_keyed_b
     ids = np.load(emb["ids"], allow_pickle=False)
     assert ids.tolist() == users  # internal order = the node table's order
     assert np.load(emb["path"]).shape[0] == n
+
+
+def test_edge_feature_columns_become_the_graphs_edge_attr(tmp_path):
+    """An edge table's feature columns (numeric columns, or a Parquet list column) are the
+    edge type's edge features, each row with its edge (and a reverse type's a copy)."""
+    _csv(tmp_path / "a.csv", "id,f", "x,1", "y,2", "z,3")
+    _csv(tmp_path / "e.csv", "src,dst,year,score", "x,y,2001,0.5", "y,z,2002,0.25",
+         "x,z,2003,1.0")
+    ds = _tables(tmp_path, [{"path": str(tmp_path / "a.csv"), "features": ["f"]}],
+                 [{"path": str(tmp_path / "e.csv"), "features": ["year", "score"]}],
+                 symmetrize=False)
+    g = ds.load()
+    src, dst = g.edge_index()
+    got = {(int(s), int(d)): g.edge_attr[e].tolist() for e, (s, d) in enumerate(zip(src, dst))}
+    assert got == {(0, 1): [2001.0, 0.5], (1, 2): [2002.0, 0.25], (0, 2): [2003.0, 1.0]}
+    pq.write_table(pa.table({"p": ["x", "y"], "q": ["y", "y"],
+                             "w": pa.array([[1.0, 2.0], [3.0, 4.0]])}), tmp_path / "t.parquet")
+    typed = TablesDataset(str(tmp_path / "data2"), nodes=[
+        {"type": "a", "path": str(tmp_path / "a.csv"), "features": ["f"]},
+        {"type": "b", "path": str(tmp_path / "a.csv"), "features": ["f"]}],
+        edges=[{"type": ["a", "to", "b"], "path": str(tmp_path / "t.parquet"), "src": "p",
+                "dst": "q", "features": "w"}]).load()
+    for et in (("a", "to", "b"), ("b", "rev_to", "a")):
+        assert sorted(typed.edge_attrs[et].tolist()) == [[1.0, 2.0], [3.0, 4.0]]

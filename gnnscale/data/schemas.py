@@ -546,8 +546,7 @@ class NodeTableConfig:
     @property
     def feature_columns(self) -> list[str]:
         """The feature columns named, in order."""
-        f = self.features
-        return [] if f is None else [f] if isinstance(f, str) else [str(c) for c in f]
+        return feature_columns(self.features)
 
     @property
     def list_features(self) -> bool:
@@ -555,20 +554,38 @@ class NodeTableConfig:
         return isinstance(self.features, str)
 
 
+def feature_columns(features: Any) -> list[str]:
+    """The columns a table's ``features`` names, in order (one name: a list column)."""
+    f = features
+    return [] if f is None else [f] if isinstance(f, str) else [str(c) for c in f]
+
+
 @dataclass
 class EdgeTableConfig:
     """One edge table of ``dataset=tables``: one row per edge from ``src`` to ``dst`` (the
     user's node ids); ``type``: ``[source type, relation, destination type]``, or a relation
     (or nothing: ``to``) when there is one node type; ``weight``: an optional numeric
-    column."""
+    column; ``features``: edge features, as a node table's (numeric columns, or one list
+    column), kept as the graph's ``edge_attr`` of that edge type."""
 
     path: str | None = None
     type: Any = None
     src: str = "src"
     dst: str = "dst"
     weight: str | None = None
+    features: Any = None
     format: str | None = None
     delimiter: str | None = None
+
+    @property
+    def feature_columns(self) -> list[str]:
+        """The edge feature columns named, in order."""
+        return feature_columns(self.features)
+
+    @property
+    def list_features(self) -> bool:
+        """Whether ``features`` names one column of lists (the single-name form)."""
+        return isinstance(self.features, str)
 
 
 @dataclass

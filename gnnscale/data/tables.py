@@ -5,9 +5,11 @@ strings), optional feature columns (numeric columns, or one column of lists), an
 label (integers, or class names mapped to ``0..C-1`` in sorted order; empty: unlabelled) and
 an optional split column (``train``, ``val``/``valid``/``validation``, ``test``; empty: in no
 split). Internal ids follow the table's row order. Each edge table lists the edges of one edge
-type by the user's ids of its two ends, with an optional numeric ``weight`` column. The tables
-are listed in the config (:class:`~gnnscale.data.schemas.TablesConfig`) or in a small YAML
-schema file.
+type by the user's ids of its two ends, with an optional numeric ``weight`` column and
+optional edge feature columns (as a node table's: numeric columns or one column of lists; the
+graph's ``edge_attr`` of that type, rows moved with their edges, merged repeats keeping the
+first, a ``rev_`` type a copy of its forward type's). The tables are listed in the config
+(:class:`~gnnscale.data.schemas.TablesConfig`) or in a small YAML schema file.
 
 Tables are read in batches (``ParquetFile.iter_batches``, ``pyarrow.csv.open_csv``) of the
 columns used only, so a table larger than memory streams: memory follows the graph that comes
@@ -476,16 +478,19 @@ def _labels(chunks: list[pa.Array], text: bool, path: str, column: str
 
 
 def read_edges(cfg: EdgeTableConfig, parts: dict[str, NodePart], batch_rows: int
-               ) -> tuple[np.ndarray, np.ndarray | None]:
-    """One edge table: ``[2, E]`` type-local (source, destination) ids and the weights."""
+               ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """One edge table: ``[2, E]`` type-local (source, destination) ids, the weights and the
+    edge features (``[E, D]``; None without ``features``)."""
     fmt = table_format(cfg, "edge table")
     table = Table(cfg.path, fmt, cfg.delimiter, batch_rows)
-    wanted = {cfg.src: "src", cfg.dst: "dst"}
+    feats = cfg.feature_columns
+    wanted = {cfg.src: "src", cfg.dst: "dst", **{c: "features" for c in feats}}
     if cfg.weight:
         wanted[cfg.weight] = "weight"
     table.require(wanted)
     src_t, _, dst_t = cfg.type
-    src, dst, weights = [], [], []
+    src, dst, weights, blocks = [], [], [], []
+    widths: dict[str, int] = {}
     for first, batch in table.batches(list(wanted)):
         def at(column: str, first: int = first) -> Callable[[int, str], Exception]:
             return lambda i, problem: table_error(cfg.path, problem, first + i, column)
@@ -494,12 +499,23 @@ def read_edges(cfg: EdgeTableConfig, parts: dict[str, NodePart], batch_rows: int
         dst.append(_map_ids(batch.column(cfg.dst), parts[dst_t], at(cfg.dst)))
         if cfg.weight:
             weights.append(_numbers(batch.column(cfg.weight), at(cfg.weight)))
+        if feats:
+            cols = []
+            for c in feats:
+                block = _feature_block(batch.column(c), cfg.list_features and fmt == "csv",
+                                       widths.get(c), at(c))
+                widths.setdefault(c, block.shape[1])
+                cols.append(block)
+            blocks.append(cols[0] if len(cols) == 1 else np.hstack(cols))
     edges = np.stack([np.concatenate(src) if src else np.zeros(0, np.int64),
                       np.concatenate(dst) if dst else np.zeros(0, np.int64)])
     w = None
     if cfg.weight:
         w = np.concatenate(weights) if weights else np.zeros(0, np.float32)
-    return edges, w
+    attr = None
+    if feats:
+        attr = np.vstack(blocks) if blocks else np.zeros((0, sum(widths.values())), np.float32)
+    return edges, w, attr
 
 
 def _map_ids(arr: pa.Array, part: NodePart, fail: Callable[[int, str], Exception]
@@ -560,25 +576,30 @@ def build_graph(parts: dict[str, NodePart], edges: dict[tuple[str, str, str], tu
                        for p in labelled.values()], default=0)
     splits = {t: _split_ids(p, ratios) for t, p in labelled.items()}
     if len(parts) == 1 and len(edges) == 1:
-        (t, part), (et, (ei, w)) = next(iter(parts.items())), next(iter(edges.items()))
+        (t, part), (et, (ei, w, attr)) = next(iter(parts.items())), next(iter(edges.items()))
         split = splits.get(t, {})
         return GraphStore.from_edge_index(
             torch.from_numpy(ei), len(part.ids), symmetrize=symmetrize,
             edge_weight=None if w is None else torch.from_numpy(w),
+            edge_attr=None if attr is None else torch.from_numpy(attr),
             x=None if part.features is None else torch.from_numpy(part.features),
             y=None if part.labels is None else torch.from_numpy(part.labels),
             train_idx=split.get("train"), val_idx=split.get("val"), test_idx=split.get("test"),
             num_classes=num_classes, name=name, meta=meta, node_types=(t,), edge_types=(et,))
-    typed_edges, weights = {}, {}
-    for et, (ei, w) in edges.items():
+    typed_edges, weights, attrs = {}, {}, {}
+    for et, (ei, w, attr) in edges.items():
         ei = torch.from_numpy(ei)
         w = None if w is None else torch.from_numpy(w)
+        attr = None if attr is None else torch.from_numpy(attr)
         if et[0] == et[2] and symmetrize:
             ei = torch.cat([ei, ei.flip(0)], 1)
             w = None if w is None else torch.cat([w, w])
+            attr = None if attr is None else torch.cat([attr, attr])
         typed_edges[et] = ei
         if w is not None:
             weights[et] = w
+        if attr is not None:
+            attrs[et] = attr
     if add_reverse:
         for (s, r, d), ei in list(typed_edges.items()):
             if s == d:
@@ -591,6 +612,8 @@ def build_graph(parts: dict[str, NodePart], edges: dict[tuple[str, str, str], tu
             typed_edges[rev] = ei.flip(0)
             if (s, r, d) in weights:
                 weights[rev] = weights[(s, r, d)]
+            if (s, r, d) in attrs:
+                attrs[rev] = attrs[(s, r, d)]
     return GraphStore.from_typed(
         {t: len(p.ids) for t, p in parts.items()}, typed_edges,
         features={t: torch.from_numpy(p.features) for t, p in parts.items()
@@ -599,7 +622,8 @@ def build_graph(parts: dict[str, NodePart], edges: dict[tuple[str, str, str], tu
         train_idx={t: s["train"] for t, s in splits.items()},
         val_idx={t: s["val"] for t, s in splits.items()},
         test_idx={t: s["test"] for t, s in splits.items()},
-        edge_weight=weights or None, num_classes=num_classes, name=name, meta=meta)
+        edge_weight=weights or None, edge_attr=attrs or None, num_classes=num_classes,
+        name=name, meta=meta)
 
 
 class TablesDataset(Dataset):
