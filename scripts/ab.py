@@ -6,7 +6,8 @@ fresh process (``PYTHONPATH`` = the checkout): the sampler workload of ``benchma
 (products-like graph, fanouts 15,10,5, batches of 1024; sampled edges per second with 1 and
 with all threads, median over repeats) and the ``epoch`` suite's gnnscale run (GraphSAGE 3 x
 256, 2 ranks, ``strategy=data``; the median epoch after the first). It writes each round's
-figures, the medians per checkout and new/base ratios: how a change moves the homogeneous path
+figures, the medians per checkout, new/base ratios of the medians and the median of each round's
+paired new/base ratio: how a change moves the homogeneous path
 on the same host, with the host's load before and after. Both checkouts need their native
 extension built.
 """
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--scale", type=float, default=0.1, help="sampler graph scale")
     p.add_argument("--epoch-scale", type=float, default=0.03)
+    p.add_argument("--parts", default="sampler,epoch", help="which workloads (comma list)")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     rounds: list[dict] = []
@@ -81,21 +83,32 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             for name, tree in (("base", args.base), ("new", args.new)):
                 d = Path(tmp) / f"{name}{r}"
-                figures = {**_one(tree.resolve(), SAMPLER.format(scale=args.scale)),
-                           **_one(tree.resolve(), EPOCH.format(tmp=str(d), scale=args.epoch_scale))}
+                parts = args.parts.split(",")
+                figures = {}
+                if "sampler" in parts:
+                    figures.update(_one(tree.resolve(), SAMPLER.format(scale=args.scale)))
+                if "epoch" in parts:
+                    figures.update(_one(tree.resolve(),
+                                        EPOCH.format(tmp=str(d), scale=args.epoch_scale)))
                 rounds.append({"round": r, "tree": name, **figures})
                 print(json.dumps(rounds[-1]), flush=True)
     keys = [k for k in rounds[0] if k not in ("round", "tree")]
     med = {name: {k: statistics.median(x[k] for x in rounds if x["tree"] == name) for k in keys}
            for name in ("base", "new")}
     ratios = {k: med["new"][k] / med["base"][k] for k in keys if med["base"][k]}
+    by_round = {r["round"]: {} for r in rounds}  # paired: each round's new over its base
+    for r in rounds:
+        by_round[r["round"]][r["tree"]] = r
+    paired = {k: statistics.median(x["new"][k] / x["base"][k] for x in by_round.values()
+                                   if x["base"][k]) for k in keys}
     report = {"suite": "ab", "config": {"base": str(args.base), "new": str(args.new),
-                                        "rounds": args.rounds, "sampler_scale": args.scale,
+                                        "rounds": args.rounds, "parts": args.parts,
+                                        "sampler_scale": args.scale,
                                         "epoch_scale": args.epoch_scale},
               "results": {"rounds": rounds, "median": med,
                           "load_average_before": load_before,
                           "load_average_after": os.getloadavg()},
-              "ratios": {"new_over_base": ratios}}
+              "ratios": {"new_over_base": ratios, "paired_median_new_over_base": paired}}
     print(json.dumps(report["ratios"], indent=1))
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))
