@@ -261,7 +261,7 @@ def test_string_ids_are_found_by_hash_and_by_strings_when_hashes_collide(tmp_pat
     monkeypatch.setattr(tables, "text_hash", lambda arr: np.zeros(len(arr), np.uint64))
     parts, found = _tables(tmp_path, *spec).read()
     assert not parts["node"].index.hashed  # every hash collides: the strings are indexed
-    (ei, _), = found.values()
+    (ei, _, _), = found.values()
     assert sorted(map(tuple, ei.T.tolist())) == sorted(
         (i, (i + 1) % 8) for i in range(8))
     assert hashed.num_edges == 16

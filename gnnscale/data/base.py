@@ -6,6 +6,7 @@ import os
 import shutil
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -108,3 +109,18 @@ class Dataset(ABC):
                 del graph
             self.stage = None
         return processed.load(self.processed_dir, mmap=mmap)
+
+
+class SpecDataset(Dataset):
+    """A dataset whose options are one typed schema, ``spec`` (checked here): its graph's name
+    is ``spec.graph`` and its folder ``spec.key()``."""
+
+    def __init__(self, root: str, feature_norm: str, spec: Any) -> None:
+        super().__init__(root, feature_norm)
+        spec.check()
+        self.spec, self.name = spec, spec.graph
+
+    @property
+    def key(self) -> str:
+        """The processed folder's name for this dataset and its options."""
+        return self.spec.key()

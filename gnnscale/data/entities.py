@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from gnnscale.data.base import Dataset
+from gnnscale.data.base import SpecDataset
 from gnnscale.data.convert import find_raw, raw_candidates
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.schemas import EntitiesConfig
@@ -142,22 +142,15 @@ def read_entities(folder: Path, name: str, val_ratio: float = 0.0, split_seed: i
                   f", val {val_ratio:g} of train, seed {split_seed}" if val_ratio else "")})
 
 
-class EntitiesDataset(Dataset):
+class EntitiesDataset(SpecDataset):
     """AIFB or MUTAG: one featureless node type, a pair of edge types per predicate."""
 
     def __init__(self, root: str = "data", name: str = "aifb", raw_dir: str | None = None,
                  val_ratio: float = 0.0, split_seed: int = 0, feature_norm: str = "none"
                  ) -> None:
-        super().__init__(root, feature_norm)
-        self.spec = EntitiesConfig(name=name, raw_dir=raw_dir, val_ratio=val_ratio,
-                                   split_seed=split_seed)
-        self.spec.check()
-        self.name = self.spec.graph
-
-    @property
-    def key(self) -> str:
-        """The processed folder's name for this dataset and its options."""
-        return self.spec.key()
+        spec = EntitiesConfig(name=name, raw_dir=raw_dir, val_ratio=val_ratio,
+                              split_seed=split_seed)
+        super().__init__(root, feature_norm, spec)
 
     def process(self) -> GraphStore:
         """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnscale.data.base import Dataset
+from gnnscale.data.base import SpecDataset
 from gnnscale.data.convert import find_raw, raw_candidates
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.schemas import HGB_GRAPHS, HgbConfig
@@ -167,22 +167,14 @@ def read_hgb(folder: Path, val_ratio: float, split_seed: int, name: str) -> Grap
               "split_name": f"HGB, val {val_ratio:g} of train, seed {split_seed}"})
 
 
-class HgbDataset(Dataset):
+class HgbDataset(SpecDataset):
     """An HGB node classification graph (ACM) with HGB's split."""
 
     def __init__(self, root: str = "data", name: str = "acm", raw_dir: str | None = None,
                  val_ratio: float = 0.2, split_seed: int = 0, feature_norm: str = "none"
                  ) -> None:
-        super().__init__(root, feature_norm)
-        self.spec = HgbConfig(name=name, raw_dir=raw_dir, val_ratio=val_ratio,
-                              split_seed=split_seed)
-        self.spec.check()
-        self.name = self.spec.graph
-
-    @property
-    def key(self) -> str:
-        """The processed folder's name for this dataset and its options."""
-        return self.spec.key()
+        spec = HgbConfig(name=name, raw_dir=raw_dir, val_ratio=val_ratio, split_seed=split_seed)
+        super().__init__(root, feature_norm, spec)
 
     def process(self) -> GraphStore:
         """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""

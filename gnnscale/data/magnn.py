@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from gnnscale.data.base import Dataset
+from gnnscale.data.base import SpecDataset
 from gnnscale.data.convert import DatasetNotFoundError, find_raw, raw_candidates
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.schemas import MAGNN_GRAPHS, MagnnConfig
@@ -71,22 +71,15 @@ def read_hgb_labels(path: Path, count: int) -> tuple[torch.Tensor, torch.Tensor]
     return torch.tensor(ids, dtype=torch.int64), torch.tensor(labels, dtype=torch.int64)
 
 
-class MagnnDataset(Dataset):
+class MagnnDataset(SpecDataset):
     """DBLP or IMDB as a typed graph, with MAGNN's split (or HGB's, for DBLP)."""
 
     def __init__(self, root: str = "data", name: str = "dblp", raw_dir: str | None = None,
                  split: str = "magnn", val_ratio: float = 0.2, split_seed: int = 0,
                  feature_norm: str = "none") -> None:
-        super().__init__(root, feature_norm)
-        self.spec = MagnnConfig(name=name, raw_dir=raw_dir, split=split, val_ratio=val_ratio,
-                                split_seed=split_seed)
-        self.spec.check()
-        self.name = self.spec.graph
-
-    @property
-    def key(self) -> str:
-        """The processed folder's name for this dataset and its options."""
-        return self.spec.key()
+        spec = MagnnConfig(name=name, raw_dir=raw_dir, split=split, val_ratio=val_ratio,
+                           split_seed=split_seed)
+        super().__init__(root, feature_norm, spec)
 
     def _locate(self) -> Path:
         folder = MAGNN_GRAPHS[self.name][0]

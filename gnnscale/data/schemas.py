@@ -527,8 +527,25 @@ TABLE_FORMATS = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parqu
 TABLES_READER = 1
 
 
+class TableFeatures:
+    """What a table's ``features`` names: numeric columns, or one column of lists."""
+
+    features: Any
+
+    @property
+    def feature_columns(self) -> list[str]:
+        """The feature columns named, in order."""
+        f = self.features
+        return [] if f is None else [f] if isinstance(f, str) else [str(c) for c in f]
+
+    @property
+    def list_features(self) -> bool:
+        """Whether ``features`` names one column of lists (the single-name form)."""
+        return isinstance(self.features, str)
+
+
 @dataclass
-class NodeTableConfig:
+class NodeTableConfig(TableFeatures):
     """One node table of ``dataset=tables``: one row per node of ``type``, in internal id
     order. ``features``: a list of numeric columns, or one column name whose cells are lists
     (a Parquet list column; in CSV, numbers separated by spaces, commas or semicolons);
@@ -543,25 +560,10 @@ class NodeTableConfig:
     format: str | None = None  # csv | parquet (None: from the file's suffix)
     delimiter: str | None = None  # CSV only (None: tab for .tsv, else comma)
 
-    @property
-    def feature_columns(self) -> list[str]:
-        """The feature columns named, in order."""
-        return feature_columns(self.features)
-
-    @property
-    def list_features(self) -> bool:
-        """Whether ``features`` names one column of lists (the single-name form)."""
-        return isinstance(self.features, str)
-
-
-def feature_columns(features: Any) -> list[str]:
-    """The columns a table's ``features`` names, in order (one name: a list column)."""
-    f = features
-    return [] if f is None else [f] if isinstance(f, str) else [str(c) for c in f]
 
 
 @dataclass
-class EdgeTableConfig:
+class EdgeTableConfig(TableFeatures):
     """One edge table of ``dataset=tables``: one row per edge from ``src`` to ``dst`` (the
     user's node ids); ``type``: ``[source type, relation, destination type]``, or a relation
     (or nothing: ``to``) when there is one node type; ``weight``: an optional numeric
@@ -576,16 +578,6 @@ class EdgeTableConfig:
     features: Any = None
     format: str | None = None
     delimiter: str | None = None
-
-    @property
-    def feature_columns(self) -> list[str]:
-        """The edge feature columns named, in order."""
-        return feature_columns(self.features)
-
-    @property
-    def list_features(self) -> bool:
-        """Whether ``features`` names one column of lists (the single-name form)."""
-        return isinstance(self.features, str)
 
 
 @dataclass

@@ -15,22 +15,9 @@ def parse(argv: list[str]) -> dict:
     """``key=value`` arguments into keyword arguments; an unknown key, a bad value or no
     ``run_dir`` is a :class:`~gnnscale.errors.UserError` of one line (status 2 in :func:`main`,
     as argparse's)."""
-    from gnnscale.errors import UserError
+    from gnnscale.keyvalues import parse_key_values
 
-    kwargs = {}
-    for arg in argv:
-        key, eq, value = arg.partition("=")
-        if not eq or key not in KEYS:
-            raise UserError(f"unknown argument {arg!r} (arguments: {', '.join(KEYS)}; "
-                            "--help for the usage)")
-        try:
-            kwargs[key] = KEYS[key](value)
-        except ValueError:
-            raise UserError(f"{key}={value!r} is not a valid value (--help for the usage)"
-                            ) from None
-    if "run_dir" not in kwargs:
-        raise UserError("run_dir= is required (--help for the usage)")
-    return kwargs
+    return parse_key_values(argv, KEYS)
 
 
 def main(argv: list[str] | None = None) -> dict:
