@@ -155,7 +155,8 @@ def test_factored_refuses_switching_and_routed_staleness_with_embedding_tables()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("queue", ["shared", "routes"])
-def test_typed_factored_on_three_ranks_matches_one_process(queue):
-    # 1 sampler, 2 trainers: the shared queue cuts a step into 4 jobs (2 per trainer)
-    _assert_factored_matches_one_process(spawn(_typed_fns.typed_factored_steps, 3, queue))
+@pytest.mark.parametrize("queue,world,samplers", [("shared", 3, "1"), ("routes", 4, "2")])
+def test_typed_factored_matches_one_process(queue, world, samplers):
+    # 2 trainers: the shared queue cuts a step into 4 jobs (2 per trainer), routes into 2
+    _assert_factored_matches_one_process(spawn(_typed_fns.typed_factored_steps, world, queue,
+                                               samplers))
