@@ -1,6 +1,6 @@
 """Rank functions for the typed-training tests (module level, so spawn can import them): a
 small typed graph with per-type feature widths and a featureless type, R-GCN under
-strategy=data, and the one-process reference."""
+strategy=data and strategy=factored, and the one-process reference."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.schedule import epoch_batches, sample_seed
 from gnnscale.strategies.base import RunContext
 from gnnscale.strategies.data.strategy import DataParallel
+from gnnscale.strategies.factored.strategy import Factored
 
 FANOUTS = [4, 3]
 BATCH = 12
@@ -78,7 +79,41 @@ def typed_data_steps(topo) -> dict:
     return {"grads": grads, "params": params, "losses": losses}
 
 
-def typed_reference_steps(world_size: int) -> dict:
+def typed_factored_steps(topo, queue: str = "shared", samplers: str = "1") -> dict:
+    """One epoch of strategy=factored with R-GCN; on a trainer every step's loss of each job
+    (in slot order), its reduced gradients (embedding table's included, dense) and the final
+    parameters; ``jobs``: the step's jobs (the reference's micro-batches per step)."""
+    graph = make_typed_graph()
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
+                     sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
+                     partition=None, seed=0, optim=Adam(lr=0.01))
+    strat = Factored(ctx, batch_size=BATCH, samplers=samplers, queue=queue, queue_depth=1)
+    strat.setup()
+    grads, losses = [], []
+    train_step = strat.train_step
+
+    def recorded(mb, x, y):  # data's step (routes, one rank): its loss and reduced gradients
+        loss = train_step(mb, x, y)
+        losses.append({strat.train_topo.rank: loss})
+        grads.append(dense_grads(strat.module))
+        return loss
+
+    strat.train_step = recorded
+    if strat.shared:
+        strat.record = {"losses": [], "grads": []}
+    metrics = strat.train_epoch(0)
+    if strat.shared and strat.is_trainer:
+        grads = [[g.to_dense() if g.is_sparse else g for g in step]
+                 for step in strat.record["grads"]]
+        for (_, step, slot), loss in strat.record["losses"]:
+            losses.extend({} for _ in range(step + 1 - len(losses)))
+            losses[step][slot] = loss
+    params = [p.detach().clone() for p in strat.module.parameters()]
+    return {"trainer": strat.is_trainer, "jobs": strat.jobs_per_step, "grads": grads,
+            "losses": losses, "params": params, "steps": int(metrics.get("steps", 0))}
+
+
+def typed_reference_steps(world_size: int, steps: int = STEPS) -> dict:
     """One process: per step, the mean of the world_size micro-batch losses (same optimizer
     factory: Adam for the dense parameters, SparseAdam for the embedding table)."""
     graph = make_typed_graph()
@@ -87,7 +122,7 @@ def typed_reference_steps(world_size: int) -> dict:
     sampler = NeighborSampler(FANOUTS)
     batches = epoch_batches(graph.train_idx, BATCH, 0, 0, min_size=world_size)
     grads, losses = [], []
-    for step in range(STEPS):
+    for step in range(steps):
         opt.zero_grad()
         per_rank = []
         for rank, targets in enumerate(torch.tensor_split(batches[step], world_size)):

@@ -299,7 +299,7 @@ def test_magnn_readers_match_pygs_classes(tmp_path, shared_datasets):
 
 
 def test_a_strategy_that_does_not_train_types_refuses_a_typed_graph_in_one_line(tmp_path):
-    """Until a strategy declares ``trains_types`` (today only strategy=data does), a typed
+    """Until a strategy declares ``trains_types`` (today strategy=data and factored), a typed
     dataset is refused at launch (its types would be ignored), naming the strategy and the
     graph."""
     from gnnscale.runner.validate import validate

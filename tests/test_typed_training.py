@@ -115,3 +115,48 @@ def test_typed_data_parallel_on_two_ranks_matches_one_process():
     for rank in range(2):
         for got, want in zip(ranks[rank]["params"], ref["params"]):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+
+
+def _assert_factored_matches_one_process(ranks: list[dict]) -> None:
+    """Every trainer's per-job losses, per-step gradients (the embedding table's included)
+    and final parameters equal one process averaging the step's jobs."""
+    trainers = [r for r in ranks if r["trainer"]]
+    jobs, steps = trainers[0]["jobs"], trainers[0]["steps"]
+    ref = _typed_fns.typed_reference_steps(jobs, steps)
+    for step in range(steps):
+        got: dict[int, float] = {}
+        for r in trainers:
+            got.update(r["losses"][step])
+        assert sorted(got) == list(range(jobs))
+        for slot, loss in got.items():
+            assert loss == pytest.approx(ref["losses"][step][slot], rel=1e-5)
+        for r in trainers:
+            assert len(r["grads"][step]) == len(ref["grads"][step])
+            for g, want in zip(r["grads"][step], ref["grads"][step]):
+                torch.testing.assert_close(g, want, rtol=1e-4, atol=1e-6)
+    for r in trainers:
+        for got_p, want in zip(r["params"], ref["params"]):
+            torch.testing.assert_close(got_p, want, rtol=1e-4, atol=1e-6)
+
+
+def test_typed_factored_on_one_rank_matches_one_process():
+    _assert_factored_matches_one_process([_typed_fns.typed_factored_steps(CPU, "shared",
+                                                                          "auto")])
+
+
+def test_factored_refuses_switching_and_routed_staleness_with_embedding_tables():
+    from gnnscale.strategies.factored.config import check_sparse_tables
+
+    with pytest.raises(ConfigError, match="strategy.switching=false"):
+        check_sparse_tables("hetero_sim", 0, True, "shared")
+    with pytest.raises(ConfigError, match="strategy.queue=shared or strategy.staleness=0"):
+        check_sparse_tables("hetero_sim", 1, False, "routes")
+    check_sparse_tables("hetero_sim", 1, False, "shared")  # the shared queue reduces them
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("queue,world,samplers", [("shared", 3, "1"), ("routes", 4, "2")])
+def test_typed_factored_matches_one_process(queue, world, samplers):
+    # 2 trainers: the shared queue cuts a step into 4 jobs (2 per trainer), routes into 2
+    _assert_factored_matches_one_process(spawn(_typed_fns.typed_factored_steps, world, queue,
+                                               samplers))

@@ -172,8 +172,8 @@ class StrategyConfig(Options):
             raise ConfigError(f"dataset {graph.name} is a typed graph ({len(graph.node_types)} "
                               f"node types, {len(graph.edge_types)} edge types): "
                               f"strategy={cls.name} does not train typed graphs yet (it would "
-                              "ignore the types): train it with strategy=data and a typed "
-                              "model (model=rgcn; docs/typed-graphs.md)")
+                              "ignore the types): train it with strategy=data or factored and a "
+                              "typed model (model=rgcn; docs/typed-graphs.md)")
         model = built.model
         if graph is not None and model is not None and \
                 graph.is_typed != bool(getattr(model, "trains_types", False)):

@@ -28,7 +28,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gnnscale.cache.store import build_feature_store, typed_inputs
 from gnnscale.distributed import device as device_seam
-from gnnscale.distributed.collectives import all_gather_rows, group_size
+from gnnscale.distributed.collectives import group_size
+from gnnscale.distributed.sparse import reduce_sparse
 from gnnscale.optim.base import sparse_parameters
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.prefetch import Prefetcher
@@ -171,32 +172,11 @@ class DataParallel(SamplingStrategy):
         return float(loss.detach())
 
     def reduce_sparse(self) -> None:
-        """Average every sparse gradient over the ranks (collective): all-gather each rank's
-        looked-up rows and their gradient rows (every table's in one pair of all-gathers,
-        row ids numbered on across the tables), and sum them into one sparse gradient per
-        table. The tables must share their row width (a typed input's are all ``hidden``)."""
-        world = group_size(self.group)
+        """Average every sparse gradient over the ranks (collective,
+        :func:`gnnscale.distributed.sparse.reduce_sparse`: each rank's looked-up rows and their
+        gradient rows, every table's in one pair of all-gathers)."""
         t0 = time.perf_counter()
-        rows, vals, base = [], [], 0
-        for p in self._sparse:
-            if p.grad is not None:
-                g = p.grad.coalesce()
-                rows.append(g.indices()[0] + base)
-                vals.append(g.values())
-            base += p.shape[0]
-        ref = self._sparse[0]
-        rows_t = torch.cat(rows) if rows else torch.empty(0, dtype=torch.long, device=ref.device)
-        vals_t = torch.cat(vals) if vals else ref.new_zeros((0, *ref.shape[1:]))
-        all_rows = torch.cat(all_gather_rows(rows_t, self.group))
-        all_vals = torch.cat(all_gather_rows(vals_t, self.group)) / world
-        self.comm.bytes += rows_t.numel() * rows_t.element_size() + \
-            vals_t.numel() * vals_t.element_size()
-        base = 0
-        for p in self._sparse:
-            mine = (all_rows >= base) & (all_rows < base + p.shape[0])
-            p.grad = torch.sparse_coo_tensor((all_rows[mine] - base)[None], all_vals[mine],
-                                             p.shape, check_invariants=False)
-            base += p.shape[0]
+        self.comm.bytes += reduce_sparse(self._sparse, self.group)
         self.comm.seconds += time.perf_counter() - t0
 
     def embedding_stats(self) -> dict[str, float]:

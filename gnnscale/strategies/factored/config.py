@@ -43,6 +43,20 @@ def check_sync(staleness: Any, switching: Any, world: int) -> None:
                           "has nobody to run ahead of; use strategy.staleness=0")
 
 
+def check_sparse_tables(dataset: str, staleness: int, switching: bool, queue: str) -> None:
+    """What factored refuses on a typed graph with featureless node types (their sparse
+    embedding tables are gathered per step on the trainers, not in the dense reduction)."""
+    if switching:
+        raise ConfigError(f"strategy.switching=true on dataset {dataset}: its featureless node "
+                          "types train sparse embedding tables, which standby trainers cannot "
+                          "reduce without stalling the trainers; use strategy.switching=false")
+    if staleness > 0 and queue != "shared":
+        raise ConfigError(f"strategy.staleness={staleness} with strategy.queue={queue} on "
+                          f"dataset {dataset}: its featureless node types train sparse embedding "
+                          "tables, which only the shared queue reduces per step; use "
+                          "strategy.queue=shared or strategy.staleness=0")
+
+
 @register("strategy", "factored")
 @dataclass
 class FactoredConfig(SamplingConfig):
@@ -52,12 +66,16 @@ class FactoredConfig(SamplingConfig):
     deps: ClassVar[str] = "replicate"
     default_deps: ClassVar[str] = "depcache"
     default_cache: ClassVar[str] = "presample"
+    trains_types: ClassVar[bool] = True  # trainers train types as data does (sparse tables)
     #: the role totals: seconds summed over the sampler ranks or over the trainer ranks
     reductions: ClassVar[dict[str, Reduce]] = {
         "sampler_busy_time": Reduce.sum, "sampler_idle_time": Reduce.sum,
         "trainer_busy_time": Reduce.sum, "trainer_idle_time": Reduce.sum,
         "standby_train_time": Reduce.sum,
         "presample_time": Reduce.max,  # the slowest sampler's
+        # typed graphs, per trainer as under data: each holds the whole tables
+        "embedding_rows_held": Reduce.max, "embedding_bytes": Reduce.max,
+        "embedding_rows_touched": Reduce.mean,
     }
     _target_: str = "gnnscale.strategies.factored.Factored"
     batch_size: int = 1024  # global mini-batch (all trainers together)
@@ -94,6 +112,17 @@ class FactoredConfig(SamplingConfig):
         if cfg.get("cache") is not None and cfg.cache.get("placement") == "partitioned":
             raise ConfigError("strategy=factored caches on trainers only: use "
                               "cache.placement=replicated")
+
+
+    @classmethod
+    def check_data(cls, cfg: Any, built: Checked) -> None:
+        """:meth:`StrategyConfig.check_data`, and what sparse embedding tables (a typed
+        graph's featureless types) rule out: :func:`check_sparse_tables`."""
+        super().check_data(cfg, built)
+        graph = built.graph
+        if graph is not None and graph.is_typed and 0 in graph.feature_dims:
+            check_sparse_tables(graph.name, cfg.strategy.staleness, cfg.strategy.switching,
+                                cfg.strategy.queue)
 
 
 def check_queue(queue: Any, prefetch: Any, slot_mb: Any) -> None:

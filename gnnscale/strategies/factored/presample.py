@@ -6,7 +6,8 @@ the K pre-sampling epochs' micro-batches (the draws of
 trainers' world size, so the task's own seeds; job ``j`` to sampler ``j mod S``), each sums
 its visit counts, and one SUM all-reduce on the queue group (trainers contribute zeros) hands
 every rank the total. The trainers rank those counts exactly as the policy does, so their
-cache equals the one a single process would choose.
+cache equals the one a single process would choose (on a typed graph, the ranking over the
+global ids that the typed store slices per featured type).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ def samplers_presample(strat) -> bool:
         return False
     if policy.auto:  # the budget is known on the trainers only (measured peak): pre-sample
         return True
+    if graph.is_typed:  # each featured type caches its own rows (as the typed store sizes it)
+        return any(x.shape[1] > 0 and policy.capacity(int(x.shape[0]),
+                                                      int(x.shape[1]) * x.element_size()) > 0
+                   for x in graph.features.values())
     row_bytes = graph.num_features * graph.x.element_size()
     return policy.capacity(graph.num_nodes, row_bytes) > 0
 

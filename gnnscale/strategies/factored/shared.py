@@ -19,7 +19,11 @@ gradient of ``loss / J`` in row ``slot`` of the step's buffer (zeros elsewhere).
 summed over the takers (one non-zero row per slot, so the sum is exact) and the rows are then
 added in slot order, so a step's gradient is the same bits whichever taker trained which job;
 with ``staleness=0`` it is ``data``'s step with J ranks. Every taker applies every step's
-update, in step order. A rank launches a step's reduction as soon as it holds no job of that
+update, in step order. A typed model's sparse embedding tables (featureless node types) stay
+out of the rows: each job's looked-up rows and their gradients are kept by slot, and as a step
+is applied the takers all-gather them on a group of their own and put them in slot order
+(:mod:`gnnscale.distributed.sparse`), so the tables' gradient does not depend on who trained
+what either. A rank launches a step's reduction as soon as it holds no job of that
 step and every job of it is taken.
 
 **Prefetch.** A trainer claims up to ``strategy.prefetch`` jobs ahead of the one it trains,
@@ -47,13 +51,15 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.distributed import device as device_seam
+from gnnscale.distributed.collectives import all_gather_rows
 from gnnscale.distributed.ring import JobRing
+from gnnscale.distributed.sparse import flat_sparse, set_sparse, table_rows
 from gnnscale.distributed.topology import run_timeout
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.strategies.factored.hosts import HostJobs
 from gnnscale.strategies.factored.queue import unpack
 from gnnscale.strategies.factored.relay import Relay, Requests, make_job
-from gnnscale.strategies.factored.sync import StepStats, _profit, train_job
+from gnnscale.strategies.factored.sync import StepStats, _profit, host_inputs, train_job
 
 EXTRA = 3  # per slot: loss, the trainer's seconds, 1 when a trainer trained it
 _DONE = object()
@@ -80,16 +86,22 @@ def open_ring(strat) -> JobRing | None:
 
 class SlotReducer:
     """Each step's gradient as one row per slot, all-reduced over the takers (async, in step
-    order) and summed in slot order; :meth:`apply_until` applies them in order."""
+    order) and summed in slot order; :meth:`apply_until` applies them in order. Sparse
+    embedding tables' gradients are gathered per step as it is applied, in slot order."""
 
     def __init__(self, strat, stats: StepStats, steps: int, progress=None) -> None:
         self.strat, self.stats, self.steps, self.progress = strat, stats, steps, progress
-        self.params = [p for p in strat._module.parameters() if p.requires_grad]
+        #: embedding tables with sparse gradients: gathered per step in slot order, not rows
+        self.sparse = list(strat._sparse)
+        skip = {id(p) for p in self.sparse}
+        self.trained = [p for p in strat._module.parameters() if p.requires_grad]
+        self.params = [p for p in self.trained if id(p) not in skip]
         self.sizes = [p.numel() for p in self.params]
         dtypes = {p.dtype for p in self.params}
         self.dtype = dtypes.pop() if len(dtypes) == 1 else torch.float64
         self.slots = strat.jobs_per_step  # J rows: one per job of the step
         self.open: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.open_sparse: dict[int, dict[int, tuple[torch.Tensor, torch.Tensor]]] = {}
         self.pending: deque = deque()
         self.posted = self.applied = 0  # steps launched, steps applied
 
@@ -108,6 +120,10 @@ class SlotReducer:
                 row[pos: pos + n].copy_(p.grad.detach().reshape(-1))
             p.grad = None
             pos += n
+        if self.sparse:  # the job's looked-up rows, reduced when the step is applied
+            self.open_sparse.setdefault(step, {})[slot] = flat_sparse(self.sparse)
+            for p in self.sparse:
+                p.grad = None
         extra[slot, 0] = loss
         if trainer:  # the trainers' seconds per job (T_t); standby jobs do not count
             extra[slot, 1], extra[slot, 2] = seconds, 1.0
@@ -155,10 +171,12 @@ class SlotReducer:
         for p, n in zip(self.params, self.sizes):
             p.grad = total[pos: pos + n].view_as(p).to(device=p.device, dtype=p.dtype)
             pos += n
+        if self.sparse:
+            self._gather_sparse(self.open_sparse.pop(self.applied, {}))
         if self.strat.record is not None:
-            self.strat.record["grads"].append([p.grad.clone() for p in self.params])
+            self.strat.record["grads"].append([p.grad.clone() for p in self.trained])
         self.strat._optimizer.step()
-        for p in self.params:
+        for p in self.trained:
             p.grad = None
         self.stats.loss_sum += sum(extra[:, 0].tolist())
         seconds, jobs = float(extra[:, 1].sum()), float(extra[:, 2].sum())
@@ -167,6 +185,26 @@ class SlotReducer:
         self.applied += 1
         if self.progress is not None:
             self.progress.update(1)
+
+    def _gather_sparse(self, mine: dict[int, tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """The step's sparse gradients: every taker's jobs' rows and values (each row keyed by
+        its slot) in one pair of all-gathers on the takers' sparse group (applied in step
+        order on every taker, so the collectives match), put in slot order: the same
+        gradient whoever trained which job. Blocks until every taker applies the step."""
+        total = table_rows(self.sparse)
+        ref = self.sparse[0]
+        keys = [rows + slot * total for slot, (rows, _) in sorted(mine.items())]
+        vals = [v for _, (_, v) in sorted(mine.items())]
+        keys_t = torch.cat(keys) if keys else torch.empty(0, dtype=torch.long,
+                                                          device=ref.device)
+        vals_t = torch.cat(vals) if vals else ref.new_zeros((0, *ref.shape[1:]))
+        group = self.strat.sparse_group
+        all_keys = torch.cat(all_gather_rows(keys_t, group))
+        all_vals = torch.cat(all_gather_rows(vals_t, group))
+        self.stats.bytes_reduced += keys_t.numel() * keys_t.element_size() + \
+            vals_t.numel() * vals_t.element_size()
+        order = torch.argsort(torch.div(all_keys, total, rounding_mode="floor"), stable=True)
+        set_sparse(self.sparse, all_keys[order] % total, all_vals[order])
 
 
 @dataclass
@@ -464,7 +502,7 @@ def _maybe_train(strat, ring: JobRing, reducer: SlotReducer, stats: StepStats, e
     strat.visited(mb.input_nodes)  # sent to rank 0 at the epoch's end (footprint)
     dev = strat.ctx.topo.device
     t0 = time.perf_counter()
-    x = strat.ctx.graph.x[mb.input_nodes].to(dev)  # a standby trainer has no cache
+    x = host_inputs(strat.ctx.graph, mb.input_nodes, dev)  # a standby trainer has no cache
     y = device_seam.to_device(strat.schedule.target(epoch, step, slot), dev)
     stats.load_seconds += time.perf_counter() - t0
     before = stats.train_seconds

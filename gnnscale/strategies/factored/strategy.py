@@ -20,11 +20,20 @@ be cut into several jobs per trainer (``strategy.jobs_per_trainer``, GNNLab's mi
 so that a faster trainer takes more of it even at ``staleness=0``; trainers gather the next
 job's features while they train (``strategy.prefetch``) and samplers switch to training at
 any point of the epoch (:mod:`~gnnscale.strategies.factored.shared`).
+
 ``routes``: each job goes point to point from its sampler to the trainer of its slot
 (:mod:`~gnnscale.strategies.factored.queue`). With
 routes and ``strategy.switching=true`` (GNNLab's behaviour; off by default) or
 ``strategy.staleness > 0`` every rank joins each step's gradient reduction and a finished
 sampler may train jobs as a standby trainer: see :mod:`~gnnscale.strategies.factored.sync`.
+
+On a typed graph the trainers gather typed inputs through the same feature store as ``data``
+and the typed blocks (``edge_type``, ``e_id``) travel through the queue in the mini-batch
+codec. A typed model's sparse embedding tables (featureless node types) are reduced over the
+trainers as ``data`` reduces them (:mod:`gnnscale.distributed.sparse`): on fixed routes by
+``data``'s step, on the shared queue per job in slot order as each step is applied. Dynamic
+switching, and staleness on fixed routes, are refused with such tables
+(:func:`~gnnscale.strategies.factored.config.check_sparse_tables`).
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from gnnscale.distributed import ring as job_ring
 from gnnscale.distributed.collectives import new_group
 from gnnscale.distributed.device import Purpose
 from gnnscale.errors import ConfigError
+from gnnscale.optim.base import sparse_parameters
 from gnnscale.sampling.schedule import Draw
 from gnnscale.strategies.base import RunContext
 from gnnscale.strategies.data.strategy import DataParallel
@@ -49,6 +59,7 @@ from gnnscale.strategies.factored.allocation import Allocation, allocate, profil
 from gnnscale.strategies.factored.config import (
     FactoredConfig,
     auto_jobs_per_trainer,
+    check_sparse_tables,
     parse_jobs_per_trainer,
     parse_samplers,
 )
@@ -105,6 +116,10 @@ class Factored(DataParallel):
         if topo.world_size > 1:
             self.queue_group = new_group(range(topo.world_size), purpose=Purpose.host)
         self.shared = self._use_shared_queue()
+        tables = bool(sparse_parameters(self.ctx.model))
+        if tables:  # sparse embedding tables: the shared queue's reduction, or data's (routes)
+            check_sparse_tables(self.ctx.graph.name, self.staleness, self.switching,
+                                "shared" if self.shared else "routes")
         if self.shared:  # samplers hold replicas only when they may train
             self.synced = self.switching
         elif self.synced:  # each step's reduction, all ranks
@@ -129,6 +144,8 @@ class Factored(DataParallel):
             self.takers = tuple(r for r in range(topo.world_size) if r < trainers or (
                 self.switching and self.hosts.ring_of(r) is not None))
             self.reduce_group = new_group(self.takers, purpose=Purpose.host)
+            #: each step's sparse gradients, gathered as the step is applied (SlotReducer)
+            self.sparse_group = new_group(self.takers, purpose=Purpose.host) if tables else None
             self.relay_groups = (new_group(range(topo.world_size), purpose=Purpose.host),
                                  new_group(range(topo.world_size), purpose=Purpose.host)) \
                 if self.hosts.remote else (None, None)  # requests, jobs
@@ -142,6 +159,7 @@ class Factored(DataParallel):
             self.setup_training(self.train_topo)
         else:
             self._module = self.ctx.model.to(topo.device)
+            self._sparse = sparse_parameters(self._module)
             self._optimizer = self.ctx.optim(self._module)
         if self.synced:
             sync_replicas(self)
@@ -340,6 +358,7 @@ class Factored(DataParallel):
              "edges_computed": float(stats.edges), "nodes_loaded": float(stats.nodes),
              "bytes_allreduce": float(stats.bytes_reduced)}
         m.update(self.store.epoch_stats())
+        m.update(self.embedding_stats())
         m = self._trainer_metrics(m)
         m["trainer_idle_time"] = stats.queue_wait + stats.reduce_wait
         if self.shared:  # who trained how many jobs (summed over the trainers: one each)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from gnnscale.cache.store import typed_inputs
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.strategies.factored.queue import JobSender, pack, receive, taken_marker
 
@@ -99,6 +100,13 @@ class StepReducer:
             self.stats.loss_sum += loss
             if jobs > 0:
                 self.stats.last_t_train = seconds / jobs
+
+
+def host_inputs(graph, nodes: torch.Tensor, device=None):
+    """A job's input rows straight from the host graph (a standby trainer has no feature
+    store): the feature rows, or a typed graph's typed inputs."""
+    x = typed_inputs(graph, nodes) if graph.is_typed else graph.x[nodes]
+    return x if device is None else x.to(device)
 
 
 def job_key(epoch: int, step: int) -> int:
@@ -212,7 +220,7 @@ def sampler_epoch(strat, epoch: int, steps: int, stats: StepStats) -> JobSender:
             t, mb = kept
             strat.visited(mb.input_nodes)  # sent to rank 0 at the epoch's end (footprint)
             t0 = time.perf_counter()
-            x = strat.ctx.graph.x[mb.input_nodes]
+            x = host_inputs(strat.ctx.graph, mb.input_nodes)
             y = strat.schedule.target(epoch, step, t)
             stats.load_seconds += time.perf_counter() - t0
             before = stats.train_seconds
