@@ -52,12 +52,14 @@ class FactoredConfig(SamplingConfig):
     deps: ClassVar[str] = "replicate"
     default_deps: ClassVar[str] = "depcache"
     default_cache: ClassVar[str] = "presample"
+    takes_edge_features: ClassVar[bool] = True  # trainers gather them from the jobs' edge ids
     #: the role totals: seconds summed over the sampler ranks or over the trainer ranks
     reductions: ClassVar[dict[str, Reduce]] = {
         "sampler_busy_time": Reduce.sum, "sampler_idle_time": Reduce.sum,
         "trainer_busy_time": Reduce.sum, "trainer_idle_time": Reduce.sum,
         "standby_train_time": Reduce.sum,
         "presample_time": Reduce.max,  # the slowest sampler's
+        "bytes_edge_features": Reduce.sum,  # edge feature rows the trainers read
     }
     _target_: str = "gnnscale.strategies.factored.Factored"
     batch_size: int = 1024  # global mini-batch (all trainers together)

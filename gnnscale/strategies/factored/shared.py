@@ -240,7 +240,7 @@ class Feeder:
         t0 = time.perf_counter()
         _, step, mb = unpack(header, body)
         strat = self.strat
-        x = strat.store.gather(mb.input_nodes)
+        x = strat.gather(mb)
         y = device_seam.to_device(self.targets(number), strat.ctx.topo.device)
         return Job(number, step, mb, x, y, time.perf_counter() - t0,
                    (header.numel() + body.numel()) * 8)

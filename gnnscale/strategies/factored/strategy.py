@@ -326,6 +326,7 @@ class Factored(DataParallel):
                     **dict(zip(_SAMPLER_STATS, out.tolist()))}
         self._received_bytes = 0
         self.store.reset_epoch()
+        self.reset_edges()
         if self.shared:
             shared.taker_epoch(self, self.ring, epoch, steps, stats, progress)
         else:
@@ -340,6 +341,7 @@ class Factored(DataParallel):
              "edges_computed": float(stats.edges), "nodes_loaded": float(stats.nodes),
              "bytes_allreduce": float(stats.bytes_reduced)}
         m.update(self.store.epoch_stats())
+        m.update(self.edge_stats())
         m = self._trainer_metrics(m)
         m["trainer_idle_time"] = stats.queue_wait + stats.reduce_wait
         if self.shared:  # who trained how many jobs (summed over the trainers: one each)

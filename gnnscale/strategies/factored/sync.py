@@ -149,7 +149,7 @@ def trainer_epoch(strat, epoch: int, steps: int, stats: StepStats, progress=None
         if mb is not None:
             t1 = time.perf_counter()
             strat.visited(mb.input_nodes)
-            x = strat.store.gather(mb.input_nodes)
+            x = strat.gather(mb)
             y = strat.schedule.target(epoch, step, me).to(dev)
             stats.load_seconds += time.perf_counter() - t1
             before = stats.train_seconds
