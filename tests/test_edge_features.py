@@ -79,8 +79,7 @@ def test_edge_rows_follow_the_edge_ids_and_are_counted():
         EdgeFeatures(_data_fns.make_graph())
 
 
-@pytest.mark.parametrize("kind,name", [("data", "gat_edge"), ("factored", "user_gatv2edge"),
-                                       ("data", "gine")])
+@pytest.mark.parametrize("kind,name", [("data", "gat_edge"), ("factored", "user_gatv2edge")])
 def test_one_rank_equals_one_process_with_edge_features(kind, name):
     """The strategy asks the sampler for edge ids and gathers their rows: one rank's steps
     equal one process feeding graph.edge_attr[e_id]; the bytes are reported."""
@@ -150,6 +149,25 @@ def test_model_schemas_check_edge_dim():
         GINEConfig().edge_inputs(0)
 
 
+@pytest.mark.parametrize("overrides", [
+    ("model=gat", "model.edge_dim=auto", "model.heads=2", "model.hidden=8"),
+    ("model=custom", "model.target=tests._user_models.GATv2EdgeNet", "+model.kwargs.edge_dim=auto"),
+])
+def test_edge_dim_auto_is_the_datasets_width(tmp_path, overrides):
+    from gnnscale.strategies.base import build_model
+    from gnnscale.tasks.node import NodeTask
+
+    graph = _data_fns.graph_for("gine")
+    cfg = make_cfg(tmp_path, *overrides, "model.num_layers=2", "sampler.fanouts=[4,3]")
+    model = build_model(cfg, graph, NodeTask())
+    assert model.reads_edge_features
+    convs = model.net.convs if hasattr(model, "net") else model.convs
+    assert all(c.lin_edge.in_channels == _data_fns.EDGE_DIM for c in convs)
+    with pytest.raises(ConfigError, match="the graph has none"):
+        build_model(cfg, _data_fns.make_graph(), NodeTask())
+
+
+@pytest.mark.slow
 def test_gat_reads_edge_features_through_the_runner(tmp_path):
     """train.py's path: dataset=custom with edge_attr, model=gat model.edge_dim=auto (the
     dataset's width), strategy=data: trains, evaluates, reports the edge feature bytes."""

@@ -501,8 +501,9 @@ class CustomModelConfig(Options):
         if self.kwargs.get("edge_dim") != "auto":
             return {}
         if width <= 0:
-            raise ConfigError("model.kwargs.edge_dim=auto but the graph has no edge "
-                              "features: use a dataset with edge features, or drop edge_dim")
+            raise ConfigError("model.kwargs.edge_dim=auto asks for edge features but the "
+                              "graph has none: use a dataset with edge features, or drop "
+                              "edge_dim")
         return {"kwargs": {**self.kwargs, "edge_dim": int(width)}}
 
 
