@@ -343,7 +343,7 @@ class GNN(nn.Module):
         for conv in self.convs:
             out = getattr(conv, "out_channels", None)
             if out is None:  # GIN, GINE: its MLP's last layer (not GINE's edge projection)
-                mlp = getattr(conv, "nn", conv)
+                mlp = conv.nn if isinstance(getattr(conv, "nn", None), nn.Module) else conv
                 out = [m for m in mlp.modules() if isinstance(m, nn.Linear)][-1].out_features
             elif getattr(conv, "concat", False):
                 out *= conv.heads

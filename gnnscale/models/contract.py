@@ -107,7 +107,7 @@ def conv_width(conv: Any) -> int:
 
     out = getattr(conv, "out_channels", None)
     if out is None:  # its MLP's (GINEConv's edge projection is not the output)
-        mlp = getattr(conv, "nn", conv)
+        mlp = conv.nn if isinstance(getattr(conv, "nn", None), nn.Module) else conv
         linears = [m for m in mlp.modules() if isinstance(m, nn.Linear)]
         if not linears:
             raise ConfigError(f"cannot tell the output width of {type(conv).__name__} (no "
