@@ -90,8 +90,9 @@ def test_one_rank_equals_one_process_with_edge_features(kind, name):
 
 @pytest.mark.slow
 def test_two_ranks_equal_one_process_with_edge_features():
-    """data on 2 ranks, factored with a sampler rank (shared queue and fixed routes: the jobs
-    carry edge ids, the trainer gathers the rows) equal one process, step by step."""
+    """data on 2 ranks, factored with a sampler rank (shared queue, fixed routes, and routes
+    with switching: the jobs carry edge ids, whoever trains gathers the rows) equal one
+    process, step by step."""
     ranks = spawn(_edge_fns.edge_strategies, 2)
     for name in _data_fns.EDGE_MODELS:
         two, one = (_factored_fns.reference_epoch(t, model=name) for t in (2, 1))
@@ -106,6 +107,15 @@ def test_two_ranks_equal_one_process_with_edge_features():
                        "grads": got["record"]["grads"]}
             _matches(got, one, 0)
             assert trainers[0]["metrics"]["bytes_edge_features"] > 0
+    one = _factored_fns.reference_epoch(1, model="gat_edge")
+    assert any(r["switching"]["trained"] for r in ranks if not r["switching"]["trainer"])
+    for r in ranks:  # switching: every rank's reduced step gradients and parameters
+        for got_step, want_step in zip(r["switching"]["record"]["grads"], one["grads"],
+                                       strict=True):
+            for got, want in zip(got_step, want_step, strict=True):
+                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+        for got, want in zip(r["switching"]["params"], one["params"], strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
 
 def _meta(edge_dims: tuple[int, ...]) -> DatasetMeta:

@@ -67,6 +67,12 @@ class EdgeFeatures:
         self.bytes = 0
 
 
+def attach_host(graph: GraphStore, blocks: list[Block]) -> list[Block]:
+    """Every block's ``edge_attr`` from the host table, on the host, not counted (a standby
+    trainer's or a profile's, which read node rows from the host table too)."""
+    return EdgeFeatures(graph).attach(blocks)
+
+
 def gather_edge_rows(table: torch.Tensor, e_id: torch.Tensor) -> torch.Tensor:
     """``table[e_id]`` on the host (the native multi-threaded gather when built), as stored
     (:meth:`EdgeFeatures.attach` casts to float32 for the convs)."""

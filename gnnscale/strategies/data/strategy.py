@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from gnnscale.cache.edges import EdgeFeatures
+from gnnscale.cache.edges import EdgeFeatures, attach_host
 from gnnscale.cache.store import build_feature_store, typed_inputs
 from gnnscale.distributed import device as device_seam
 from gnnscale.distributed.collectives import all_gather_rows, group_size
@@ -260,6 +260,14 @@ class DataParallel(SamplingStrategy):
         m.update(self.embedding_stats())
         m.update(self.edge_stats())
         return m
+
+    def host_gather(self, mb: MiniBatch) -> torch.Tensor:
+        """``mb``'s input rows straight from the host table, on the host (a rank that trains
+        without a feature store: a factored sampler as a standby trainer); each block's
+        ``edge_attr`` too when the model reads edge features."""
+        if getattr(self.ctx.model, "reads_edge_features", False):
+            attach_host(self.ctx.graph, mb.blocks)
+        return self.ctx.graph.x[mb.input_nodes]
 
     def reset_edges(self) -> None:
         """Zero the edge feature counters (an epoch starts)."""

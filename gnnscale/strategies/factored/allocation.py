@@ -58,7 +58,7 @@ def profile(strategy, steps: int = 3) -> tuple[float, float]:
             t0 = time.perf_counter()
             mb = ctx.sampler.sample(ctx.graph, draw.seeds, draw.sample_seed)
             t1 = time.perf_counter()
-            x = ctx.graph.x[mb.input_nodes].to(dev)
+            x = strategy.host_gather(mb).to(dev)
             out = model(x, [b.to(dev) for b in mb.blocks])
             ctx.task.loss(out, draw.target.to(dev)).backward()
             device_seam.synchronize(dev)

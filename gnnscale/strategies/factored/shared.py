@@ -464,7 +464,7 @@ def _maybe_train(strat, ring: JobRing, reducer: SlotReducer, stats: StepStats, e
     strat.visited(mb.input_nodes)  # sent to rank 0 at the epoch's end (footprint)
     dev = strat.ctx.topo.device
     t0 = time.perf_counter()
-    x = strat.ctx.graph.x[mb.input_nodes].to(dev)  # a standby trainer has no cache
+    x = strat.host_gather(mb).to(dev)  # a standby trainer has no cache
     y = device_seam.to_device(strat.schedule.target(epoch, step, slot), dev)
     stats.load_seconds += time.perf_counter() - t0
     before = stats.train_seconds

@@ -212,7 +212,7 @@ def sampler_epoch(strat, epoch: int, steps: int, stats: StepStats) -> JobSender:
             t, mb = kept
             strat.visited(mb.input_nodes)  # sent to rank 0 at the epoch's end (footprint)
             t0 = time.perf_counter()
-            x = strat.ctx.graph.x[mb.input_nodes]
+            x = strat.host_gather(mb)
             y = strat.schedule.target(epoch, step, t)
             stats.load_seconds += time.perf_counter() - t0
             before = stats.train_seconds
