@@ -4,8 +4,10 @@ A model that reads edge features (``model=gat model.edge_dim=auto``, ``model=gin
 conv with ``edge_dim``) needs each block's ``edge_attr``: the rows of the graph's edge feature
 matrix (one ``[E, D]`` matrix in CSC order, memory-mapped like the node features) at the
 block's edge ids. :class:`EdgeFeatures` reads them from the host table by ``block.e_id`` and
-puts them on the rank's device; the strategies that sample (``data``, ``factored``) call it in
-the one place they gather a mini-batch's node features (``DataParallel.gather``).
+puts them on the rank's device; the strategies that sample (``data``, ``factored``) call it
+where they gather a mini-batch's node features: ``DataParallel.gather`` (through the feature
+store) and ``DataParallel.host_gather`` (from the host table: a factored sampler training
+standby jobs, the allocation profile), through :func:`attach_host`.
 
 They are gathered from the edge ids on the rank that trains, not carried by the mini-batch
 codec: a sampler process, a factored sampler rank or the shared queue ships 8 bytes per edge
