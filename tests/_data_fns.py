@@ -20,24 +20,50 @@ BATCH = 48
 STEPS = 3
 
 
-def make_graph(n: int = 300, e: int = 1500, f: int = 12, c: int = 4) -> GraphStore:
+#: models that read edge features: make_graph(edge_dim=EDGE_DIM) gives them a graph that has
+EDGE_MODELS = ("gat_edge", "gine", "user_gatv2edge")
+EDGE_DIM = 3
+
+
+def make_graph(n: int = 300, e: int = 1500, f: int = 12, c: int = 4,
+               edge_dim: int = 0) -> GraphStore:
+    """A random symmetric graph; ``edge_dim`` > 0: with edge features that wide (drawn after
+    everything else, so the rest is the same graph)."""
     g = torch.Generator().manual_seed(7)
     ei = torch.randint(0, n, (2, e), generator=g)
+    x, y = torch.randn(n, f, generator=g), torch.randint(0, c, (n,), generator=g)
+    attr = torch.randn(e, edge_dim, generator=g) if edge_dim else None
     return GraphStore.from_edge_index(
-        ei, n, symmetrize=True, self_loops="remove", x=torch.randn(n, f, generator=g),
-        y=torch.randint(0, c, (n,), generator=g), num_classes=c,
+        ei, n, symmetrize=True, self_loops="remove", x=x, y=y, num_classes=c, edge_attr=attr,
         train_idx=torch.arange(0, 200), val_idx=torch.arange(200, 250),
         test_idx=torch.arange(250, 300),
     )
 
 
+def graph_for(model: str) -> GraphStore:
+    """:func:`make_graph`, with edge features for a model of :data:`EDGE_MODELS`."""
+    return make_graph(edge_dim=EDGE_DIM if model in EDGE_MODELS else 0)
+
+
 def make_model(graph: GraphStore, name: str = "sage") -> torch.nn.Module:
-    """SAGE, or ``user_<key>``: a user's own model of tests/_user_models.py (model=custom)."""
+    """SAGE, ``gat_edge`` / ``gine`` (built-ins reading edge features), or ``user_<key>``: a
+    user's own model of tests/_user_models.py (model=custom)."""
     torch.manual_seed(3)
     if name.startswith("user_"):
         from tests import _user_models
 
-        return _user_models.wrap(name, graph.num_features, graph.num_classes, len(FANOUTS))
+        return _user_models.wrap(name, graph.num_features, graph.num_classes, len(FANOUTS),
+                                 edge_dim=EDGE_DIM if name in EDGE_MODELS else None)
+    if name == "gat_edge":
+        from gnnscale.models.gat import GAT
+
+        return GAT(graph.num_features, graph.num_classes, heads=2, hidden=8,
+                   num_layers=len(FANOUTS), dropout=0.0, edge_dim=EDGE_DIM)
+    if name == "gine":
+        from gnnscale.models.gine import GINE
+
+        return GINE(graph.num_features, graph.num_classes, edge_dim=EDGE_DIM, hidden=16,
+                    num_layers=len(FANOUTS), dropout=0.0)
     return SAGE(graph.num_features, graph.num_classes, hidden=16, num_layers=len(FANOUTS),
                 dropout=0.0)
 

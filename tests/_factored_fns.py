@@ -17,7 +17,7 @@ from gnnscale.sampling.schedule import Schedule, epoch_batches, sample_seed
 from gnnscale.strategies.base import RunContext
 from gnnscale.strategies.data.strategy import DataParallel
 from gnnscale.strategies.factored.strategy import Factored
-from tests._data_fns import FANOUTS, make_graph, make_model
+from tests._data_fns import FANOUTS, graph_for, make_graph, make_model
 
 BATCH = 67  # 200 training vertices: exactly 3 steps per epoch
 
@@ -45,7 +45,7 @@ def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1,
     if hosts > 1:
         per = topo.world_size // hosts
         topo = dataclasses.replace(topo, local_rank=topo.rank % per, local_world_size=per)
-    graph = make_graph()
+    graph = graph_for(model)
     ctx = RunContext(topo=topo, graph=graph, model=make_model(graph, model),
                      sampler=make_sampler(sampler), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
@@ -86,11 +86,13 @@ def train_one_epoch(topo, kind: str, samplers: str = "1", queue_depth: int = 1,
 
 
 def reference_epoch(trainers: int, sampler_name: str = "neighbor", model: str = "sage") -> dict:
-    """One process: per step, the mean of the ``trainers`` micro-batch losses."""
-    graph = make_graph()
+    """One process: per step, the mean of the ``trainers`` micro-batch losses (a model that
+    reads edge features: each block's ``edge_attr`` is ``graph.edge_attr[e_id]``)."""
+    graph = graph_for(model)
     model = make_model(graph, model)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     sampler = make_sampler(sampler_name)
+    sampler.with_edge_ids = model.reads_edge_features
     grads, losses = [], []
     for step, batch in enumerate(epoch_batches(graph.train_idx, BATCH, 0, 0,
                                                min_size=trainers)):
@@ -98,6 +100,8 @@ def reference_epoch(trainers: int, sampler_name: str = "neighbor", model: str = 
         per_rank = []
         for rank, targets in enumerate(torch.tensor_split(batch, trainers)):
             mb = sampler.sample(graph, targets, sample_seed(0, 0, step, rank))
+            for b in mb.blocks if model.reads_edge_features else ():
+                b.edge_attr = graph.edge_attr[b.e_id]
             out = model(graph.x[mb.input_nodes], mb.blocks)
             per_rank.append(F.cross_entropy(out, graph.y[mb.targets]))
         torch.stack(per_rank).mean().backward()

@@ -1,8 +1,9 @@
 """Models written the way PyG users write them, outside gnnscale (``model=custom`` targets).
 
-The three layer-wise ones follow the contract of docs/bring-your-own-model.md (a ``convs``
+The layer-wise ones follow the contract of docs/bring-your-own-model.md (a ``convs``
 ModuleList and a vertex-wise ``between``); their own ``forward(x, edge_index)`` is what a user
-runs without gnnscale. ``TutorialGCN`` is a whole-graph-only model (two named convs, no list).
+runs without gnnscale (``GATv2EdgeNet``'s also takes ``edge_attr``). ``TutorialGCN`` is a
+whole-graph-only model (two named convs, no list).
 """
 
 from __future__ import annotations
@@ -54,6 +55,30 @@ class GATv2Net(nn.Module):
         return x
 
 
+class GATv2EdgeNet(nn.Module):
+    """GATv2Net whose attention reads edge features (``edge_dim``: their width; gnnscale fills
+    ``model.kwargs.edge_dim=auto`` with the dataset's)."""
+
+    def __init__(self, in_channels: int, out_channels: int, edge_dim: int, hidden: int = 8,
+                 heads: int = 2, num_layers: int = 2) -> None:
+        super().__init__()
+        convs = [GATv2Conv(in_channels, hidden, heads=heads, edge_dim=edge_dim)]
+        for _ in range(num_layers - 2):
+            convs.append(GATv2Conv(hidden * heads, hidden, heads=heads, edge_dim=edge_dim))
+        convs.append(GATv2Conv(hidden * heads, out_channels, heads=1, edge_dim=edge_dim))
+        self.convs = nn.ModuleList(convs)
+
+    def between(self, i: int, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return F.elu(h)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor,
+                edge_attr: torch.Tensor) -> torch.Tensor:
+        for i, conv in enumerate(self.convs):
+            h = conv(x, edge_index, edge_attr=edge_attr)
+            x = self.between(i, h, x) if i < len(self.convs) - 1 else h
+        return x
+
+
 class ResGIN(nn.Module):
     """GIN with a LayerNorm and a residual around every hidden layer."""
 
@@ -99,21 +124,27 @@ class BatchNormGIN(ResGIN):
 
 
 LAYER_WISE = {"graphconv": GraphConvNet, "gatv2": GATv2Net, "resgin": ResGIN}
+#: layer-wise models that read edge features (data and factored on graphs that have them)
+EDGE_READING = {"gatv2edge": GATv2EdgeNet}
 WHOLE_GRAPH = {"tutorial": TutorialGCN}
 
 
 def wrap(name: str, in_channels: int, out_channels: int, num_layers: int,
-         dropout: float = 0.0, input_dropout: float = 0.0):
-    """``user_<key>`` of :data:`LAYER_WISE` (or :data:`WHOLE_GRAPH`) as ``model=custom`` builds
-    it: by its dotted path, with ``num_layers`` in its kwargs (gnnscale's dropouts keyed by
-    vertex id)."""
+         dropout: float = 0.0, input_dropout: float = 0.0, edge_dim: int | None = None):
+    """``user_<key>`` of :data:`LAYER_WISE`, :data:`EDGE_READING` (give ``edge_dim``) or
+    :data:`WHOLE_GRAPH` as ``model=custom`` builds
+    it: by its dotted path, with ``num_layers`` (and ``edge_dim``, when given) in its kwargs
+    (gnnscale's dropouts keyed by vertex id)."""
     from gnnscale.models.custom import Custom
 
     key = name.removeprefix("user_")
     if key in WHOLE_GRAPH:  # its forward reads two hops
         return Custom(in_channels, out_channels, target=f"{__name__}.TutorialGCN",
                       num_layers=2, input_dropout=input_dropout)
-    cls = LAYER_WISE[key]
+    cls = LAYER_WISE[key] if key in LAYER_WISE else EDGE_READING[key]
+    kwargs = {"num_layers": num_layers}
+    if edge_dim is not None:
+        kwargs["edge_dim"] = edge_dim
     return Custom(in_channels, out_channels, target=f"{__name__}.{cls.__name__}",
-                  kwargs={"num_layers": num_layers}, dropout=dropout,
+                  kwargs=kwargs, dropout=dropout,
                   input_dropout=input_dropout)

@@ -12,6 +12,8 @@ whole graph instead (every rank the same forward, each keeping its share of the 
 On a typed graph layer 0 reads the typed model's encoded rows (:meth:`RGCN.encode` of every
 vertex's typed inputs: each rank encodes its share, the ranks all-gather them), and every
 block carries its edges' types (the sampler reads them from the graph).
+A model that reads edge features gets each block's ``edge_attr`` (the rows of its edges' ids,
+:mod:`gnnscale.cache.edges`), as in training.
 This is :meth:`Strategy.evaluate`'s default; a strategy may evaluate its own way.
 """
 
@@ -21,6 +23,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from gnnscale.cache.edges import EdgeFeatures
 from gnnscale.cache.store import typed_inputs
 from gnnscale.data.graph import GraphStore
 from gnnscale.distributed.collectives import (
@@ -50,7 +53,9 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
                                 to_device(graph.edge_index(), device), ids)[mine.to(device)]
         model.train(was_training)
         return out
-    one_hop = NeighborSampler(fanouts=[-1])
+    edges = EdgeFeatures(graph, device) if getattr(model, "reads_edge_features", False) \
+        else None
+    one_hop = NeighborSampler(fanouts=[-1], with_edge_ids=edges is not None)
     world, rank = group_size(group), group_rank(group)
     h = _encoded(model, graph, device, batch_size, group) if graph.is_typed else graph.x
     for layer in range(model.num_layers):
@@ -62,6 +67,8 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
         outs = []
         for chunk in torch.split(mine, batch_size):
             mb = one_hop.sample(graph, chunk, 0)
+            if edges is not None:
+                edges.attach(mb.blocks)
             block = mb.blocks[0].to(device)
             if z is None:
                 outs.append(model.layer(layer, to_device(h[mb.n_id], device), block))

@@ -53,6 +53,8 @@ class GNN(nn.Module):
 
     #: The option's typed schema (models/schemas.py), built from :meth:`options` by :meth:`spec`.
     schema: ClassVar[type[ModelConfig]] = ModelConfig
+    #: The width of the edge features its convs read (``model.edge_dim``), None: none read.
+    edge_dim: int | None = None
 
     def __init__(self, in_channels: int, out_channels: int, hidden: int = 256,
                  num_layers: int = 3, dropout: float = 0.5, activation: str = "relu",
@@ -127,11 +129,28 @@ class GNN(nn.Module):
     def make_conv(self, layer: int, in_dim: int, out_dim: int) -> nn.Module:
         """The PyG conv layer ``layer`` (0 = input layer)."""
 
+    @property
+    def reads_edge_features(self) -> bool:
+        """Whether its convs read the blocks' edge features (``block.edge_attr``)."""
+        return self.edge_dim is not None
+
+    def edge_attr(self, block: Block) -> torch.Tensor:
+        """The block's edge features, which a model that reads them needs (one-line error)."""
+        if block.edge_attr is None:
+            raise ValueError(f"{type(self).__name__} reads edge features but the block "
+                             "carries none (edge_attr): train it with strategy=data or "
+                             "factored, which gather them")
+        return block.edge_attr
+
     def conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
         """Run conv ``layer`` on a block: ``x`` holds its sources, destinations first. A block
-        with ``edge_weight`` runs as :meth:`update` of the weighted :meth:`aggregate`."""
+        with ``edge_weight`` runs as :meth:`update` of the weighted :meth:`aggregate`; a model
+        that reads edge features gives the conv ``edge_attr=`` the block's rows."""
         if block.edge_weight is not None:
             return self.weighted_conv(layer, x, block)
+        if self.edge_dim is not None:
+            return self.convs[layer]((x, x[: block.num_dst]), block.edge_index,
+                                     edge_attr=self.edge_attr(block), size=block.size)
         if self.sparse_conv:  # PyG's fused sparse product: no per-edge message rows
             return self.convs[layer]((x, x[: block.num_dst]), block_matrix(block, None, x.dtype))
         return self.convs[layer]((x, x[: block.num_dst]), block.edge_index, size=block.size)
@@ -323,8 +342,9 @@ class GNN(nn.Module):
         dims = [in_dim]
         for conv in self.convs:
             out = getattr(conv, "out_channels", None)
-            if out is None:  # GIN: its MLP's last layer
-                out = [m for m in conv.modules() if isinstance(m, nn.Linear)][-1].out_features
+            if out is None:  # GIN, GINE: its MLP's last layer (not GINE's edge projection)
+                mlp = conv.nn if isinstance(getattr(conv, "nn", None), nn.Module) else conv
+                out = [m for m in mlp.modules() if isinstance(m, nn.Linear)][-1].out_features
             elif getattr(conv, "concat", False):
                 out *= conv.heads
             dims.append(int(out))

@@ -8,7 +8,10 @@ holds
   as ``conv((x_src, x_dst), edge_index, size=(n_src, n_dst))`` on a bipartite block whose
   destinations are the first ``n_dst`` sources (PyG's own bipartite form; ``size`` only where
   the conv's ``forward`` takes it: attention convs such as ``GATv2Conv`` do not, and add their
-  self loops to the first ``n_dst`` sources, the destinations);
+  self loops to the first ``n_dst`` sources, the destinations); a conv that reads edge features
+  (:func:`reads_edges`: its forward takes ``edge_attr`` and it has an ``edge_dim``, or its
+  messages need them, as GINEConv's) is also given ``edge_attr=`` the block's edge feature rows
+  (``model.kwargs.edge_dim=auto`` passes the dataset's edge feature width to ``__init__``);
 - ``between(i, h, x)``: what runs after conv ``i`` of every layer but the last, given its
   output rows ``h`` and the layer's input rows ``x`` of the same vertices (for a residual); it
   must be vertex-wise (each output row reads only the same row of ``h`` and ``x``: a norm over
@@ -35,8 +38,9 @@ from typing import Any
 
 from gnnscale.errors import ConfigError
 
-#: Widths the launcher's probe builds a module with (its checks need no dataset).
-PROBE_IN, PROBE_OUT = 8, 3
+#: Widths the launcher's probe builds a module with (its checks need no dataset); a module
+#: given ``edge_dim=auto`` in its kwargs is probed with ``PROBE_EDGE``.
+PROBE_IN, PROBE_OUT, PROBE_EDGE = 8, 3, 4
 
 
 @dataclass
@@ -52,6 +56,8 @@ class Contract:
     has_between: bool
     why_not_layer_by_layer: str | None  #: None when split/fullgraph/offload can run it
     takes_size: tuple[bool, ...] = ()  #: per conv: whether its forward takes ``size=``
+    #: per conv: whether it reads edge features (given ``edge_attr=`` the block's rows)
+    reads_edges: tuple[bool, ...] = ()
 
 
 def _qualname(obj: Any) -> str:
@@ -96,12 +102,13 @@ def _torch_dropout(module: Any) -> str | None:
 
 def conv_width(conv: Any) -> int:
     """The width of a conv's output rows (``out_channels``, times ``heads`` when they are
-    concatenated; GIN-like convs: their last Linear's)."""
+    concatenated; GIN-like convs: the last Linear of their ``nn``, else of the conv)."""
     from torch import nn
 
     out = getattr(conv, "out_channels", None)
-    if out is None:
-        linears = [m for m in conv.modules() if isinstance(m, nn.Linear)]
+    if out is None:  # its MLP's (GINEConv's edge projection is not the output)
+        mlp = conv.nn if isinstance(getattr(conv, "nn", None), nn.Module) else conv
+        linears = [m for m in mlp.modules() if isinstance(m, nn.Linear)]
         if not linears:
             raise ConfigError(f"cannot tell the output width of {type(conv).__name__} (no "
                               "out_channels, no Linear): give it an out_channels attribute")
@@ -161,10 +168,31 @@ def describe(module: Any, in_channels: int | None = None) -> Contract:
             "vertex cannot agree on: set it to 0 and use model.dropout (keyed by vertex id)")
     sized = tuple("size" in inspect.signature(c.forward).parameters for c in convs) \
         if layer_wise else ()
+    edges = tuple(reads_edges(c) for c in convs) if layer_wise else ()
     return Contract(name=name, layer_wise=layer_wise, why_not_layer_wise=why,
                     num_layers=len(convs) if layer_wise else 0, widths=widths,
                     batch_norm=batch is not None, has_between=between,
-                    why_not_layer_by_layer=no_layers, takes_size=sized)
+                    why_not_layer_by_layer=no_layers, takes_size=sized, reads_edges=edges)
+
+
+def reads_edges(conv: Any) -> bool:
+    """Whether a conv reads edge features: its ``forward`` takes ``edge_attr`` and it has an
+    ``edge_dim`` set (GATConv, GATv2Conv, TransformerConv) or its ``message`` needs
+    ``edge_attr`` (GINEConv). A conv whose ``edge_attr`` is optional and unused (no
+    ``edge_dim``) is given none."""
+    try:
+        if "edge_attr" not in inspect.signature(conv.forward).parameters:
+            return False
+    except (TypeError, ValueError):
+        return False
+    if getattr(conv, "edge_dim", None) is not None:
+        return True
+    message = getattr(conv, "message", None)
+    try:
+        param = inspect.signature(message).parameters.get("edge_attr") if message else None
+    except (TypeError, ValueError):
+        return False
+    return param is not None and param.default is inspect.Parameter.empty
 
 
 def _takes_edge_index(module: Any) -> bool:
@@ -213,9 +241,12 @@ def build(target: str, in_channels: int, out_channels: int,
 def _probe(target: str, kwargs_json: str) -> Contract:
     import torch
 
+    kwargs = json.loads(kwargs_json)
+    if kwargs.get("edge_dim") == "auto":  # the dataset's width, unknown to the probe
+        kwargs["edge_dim"] = PROBE_EDGE
     state = torch.random.get_rng_state()  # building draws initial weights: leave no trace
     try:
-        module = build(target, PROBE_IN, PROBE_OUT, json.loads(kwargs_json))
+        module = build(target, PROBE_IN, PROBE_OUT, kwargs)
     finally:
         torch.random.set_rng_state(state)
     return describe(module, PROBE_IN)

@@ -5,7 +5,8 @@ from Python as ``Custom(module=net)``) in the :class:`~gnnscale.models.base.GNN`
 strategies call; the contract it must follow is :mod:`gnnscale.models.contract`'s.
 
 A layer-wise module runs one conv at a time like a built-in model: layer ``i`` is
-``convs[i]((x, x[:n_dst]), edge_index, size)``, then (but after the last conv)
+``convs[i]((x, x[:n_dst]), edge_index, size)`` (plus ``edge_attr=`` the block's edge features
+for a conv that reads them), then (but after the last conv)
 ``between(i, h, x[:n_dst])`` and ``model.dropout``, keyed by (seed,
 epoch, layer, vertex id) where a strategy keys dropout, so a replicated vertex's recomputation
 equals its owner's. It is never split into aggregate and update (vertex-cuts and cached
@@ -114,9 +115,15 @@ class Custom(GNN):
         if block.edge_weight is not None:
             raise ValueError(self.spec().why_not_weighted())
         conv = self.net.convs[layer]
-        if self.contract.takes_size[layer]:
-            return conv((x, x[: block.num_dst]), block.edge_index, size=block.size)
-        return conv((x, x[: block.num_dst]), block.edge_index)
+        kw = {"size": block.size} if self.contract.takes_size[layer] else {}
+        if self.contract.reads_edges[layer]:
+            kw["edge_attr"] = self.edge_attr(block)
+        return conv((x, x[: block.num_dst]), block.edge_index, **kw)
+
+    @property
+    def reads_edge_features(self) -> bool:
+        """Whether some conv of the module reads edge features (the contract says)."""
+        return any(self.contract.reads_edges)
 
     def layer(self, i: int, x: torch.Tensor, block: Block,
               ids: torch.Tensor | None = None) -> torch.Tensor:

@@ -145,6 +145,38 @@ class ModelConfig(Options):
         the reason. Every built-in model does."""
         return None
 
+    @property
+    def reads_edge_features(self) -> bool:
+        """Whether its convs read the blocks' edge features (``edge_attr``): a model with an
+        ``edge_dim`` option set (``auto`` or a width)."""
+        return getattr(self, "edge_dim", None) is not None
+
+    @property
+    def edge_width(self) -> int | None:
+        """The edge feature width it was given (None: not given, or ``auto``)."""
+        dim = getattr(self, "edge_dim", None)
+        return dim if isinstance(dim, int) and not isinstance(dim, bool) else None
+
+    def edge_inputs(self, width: int) -> dict[str, Any]:
+        """Build arguments that fill ``edge_dim=auto`` with ``width``, the dataset's edge
+        feature width (0: the graph has none, refused in one line)."""
+        if getattr(self, "edge_dim", None) != "auto":
+            return {}
+        if width <= 0:
+            raise ConfigError(f"{self.title} reads edge features (model.edge_dim=auto) but the "
+                              "graph has none: use a dataset with edge features, or set "
+                              "model.edge_dim=null")
+        return {"edge_dim": int(width)}
+
+
+def check_edge_dim(value: Any, key: str = "model.edge_dim") -> None:
+    """``value`` must be None (no edge features), ``auto`` (the dataset's width) or a width >= 1."""
+    if value is None or value == "auto":
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{key} must be auto (the dataset's edge feature width), a width >= 1 "
+                          f"or null (no edge features), got {value!r}")
+
 
 @register("model", "gcn")
 @dataclass
@@ -256,10 +288,14 @@ class GATConfig(ModelConfig):
     heads: int = 4
     out_heads: int = 1
     attn_dropout: float = 0.0
+    #: edge features each attention score reads (GATConv's ``edge_dim``): null (none), auto
+    #: (the dataset's width) or a width
+    edge_dim: Any = None
 
     def check(self) -> None:
-        """The shared checks, and hidden channels that the heads divide."""
+        """The shared checks, hidden channels that the heads divide, an edge_dim."""
         super().check()
+        check_edge_dim(self.edge_dim)
         if self.heads < 1 or self.hidden % self.heads:
             raise ConfigError(f"model.hidden ({self.hidden}) must be a multiple of "
                               f"model.heads ({self.heads})")
@@ -291,6 +327,41 @@ class GINConfig(ModelConfig):
     title: ClassVar[str] = "GIN"
     _target_: str = "gnnscale.models.gin.GIN"
     train_eps: bool = True
+
+
+@register("model", "gine")
+@dataclass
+class GINEConfig(GINConfig):
+    """``model=gine``'s options: GIN with edge features (Hu et al.'s GINEConv), each message
+    ``relu(x_u + W e_uv)``; ``edge_dim``: auto (the dataset's width) or a width."""
+
+    title: ClassVar[str] = "GINE"
+    _target_: str = "gnnscale.models.gine.GINE"
+    edge_dim: Any = "auto"
+
+    def check(self) -> None:
+        """The shared checks and an edge feature width (GINE reads them always)."""
+        super().check()
+        check_edge_dim(self.edge_dim)
+        if self.edge_dim is None:
+            raise ConfigError("model=gine reads edge features: set model.edge_dim=auto (the "
+                              "dataset's width) or a width, or use model=gin")
+
+    @property
+    def splittable(self) -> bool:
+        """Never (for now): each message reads its edge's features, which the split
+        aggregate (a sparse product of source rows) does not."""
+        return False
+
+    def why_not_splittable(self) -> str:
+        """Always a reason."""
+        return ("GINE's messages read edge features, which aggregate/update do not carry: it "
+                f"cannot run on a vertex-cut; use an edge-cut partitioner ({EDGE_CUTS})")
+
+    def why_not_weighted(self) -> str:
+        """Always a reason: random-walk edges are not graph edges (no edge features)."""
+        return ("GINE reads each edge's features, and the edges sampler=random_walk gives are "
+                "not graph edges: use sampler=neighbor")
 
 
 @register("model", "custom")
@@ -412,6 +483,28 @@ class CustomModelConfig(Options):
         """The module's convs' output widths, with ``in_dim`` and ``out_dim`` at the ends."""
         inner = self.contract().widths[1:-1]
         return [in_dim, *inner, out_dim]
+
+    @property
+    def reads_edge_features(self) -> bool:
+        """Whether some conv of the module reads edge features (a forward that takes
+        ``edge_attr`` and an ``edge_dim`` set, or messages that need it: GINEConv)."""
+        return any(self.contract().reads_edges)
+
+    @property
+    def edge_width(self) -> int | None:
+        """``model.kwargs.edge_dim`` when it is a width."""
+        dim = self.kwargs.get("edge_dim")
+        return dim if isinstance(dim, int) and not isinstance(dim, bool) else None
+
+    def edge_inputs(self, width: int) -> dict[str, Any]:
+        """``model.kwargs.edge_dim=auto`` filled with the dataset's edge feature width."""
+        if self.kwargs.get("edge_dim") != "auto":
+            return {}
+        if width <= 0:
+            raise ConfigError("model.kwargs.edge_dim=auto asks for edge features but the "
+                              "graph has none: use a dataset with edge features, or drop "
+                              "edge_dim")
+        return {"kwargs": {**self.kwargs, "edge_dim": int(width)}}
 
 
 #: R-GCN's aggregations over each relation's edges

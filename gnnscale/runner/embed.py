@@ -54,6 +54,7 @@ def load_run(cfg, ckpt_path: str):
     from gnnscale import registry
     from gnnscale.distributed.launch import private_temp_dir
     from gnnscale.runner import checkpoint
+    from gnnscale.strategies.base import model_node
 
     registry.load_all()
     task = registry.build(cfg.task) if cfg.get("task") is not None else None
@@ -62,7 +63,8 @@ def load_run(cfg, ckpt_path: str):
         graph = task.prepare(graph, cfg.data_root, cfg.seed)
     out = graph.num_classes if task is None else task.out_channels(graph)
     with private_temp_dir():
-        model = registry.build(cfg.model, in_channels=graph.num_features, out_channels=out)
+        model = registry.build(model_node(cfg, graph), in_channels=graph.num_features,
+                               out_channels=out)
     if task is not None:
         task.attach(model)
     model.bind_graph(graph)

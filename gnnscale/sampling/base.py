@@ -7,7 +7,8 @@ runs as ``conv((x, x[:n_dst]), block.edge_index, size=block.size)``.
 
 A block may carry its edges' global ids (``e_id``: their CSC positions in the graph, the ids
 edge features are stored by) and edge types (``edge_type``: ``graph.type_per_edge[e_id]``, on
-graphs with more than one edge type). A mini-batch crosses processes as one header and one
+graphs with more than one edge type); a strategy whose model reads edge features attaches
+their rows (``edge_attr``) after sampling. A mini-batch crosses processes as one header and one
 flat body (:mod:`gnnscale.sampling.codec`).
 
 On a typed graph a model's raw input is a :class:`TypedInputs` (the feature store gathers it):
@@ -38,7 +39,9 @@ class Block:
     graph's ``indices[e_id]`` is each edge's global source); None when the sampler was not
     asked for them or its edges are not graph edges (random walks). ``edge_type`` (optional,
     int64, one per edge) is each edge's type, ``graph.type_per_edge[e_id]``; None when the
-    graph has one edge type.
+    graph has one edge type. ``edge_attr`` (optional, ``[num_edges, D]``) are the edges' features,
+    ``graph.edge_attr[e_id]``: a strategy gathers them (:mod:`gnnscale.cache.edges`) when the
+    model reads edge features; samplers never set it, and the codec does not carry it.
     """
 
     edge_index: torch.Tensor
@@ -47,6 +50,7 @@ class Block:
     edge_weight: torch.Tensor | None = None
     e_id: torch.Tensor | None = None
     edge_type: torch.Tensor | None = None
+    edge_attr: torch.Tensor | None = None
 
     @property
     def num_src(self) -> int:
@@ -71,7 +75,8 @@ class Block:
             return None if t is None else to_device(t, device)
 
         return Block(to_device(self.edge_index, device), self.size, move(self.src_ids),
-                     move(self.edge_weight), move(self.e_id), move(self.edge_type))
+                     move(self.edge_weight), move(self.e_id), move(self.edge_type),
+                     move(self.edge_attr))
 
 
 @dataclass

@@ -93,6 +93,7 @@ class Strategy(ABC):
     samples: ClassVar[bool] = True
     layer_by_layer: ClassVar[bool] = False
     takes_weighted_blocks: ClassVar[bool] = True
+    takes_edge_features: ClassVar[bool] = False
     reads: ClassVar[tuple[str, ...]] = StrategyConfig.reads
     deps: ClassVar[str] = "any"
     default_deps: ClassVar[str] = "depcache"
@@ -196,7 +197,9 @@ class SamplingStrategy(Strategy):
 
     :attr:`schedule` (built once, from the task) says which items, seeds and sample seed every
     draw has: by default one micro-batch per rank and step (a strategy with other slots
-    replaces it). ``prefetch`` is how many mini-batches are sampled ahead (0: inline);
+    replaces it). A strategy that gathers edge features (:attr:`takes_edge_features`) asks the
+    sampler for its blocks' edge ids when the model reads them.
+    ``prefetch`` is how many mini-batches are sampled ahead (0: inline);
     ``sample_workers`` > 0 samples in that many processes
     (:class:`~gnnscale.sampling.workers.SamplerPool`).
     """
@@ -215,6 +218,8 @@ class SamplingStrategy(Strategy):
         if ctx.sampler is None:
             raise ConfigError(f"strategy={type(self).__name__} samples mini-batches: give a "
                               "sampler (e.g. sampler=neighbor)")
+        if self.takes_edge_features and getattr(ctx.model, "reads_edge_features", False):
+            ctx.sampler.with_edge_ids = True  # its blocks' edge features are gathered by id
         self.batch_size, self.prefetch, self.sample_workers = batch_size, prefetch, sample_workers
         self.schedule = Schedule.of(ctx.task, batch_size=batch_size, seed=ctx.seed,
                                     slots=ctx.topo.world_size)
@@ -271,8 +276,21 @@ def build_model(cfg, graph: GraphStore, task: Task) -> torch.nn.Module:
     """The model with the task's head, in its initial parameters: seeded by ``cfg.seed``, the
     same on every rank (and in ``strategy=auto``'s launcher, which measures their loss)."""
     torch.manual_seed(cfg.seed)
-    model = registry.build(cfg.model, in_channels=graph.num_features,
+    model = registry.build(model_node(cfg, graph), in_channels=graph.num_features,
                            out_channels=task.out_channels(graph))
     task.attach(model)  # the task's head (a decoder) trains with the model
     model.bind_graph(graph)
     return model
+
+
+def model_node(cfg, graph: GraphStore) -> Any:
+    """``cfg.model`` with ``edge_dim=auto`` (or ``kwargs.edge_dim=auto``) filled with the
+    graph's edge feature width (the schema's ``edge_inputs``); unchanged otherwise."""
+    from omegaconf import OmegaConf
+
+    spec = registry.options("model", cfg.model)
+    if spec is None or not hasattr(spec, "edge_inputs"):
+        return cfg.model
+    width = 0 if graph.edge_attr is None else int(graph.edge_attr.shape[1])
+    fill = spec.edge_inputs(width)
+    return OmegaConf.merge(cfg.model, fill) if fill else cfg.model

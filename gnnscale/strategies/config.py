@@ -38,8 +38,8 @@ from gnnscale.schema import Options, Reduce, declared_along
 from gnnscale.tasks.config import declared_task
 
 #: The declarations a strategy class takes from its schema.
-DECLARATIONS = ("name", "samples", "layer_by_layer", "takes_weighted_blocks", "reads", "deps",
-                "default_deps",
+DECLARATIONS = ("name", "samples", "layer_by_layer", "takes_weighted_blocks",
+                "takes_edge_features", "reads", "deps", "default_deps",
                 "default_cache", "auto_candidate", "meta", "items_per_rank", "reductions",
                 "columns", "trains_types")
 
@@ -83,6 +83,9 @@ class StrategyConfig(Options):
     layer_by_layer: ClassVar[bool] = False
     #: Whether it trains on blocks that carry ``edge_weight`` (``sampler=random_walk``).
     takes_weighted_blocks: ClassVar[bool] = True
+    #: Whether it gathers edge features for a model that reads them (``model.edge_dim``,
+    #: ``model=gine``, a user's conv with ``edge_dim``): ``data`` and ``factored`` do.
+    takes_edge_features: ClassVar[bool] = False
     #: The component config groups whose settings it uses (the others are composed but
     #: ignored; ``scripts/compare.py`` leaves them out of its run labels).
     reads: ClassVar[tuple[str, ...]] = ("sampler", "cache", "deps", "partition")
@@ -157,6 +160,7 @@ class StrategyConfig(Options):
         if cls.samples:
             check_fanouts(cfg)
             check_weighted_blocks(cfg, cls, built.model)
+        check_edge_features(cfg, cls, built.model, built.graph)
         check_deps(cls, built.deps)
 
     @classmethod
@@ -168,6 +172,7 @@ class StrategyConfig(Options):
         graph = built.graph
         if cls.samples and graph is not None:
             check_fanouts(cfg, graph)
+        check_edge_features(cfg, cls, built.model, graph)
         if graph is not None and graph.is_typed and not cls.trains_types:
             raise ConfigError(f"dataset {graph.name} is a typed graph ({len(graph.node_types)} "
                               f"node types, {len(graph.edge_types)} edge types): "
@@ -290,6 +295,38 @@ def check_weighted_blocks(cfg: Any, strategy: Any, model: Any) -> None:
     why = model.why_not_weighted() if model is not None else None
     if why is not None:
         raise ConfigError(why)
+
+
+def check_edge_features(cfg: Any, strategy: Any, model: Any,
+                        graph: DatasetMeta | None = None) -> None:
+    """A model that reads edge features needs a strategy that gathers them, a sampler of graph
+    edges and (with the dataset's metadata ``graph``) a graph whose edges all have features
+    of one width, the one the model was given."""
+    if model is None or not getattr(model, "reads_edge_features", False):
+        return
+    title = getattr(model, "title", "the model")
+    if not strategy.takes_edge_features:
+        raise ConfigError(f"{title} reads edge features, which strategy={strategy.name} does "
+                          "not gather yet: use strategy=data or strategy=factored")
+    sampler = registry.options("sampler", cfg.get("sampler")) if cfg.get("sampler") else None
+    if sampler is not None and getattr(sampler, "weighted_blocks", False):
+        raise ConfigError(f"{title} reads edge features, and the edges of "
+                          f"{type(sampler).__name__.removesuffix('Config')} are not graph "
+                          "edges: use sampler=neighbor or full")
+    if graph is None:
+        return
+    dims = set(graph.edge_feature_dims)
+    if not dims or dims == {0}:
+        raise ConfigError(f"{title} reads edge features but dataset {graph.name} has none: use "
+                          "a dataset with edge features, or a model without edge_dim")
+    if len(dims) > 1:
+        raise ConfigError(f"{title} reads edge features, and dataset {graph.name}'s edge types "
+                          f"have features of different widths ({graph.edge_feature_dims}): no "
+                          "model reads those yet")
+    width = getattr(model, "edge_width", None)
+    if width is not None and width != next(iter(dims)):
+        raise ConfigError(f"{title} was given edge_dim={width}, but dataset {graph.name}'s "
+                          f"edge features are {next(iter(dims))} wide: set edge_dim=auto")
 
 
 def partition_kind(cfg: Any) -> str:

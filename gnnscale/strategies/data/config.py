@@ -21,9 +21,11 @@ class DataParallelConfig(SamplingConfig):
     default_deps: ClassVar[str] = "depcache"
     default_cache: ClassVar[str] = "presample"  # PaGraph/GNNLab's pre-sampled cache
     trains_types: ClassVar[bool] = True  # typed inputs, sparse embedding gradients reduced
+    takes_edge_features: ClassVar[bool] = True  # gathered from the blocks' edge ids
     reductions: ClassVar[dict[str, Reduce]] = {  # per rank: each holds the whole tables
         "embedding_rows_held": Reduce.max, "embedding_bytes": Reduce.max,
-        "embedding_rows_touched": Reduce.mean}
+        "embedding_rows_touched": Reduce.mean,
+        "bytes_edge_features": Reduce.sum}  # edge feature rows read from the host
     _target_: str = "gnnscale.strategies.data.DataParallel"
     batch_size: int = 1024  # global mini-batch (all ranks together)
     prefetch: int = 2  # mini-batches sampled ahead; 0 samples inline

@@ -2,8 +2,10 @@
 
 Each step cuts the global mini-batch into one micro-batch per rank; a rank samples its own
 k-hop blocks (ahead of compute, in a background thread, or in ``strategy.sample_workers``
-sampler processes of its own), gathers their input features through
-the feature store, and runs forward/backward under DistributedDataParallel; gradients are
+sampler processes of its own), gathers their input features through the feature store (and,
+for a model that reads edge features, each block's ``edge_attr`` by its edge ids:
+:mod:`gnnscale.cache.edges`, ``bytes_edge_features``), and runs forward/backward under
+DistributedDataParallel; gradients are
 all-reduced (averaged), so a step equals one process averaging the micro-batch losses.
 
 On a typed graph the store gathers :class:`~gnnscale.sampling.base.TypedInputs` and the model
@@ -26,6 +28,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from gnnscale.cache.edges import EdgeFeatures, attach_host
 from gnnscale.cache.store import build_feature_store, typed_inputs
 from gnnscale.distributed import device as device_seam
 from gnnscale.distributed.collectives import group_size
@@ -72,6 +75,8 @@ class DataParallel(SamplingStrategy):
     """Each rank trains its own micro-batch of every global mini-batch; gradients all-reduced."""
 
     schema = DataParallelConfig
+    #: the blocks' edge feature gatherer of a training rank (None: the model reads none)
+    edges: EdgeFeatures | None = None
 
     def __init__(self, ctx: RunContext, batch_size: int = 1024, prefetch: int = 2,
                  sample_workers: int = 0) -> None:
@@ -112,8 +117,20 @@ class DataParallel(SamplingStrategy):
             schedule=self.schedule, sampler=ctx.sampler, part=part, seed=ctx.seed,
             peak_bytes=self.step_peak_bytes(), hotness=self.hotness,
         )
+        #: the blocks' edge features, gathered beside the node features (None: not read)
+        self.edges = EdgeFeatures(ctx.graph, topo.device) \
+            if getattr(ctx.model, "reads_edge_features", False) else None
         self.labels = ctx.graph.y
         self.start_sampler_pool()
+
+    def gather(self, mb: MiniBatch) -> Any:
+        """What the model reads of ``mb`` besides its blocks: the input rows from the feature
+        store (a feature matrix, or typed inputs; collective when the store is); when the
+        model reads edge features, each block's ``edge_attr`` is set too (by its edge ids)."""
+        x = self.store.gather(mb.input_nodes)
+        if self.edges is not None:
+            self.edges.attach(mb.blocks)
+        return x
 
     def step_peak_bytes(self) -> int | None:
         """For ``cache.auto`` on CUDA: peak device memory of one measured training step.
@@ -129,6 +146,8 @@ class DataParallel(SamplingStrategy):
         device_seam.reset_peak(dev)
         x = typed_inputs(ctx.graph, mb.input_nodes).to(dev) if ctx.graph.is_typed else \
             ctx.graph.x[mb.input_nodes].to(dev)
+        if getattr(self._module, "reads_edge_features", False):
+            EdgeFeatures(ctx.graph, "cpu").attach(mb.blocks)
         out = self._module(x, [b.to(dev) for b in mb.blocks])
         ctx.task.loss(out, first.target.to(dev)).backward()
         peak = device_seam.peak_allocated(dev)
@@ -153,7 +172,7 @@ class DataParallel(SamplingStrategy):
         train); returns the loss. Collective (gradient all-reduce)."""
         draw = self.schedule.draw(epoch, index, self.slot)
         mb = self.sample(draw)
-        x = self.store.gather(mb.input_nodes)
+        x = self.gather(mb)
         return self.train_step(mb, x, draw.target.to(x.device))
 
     def train_step(self, mb: MiniBatch, x: Any, y: Any) -> float:
@@ -195,12 +214,13 @@ class DataParallel(SamplingStrategy):
                            "edges_computed", "nodes_loaded", "steps"), 0.0)
         self.comm.seconds, self.comm.bytes = 0.0, 0
         self.store.reset_epoch()
+        self.reset_edges()
         t_epoch = time.perf_counter()
         with closing(iter(self.samples(jobs))) as feed:
             for draw, (mb, t_sample) in zip(jobs, feed):
                 m["sample_time"] += t_sample
                 t0 = time.perf_counter()
-                x = self.store.gather(mb.input_nodes)
+                x = self.gather(mb)
                 y = device_seam.to_device(draw.target, topo.device)
                 t1 = time.perf_counter()
                 m["train_loss"] += self.train_step(mb, x, y)
@@ -218,4 +238,24 @@ class DataParallel(SamplingStrategy):
         m["bytes_allreduce"] = float(self.comm.bytes)
         m.update(self.store.epoch_stats())
         m.update(self.embedding_stats())
+        m.update(self.edge_stats())
         return m
+
+    def host_gather(self, mb: MiniBatch) -> torch.Tensor:
+        """``mb``'s input rows straight from the host table, on the host (a rank that trains
+        without a feature store: a factored sampler as a standby trainer); each block's
+        ``edge_attr`` too when the model reads edge features; a typed graph's typed inputs."""
+        if getattr(self.ctx.model, "reads_edge_features", False):
+            attach_host(self.ctx.graph, mb.blocks)
+        graph = self.ctx.graph
+        return typed_inputs(graph, mb.input_nodes) if graph.is_typed else graph.x[mb.input_nodes]
+
+    def reset_edges(self) -> None:
+        """Zero the edge feature counters (an epoch starts)."""
+        if self.edges is not None:
+            self.edges.reset_epoch()
+
+    def edge_stats(self) -> dict[str, float]:
+        """``bytes_edge_features`` of the epoch (none when the model reads no edge
+        features)."""
+        return {} if self.edges is None else self.edges.epoch_stats()

@@ -16,7 +16,6 @@ import torch
 from gnnscale.distributed import device as device_seam
 from gnnscale.sampling.schedule import PRESAMPLE
 from gnnscale.strategies.factored.config import parse_samplers  # noqa: F401 - re-exported
-from gnnscale.strategies.factored.sync import host_inputs
 
 
 @dataclass
@@ -59,7 +58,7 @@ def profile(strategy, steps: int = 3) -> tuple[float, float]:
             t0 = time.perf_counter()
             mb = ctx.sampler.sample(ctx.graph, draw.seeds, draw.sample_seed)
             t1 = time.perf_counter()
-            x = host_inputs(ctx.graph, mb.input_nodes, dev)
+            x = strategy.host_gather(mb).to(dev)
             out = model(x, [b.to(dev) for b in mb.blocks])
             ctx.task.loss(out, draw.target.to(dev)).backward()
             device_seam.synchronize(dev)

@@ -67,6 +67,7 @@ class FactoredConfig(SamplingConfig):
     default_deps: ClassVar[str] = "depcache"
     default_cache: ClassVar[str] = "presample"
     trains_types: ClassVar[bool] = True  # trainers train types as data does (sparse tables)
+    takes_edge_features: ClassVar[bool] = True  # trainers gather them from the jobs' edge ids
     #: the role totals: seconds summed over the sampler ranks or over the trainer ranks
     reductions: ClassVar[dict[str, Reduce]] = {
         "sampler_busy_time": Reduce.sum, "sampler_idle_time": Reduce.sum,
@@ -76,6 +77,7 @@ class FactoredConfig(SamplingConfig):
         # typed graphs, per trainer as under data: each holds the whole tables
         "embedding_rows_held": Reduce.max, "embedding_bytes": Reduce.max,
         "embedding_rows_touched": Reduce.mean,
+        "bytes_edge_features": Reduce.sum,  # edge feature rows the trainers read
     }
     _target_: str = "gnnscale.strategies.factored.Factored"
     batch_size: int = 1024  # global mini-batch (all trainers together)

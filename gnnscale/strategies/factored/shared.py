@@ -59,7 +59,7 @@ from gnnscale.sampling.base import MiniBatch
 from gnnscale.strategies.factored.hosts import HostJobs
 from gnnscale.strategies.factored.queue import unpack
 from gnnscale.strategies.factored.relay import Relay, Requests, make_job
-from gnnscale.strategies.factored.sync import StepStats, _profit, host_inputs, train_job
+from gnnscale.strategies.factored.sync import StepStats, _profit, train_job
 
 EXTRA = 3  # per slot: loss, the trainer's seconds, 1 when a trainer trained it
 _DONE = object()
@@ -278,7 +278,7 @@ class Feeder:
         t0 = time.perf_counter()
         _, step, mb = unpack(header, body)
         strat = self.strat
-        x = strat.store.gather(mb.input_nodes)
+        x = strat.gather(mb)
         y = device_seam.to_device(self.targets(number), strat.ctx.topo.device)
         return Job(number, step, mb, x, y, time.perf_counter() - t0,
                    (header.numel() + body.numel()) * 8)
@@ -502,7 +502,7 @@ def _maybe_train(strat, ring: JobRing, reducer: SlotReducer, stats: StepStats, e
     strat.visited(mb.input_nodes)  # sent to rank 0 at the epoch's end (footprint)
     dev = strat.ctx.topo.device
     t0 = time.perf_counter()
-    x = host_inputs(strat.ctx.graph, mb.input_nodes, dev)  # a standby trainer has no cache
+    x = strat.host_gather(mb).to(dev)  # a standby trainer has no cache
     y = device_seam.to_device(strat.schedule.target(epoch, step, slot), dev)
     stats.load_seconds += time.perf_counter() - t0
     before = stats.train_seconds

@@ -344,6 +344,7 @@ class Factored(DataParallel):
                     **dict(zip(_SAMPLER_STATS, out.tolist()))}
         self._received_bytes = 0
         self.store.reset_epoch()
+        self.reset_edges()
         if self.shared:
             shared.taker_epoch(self, self.ring, epoch, steps, stats, progress)
         else:
@@ -359,6 +360,7 @@ class Factored(DataParallel):
              "bytes_allreduce": float(stats.bytes_reduced)}
         m.update(self.store.epoch_stats())
         m.update(self.embedding_stats())
+        m.update(self.edge_stats())
         m = self._trainer_metrics(m)
         m["trainer_idle_time"] = stats.queue_wait + stats.reduce_wait
         if self.shared:  # who trained how many jobs (summed over the trainers: one each)

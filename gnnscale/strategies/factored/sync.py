@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from gnnscale.cache.store import typed_inputs
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.strategies.factored.queue import JobSender, pack, receive, taken_marker
 
@@ -102,13 +101,6 @@ class StepReducer:
                 self.stats.last_t_train = seconds / jobs
 
 
-def host_inputs(graph, nodes: torch.Tensor, device=None):
-    """A job's input rows straight from the host graph (a standby trainer has no feature
-    store): the feature rows, or a typed graph's typed inputs."""
-    x = typed_inputs(graph, nodes) if graph.is_typed else graph.x[nodes]
-    return x if device is None else x.to(device)
-
-
 def job_key(epoch: int, step: int) -> int:
     """The dropout key of a step's jobs: masks are a function of (seed, epoch, step, layer,
     vertex), whichever rank trains the job, so a switched run is reproducible."""
@@ -157,7 +149,7 @@ def trainer_epoch(strat, epoch: int, steps: int, stats: StepStats, progress=None
         if mb is not None:
             t1 = time.perf_counter()
             strat.visited(mb.input_nodes)
-            x = strat.store.gather(mb.input_nodes)
+            x = strat.gather(mb)
             y = strat.schedule.target(epoch, step, me).to(dev)
             stats.load_seconds += time.perf_counter() - t1
             before = stats.train_seconds
@@ -220,7 +212,7 @@ def sampler_epoch(strat, epoch: int, steps: int, stats: StepStats) -> JobSender:
             t, mb = kept
             strat.visited(mb.input_nodes)  # sent to rank 0 at the epoch's end (footprint)
             t0 = time.perf_counter()
-            x = host_inputs(strat.ctx.graph, mb.input_nodes)
+            x = strat.host_gather(mb)
             y = strat.schedule.target(epoch, step, t)
             stats.load_seconds += time.perf_counter() - t0
             before = stats.train_seconds
