@@ -235,6 +235,10 @@ def fork_server_death() -> str | None:
     return death
 
 
+#: What a rank reports when its fork server died under it: its death signal, or a peer that
+#: went first (a process group still connecting).
+PEER_GONE = ("Terminated: stopped by", "Connection closed by peer", "Connection reset by peer")
+
 NO_REPORT = ("(no traceback: the rank never raised, the launcher ended it; to see where a "
              "rank hangs, look at it while it does, e.g. py-spy dump --pid PID)")
 NO_TRACEBACK = (
@@ -321,10 +325,10 @@ class _Failures:
         silent = [r for r in self.silent if r not in self.reports]
         server = fork_server_death()  # a dead server is the cause, whether its ranks have
         # ended already (exit code 255) or are still reporting the death signal it sent them
-        if server is None and self.reports and all(
-                "Terminated: stopped by" in tb for tb in self.reports.values()):
-            for _ in range(10):  # every rank was signalled: a server dying now is reaped
-                time.sleep(0.05)  # within milliseconds (its ranks heard of it first)
+        if server is None and any(sign in tb for tb in self.reports.values()
+                                  for sign in PEER_GONE):
+            for _ in range(10):  # a rank was signalled or lost a peer: a server dying now is
+                time.sleep(0.05)  # reaped within milliseconds (its ranks heard of it first)
                 server = fork_server_death()
                 if server:
                     break
