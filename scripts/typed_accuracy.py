@@ -152,6 +152,7 @@ def main() -> None:
                 for seed in seeds:
                     values.append(pyg_reference(name, seed, data_root) if variant == "pyg"
                                   else ours(name, variant, seed, data_root, runs))
+                    print(f"{name} {variant} seed {seed}: {values[-1]:.2f}", flush=True)
                 entry["variants"][variant] = {**summary(values),
                                               "seconds": round(time.perf_counter() - t0, 1)}
                 s = entry["variants"][variant]
