@@ -93,6 +93,8 @@ class Metric(str, Enum):
     auto = "auto"  # task=node: rocauc for binary tasks, else acc; task=link: auc
     acc = "acc"
     rocauc = "rocauc"
+    macro_f1 = "macro_f1"  # task=node: the mean F1 over the classes (HGB's Macro-F1)
+    micro_f1 = "micro_f1"  # task=node: F1 of all decisions pooled (one label: the accuracy)
     auc = "auc"  # task=link: ROC-AUC of the scored pairs
     ap = "ap"  # task=link: average precision
     hits = "hits"  # task=link: Hits@K of the first task.hits_k

@@ -35,3 +35,17 @@ def test_two_ranks_evaluate_as_one_process():
         for r in ranks:
             assert set(r[name][1]) >= {"val_rocauc", "test_rocauc", "val_loss", "test_loss"}
             assert r[name][1] == pytest.approx(metrics)
+
+
+def test_macro_and_micro_f1_per_split_count_each_class():
+    from gnnscale.evaluation.evaluate import split_metrics
+
+    # split a: labels 0 0 1 2, predicted 0 1 1 1; split b: labels 0 1, predicted 0 1
+    labels = torch.tensor([0, 0, 1, 2, 0, 1])
+    pred = torch.tensor([0, 1, 1, 1, 0, 1])
+    logits = torch.nn.functional.one_hot(pred, 4).float()  # class 3 is never seen
+    out = split_metrics(logits, labels, torch.arange(6), [4, 2], ["a", "b"])
+    # a: class 0 F1 2*1/(1+2), class 1 2*1/(3+1), class 2 0; class 3 absent from both
+    assert out["a_macro_f1"] == pytest.approx((2 / 3 + 1 / 2 + 0) / 3)
+    assert out["a_micro_f1"] == pytest.approx(0.5) == out["a_acc"]
+    assert out["b_macro_f1"] == pytest.approx(1.0) and out["b_micro_f1"] == pytest.approx(1.0)

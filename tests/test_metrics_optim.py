@@ -193,7 +193,8 @@ def test_owned_metrics_equal_the_layerwise_evaluation_order():
     want = split_metrics(logits[nodes], g.y[nodes], torch.arange(nodes.numel()),
                          [g.val_idx.numel(), g.test_idx.numel()], ["val", "test"])
     assert set(got) == {"val_acc", "test_acc", "val_loss", "test_loss", "val_rocauc",
-                        "test_rocauc"}
+                        "test_rocauc", "val_macro_f1", "test_macro_f1", "val_micro_f1",
+                        "test_micro_f1"}
     assert got == pytest.approx(want)
 
 

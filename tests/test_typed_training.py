@@ -160,3 +160,47 @@ def test_typed_factored_matches_one_process(queue, world, samplers):
     # 2 trainers: the shared queue cuts a step into 4 jobs (2 per trainer), routes into 2
     _assert_factored_matches_one_process(spawn(_typed_fns.typed_factored_steps, world, queue,
                                                samplers))
+
+
+def _featureless_graph():
+    """One featureless node type, two relations and their reverses (AIFB's shape, tiny)."""
+    from gnnscale.data.graph import GraphStore
+
+    g = torch.Generator().manual_seed(5)
+    return GraphStore.from_typed(
+        {"entity": 50}, {("entity", "a", "entity"): torch.randint(0, 50, (2, 120), generator=g),
+                         ("entity", "b", "entity"): torch.randint(0, 50, (2, 80), generator=g)},
+        y={"entity": torch.randint(0, 3, (50,), generator=g)}, num_classes=3,
+        train_idx={"entity": torch.arange(0, 30)}, test_idx={"entity": torch.arange(40, 50)},
+        add_reverse=True, name="featureless-tiny")
+
+
+def test_onehot_input_is_pyg_rgcnconv_fed_ids_and_trains_full_batch():
+
+    from gnnscale.evaluation.evaluate import layerwise_logits
+    from gnnscale.sampling.full import FullNeighborSampler
+
+    graph = _featureless_graph()
+    torch.manual_seed(0)
+    model = RGCN(0, 3, hidden=8, num_layers=2, dropout=0.0, num_bases=2, featureless="onehot")
+    model.bind_graph(graph)
+    assert model.typed_input is None and model.convs[0].in_channels_l == 50
+    assert not any(p.is_sparse for p in model.parameters())
+    # the whole graph through the two convs, as PyG's R-GCN example runs them (x=None)
+    ei, et = graph.edge_index(), graph.type_per_edge.long()
+    want = model.convs[1](torch.relu(model.convs[0](None, ei, et)), ei, et)[graph.test_idx]
+    got = layerwise_logits(model, graph, graph.test_idx, torch.device("cpu"), 16)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    task = NodeTask()
+    task.attach(model)
+    task.graph = graph
+    ctx = RunContext(topo=CPU, graph=graph, model=model, sampler=FullNeighborSampler(2),
+                     cache_policy=NoCache(), deps=DepCache(), partition=None, seed=0,
+                     optim=Adam(lr=0.05), task=task)
+    strat = DataParallel(ctx, batch_size=64, prefetch=0)
+    strat.setup()
+    losses = [strat.train_epoch(e)["train_loss"] for e in range(5)]
+    assert losses[-1] < losses[0] * 0.8
+    with pytest.raises(ValueError, match="featureless=onehot needs every node type featureless"):
+        RGCN(0, 3, hidden=8, num_layers=2, featureless="onehot").bind_graph(
+            _typed_fns.make_typed_graph())

@@ -143,10 +143,11 @@ def evaluate(model: GNN, graph: GraphStore, device: torch.device, batch_size: in
 def split_metrics(logits: torch.Tensor, labels: torch.Tensor, positions: torch.Tensor,
                   split_sizes: list[int], names: list[str],
                   group: dist.ProcessGroup | None = None) -> dict[str, float]:
-    """``<name>_acc`` and ``<name>_loss`` (mean cross-entropy) per split, plus
-    ``<name>_rocauc`` for a binary task, from this rank's ``logits`` of the rows at
-    ``positions`` of the concatenated splits (collective)."""
-    right = (logits.argmax(-1).cpu() == labels.cpu()).double()
+    """``<name>_acc``, ``<name>_loss`` (mean cross-entropy), ``<name>_macro_f1`` and
+    ``<name>_micro_f1`` per split, plus ``<name>_rocauc`` for a binary task, from this rank's
+    ``logits`` of the rows at ``positions`` of the concatenated splits (collective)."""
+    pred = logits.argmax(-1).cpu()
+    right = (pred == labels.cpu()).double()
     loss = F.cross_entropy(logits.float(), labels.to(logits.device), reduction="none")
     sums = split_sums(torch.stack([right, loss.double().cpu()], 1), positions, split_sizes,
                       group)
@@ -154,8 +155,39 @@ def split_metrics(logits: torch.Tensor, labels: torch.Tensor, positions: torch.T
     for k, (s, n) in enumerate(zip(names, split_sizes)):
         out[f"{s}_acc"] = float(sums[k, 0]) / n
         out[f"{s}_loss"] = float(sums[k, 1]) / n
+    out.update(f1_per_split(pred, labels.cpu(), positions, split_sizes, names,
+                            logits.shape[1], group))
     if logits.shape[1] == 2:
         out.update(rocauc_per_split(logits, labels, positions, split_sizes, names, group))
+    return out
+
+
+def f1_per_split(pred: torch.Tensor, labels: torch.Tensor, positions: torch.Tensor,
+                 split_sizes: list[int], names: list[str], classes: int,
+                 group: dist.ProcessGroup | None = None) -> dict[str, float]:
+    """``<name>_macro_f1`` and ``<name>_micro_f1`` per split from this rank's predicted and
+    true classes of the rows at ``positions`` (collective: the per-class counts are summed
+    over the ranks). Macro-F1 is the mean of each class's ``2 TP / (2 TP + FP + FN)`` over the
+    classes that occur in the split's labels or predictions (scikit-learn's
+    ``f1_score(average="macro")``, which HGB reports); micro-F1, one label per vertex, is the
+    accuracy."""
+    sizes = len(split_sizes)
+    which = torch.repeat_interleave(torch.arange(sizes), torch.tensor(split_sizes))[positions]
+    base = which * classes
+    ones = torch.ones(pred.numel(), dtype=torch.float64)
+    counts = torch.zeros(3, sizes * classes, dtype=torch.float64)
+    counts[0].index_add_(0, base + labels, (pred == labels).double())  # true positives
+    counts[1].index_add_(0, base + pred, ones)  # predicted as the class
+    counts[2].index_add_(0, base + labels, ones)  # labelled as the class
+    if group_size(group) > 1:
+        all_reduce_host(counts, group=group)
+    tp, predicted, labelled = counts.view(3, sizes, classes)
+    out = {}
+    for k, s in enumerate(names):
+        seen = (predicted[k] + labelled[k]) > 0
+        f1 = 2 * tp[k][seen] / (predicted[k][seen] + labelled[k][seen])
+        out[f"{s}_macro_f1"] = float(f1.mean()) if f1.numel() else float("nan")
+        out[f"{s}_micro_f1"] = float(tp[k].sum()) / split_sizes[k]
     return out
 
 

@@ -18,7 +18,8 @@ def present_splits(g, splits: tuple[str, ...]) -> list[str]:
 
 def owned_metrics(logits: torch.Tensor, masters: torch.Tensor, g, present: list[str],
                   group) -> dict[str, float]:
-    """``<split>_acc`` (and ``<split>_rocauc`` for two classes) from this rank's logits of its
+    """``<split>_acc``, ``_loss``, ``_macro_f1``, ``_micro_f1`` (and ``_rocauc`` for two
+    classes) from this rank's logits of its
     masters (each vertex is one rank's master), over the ranks of ``group`` (collective),
     as the layer-wise evaluation computes them."""
     idx = [getattr(g, f"{s}_idx") for s in present]

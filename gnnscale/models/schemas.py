@@ -509,6 +509,8 @@ class CustomModelConfig(Options):
 
 #: R-GCN's aggregations over each relation's edges
 RGCN_AGGRS = ("mean", "add")
+#: How R-GCN reads featureless node types: learned embedding rows, or one-hot ids
+RGCN_FEATURELESS = ("embedding", "onehot")
 
 
 @register("model", "rgcn")
@@ -522,12 +524,21 @@ class RGCNConfig(ModelConfig):
     _target_: str = "gnnscale.models.rgcn.RGCN"
     num_bases: int = 0  # 0: a full weight per relation; else the basis decomposition
     aggr: str = "mean"
+    #: embedding: a featureless type's rows are learned embedding rows (sparse tables);
+    #: onehot: layer 0 reads one-hot vertex ids (the paper's featureless input: each
+    #: relation's layer-0 weight has a row per vertex); needs every node type featureless
+    featureless: str = "embedding"
 
     def check(self) -> None:
-        """The shared checks, bases >= 0, a known aggregation, no residual blocks."""
+        """The shared checks, bases >= 0, a known aggregation and featureless input, no
+        residual blocks, no input dropout on one-hot ids."""
         super().check()
         require_at_least("model.num_bases", self.num_bases, 0)
         require_one_of("model.aggr", self.aggr, RGCN_AGGRS)
+        require_one_of("model.featureless", self.featureless, RGCN_FEATURELESS)
+        if self.featureless == "onehot" and self.input_dropout:
+            raise ConfigError("model.featureless=onehot reads vertex ids, which input dropout "
+                              "cannot drop: set model.input_dropout=0")
         if self.residual:
             raise ConfigError("model=rgcn has no residual blocks yet: set model.residual=false")
 

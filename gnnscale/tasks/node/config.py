@@ -16,12 +16,12 @@ from gnnscale.tasks.config import TaskConfig
 @dataclass
 class NodeTaskConfig(TaskConfig):
     """``task=node``: node classification (cross-entropy on the labelled training vertices;
-    accuracy, and ROC-AUC for two classes)."""
+    accuracy, Macro-F1 and Micro-F1, and ROC-AUC for two classes)."""
 
     name: ClassVar[str] = "node"
     title: ClassVar[str] = "node classification"
     needs: ClassVar[tuple[str, ...]] = ("features", "labels", "train_split")
-    metrics: ClassVar[tuple[str, ...]] = ("acc", "rocauc")
+    metrics: ClassVar[tuple[str, ...]] = ("acc", "rocauc", "macro_f1", "micro_f1")
     auto_metric: ClassVar[tuple[str, ...]] = ("rocauc", "acc")  # ROC-AUC for two classes
     _target_: str = "gnnscale.tasks.node.NodeTask"
 

@@ -1,6 +1,7 @@
 """``task=node``: node classification. The model's output rows are class logits; the loss is
 the cross-entropy on the labelled training vertices; the metrics are accuracy, the mean
-cross-entropy and, for two classes, ROC-AUC (:mod:`gnnscale.evaluation.evaluate`)."""
+cross-entropy, Macro-F1 and Micro-F1 and, for two classes, ROC-AUC
+(:mod:`gnnscale.evaluation.evaluate`)."""
 
 from __future__ import annotations
 
@@ -79,7 +80,8 @@ class NodeTask(Task):
     def evaluate(self, model: torch.nn.Module, graph: GraphStore, device: torch.device,
                  batch_size: int, splits: tuple[str, ...] = ("val", "test"),
                  group: dist.ProcessGroup | None = None) -> dict[str, float]:
-        """``<split>_acc``, ``<split>_loss`` (and ``_rocauc``) by layer-wise inference."""
+        """``<split>_acc``, ``_loss``, ``_macro_f1``, ``_micro_f1`` (and ``_rocauc``) by
+        layer-wise inference."""
         from gnnscale.evaluation.evaluate import evaluate
 
         return evaluate(model, graph, device, batch_size, splits, group=group)
