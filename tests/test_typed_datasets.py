@@ -310,3 +310,14 @@ def test_a_strategy_that_does_not_train_types_refuses_a_typed_graph_in_one_line(
     with pytest.raises(ConfigError, match=r"typed graph \(4 node types.*strategy=fullgraph "
                                           r"does not train typed graphs"):
         validate(cfg)
+
+
+def test_link_prediction_refuses_a_typed_graph_in_one_line(tmp_path):
+    """The edge split drops types, so task=link on a typed graph is refused at launch."""
+    from gnnscale.runner.validate import validate
+    from tests._train import make_cfg
+
+    cfg = make_cfg(tmp_path, "dataset=hetero_sim", "dataset.scale=0.002", "task=link",
+                   "model=rgcn", "logger=none")
+    with pytest.raises(ConfigError, match="task=link on the typed graph"):
+        validate(cfg)

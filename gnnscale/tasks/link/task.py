@@ -91,7 +91,12 @@ class LinkTask(Task):
 
     # -- set-up ---------------------------------------------------------------------------------
     def prepare(self, graph: GraphStore, root: str | None = None, seed: int = 0) -> GraphStore:
-        """The message graph (val/test edges removed) with the split edges, processed once."""
+        """The message graph (val/test edges removed) with the split edges, processed once;
+        a typed graph is refused (the split and the message graph do not carry types yet)."""
+        if graph.is_typed:
+            raise ConfigError(f"task=link on the typed graph {graph.name}: link prediction on "
+                              "an edge type is not available yet (the edge split would drop "
+                              "the types); use task=node, or a graph of one node and edge type")
         self.seed = int(seed)
         opts = SplitOptions(seed=int(seed if self.split_seed is None else self.split_seed),
                             **self.options)
