@@ -144,10 +144,7 @@ class DataParallel(SamplingStrategy):
         first = self.schedule.draw(0, 0, self.slot)
         mb = self.sample(first)
         device_seam.reset_peak(dev)
-        x = typed_inputs(ctx.graph, mb.input_nodes).to(dev) if ctx.graph.is_typed else \
-            ctx.graph.x[mb.input_nodes].to(dev)
-        if getattr(self._module, "reads_edge_features", False):
-            EdgeFeatures(ctx.graph, "cpu").attach(mb.blocks)
+        x = self.host_gather(mb).to(dev)
         out = self._module(x, [b.to(dev) for b in mb.blocks])
         ctx.task.loss(out, first.target.to(dev)).backward()
         peak = device_seam.peak_allocated(dev)
