@@ -56,13 +56,15 @@ def set_sparse(params: list[torch.nn.Parameter], rows: torch.Tensor,
 
 
 def reduce_sparse(params: list[torch.nn.Parameter],
-                  group: dist.ProcessGroup | None = None) -> int:
-    """Average every table's sparse gradient over ``group`` (collective): all-gather each
-    rank's looked-up rows and their gradient rows and divide by the group's size; returns the
-    bytes this rank sent."""
+                  group: dist.ProcessGroup | None = None, mean: bool = True) -> int:
+    """Average (``mean=False``: sum) every table's sparse gradient over ``group``
+    (collective): all-gather each rank's looked-up rows and their gradient rows (divided by the
+    group's size for the mean); returns the bytes this rank sent."""
     world = group_size(group)
     rows, vals = flat_sparse(params)
     all_rows = torch.cat(all_gather_rows(rows, group))
-    all_vals = torch.cat(all_gather_rows(vals, group)) / world
+    all_vals = torch.cat(all_gather_rows(vals, group))
+    if mean:
+        all_vals = all_vals / world
     set_sparse(params, all_rows, all_vals)
     return rows.numel() * rows.element_size() + vals.numel() * vals.element_size()

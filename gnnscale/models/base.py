@@ -350,11 +350,19 @@ class GNN(nn.Module):
             dims.append(int(out))
         return dims
 
-    def forward(self, x: torch.Tensor, blocks: list[Block]) -> torch.Tensor:
+    def encode(self, x: Any) -> torch.Tensor:
+        """Layer 0's dense source rows from the raw inputs the strategy read: the feature rows
+        themselves (a typed model maps :class:`~gnnscale.sampling.base.TypedInputs` to rows
+        here). Vertex-wise, so a strategy may encode wherever it reads raw rows (before it
+        slices, exchanges or caches them); :meth:`forward` encodes first."""
+        return x
+
+    def forward(self, x: Any, blocks: list[Block]) -> torch.Tensor:
         """Every layer in turn on its block (``blocks`` input layer first); ``x`` holds layer 0's
-        sources."""
+        sources (raw: :meth:`encode` runs first)."""
         if len(blocks) != self.num_layers:
             raise ValueError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model")
+        x = self.encode(x)
         for i, block in enumerate(blocks):
             x = self.layer(i, x, block)
         return x

@@ -164,7 +164,3 @@ class RGCN(GNN):
         """The typed input's width, then each layer's output (one-hot input: layer 0 reads
         one id per row, as wide as ``hidden`` rows would be in this list)."""
         return [self.hidden] * self.num_layers + [self.out_channels]
-
-    def forward(self, x: TypedInputs | torch.Tensor, blocks: list[Block]) -> torch.Tensor:
-        """The typed input of layer 0's sources, then every layer on its block."""
-        return super().forward(self.encode(x), blocks)
