@@ -81,6 +81,25 @@ def partitioner_name(config: dict) -> str:
     return target.rsplit(".", 2)[-2] if target.count(".") >= 2 else target
 
 
+def partitioner_overrides(wanted: dict, given: dict) -> str:
+    """The overrides that turn the partitioner node ``given`` into ``wanted``:
+    ``partitioner=<name>`` when the option differs, then each option key whose value differs
+    (from ``given``'s, or from the option's defaults when the option changes)."""
+    from gnnscale import registry
+
+    name = partitioner_name(wanted)
+    base = given
+    out = []
+    if partitioner_name(given) != name:
+        out.append(f"partitioner={name}")
+        schema = registry.schemas("partitioner").get(name)
+        base = {} if schema is None else registry.instance(schema, {}).__dict__
+        base = {k: getattr(v, "value", v) for k, v in base.items()}
+    out += [f"partitioner.{k}={_show(v)}" for k, v in sorted(wanted.items())
+            if k != "_target_" and base.get(k) != v]
+    return " ".join(out) or f"partitioner={name}"
+
+
 def dataset_identity(node: dict) -> dict:
     """A dataset option's composed node without the keys that only say where it lives."""
     return {k: v for k, v in node.items() if k not in _PLACE_KEYS}
@@ -192,17 +211,20 @@ def check_run(cfg: Any, built: Any, ranks: list[int]) -> DatasetMeta:
                           f"(or partition again with dist.world_size={world})")
     node = OmegaConf.to_container(cfg.partitioner, resolve=True, enum_to_str=True)
     if config_hash(node) != layout["config_hash"]:
-        raise ConfigError(
-            f"parts={root} was partitioned by partitioner={layout['partitioner']} with "
-            f"{_show(layout['partitioner_config'])}, this run says "
-            f"partitioner={partitioner_name(node)} with {_show(node)}: give the layout's "
-            "partitioner options (or partition again with these)")
+        raise ConfigError(f"parts={root} was partitioned by partitioner={layout['partitioner']}"
+                          f", this run's partitioner differs: set "
+                          f"{partitioner_overrides(layout['partitioner_config'], node)} (or "
+                          "partition again with this run's)")
     data = dataset_identity(OmegaConf.to_container(cfg.dataset, resolve=True,
                                                    enum_to_str=True))
-    if data != layout["dataset"]:
-        raise ConfigError(f"parts={root} holds dataset {_show(layout['dataset'])}, this run "
-                          f"names {_show(data)}: give the layout's dataset options (or "
-                          "partition this dataset)")
+    want = layout["dataset"]
+    if data != want:
+        keys = [k for k in sorted(set(want) | set(data)) if want.get(k) != data.get(k)]
+        fix = (f"the dataset option of {want.get('_target_')}" if "_target_" in keys else
+               " ".join(f"dataset.{k}={_show(want.get(k))}" for k in keys))
+        raise ConfigError(f"parts={root} holds {layout['graph']['name']}, partitioned from "
+                          f"other dataset options than this run's: set {fix} (or partition "
+                          "this dataset)")
     for r in ranks:
         read_part(root, r, layout)
     return dataset_meta(layout)
