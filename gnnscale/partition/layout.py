@@ -22,10 +22,11 @@ repeats the partitioning's identity (graph checksum, k, partitioner and seed), s
 another partitioning is named, not read. A host needs ``layout.json``, the global arrays,
 ``book/`` and the part folders of its ranks (rank r reads ``part-<r>``), nothing else.
 
-:func:`check_run` is the launcher's check of a run given ``parts=DIR``: the strategy can
-train from parts (``strategy=fullgraph deps=depcomm`` on an edge-cut), the run's dataset,
-partitioner and world size are the layout's, and every part this process's ranks read is
-there and of this partitioning. Each problem is one line naming what to fix.
+:func:`check_run` is the launcher's check of a run given ``parts=DIR`` (after
+:func:`gnnscale.runner.validate.parts_problem`, which says whether its strategy can train from
+parts): the run's dataset, partitioner and world size are the layout's, and every part this
+process's ranks read is there and of this partitioning. Each problem is one line naming what
+to fix.
 """
 
 from __future__ import annotations
@@ -171,37 +172,12 @@ def dataset_meta(layout: dict) -> DatasetMeta:
     return DatasetMeta(**d)
 
 
-def parts_problem(cfg: Any, built: Any) -> str | None:
-    """Why ``cfg`` cannot train from a partitioned layout (None: it can). Only the full-graph
-    strategy with ``deps=depcomm`` on an edge-cut reads nothing beyond a part's own rows and
-    in-edges; every other combination reads the whole graph today."""
-    from gnnscale.strategies.config import declared
-    from gnnscale.tasks.config import declared_task
-
-    strategy = declared(cfg.strategy).name
-    if strategy != "fullgraph":
-        return (f"strategy={strategy} reads the whole graph on every rank, so it cannot train "
-                "from parts= yet: use strategy=fullgraph deps=depcomm, or drop parts= and give "
-                "every host the whole processed dataset")
-    if built.deps is None or not type(built.deps).replicates_none:
-        return ("parts= holds each rank's own rows and in-edges only, so fullgraph needs "
-                "deps=depcomm (depcache and hybrid replicate rows of other parts): set "
-                "deps=depcomm")
-    task = declared_task(cfg).name
-    if task != "node":
-        return f"task={task} is not trained from parts= yet: use task=node or drop parts="
-    return None
-
-
-def check_run(cfg: Any, built: Any, ranks: list[int]) -> DatasetMeta:
+def check_run(cfg: Any, ranks: list[int]) -> DatasetMeta:
     """The launcher's checks of ``cfg.parts`` for the ranks ``ranks`` this process starts
     (all of them; under torchrun its own): returns the graph's metadata, read from the layout
     (the dataset itself is neither read nor processed)."""
     from omegaconf import OmegaConf
 
-    problem = parts_problem(cfg, built)
-    if problem:
-        raise ConfigError(problem)
     root = Path(os.path.expanduser(str(cfg.parts)))
     layout = read_layout(root)
     world = int(cfg.dist.world_size)

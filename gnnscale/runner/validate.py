@@ -224,15 +224,38 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
     return settled
 
 
+def parts_problem(cfg: DictConfig, built: Checked) -> str | None:
+    """Why ``cfg`` cannot train from a partitioned layout (None: it can). Only the full-graph
+    strategy with ``deps=depcomm`` (on the layout's edge-cut) reads nothing beyond a part's
+    own rows and in-edges; every other combination reads the whole graph today."""
+    strategy = declared(cfg.strategy).name
+    if strategy != "fullgraph":
+        return (f"strategy={strategy} reads the whole graph on every rank, so it cannot train "
+                "from parts= yet: use strategy=fullgraph deps=depcomm, or drop parts= and give "
+                "every host the whole processed dataset")
+    if built.deps is None or not type(built.deps).replicates_none:
+        return ("parts= holds each rank's own rows and in-edges only, so fullgraph needs "
+                "deps=depcomm (depcache and hybrid replicate rows of other parts): set "
+                "deps=depcomm")
+    task = declared_task(cfg).name
+    if task != "node":
+        return f"task={task} is not trained from parts= yet: use task=node or drop parts="
+    return None
+
+
 def parts_meta(cfg: DictConfig, built: Checked) -> DatasetMeta:
-    """The metadata of ``cfg.parts``' graph, after :func:`gnnscale.partition.layout.check_run`
-    on the parts this process's ranks read (all of them; under torchrun its own rank's)."""
+    """The metadata of ``cfg.parts``' graph, after :func:`parts_problem` and
+    :func:`gnnscale.partition.layout.check_run` on the parts this process's ranks read (all of
+    them; under torchrun its own rank's)."""
     from gnnscale.distributed.schemas import under_torchrun
     from gnnscale.partition.layout import check_run
 
+    problem = parts_problem(cfg, built)
+    if problem:
+        raise ConfigError(problem)
     ranks = [int(os.environ["RANK"])] if under_torchrun() else \
         list(range(int(cfg.dist.world_size)))
-    return check_run(cfg, built, ranks)
+    return check_run(cfg, ranks)
 
 
 def prepare_task(cfg: DictConfig, graph: Any) -> Any:
