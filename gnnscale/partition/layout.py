@@ -50,8 +50,8 @@ GLOBAL_ARRAYS = ("indptr", "train_idx", "val_idx", "test_idx")
 PART_ARRAYS = ("owned", "indptr", "indices", "x", "y", "edge_weight", "edge_attr")
 #: the partitioning's identity, repeated in every part.json
 IDENTITY = ("graph_checksum", "num_parts", "partitioner", "seed", "config_hash")
-#: dataset keys that say where a dataset lives, not which one it is
-_PLACE_KEYS = ("root", "raw_dir")
+#: dataset keys that say where a dataset lives or how it was processed, not which one it is
+_PLACE_KEYS = ("root", "raw_dir", "path", "memory_budget")
 
 
 class LayoutError(ConfigError):
