@@ -138,6 +138,9 @@ class RootConfig:
     run_dir: str = "${hydra:runtime.output_dir}"
     progress: bool = True
     footprint: bool = False  # report footprint_similarity (FGNN Table 2) per epoch from epoch 1
+    # a partitioned layout (python -m gnnscale.partition ... parts=DIR): rank r reads its
+    # part-<r> folder there instead of the whole dataset (docs/distributed.md)
+    parts: str | None = None
 
 
 ConfigStore.instance().store(group="schema", name="root", node=RootConfig)

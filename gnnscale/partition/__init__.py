@@ -1,5 +1,7 @@
 """Partitioners (Hydra group ``partitioner``), the partition book, its quality and cache
-(``schemas``: the options' typed configs, torch-free)."""
+(``schemas``: the options' typed configs, torch-free), and the partitioned layout a run on
+several hosts trains from (``layout``: its format and checks, torch-free; ``parts``: writing
+it and a host's view of its part; ``python -m gnnscale.partition``: ``cli``)."""
 
 from gnnscale.lazy import lazy_exports
 

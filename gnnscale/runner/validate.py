@@ -10,11 +10,15 @@ then the dataset's metadata (``meta.json``) is read (the dataset is processed fi
 has not been: that imports torch) for the checks that need its sizes. A task that derives its
 own data from the dataset (``derives_data``: link prediction's edge split) prepares it here,
 once, and is checked on the prepared graph. Only a strategy whose schema asks for it
-(``checks_built``) gets the loaded graph and built components.
+(``checks_built``) gets the loaded graph and built components. A run given a partitioned
+layout (``parts=DIR``) reads its metadata from the layout instead, after the layout's checks
+(:func:`gnnscale.partition.layout.check_run`: the strategy can train from parts, the layout is
+this run's, every part this process's ranks read is there and of one partitioning).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -201,9 +205,11 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
     (:func:`settle_model`)."""
     settled = check_config(cfg)
     decl = declared(cfg.strategy)
-    if decl.meta:  # each candidate is validated alone when profiled
+    if cfg.get("parts"):  # a partitioned layout: its metadata, its parts this process reads
+        built = Checked.build(cfg, parts_meta(cfg, Checked.build(cfg)))
+    elif decl.meta:  # each candidate is validated alone when profiled
         return settled
-    if declared_task(cfg).derives_data:  # e.g. link's edge split: processed once, here
+    elif declared_task(cfg).derives_data:  # e.g. link's edge split: processed once, here
         graph = prepare_task(cfg, open_dataset(cfg))
         built = Checked.build(cfg, graph)
     else:
@@ -216,6 +222,40 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
         check_graph(cfg, built.graph)
     check_dataset(cfg, built, decl)
     return settled
+
+
+def parts_problem(cfg: DictConfig, built: Checked) -> str | None:
+    """Why ``cfg`` cannot train from a partitioned layout (None: it can). Only the full-graph
+    strategy with ``deps=depcomm`` (on the layout's edge-cut) reads nothing beyond a part's
+    own rows and in-edges; every other combination reads the whole graph today."""
+    strategy = declared(cfg.strategy).name
+    if strategy != "fullgraph":
+        return (f"strategy={strategy} reads the whole graph on every rank, so it cannot train "
+                "from parts= yet: use strategy=fullgraph deps=depcomm, or drop parts= and give "
+                "every host the whole processed dataset")
+    if built.deps is None or not type(built.deps).replicates_none:
+        return ("parts= holds each rank's own rows and in-edges only, so fullgraph needs "
+                "deps=depcomm (depcache and hybrid replicate rows of other parts): set "
+                "deps=depcomm")
+    task = declared_task(cfg).name
+    if task != "node":
+        return f"task={task} is not trained from parts= yet: use task=node or drop parts="
+    return None
+
+
+def parts_meta(cfg: DictConfig, built: Checked) -> DatasetMeta:
+    """The metadata of ``cfg.parts``' graph, after :func:`parts_problem` and
+    :func:`gnnscale.partition.layout.check_run` on the parts this process's ranks read (all of
+    them; under torchrun its own rank's)."""
+    from gnnscale.distributed.schemas import under_torchrun
+    from gnnscale.partition.layout import check_run
+
+    problem = parts_problem(cfg, built)
+    if problem:
+        raise ConfigError(problem)
+    ranks = [int(os.environ["RANK"])] if under_torchrun() else \
+        list(range(int(cfg.dist.world_size)))
+    return check_run(cfg, ranks)
 
 
 def prepare_task(cfg: DictConfig, graph: Any) -> Any:

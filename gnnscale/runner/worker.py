@@ -16,6 +16,7 @@ from gnnscale import registry
 from gnnscale.distributed.collectives import group_rank, group_size
 from gnnscale.distributed.launch import Topology
 from gnnscale.evaluation.footprint import Footprint
+from gnnscale.partition.parts import PartLayout, format_host_report, host_report
 from gnnscale.partition.provider import CachedPartitions
 from gnnscale.runner import checkpoint
 from gnnscale.runner.metrics import (
@@ -61,12 +62,14 @@ def build_context(topo: Topology, cfg, phases: Phases | None = None) -> RunConte
     """Every component from its own sub-config plus the runtime objects it needs."""
     phases = phases or Phases()
     registry.load_all()
+    layout = PartLayout(cfg.parts) if cfg.get("parts") else None  # this rank's part only
     with phases.time("dataset"):
-        task, graph = build_task(cfg)
+        task, graph = build_task(cfg, None if layout is None else layout.open_part(topo.rank))
     with phases.time("model_build"):
         model = build_model(cfg, graph, task)
-    partitions = TimedPartitions(CachedPartitions(graph, cfg.partitioner,
-                                                  Path(cfg.data_root) / "partitions"), phases)
+    provider = layout.partitions() if layout is not None else \
+        CachedPartitions(graph, cfg.partitioner, Path(cfg.data_root) / "partitions")
+    partitions = TimedPartitions(provider, phases)
     return RunContext(
         topo=topo, graph=graph, model=model,
         sampler=registry.build(cfg.sampler) if cfg.get("sampler") is not None else None,
@@ -98,6 +101,7 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     phases.add("strategy_setup", time.perf_counter() - t0 - phases.seconds.get("partition", 0))
     group, reports = strategy.group, strategy.reports
     leader = topo.rank == 0
+    parts = parts_report(ctx.graph, group, leader)
     if leader and not reports:
         raise RuntimeError(f"{type(strategy).__name__}: rank 0 must report (it leads the run)")
     history: list[dict] = []
@@ -176,6 +180,8 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     results = _results(history, cfg, topo, task)
     results["summary"]["stopped_after_epoch"] = stopped and stopped["after_epoch"]
     results["graph"] = graph_shape(ctx.graph)
+    if parts is not None:
+        results["parts"] = parts
     results["startup"] = phases.seconds
     (Path(run_dir) / "results.json").write_text(json.dumps(results, indent=1))
     phases.add("write_results", time.perf_counter() - t0)
@@ -183,6 +189,25 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     print("\n" + summary_table(history, summary_columns(cfg)), flush=True)
     print(f"\nresults: {os.path.join(run_dir, 'results.json')}", flush=True)
     return results
+
+
+def parts_report(graph, group, leader: bool) -> dict | None:
+    """On a run given ``parts=``: every rank's files of the layout (opened, memory-mapped:
+    :meth:`~gnnscale.partition.parts.PartLayout.bytes_opened`) gathered over ``group``, and
+    per host the bytes on disk and mapped, printed by rank 0 one line per host (collective);
+    None otherwise."""
+    layout = getattr(graph, "layout", None)
+    if layout is None:
+        return None
+    mine = layout.bytes_opened()
+    every = [mine]
+    if dist.is_initialized() and group_size(group) > 1:
+        every = [None] * group_size(group)
+        dist.all_gather_object(every, mine, group=group)
+    hosts = host_report(every)
+    if leader:
+        print(format_host_report(hosts, str(layout.root)), flush=True)
+    return {"root": str(layout.root), "hosts": hosts, "ranks": every}
 
 
 def attach_footprint(strategy, cfg, leader: bool) -> None:

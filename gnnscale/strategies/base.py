@@ -264,12 +264,14 @@ class SamplingStrategy(Strategy):
             self.pool = None
 
 
-def build_task(cfg) -> tuple[Task, GraphStore]:
-    """The run's task and the graph it trains on (link prediction: the message graph)."""
+def build_task(cfg, graph: GraphStore | None = None) -> tuple[Task, GraphStore]:
+    """The run's task and the graph it trains on (link prediction: the message graph), from
+    ``graph`` when given (a host's part of a partitioned layout), else the dataset's."""
     from gnnscale.tasks.node import NodeTask
 
     task = registry.build(cfg.task) if cfg.get("task") is not None else NodeTask()
-    return task, task.prepare(registry.build(cfg.dataset).load(), cfg.data_root, cfg.seed)
+    source = graph if graph is not None else registry.build(cfg.dataset).load()
+    return task, task.prepare(source, cfg.data_root, cfg.seed)
 
 
 def build_model(cfg, graph: GraphStore, task: Task) -> torch.nn.Module:

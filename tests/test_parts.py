@@ -1,0 +1,220 @@
+"""The partitioned layout (gnnscale/partition/layout.py, parts.py): written one part at a time,
+opened as a host's view of its part, verified, refused with one line when it is not the run's;
+and a host given only its part's folder training fullgraph deps=depcomm under torchrun."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf, open_dict
+
+from gnnscale.data.graph import GraphStore
+from gnnscale.errors import ConfigError
+from gnnscale.ops.deps import in_edges
+from gnnscale.partition.book import PartitionBook
+from gnnscale.partition.layout import LayoutError, check_run
+from gnnscale.partition.parts import NotHeldError, PartLayout, write_layout
+from gnnscale.partition.store import graph_checksum
+from gnnscale.runner.validate import validate
+from tests._train import make_cfg
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = ("dataset=synthetic", "dataset.preset=tiny", "partitioner=random", "strategy=fullgraph",
+        "deps=depcomm", "model.hidden=16", "model.num_layers=2", "epochs=3", "logger=none",
+        "eval_batch_size=512")
+RUN = (*BASE, "dist.world_size=2")
+
+
+def small_graph(n: int = 60, seed: int = 0) -> GraphStore:
+    g = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, n, (2, 6 * n), generator=g)
+    return GraphStore.from_edge_index(
+        ei, n, symmetrize=True, edge_weight=torch.rand(6 * n, generator=g),
+        x=torch.randn(n, 5, generator=g), y=torch.randint(0, 3, (n,), generator=g),
+        train_idx=torch.arange(0, n, 3), val_idx=torch.arange(1, n, 3),
+        test_idx=torch.arange(2, n, 3), num_classes=3, name="small")
+
+
+def nodes(cfg, group: str) -> dict:
+    return OmegaConf.to_container(cfg[group], resolve=True, enum_to_str=True)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """A 2-part layout of a small graph, recorded as the tiny synthetic preset of ``RUN``."""
+    tmp = tmp_path_factory.mktemp("parts")
+    cfg = make_cfg(tmp, *RUN, f"parts={tmp / 'L'}")
+    graph = small_graph()
+    part = torch.arange(graph.num_nodes) % 2
+    part[:7] = 1  # uneven, interleaved owners
+    book = PartitionBook.from_edge_cut(graph, part, 2)
+    book.meta["checksum"] = graph_checksum(graph)  # as get_partition records it
+    logs: list[str] = []
+    write_layout(graph, book, tmp / "L", nodes(cfg, "dataset"), nodes(cfg, "partitioner"),
+                 log=logs.append)
+    assert "wrote 2 parts" in logs[0]
+    return tmp, cfg, graph, book
+
+
+def test_each_part_holds_its_rows_and_in_edges(written):
+    tmp, _, graph, book = written
+    layout = PartLayout(tmp / "L")
+    for q in range(2):
+        view = PartLayout(tmp / "L").open_part(q)
+        owned = (book.part == q).nonzero().flatten()
+        assert torch.equal(view.owned, owned)
+        assert view.num_nodes == graph.num_nodes and view.num_edges == graph.num_edges
+        assert view.held_edges == int(graph.in_degree()[owned].sum())
+        assert torch.equal(view.in_degree(), graph.in_degree())  # the whole graph's
+        assert torch.equal(view.x[owned], graph.x[owned]) and view.x.shape == graph.x.shape
+        assert torch.equal(view.y[owned.flip(0)], graph.y[owned.flip(0)])
+        for mine, whole in zip(in_edges(view.indptr, view.indices, owned),
+                               in_edges(graph.indptr, graph.indices, owned)):
+            assert torch.equal(mine, whole)  # what fullgraph reads, global ids kept
+        eids = view.global_edge_ids()
+        assert torch.equal(graph.indices[eids], view.indices)
+        assert torch.equal(graph.edge_weight[eids], view.edge_weight)
+        assert torch.equal(view.train_idx, graph.train_idx)  # the global split
+        other = int((book.part != q).nonzero()[0])
+        with pytest.raises(NotHeldError, match=f"node {other}'s feature row is not on this "
+                                                f"host.*part {q} of"):
+            view.x[torch.tensor([int(owned[0]), other])]
+        with pytest.raises(NotHeldError, match="label row"):
+            view.y[other]
+        files = view.layout.bytes_opened()
+        assert not [f for f in files["files"] if f"part-{1 - q}" in f]
+        assert any(f"part-{q}" in f for f in files["mapped"])  # mapped, not read in
+    assert layout.info["num_parts"] == 2 and layout.info["graph"]["name"] == "small"
+
+
+def test_a_damaged_or_foreign_part_is_named(written, tmp_path):
+    src, _, _, _ = written
+    copy = tmp_path / "L"
+    shutil.copytree(src / "L", copy)
+    x = copy / "part-1" / "x.npy"
+    data = bytearray(x.read_bytes())
+    data[-1] ^= 0xFF
+    x.write_bytes(bytes(data))
+    with pytest.raises(LayoutError, match=r"part-1/x.npy: checksum mismatch"):
+        PartLayout(copy).open_part(1)
+    PartLayout(copy).open_part(0)  # the other part is untouched
+    info = json.loads((copy / "part-0" / "part.json").read_text())
+    info["num_owned"] += 1
+    (copy / "part-0" / "part.json").write_text(json.dumps(info))
+    with pytest.raises(LayoutError, match=r"part-0/part.json: checksum mismatch"):
+        PartLayout(copy).open_part(0)
+
+
+def test_run_checks_refuse_what_is_not_the_layouts(written, tmp_path):
+    tmp, cfg, graph, book = written
+    validate(cfg)  # the layout of this run: accepted without the dataset
+    assert not (tmp / "data").exists()  # neither read nor processed
+
+    def refused(match: str, **changes) -> None:
+        bad = cfg.copy()
+        with open_dict(bad):
+            for key, value in changes.items():
+                OmegaConf.update(bad, key, value, force_add=True)
+        with pytest.raises(ConfigError, match=match):
+            validate(bad)
+
+    refused(r"holds 2 parts, one per rank, but dist.world_size=3", **{"dist.world_size": 3})
+    refused(r"partitioned by partitioner=random, .*set partitioner.seed=0 ",
+            **{"partitioner.seed": 4})
+    refused(r"holds small, partitioned from other dataset options .*: set "
+            r'dataset.preset="tiny" ', **{"dataset.preset": "small"})
+    refused(r"parts=.*nowhere: no such folder", parts=str(tmp_path / "nowhere"))
+    data = ("strategy=data", "deps=depcache", "sampler.fanouts=[5,5]")
+    for over, match in ((data, "strategy=data reads the whole graph"),
+                        (("deps=hybrid",), "fullgraph needs deps=depcomm")):
+        with pytest.raises(ConfigError, match=match):
+            validate(make_cfg(tmp_path, *RUN, *over, f"parts={tmp / 'L'}"))
+
+    host = tmp_path / "host1"  # a host given the top folder and part 0 only
+    shutil.copytree(tmp / "L", host, ignore=shutil.ignore_patterns("part-1"))
+    with open_dict(cfg):
+        cfg.parts = str(host)
+    try:
+        with pytest.raises(LayoutError, match=r"host1/part-1 is missing: rank 1 trains on "
+                                              r"part 1 of 2; copy that folder"):
+            validate(cfg)
+        assert check_run(cfg, [0]).num_nodes == graph.num_nodes  # host 0's own part is there
+        # part 1 of a partitioning with another seed, mixed in
+        other = tmp_path / "other"
+        part = book.part.flip(0).contiguous()
+        ob = PartitionBook.from_edge_cut(graph, part, 2)
+        ob.meta["checksum"] = book.meta["checksum"]
+        pnode = nodes(cfg, "partitioner")
+        write_layout(graph, ob, other, nodes(cfg, "dataset"), {**pnode, "seed": 9},
+                     log=lambda _m: None)
+        shutil.copytree(other / "part-1", host / "part-1")
+        with pytest.raises(LayoutError, match=r"part-1 is a part of another partitioning: "
+                                              r"its seed is 9, .*layout.json says 0"):
+            validate(cfg)
+    finally:
+        with open_dict(cfg):
+            cfg.parts = str(tmp / "L")
+
+
+def test_the_writer_refuses_what_it_cannot_lay_out(tmp_path):
+    graph = small_graph()
+    book = PartitionBook.from_edge_cut(graph, torch.arange(graph.num_nodes) % 2, 2)
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    with pytest.raises(Exception, match="exists and is not a partitioned layout"):
+        write_layout(graph, book, tmp_path / "busy", {}, {})
+    assert (tmp_path / "busy" / "notes.txt").is_file()  # never removed
+    vcut = PartitionBook.from_vertex_cut(graph, torch.arange(graph.num_nodes) % 2,
+                                         torch.zeros(graph.num_edges, dtype=torch.long), 2)
+    with pytest.raises(Exception, match="from an edge-cut"):
+        write_layout(graph, vcut, tmp_path / "v", {}, {})
+
+
+@pytest.mark.slow
+def test_two_hosts_each_with_only_its_part_train_as_one_process(tmp_path):
+    """Two torchrun "nodes" on loopback, each given a folder holding the global files and
+    its own part only: their losses equal one process on the whole graph, and neither opened
+    a file of the other's part."""
+    from gnnscale.distributed import free_port
+    from gnnscale.partition.cli import run as partition
+    from gnnscale.runner.run import run
+
+    whole = make_cfg(tmp_path, *BASE, "dist.world_size=1", run="one")
+    one = run(whole)
+    layout = tmp_path / "L"
+    partition(make_cfg(tmp_path, *RUN, f"parts={layout}"), log=lambda _m: None)
+    for q in range(2):  # copy each host its folders
+        shutil.copytree(layout, tmp_path / f"host{q}", ignore=shutil.ignore_patterns(
+            f"part-{1 - q}"))
+    port = free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node",
+           "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}",
+           "--rdzv_id", "gnnscale-parts", "--max_restarts", "0", "train.py", *RUN,
+           f"run_dir={tmp_path / 'two'}", "progress=false", "dist.timeout_s=120"]
+    nodes_ = [subprocess.Popen([*cmd, f"parts={tmp_path / f'host{q}'}",
+                                f"data_root={tmp_path / f'empty{q}'}"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+              for q in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in nodes_]
+    assert [p.returncode for p in nodes_] == [0, 0], "\n".join(outs)
+    two = json.loads((tmp_path / "two" / "results.json").read_text())
+    losses = [[h["train_loss"] for h in r["history"]] for r in (one, two)]
+    assert np.allclose(losses[0], losses[1], rtol=1e-5), losses
+    assert two["summary"]["final_test_acc"] == pytest.approx(one["summary"]["final_test_acc"],
+                                                             abs=2e-3)
+    for q, rank in enumerate(two["parts"]["ranks"]):
+        opened = list(rank["files"]) + list(rank["mapped"])
+        assert all(f.startswith(str(tmp_path / f"host{q}")) for f in opened), opened
+        assert any(f"part-{q}" in f for f in rank["mapped"])
+    assert sum(h["disk_bytes"] for h in two["parts"]["hosts"].values()) > 0
+    assert "memory-mapped" in outs[0]
+    assert not any((tmp_path / f"empty{q}").exists() for q in range(2))  # no dataset read
