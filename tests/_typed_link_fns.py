@@ -48,16 +48,21 @@ def make_link_model(task: LinkTask, graph: GraphStore) -> RGCN:
     return model
 
 
-def typed_link_data_steps(topo) -> dict:
-    """EPOCHS epochs of strategy=data: every step's loss and gradients (dense), the final
-    parameters and the evaluation's metrics."""
+def typed_link_data_steps(topo, kind: str = "data") -> dict:
+    """EPOCHS epochs of strategy=data (``kind="factored"``: factored, one sampler rank and
+    fixed routes, the other ranks training as data does): on a training rank every step's
+    loss and gradients (dense), the final parameters and the evaluation's metrics."""
     from gnnscale.strategies.data.strategy import DataParallel
+    from gnnscale.strategies.factored.strategy import Factored
 
     task, graph = make_task()
     ctx = RunContext(topo=topo, graph=graph, model=make_link_model(task, graph),
                      sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01), task=task)
-    strat = DataParallel(ctx, batch_size=BATCH, prefetch=0)
+    if kind == "factored":
+        strat = Factored(ctx, batch_size=BATCH, samplers="1", queue="routes", queue_depth=1)
+    else:
+        strat = DataParallel(ctx, batch_size=BATCH, prefetch=0)
     strat.setup()
     losses, grads = [], []
     inner = strat.train_step
@@ -71,9 +76,9 @@ def typed_link_data_steps(topo) -> dict:
     strat.train_step = recorded
     for epoch in range(EPOCHS):
         strat.train_epoch(epoch)
-    out = {"losses": losses, "grads": grads,
+    out = {"reports": bool(strat.reports), "losses": losses, "grads": grads,
            "params": [p.detach().clone() for p in strat.module.parameters()],
-           "metrics": strat.evaluate(64)}
+           "metrics": strat.evaluate(64) if strat.reports else {}}
     strat.close()
     return out
 

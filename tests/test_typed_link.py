@@ -126,3 +126,15 @@ def test_typed_link_data_parallel_on_two_ranks_equals_one_process():
     ref = T.typed_link_reference(2)
     for rank, got in enumerate(ranks):
         _assert_equal(got, ref, 2, rank)
+
+
+@pytest.mark.slow
+def test_typed_link_factored_equals_one_process():
+    """1 sampler rank and 2 trainers on fixed routes: each trainer's micro-batch as one
+    process's."""
+    ranks = spawn(T.typed_link_data_steps, 3, "factored")
+    trainers = [r for r in ranks if r["reports"]]
+    assert len(trainers) == 2
+    ref = T.typed_link_reference(2)
+    for rank, got in enumerate(trainers):
+        _assert_equal(got, ref, 2, rank)
