@@ -86,3 +86,40 @@ def test_ranks_write_the_same_embeddings(tmp_path):
     assert len(two["peak_rss_per_rank"]) == 2
     np.testing.assert_allclose(np.load(one["path"]), np.load(two["path"]), rtol=1e-5,
                                atol=1e-6)
+
+
+def test_typed_graph_embeds_one_array_per_node_type(tmp_path):
+    """R-GCN on a typed graph: ``<stem>.<type>.npy`` per node type (type-local row order) with
+    its ids, equal to the layer-wise evaluation's rows; Parquet: one file with a type column."""
+    from gnnscale import registry
+    from gnnscale.strategies.base import model_node
+
+    cfg = make_cfg(tmp_path, "dataset=hetero_sim", "dataset.scale=0.0005", "model=rgcn",
+                   "model.hidden=8", "model.num_layers=2", "logger=none",
+                   f"data_root={tmp_path / 'data'}")
+    graph = registry.build(cfg.dataset).load()  # a run's checkpoint, untrained parameters
+    model = registry.build(model_node(cfg, graph), in_channels=graph.num_features,
+                           out_channels=graph.num_classes)
+    model.bind_graph(graph)
+    run_dir = Path(cfg.run_dir)
+    checkpoint.save(run_dir / checkpoint.FILENAME, {
+        "model": model.state_dict(), "optimizer": {"state": {}, "param_groups": []},
+        "epoch": 0, "rng": [checkpoint.rng_state()],
+        "history": [{"epoch": 0, "train_loss": 0.0, "epoch_time": 0.0}],
+        "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)})
+    res = main([f"run_dir={run_dir}", f"out={tmp_path / 'emb' / 'z.npy'}", "progress=false"])
+    want = reference(run_dir, 1)
+    off = graph.node_type_offset.tolist()
+    assert list(res["per_type"]) == list(graph.node_types)
+    for t, node_type in enumerate(graph.node_types):
+        part = res["per_type"][node_type]
+        assert part["path"] == str(tmp_path / "emb" / f"z.{node_type}.npy")
+        np.testing.assert_allclose(np.load(part["path"]), want[off[t]:off[t + 1]], rtol=1e-5,
+                                   atol=1e-6)
+        np.testing.assert_array_equal(np.load(part["ids"]), np.arange(off[t + 1] - off[t]))
+    assert len(list((tmp_path / "emb").iterdir())) == 2 * len(graph.node_types)  # no leftovers
+    pq = main([f"run_dir={run_dir}", "progress=false", "format=parquet"])
+    table = read_table(pq["path"])
+    assert sorted(table) == ["embedding", "id", "id_type"]
+    np.testing.assert_allclose(np.stack(table["embedding"]), want, rtol=1e-5, atol=1e-6)
+    assert list(table["id_type"][[0, -1]]) == [graph.node_types[0], graph.node_types[-1]]

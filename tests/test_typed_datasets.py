@@ -312,12 +312,20 @@ def test_a_strategy_that_does_not_train_types_refuses_a_typed_graph_in_one_line(
         validate(cfg)
 
 
-def test_link_prediction_refuses_a_typed_graph_in_one_line(tmp_path):
-    """The edge split drops types, so task=link on a typed graph is refused at launch."""
+def test_link_prediction_on_a_typed_graph_names_its_edge_type_at_launch(tmp_path):
+    """task=link on a graph of several edge types needs task.edge_type (refused in one line
+    listing them, as an unknown one is); named, the launcher prepares its split."""
     from gnnscale.runner.validate import validate
     from tests._train import make_cfg
 
-    cfg = make_cfg(tmp_path, "dataset=hetero_sim", "dataset.scale=0.002", "task=link",
+    cfg = make_cfg(tmp_path, "dataset=hetero_sim", "dataset.scale=0.0005", "task=link",
                    "model=rgcn", "logger=none")
-    with pytest.raises(ConfigError, match="task=link on the typed graph"):
+    with pytest.raises(ConfigError, match="task=link on hetero_sim-x0.0005 needs "
+                                          "task.edge_type, the edge type to predict: one of "
+                                          "writes, cites, affiliated_with, has_topic$"):
         validate(cfg)
+    cfg.task.edge_type = "wrote"
+    with pytest.raises(ConfigError, match="task.edge_type=wrote is not an edge type"):
+        validate(cfg)
+    cfg.task.edge_type = "writes"
+    validate(cfg)

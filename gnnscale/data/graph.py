@@ -20,7 +20,9 @@ Features: ``x`` is one ``[N, F]`` matrix when every node type has features of on
 ``features[t]`` are row slices of it, views); otherwise ``x`` is None and ``type_features``
 holds each featured type's own matrix. :attr:`GraphStore.features` reads either way. Labels
 ``y`` run over all ``N`` global ids (-1 on nodes without a label); ``target_types`` are the
-types that carry labels and splits; splits are global ids inside a target type's range.
+types that carry labels and splits; splits are global ids inside a target type's range (a
+typed graph without target types, link prediction's message graph, may hold splits of any
+type: its training endpoints).
 
 Edge features follow the same rule: ``edge_attr`` is one ``[E, D]`` matrix in CSC order (row
 ``e`` belongs to edge id ``e``, like ``edge_weight``) when every edge type has edge features of
@@ -332,8 +334,8 @@ class GraphStore:
                 if hi > lo and not bool((self.y[lo:hi] >= 0).any()):
                     raise ValueError(f"target type {t!r} has no labels: y is -1 on all its "
                                      f"{hi - lo} nodes")
-        if set(self.target_types) == set(self.node_types):
-            return
+        if set(self.target_types) == set(self.node_types) or not self.target_types:
+            return  # no target type: splits of any type (link prediction's training endpoints)
         allowed = torch.zeros(len(self.node_types), dtype=torch.bool)
         allowed[[self.node_types.index(t) for t in self.target_types]] = True
         for split in ("train_idx", "val_idx", "test_idx"):

@@ -41,8 +41,12 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(2) from None
     mib = ", ".join(f"{b / 2**20:.0f}" for b in res["peak_rss_per_rank"])
     ids = f" (ids: {res['ids']})" if res.get("ids") else ""
+    where = res["path"]
+    if res.get("per_type"):  # a typed graph: one array per node type
+        where = ", ".join(f"{t} ({v['rows']} rows) {v['path']}"
+                          for t, v in res["per_type"].items())
     print(f"embeddings {res['shape'][0]} x {res['shape'][1]} (layer {res['layer']}) -> "
-          f"{res['path']}{ids} in {res['seconds']:.1f}s; peak RSS per rank (MiB): {mib}",
+          f"{where}{ids} in {res['seconds']:.1f}s; peak RSS per rank (MiB): {mib}",
           flush=True)
     return res
 

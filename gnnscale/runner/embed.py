@@ -10,6 +10,13 @@ its in-neighbours) up to the chosen layer and writes that layer's rows of every 
 Parquet file of columns ``id`` and ``embedding`` (a fixed-size list), converted from the
 finished ``.npy`` in row groups.
 
+A typed graph's layer 0 reads the typed model's encoded rows of each chunk's typed inputs
+(``model.encode``), and the output is one array per node type: ``<stem>.<type>.npy``
+(float32 ``[num_nodes_of(type), width]``, rows in type-local id order) with
+``<stem>.<type>.ids.npy`` (the user's ids of that type, else its type-local ids), copied from
+the finished ``[num_nodes, width]`` rows a chunk at a time; with ``format=parquet`` one file
+whose rows carry an ``id_type`` column beside ``id`` and ``embedding``.
+
 Distributed and bounded: ``world_size`` ranks split the vertices of every layer; a rank
 computes its share in chunks of ``batch_size`` destinations, reads each chunk's in-neighbour
 rows from the previous layer's file (mapped for that chunk only) and writes its output rows
@@ -94,6 +101,7 @@ def _read_rows(f: LayerFile, ids: torch.Tensor, num_nodes: int) -> torch.Tensor:
 def embed_rank(topo, cfg_dict: dict, ckpt_path: str, files: list[LayerFile], batch_size: int,
                progress: bool) -> dict:
     """This rank's share of every layer up to ``len(files) - 1``, written to ``files``."""
+    from gnnscale.cache.store import typed_inputs
     from gnnscale.sampling.neighbor import NeighborSampler
 
     cfg = OmegaConf.create(cfg_dict)
@@ -115,8 +123,12 @@ def embed_rank(topo, cfg_dict: dict, ckpt_path: str, files: list[LayerFile], bat
         for layer, out_file in enumerate(files):
             for chunk in chunks:
                 mb = one_hop.sample(graph, chunk, 0)
-                src = (graph.x[mb.n_id].float() if layer == 0 else
-                       _read_rows(files[layer - 1], mb.n_id, n))
+                if layer > 0:
+                    src = _read_rows(files[layer - 1], mb.n_id, n)
+                elif graph.is_typed:  # the typed model's layer-0 rows of the typed inputs
+                    src = model.encode(typed_inputs(graph, mb.n_id).to(device))
+                else:
+                    src = graph.x[mb.n_id].float()
                 out = model.layer(layer, src.to(device), mb.blocks[0].to(device))
                 _write_rows(out_file, int(chunk[0]), out)
                 if bar is not None:
@@ -188,10 +200,14 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
             ranks = spawn(embed_rank, world_size, cfg_dict, str(ckpt), files, batch_size,
                           progress)
         seconds = time.perf_counter() - t0
+        per_type = None
         if format == "parquet":  # read back in row groups: bounded as the layers were
             rows = np.load(paths[-1], mmap_mode="r")
             outputs.write_parquet(out_path, {**keys, "embedding": rows})
             del rows
+            ids_path = None
+        elif graph.is_typed:  # one array (and its ids) per node type
+            per_type = _write_per_type(cfg, graph, paths[-1], out_path, batch_size)
             ids_path = None
         else:
             ids_path = ids_file(out_path)
@@ -205,7 +221,56 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
             path.unlink(missing_ok=True)
     return {"path": str(out_path), "ids": None if ids_path is None else str(ids_path),
             "shape": [graph.num_nodes, widths[layer]], "layer": layer, "seconds": seconds,
-            "peak_rss_per_rank": [r["peak_rss"] for r in ranks]}
+            "peak_rss_per_rank": [r["peak_rss"] for r in ranks], "per_type": per_type}
+
+
+def type_file(out_path: Path, node_type: str) -> Path:
+    """The ``.npy`` of one node type's rows beside ``out_path``: ``<stem>.<type>.npy``."""
+    return out_path.with_name(f"{out_path.stem}.{node_type}.npy")
+
+
+def _write_per_type(cfg, graph, rows_path: Path, out_path: Path, batch_size: int
+                    ) -> dict[str, dict]:
+    """Each node type's rows of the finished ``[num_nodes, width]`` file ``rows_path`` (types
+    are contiguous global id ranges) to ``<stem>.<type>.npy`` in type-local id order, its ids
+    (the user's, else type-local) to ``<stem>.<type>.ids.npy``, copied a chunk of rows at a
+    time and each renamed into place when complete; ``rows_path`` is removed."""
+    from gnnscale.runner import outputs
+
+    ids = _id_map(cfg)
+    rows = np.load(rows_path, mmap_mode="r")
+    off = graph.node_type_offset.tolist()
+    step = max(batch_size, 1 << 16)
+    out, written = {}, []
+    try:
+        for t, node_type in enumerate(graph.node_types):
+            lo, hi = int(off[t]), int(off[t + 1])
+            path = type_file(out_path, node_type)
+            tmp = temp_path(path, "npy")
+            written.append(tmp)
+            part = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32,
+                                             shape=(hi - lo, rows.shape[1]))
+            for a in range(lo, hi, step):
+                part[a - lo: min(a + step, hi) - lo] = rows[a: min(a + step, hi)]
+            part.flush()
+            del part
+            id_path = ids_file(path)
+            id_tmp = temp_path(id_path, "npy")
+            written.append(id_tmp)
+            np.save(id_tmp, outputs.user_ids(ids, node_type, np.arange(hi - lo)),
+                    allow_pickle=False)
+            out[node_type] = {"path": str(path), "ids": str(id_path), "rows": hi - lo,
+                              "tmp": (tmp, id_tmp)}
+        for entry in out.values():  # complete: the previous outputs are replaced now
+            tmp, id_tmp = entry.pop("tmp")
+            os.replace(tmp, entry["path"])
+            os.replace(id_tmp, entry["ids"])
+    finally:
+        del rows
+        for path in written:
+            Path(path).unlink(missing_ok=True)
+        Path(rows_path).unlink(missing_ok=True)
+    return out
 
 
 def ids_file(out_path: Path) -> Path:
@@ -216,12 +281,18 @@ def ids_file(out_path: Path) -> Path:
 def row_ids(cfg, graph) -> dict[str, np.ndarray]:
     """The id column(s) of every node's row: the user's ids when the dataset stores them
     (:mod:`gnnscale.data.idmap`), else the internal ids."""
+    from gnnscale.runner.predict import key_columns
+
+    return key_columns(graph, _id_map(cfg), torch.arange(graph.num_nodes))
+
+
+def _id_map(cfg):
+    """The dataset's map of the user's ids (:mod:`gnnscale.data.idmap`), or None."""
     from gnnscale.data.idmap import IdMap
-    from gnnscale.runner.predict import dataset_folder, key_columns
+    from gnnscale.runner.predict import dataset_folder
 
     folder = dataset_folder(cfg)
-    ids = IdMap.load(folder) if folder is not None and folder.is_dir() else None
-    return key_columns(graph, ids, torch.arange(graph.num_nodes))
+    return IdMap.load(folder) if folder is not None and folder.is_dir() else None
 
 
 def _single(keys: dict[str, np.ndarray]) -> np.ndarray:

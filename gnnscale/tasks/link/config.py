@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
+from gnnscale.data.metadata import DatasetMeta
 from gnnscale.errors import ConfigError
 from gnnscale.registry import register
 from gnnscale.schema import Reduce
 from gnnscale.tasks.config import TaskConfig
+from gnnscale.tasks.link import edge_types
 
 
 class EdgeSplit(str, Enum):
@@ -74,6 +76,20 @@ class LinkTaskConfig(TaskConfig):
     decoder_layers: int = 2  # decoder=mlp: linear layers
     dim: int = 64  # the embedding width (the model's output width)
     hits_k: list[int] = field(default_factory=lambda: [20, 50, 100])
+    #: a typed graph's edge type to predict: its relation (``writes``) or ``src__rel__dst``;
+    #: null: the graph's one edge type that is not an added reverse (tasks/link/edge_types.py)
+    edge_type: str | None = None
+
+    @classmethod
+    def check_data(cls, cfg: Any, meta: DatasetMeta, ranks: int = 1) -> None:
+        """Features (on a typed graph: none needed, the typed model embeds featureless types)
+        and, on a typed graph, an edge type ``task.edge_type`` names (or the one candidate)."""
+        if not meta.is_typed:
+            super().check_data(cfg, meta, ranks)
+            return
+        task = cfg.get("task") if hasattr(cfg, "get") else None
+        option = None if task is None else task.get("edge_type")
+        edge_types.resolve(option, meta.edge_types, meta.name)
 
     @classmethod
     def output_width(cls, node: Any, num_classes: int) -> int:

@@ -13,6 +13,15 @@ its directions on the same side). Either way:
   seeded, never an edge of the whole graph) and stored, so every run and every strategy
   scores the same pairs.
 
+On a typed graph the split is of one edge type's edges (``task.edge_type``,
+:mod:`gnnscale.tasks.link.edge_types`; random, given split edges are not read): an edge type
+between two node types is directed, one within a node type may be undirected as above. The
+message graph keeps every node and edge type, the features and the edge features, and loses
+the held-out edges of the target type and their reverses in the reverse edge type
+(``(d, rev_r, s)``, :func:`~gnnscale.tasks.link.edge_types.reverse_of`); stored val/test
+negatives keep the source in the edge type's source node type and the target in its
+destination node type (never an edge of that type), and the split's arrays hold global ids.
+
 The result (the message graph plus the five edge arrays) is processed once into a folder
 beside the dataset's (``<root>/<key>-link-<digest>/processed``, arrays it shares with the
 dataset hard-linked) and memory-mapped and verified like every processed graph
@@ -34,7 +43,9 @@ from gnnscale.data import processed
 from gnnscale.data.graph import GraphStore
 from gnnscale.errors import ConfigError
 from gnnscale.sampling.schedule import mix_seed
-from gnnscale.tasks.link.negatives import draw
+from gnnscale.tasks.link.edge_types import key as edge_type_key
+from gnnscale.tasks.link.edge_types import reverse_of
+from gnnscale.tasks.link.negatives import draw, type_ranges
 
 FORMAT = 1  # of the split below: a change re-splits into a new folder
 VAL_NEG, TEST_NEG, SPLIT = 11, 12, 13  # seed streams (sampling.schedule.mix_seed)
@@ -52,6 +63,7 @@ class SplitOptions:
     eval_negatives: int = 1
     eval_negative_kind: str = "uniform"  # uniform | per_source
     reject_edges: bool = True
+    edge_type: tuple[str, str, str] | None = None  # a typed graph's target edge type
 
 
 def edge_keys(edges: torch.Tensor, n: int) -> torch.Tensor:
@@ -59,33 +71,36 @@ def edge_keys(edges: torch.Tensor, n: int) -> torch.Tensor:
     return edges[0].long() * n + edges[1].long()
 
 
-def is_undirected(graph: GraphStore) -> bool:
-    """Whether every edge's reverse is an edge too."""
-    ei = graph.edge_index()
+def is_undirected(graph: GraphStore, edges: torch.Tensor | None = None) -> bool:
+    """Whether every edge's reverse is an edge too (of ``edges``, default the graph's)."""
+    ei = graph.edge_index() if edges is None else edges
     n = graph.num_nodes
     return bool(torch.isin(ei[1] * n + ei[0], ei[0] * n + ei[1]).all())
 
 
-def resolve_directed(graph: GraphStore, option: str) -> bool:
-    """True when the split treats the graph as undirected."""
+def resolve_directed(graph: GraphStore, option: str, edges: torch.Tensor | None = None
+                     ) -> bool:
+    """True when the split treats the graph (or ``edges`` of it) as undirected."""
     if option == "auto":
-        return is_undirected(graph)
+        return is_undirected(graph, edges)
     return option == "undirected"
 
 
-def random_split(graph: GraphStore, opts: SplitOptions, undirected: bool
+def random_split(graph: GraphStore, opts: SplitOptions, undirected: bool,
+                 edges: torch.Tensor | None = None, what: str | None = None
                  ) -> dict[str, torch.Tensor]:
     """``train_pos``, ``val_pos``, ``test_pos`` (``[2, E]``): a seeded permutation of the
-    graph's edges (an undirected graph's pairs ``u < v``; self loops stay out) cut by the
-    fractions (rounded down, as Kipf & Welling's split)."""
+    graph's edges (or of ``edges``, named ``what`` in messages; an undirected graph's pairs
+    ``u < v``; self loops stay out) cut by the fractions (rounded down, as Kipf & Welling's
+    split)."""
     n = graph.num_nodes
-    src, dst = graph.edge_index()
+    src, dst = graph.edge_index() if edges is None else edges
     keep = src < dst if undirected else src != dst
     keys = torch.unique(src[keep] * n + dst[keep])
     m = keys.numel()
     n_val, n_test = math.floor(opts.val_fraction * m), math.floor(opts.test_fraction * m)
     if n_val < 1 or n_test < 1 or m - n_val - n_test < 1:
-        raise ConfigError(f"task.split=random: {graph.name} has {m} "
+        raise ConfigError(f"task.split=random: {what or graph.name} has {m} "
                           f"{'undirected ' if undirected else ''}edges, too few for "
                           f"task.val_fraction={opts.val_fraction} and task.test_fraction="
                           f"{opts.test_fraction} to leave at least one edge in each split")
@@ -171,11 +186,13 @@ def without_edges(graph: GraphStore, edges: torch.Tensor, undirected: bool) -> G
                             if k not in ("checksum", "processed_dir")})
 
 
-def whole_graph(graph: GraphStore, links: dict[str, torch.Tensor], undirected: bool
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The sorted CSC of every edge of the graph and every positive of the split (both
-    directions when undirected): what a stored negative must never be."""
-    parts = [graph.edge_index()] + [links[k] for k in ("train_pos", "val_pos", "test_pos")]
+def whole_graph(graph: GraphStore, links: dict[str, torch.Tensor], undirected: bool,
+                edges: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sorted CSC of every edge of the graph (or of ``edges``: a typed graph's target
+    type's) and every positive of the split (both directions when undirected): what a stored
+    negative must never be."""
+    parts = [graph.edge_index() if edges is None else edges] + \
+        [links[k] for k in ("train_pos", "val_pos", "test_pos")]
     ei = torch.cat([p.long() for p in parts], 1)
     g = GraphStore.from_edge_index(ei, graph.num_nodes, symmetrize=undirected)
     return g.indptr, g.indices
@@ -193,6 +210,8 @@ def grouping(pos: torch.Tensor, neg: torch.Tensor) -> int:
 
 def split_graph(graph: GraphStore, opts: SplitOptions) -> GraphStore:
     """The message graph with the five split arrays in ``links`` (computed, not stored)."""
+    if graph.is_typed:
+        return split_typed(graph, opts)
     given = bool(graph.links)
     if opts.split == "given" and not given:
         raise ConfigError(f"task.split=given but dataset {graph.name} has no split edges "
@@ -237,13 +256,110 @@ def split_graph(graph: GraphStore, opts: SplitOptions) -> GraphStore:
     return message
 
 
+def type_edges(graph: GraphStore, k: int) -> torch.Tensor:
+    """``[2, E_k]`` global (source, destination) ids of the edges of edge type ``k``, in CSC
+    order."""
+    src, dst = graph.edge_index()
+    if graph.type_per_edge is None:
+        return torch.stack([src, dst])
+    mine = graph.type_per_edge == k
+    return torch.stack([src[mine], dst[mine]])
+
+
+def type_csc(graph: GraphStore, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sorted CSC over all of ``graph``'s global ids of its edges of type ``k`` only:
+    what a typed link task's negatives avoid."""
+    g = GraphStore.from_edge_index(type_edges(graph, k), graph.num_nodes)
+    return g.indptr, g.indices
+
+
+def without_type_edges(graph: GraphStore, held: torch.Tensor, k: int, rev: int | None,
+                       undirected: bool) -> GraphStore:
+    """The typed ``graph`` minus the edges ``held`` of edge type ``k`` (and their reverses
+    within it when ``undirected``) and minus their reverses of the reverse type ``rev``;
+    every type, feature and edge feature kept, in CSC order. Labels and node splits are left
+    out (the training endpoints become ``train_idx``)."""
+    n = graph.num_nodes
+    src, dst = graph.edge_index()
+    keys = src * n + dst
+    held_keys = edge_keys(held, n)
+    flipped = edge_keys(held.flip(0), n)
+    tpe = graph.type_per_edge
+    types = torch.zeros(graph.num_edges, dtype=torch.int64) if tpe is None else tpe.long()
+    both = torch.cat([held_keys, flipped])
+    drop = (types == k) & torch.isin(keys, both if undirected else held_keys)
+    if rev is not None:
+        drop |= (types == rev) & torch.isin(keys, both if undirected else flipped)
+    keep = ~drop
+    indptr = torch.zeros(n + 1, dtype=torch.int64)
+    indptr[1:] = torch.cumsum(torch.bincount(dst[keep], minlength=n), 0)
+    type_attr = {et: a[keep[graph.edge_type_csc(et)[2]]]
+                 for et, a in graph.type_edge_attr.items()}
+    return GraphStore(
+        indptr=indptr, indices=graph.indices[keep], x=graph.x,
+        edge_weight=None if graph.edge_weight is None else graph.edge_weight[keep],
+        num_classes=graph.num_classes, name=graph.name,
+        meta={m: v for m, v in graph.meta.items() if m not in ("checksum", "processed_dir")},
+        node_types=graph.node_types, node_type_offset=graph.node_type_offset,
+        edge_types=graph.edge_types, type_per_edge=None if tpe is None else tpe[keep],
+        type_features=dict(graph.type_features), target_types=(),
+        edge_attr=None if graph.edge_attr is None else graph.edge_attr[keep],
+        type_edge_attr=type_attr)
+
+
+def split_typed(graph: GraphStore, opts: SplitOptions) -> GraphStore:
+    """:func:`split_graph` of a typed graph: a random split of the edges of the target edge
+    type ``opts.edge_type``; negatives drawn within its source and destination types' id
+    ranges; the message graph keeps every type and edge feature and loses the held-out
+    edges and their reverses (:func:`without_type_edges`)."""
+    if opts.edge_type is None:
+        raise ConfigError(f"task=link on the typed graph {graph.name} needs task.edge_type")
+    et = tuple(opts.edge_type)
+    name = f"{graph.name}'s edge type {edge_type_key(et)}"
+    if opts.split == "given" or (opts.split == "auto" and graph.links):
+        raise ConfigError(f"task.split={opts.split} on the typed graph {graph.name}: split "
+                          "edges are not read for typed graphs; use task.split=random")
+    k = graph.edge_type_index(et)
+    rev = reverse_of(et, graph.edge_types)
+    edges = type_edges(graph, k)
+    if et[0] != et[2] and opts.directed == "undirected":
+        raise ConfigError(f"task.directed=undirected: {name} joins two node types, so its "
+                          "edges are directed (the reverse type, if any, is held out with "
+                          "them); use task.directed=auto")
+    undirected = et[0] == et[2] and resolve_directed(graph, opts.directed, edges)
+    links = random_split(graph, opts, undirected, edges, name)
+    src_range, dst_range = type_ranges(graph.node_type_offset, graph.node_types, et)
+    exclude = whole_graph(graph, links, undirected, edges) if opts.reject_edges \
+        else (None, None)
+    n, groups = graph.num_nodes, {}
+    for split, stream in (("val", VAL_NEG), ("test", TEST_NEG)):
+        pos = links[f"{split}_pos"]
+        src, dst = draw(n, pos[0], torch.arange(pos.shape[1]), opts.eval_negatives,
+                        opts.eval_negative_kind, mix_seed(opts.seed, stream), *exclude,
+                        src_range=src_range, dst_range=dst_range)
+        links[f"{split}_neg"] = torch.stack([src, dst])
+        groups[split] = opts.eval_negatives
+    held = torch.cat([links["val_pos"], links["test_pos"]], 1)
+    message = without_type_edges(graph, held, k, None if rev is None else
+                                 graph.edge_type_index(rev), undirected)
+    message.links = links
+    message.train_idx = torch.unique(links["train_pos"])
+    message.meta.update({"link_split": "random", "undirected": undirected,
+                         "neg_groups": groups, "link_edge_type": list(et),
+                         "source": graph.meta.get("source", graph.name)})
+    return message
+
+
 def folder(graph: GraphStore, opts: SplitOptions) -> Path | None:
     """Where the split of ``graph`` under ``opts`` is stored (None: the graph was not loaded
     from a processed folder, so nothing is stored)."""
     where = graph.meta.get("processed_dir")
     if not where:
         return None
-    ident = json.dumps([FORMAT, graph.meta.get("checksum"), asdict(opts)], sort_keys=True)
+    decided = asdict(opts)
+    if decided["edge_type"] is None:  # a homogeneous graph's split keeps its folder
+        del decided["edge_type"]
+    ident = json.dumps([FORMAT, graph.meta.get("checksum"), decided], sort_keys=True)
     digest = hashlib.blake2b(ident.encode(), digest_size=6).hexdigest()
     base = Path(where).parent
     return base.parent / f"{base.name}-link-{digest}" / "processed"

@@ -4,8 +4,8 @@ A positive's negatives are keyed by its global id (its column in ``train_pos``, 
 or ``test_pos``) and a seed: the same pairs on any number of ranks, in any batch. ``uniform``
 draws both endpoints uniformly over the nodes; ``per_source`` keeps the positive's source and
 draws the target (the corruption OGB ranks for MRR); for a typed edge type a drawn endpoint
-can be kept in its node type's id range (``src_range``/``dst_range``, :func:`type_ranges`;
-the link task does not train typed graphs yet). With a graph to avoid, a negative is never a
+can be kept in its node type's id range (``src_range``/``dst_range``, :func:`type_ranges`:
+the link task's negatives of its target edge type). With a graph to avoid, a negative is never a
 self loop nor one of its edges (redrawn up to :data:`EXCLUDE_TRIES` times); the edge test
 probes a hash of the graph's edges (:func:`exclusion`) where it fits in
 :data:`TABLE_BYTES`, else searches the sorted in-neighbours: the same negatives either way.

@@ -12,6 +12,11 @@ afresh each epoch, keyed by ``(seed, epoch, edge id)``: the same on any number o
 a sampling strategy samples those vertices as its seeds, and splits and queues stay as they
 are. Where the rows are spread over ranks, pairs are scored by the rank holding the source's
 row (:mod:`gnnscale.tasks.link.pairs`).
+
+On a typed graph the positives are the edges of one edge type (``task.edge_type``), the
+negatives' source and target are drawn within that type's source and destination node types
+(:func:`~gnnscale.tasks.link.negatives.type_ranges`) and avoid its edges, and the score is
+the decoder's of the two endpoints' rows, as on a homogeneous graph.
 """
 
 from __future__ import annotations
@@ -31,11 +36,11 @@ from gnnscale.distributed.collectives import group_rank, group_size
 from gnnscale.errors import ConfigError
 from gnnscale.sampling.schedule import mix_seed
 from gnnscale.tasks.base import Task, eval_mode
-from gnnscale.tasks.link import metrics
+from gnnscale.tasks.link import edge_types, metrics
 from gnnscale.tasks.link.config import LinkTaskConfig
 from gnnscale.tasks.link.decoders import make_decoder
-from gnnscale.tasks.link.edge_split import SplitOptions, load_split
-from gnnscale.tasks.link.negatives import draw, exclusion
+from gnnscale.tasks.link.edge_split import SplitOptions, load_split, type_csc
+from gnnscale.tasks.link.negatives import draw, exclusion, type_ranges
 from gnnscale.tasks.link.pairs import RowLocator, gather_scores, pair_index
 
 TRAIN_NEG = 21  # seed stream of the training negatives
@@ -68,7 +73,8 @@ class LinkTask(Task):
                  reject_edges: bool = True, self_pairs: bool = False, decoder: str = "dot",
                  decoder_hidden: int = 256,
                  decoder_layers: int = 2, dim: int = 64,
-                 hits_k: list[int] | tuple[int, ...] = (20, 50, 100)) -> None:
+                 hits_k: list[int] | tuple[int, ...] = (20, 50, 100),
+                 edge_type: str | list[str] | None = None) -> None:
         super().__init__()
         if num_negatives < 1:
             raise ConfigError(f"task.num_negatives={num_negatives}: at least one negative per "
@@ -83,6 +89,10 @@ class LinkTask(Task):
         self.decoder, self.decoder_hidden, self.decoder_layers = decoder, decoder_hidden, \
             decoder_layers
         self.dim, self.hits_k = int(dim), [int(k) for k in hits_k]
+        self.edge_type_option = edge_type
+        #: a typed graph's target edge type, and the id ranges its negatives are drawn in
+        self.edge_type: tuple[str, str, str] | None = None
+        self.ranges: dict[str, tuple[int, int]] = {}
         self.seed = 0
         self.stats = ShuffleStats()  # bytes of endpoint rows exchanged (sharded loss, eval)
         self._locator: tuple | None = None
@@ -92,21 +102,34 @@ class LinkTask(Task):
     # -- set-up ---------------------------------------------------------------------------------
     def prepare(self, graph: GraphStore, root: str | None = None, seed: int = 0) -> GraphStore:
         """The message graph (val/test edges removed) with the split edges, processed once;
-        a typed graph is refused (the split and the message graph do not carry types yet)."""
-        if graph.is_typed:
-            raise ConfigError(f"task=link on the typed graph {graph.name}: link prediction on "
-                              "an edge type is not available yet (the edge split would drop "
-                              "the types); use task=node, or a graph of one node and edge type")
+        on a typed graph, of the edge type ``task.edge_type`` names
+        (:mod:`gnnscale.tasks.link.edge_types`)."""
         self.seed = int(seed)
+        target = edge_types.resolve(self.edge_type_option, graph.edge_types, graph.name)
+        if graph.is_typed and self.self_pairs and target[0] != target[2]:
+            raise ConfigError(f"task.self_pairs=true: edge type {edge_types.key(target)} joins "
+                              "two node types, so (v, v) is no pair of it; use "
+                              "task.self_pairs=false")
         opts = SplitOptions(seed=int(seed if self.split_seed is None else self.split_seed),
-                            **self.options)
+                            edge_type=target if graph.is_typed else None, **self.options)
         g = load_split(graph, opts)
         self.graph = g
         self.train_pos = g.links["train_pos"]
+        lo, hi = 0, g.num_nodes
+        if g.is_typed:
+            self.edge_type = target
+            src, dst = type_ranges(g.node_type_offset, g.node_types, target)
+            self.ranges = {"src_range": src, "dst_range": dst}
+            lo, hi = src
         if self.self_pairs:  # the auto-encoder reconstructs A + I: every (v, v) is positive
-            loops = torch.arange(g.num_nodes).repeat(2, 1)
+            loops = torch.arange(lo, hi).repeat(2, 1)
             self.train_pos = torch.cat([self.train_pos.long(), loops], 1)
-        self.exclude = exclusion(g.indptr, g.indices) if self.reject else (None, None, None)
+        if not self.reject:
+            self.exclude = (None, None, None)
+        elif g.is_typed:  # negatives avoid the message graph's edges of the target type
+            self.exclude = exclusion(*type_csc(g, g.edge_type_index(target)))
+        else:
+            self.exclude = exclusion(g.indptr, g.indices)
         return g
 
     def out_channels(self, graph: GraphStore) -> int:
@@ -118,8 +141,9 @@ class LinkTask(Task):
         return make_decoder(self.decoder, self.dim, self.decoder_hidden, self.decoder_layers)
 
     def check(self, graph: GraphStore, world: int) -> None:
-        """Features, and a training edge per rank at least."""
-        if graph.x is None:
+        """Features (a typed graph's model embeds its featureless types), and a training
+        edge per rank at least."""
+        if graph.x is None and not graph.is_typed:
             raise ConfigError(f"dataset {graph.name} has no node features: task=link encodes "
                               "nodes from their features")
         n = int(graph.links["train_pos"].shape[1])
@@ -160,7 +184,7 @@ class LinkTask(Task):
             return out
         pos = self.train_pos[:, items].long()
         nsrc, ndst = draw(self.graph.num_nodes, pos[0], items, self.k, self.kind,
-                          mix_seed(self.seed, TRAIN_NEG, epoch), *self.exclude)
+                          mix_seed(self.seed, TRAIN_NEG, epoch), *self.exclude, **self.ranges)
         label = torch.cat([torch.ones(pos.shape[1]), torch.zeros(nsrc.numel())])
         src, dst = torch.cat([pos[0], nsrc]), torch.cat([pos[1], ndst])
         out = (src, dst, label, torch.unique(torch.cat([src, dst])) if seeds else None)
