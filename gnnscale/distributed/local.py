@@ -17,6 +17,7 @@ import torch.distributed as dist
 from gnnscale.distributed.device import IFNAME_VARS, listener_env
 from gnnscale.distributed.guard import guard_rank, run_temp_dir, socket_dir
 from gnnscale.distributed.launch import spawn
+from gnnscale.distributed.peers import HostLost, gather_peers, lost_host
 from gnnscale.distributed.schemas import LocalDistConfig
 from gnnscale.distributed.threads import allowed_cores, busy_cores, default_threads
 from gnnscale.distributed.topology import (
@@ -78,7 +79,14 @@ class Launcher:
                 os.environ.setdefault(key, value)
         topo = topology_from_env(self.backend, self.device, self.timeout_s)
         try:
-            return [fn(topo, *args)]
+            peers = gather_peers(topo.rank)  # which host each rank is on, to name a lost one
+            try:
+                return [fn(topo, *args)]
+            except Exception as err:
+                lost = lost_host(err, peers, topo.rank)
+                if lost is not None:
+                    raise HostLost(lost) from err
+                raise
         finally:
             dist.destroy_process_group()
 

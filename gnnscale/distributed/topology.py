@@ -80,6 +80,7 @@ def free_port() -> int:
 
 
 _run_timeout: list[timedelta] = []  # the deadline this process's group was created with
+_generation = [0]  # process groups this process has joined (each one's keys apart)
 
 
 def run_timeout() -> timedelta | None:
@@ -126,6 +127,17 @@ def agent_hosts_store() -> bool:
     return os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
 
 
+def group_prefix() -> str:
+    """The store prefix of the next process group this process joins: ``default_pg`` (the
+    prefix torch's own ``init_method`` rendezvous adds) for the first, ``default_pg/<n>`` for
+    the n-th after. Under torchrun every run of a process (a sweep's jobs, a script training
+    several configs) meets in the same store, torchrun's, where the previous group's keys
+    (its ranks' addresses, its barriers' counts) are still set: each group keeps to its own.
+    Every rank joins and leaves the same groups in the same order, so they agree on ``n``."""
+    n = _generation[0]
+    return "default_pg" if n == 0 else f"default_pg/{n}"
+
+
 def init_process_group(
     rank: int,
     world_size: int,
@@ -154,9 +166,9 @@ def init_process_group(
             addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
         store = rendezvous_store(addr, port, world_size, timeout=timeout,
                                  serve=rank == 0 and not agent_hosts_store())
-        # the prefix torch's own ``init_method`` rendezvous adds (the store may be shared)
-        dist.init_process_group(backend, store=dist.PrefixStore("default_pg", store),
+        dist.init_process_group(backend, store=dist.PrefixStore(group_prefix(), store),
                                 rank=rank, world_size=world_size, timeout=timeout)
+        _generation[0] += 1
         _run_timeout[:] = [timeout]
     return Topology(rank, world_size, local_rank, local_world_size or world_size, dev)
 
