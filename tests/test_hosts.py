@@ -185,3 +185,15 @@ def test_resume_across_hosts_takes_rank_0s_checkpoint(two_hosts):
     assert _losses(resumed) == pytest.approx(_losses(whole), rel=1e-5)
     assert not (two_hosts["root"] / "host1" / "run-resume" / "checkpoint.pt").exists()
     assert "resuming from rank 0's checkpoint (epoch 0)" in two_hosts["logs"][1]
+
+
+def test_partition_books_are_rank_0s_on_every_host(two_hosts):
+    """Host 1 never partitions: its ranks take rank 0's books (sent over the network when its
+    own data folder lacks them) and keep them in its own cache, byte for byte rank 0's."""
+    books = {}
+    for i in range(2):
+        folder = two_hosts["root"] / f"host{i}" / "data" / "partitions"
+        books[i] = {p.parent.name: json.loads(p.read_text())["checksum"]
+                    for p in folder.rglob("book.json") if "-p4-" in p.parent.name}
+    assert len(books[0]) >= 3, books  # split's, fullgraph's edge- and vertex-cut, offload's
+    assert books[1] == books[0]

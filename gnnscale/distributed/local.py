@@ -4,6 +4,13 @@ Multi-node runs go through torchrun (see docs/distributed.md); a single host nee
 ``dist.world_size`` processes are spawned on free loopback ports, every listener of theirs on
 loopback; under torchrun gloo's and NCCL's listeners bind to the interface this host reaches
 ``MASTER_ADDR`` from, unless ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` say otherwise.
+
+Under torchrun a rank that cannot reach the store torchrun's agent serves fails at once, naming
+the address (:func:`~gnnscale.distributed.topology.check_store_reachable`); once in the group,
+the ranks learn which host each is on (:mod:`gnnscale.distributed.peers`), so a collective that
+fails because another host went away raises :class:`~gnnscale.distributed.peers.HostLost`
+naming that host and its ranks. One process may train several runs in turn (a sweep), each in
+a process group of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from gnnscale.distributed.threads import allowed_cores, busy_cores, default_thre
 from gnnscale.distributed.topology import (
     Backend,
     Device,
+    agent_hosts_store,
+    check_store_reachable,
     resolve_backend,
     topology_from_env,
     under_torchrun,
@@ -73,6 +82,9 @@ class Launcher:
                          timeout_s=self.timeout_s,
                          threads_per_rank=self.threads_per_rank or self._free_threads())
         guard_rank(os.getppid())  # end with torchrun's agent, however it ends
+        if agent_hosts_store():  # listening already: unreachable is an error, said at once
+            check_store_reachable(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                                  min(10.0, self.timeout_s))
         # gloo's and NCCL's listeners on the run's network (an interface set here is kept)
         if not all(os.environ.get(key) for key in IFNAME_VARS):
             for key, value in listener_env(os.environ["MASTER_ADDR"]).items():
