@@ -185,3 +185,14 @@ def hosts_kind() -> tuple[str, str | None]:
     """``("netns", None)`` where namespaces can be made, else ``("loopback", why not)``."""
     why = namespaces_unavailable()
     return ("loopback", why) if why else ("netns", None)
+
+
+def graph_check_rank(topo) -> None:
+    """A rank (for :func:`gnnscale.distributed.spawn`) whose graph's checksum is its rank's:
+    rank 1 loaded another graph than rank 0."""
+    from types import SimpleNamespace
+
+    from gnnscale.runner.worker import check_same_graph
+
+    graph = SimpleNamespace(meta={"checksum": f"graph-{topo.rank}"})
+    check_same_graph(graph, topo, f"/data/host{topo.rank}")
