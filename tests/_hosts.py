@@ -21,6 +21,7 @@ veth pair in them) are deleted.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -181,6 +182,7 @@ class Hosts:
             _ip("link", "del", self.veth[0], check=False)  # made but never moved in
 
 
+@functools.cache
 def hosts_kind() -> tuple[str, str | None]:
     """``("netns", None)`` where namespaces can be made, else ``("loopback", why not)``."""
     why = namespaces_unavailable()

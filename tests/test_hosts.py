@@ -31,8 +31,6 @@ from tests._train import make_cfg
 
 pytestmark = pytest.mark.slow  # multi-rank / subprocess tests: the slow tier
 
-KIND, WHY_NOT = hosts_kind()
-
 BASE = ("dataset=synthetic", "dataset.preset=tiny", "model.hidden=16", "model.num_layers=2",
         "model.dropout=0", "eval_batch_size=512", "logger=none", "epochs=2",
         "checkpoint=false", "dist.timeout_s=60")
@@ -88,10 +86,11 @@ def two_hosts(tmp_path_factory) -> dict:
     build_task(make_cfg(ref_root, *PLAN["run-data"]))  # the processed dataset, once
     plan = root / "plan.json"
     plan.write_text(json.dumps([[name, list(o)] for name, o in [*PLAN.items(), *RESUME, VANISH]]))
-    out: dict = {"kind": KIND, "root": root}
+    kind = hosts_kind()[0]
+    out: dict = {"kind": kind, "root": root}
     t0 = time.monotonic()
     print(f"\nhosts start at {time.time():.2f}")
-    with Hosts(root, KIND) as hosts:
+    with Hosts(root, kind) as hosts:
         for i in range(2):  # each host its own copy of the processed data
             shutil.copytree(ref_root / "data", hosts.folder(i) / "data")
         port = free_port()
@@ -120,7 +119,7 @@ def two_hosts(tmp_path_factory) -> dict:
         out["returncodes"] = [a.poll() for a in agents]
     out["logs"] = [log.read_text() for log in logs]
     out["total_s"] = time.monotonic() - t0
-    print(f"two hosts ({KIND}): plan {out['plan_s']:.1f}s, host 0 ended "
+    print(f"two hosts ({kind}): plan {out['plan_s']:.1f}s, host 0 ended "
           f"{out.get('ended_after_s', float('nan')):.1f}s after host 1 vanished, total "
           f"{out['total_s']:.1f}s")
     for i, text in enumerate(out["logs"]):  # with -s: what each host did, and when
@@ -137,14 +136,15 @@ def _results(two_hosts: dict, name: str) -> dict:
 
 @pytest.mark.parametrize("name", list(PLAN))
 def test_strategy_across_hosts_equals_one_host(two_hosts, name):
-    if KIND != "netns":
-        pytest.skip(f"network namespaces unavailable ({WHY_NOT}): the loopback variant runs")
+    if two_hosts["kind"] != "netns":
+        pytest.skip(f"network namespaces unavailable ({hosts_kind()[1]}): the loopback "
+                    "variant runs")
     _check(two_hosts, name)
 
 
 @pytest.mark.parametrize("name", list(PLAN))
 def test_strategy_across_loopback_nodes_equals_one_host(two_hosts, name):
-    if KIND == "netns":
+    if two_hosts["kind"] == "netns":
         pytest.skip("network namespaces available: the namespace variant runs")
     _check(two_hosts, name)
 
@@ -179,8 +179,6 @@ def test_vanished_host_ends_the_run_naming_it(two_hosts):
 def test_resume_across_hosts_takes_rank_0s_checkpoint(two_hosts):
     """Host 1 has no checkpoint of its own (rank 0 writes it): resumed after epoch 0, the run
     equals the uninterrupted one, host 1's ranks taking rank 0's checkpoint."""
-    if KIND != "netns":
-        pytest.skip(f"network namespaces unavailable ({WHY_NOT})")
     resumed, whole = _results(two_hosts, "run-resume"), _results(two_hosts, "run-data")
     assert _losses(resumed) == pytest.approx(_losses(whole), rel=1e-5)
     assert not (two_hosts["root"] / "host1" / "run-resume" / "checkpoint.pt").exists()
