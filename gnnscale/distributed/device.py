@@ -166,6 +166,12 @@ def _ipv4_of(name: str) -> str | None:
     return socket.inet_ntoa(packed[20:24])
 
 
+def interface_address(name: str) -> str | None:
+    """The IPv4 address of interface ``name`` (Linux), None when it has none or it cannot be
+    read here."""
+    return _ipv4_of(name) if sys.platform.startswith("linux") else None
+
+
 def interface_of(addr: str) -> str | None:
     """The name of the interface holding the IPv4 address ``addr`` (any 127.x address: the
     loopback interface), None when no interface holds it or it cannot be read here."""

@@ -4,6 +4,13 @@ Multi-node runs go through torchrun (see docs/distributed.md); a single host nee
 ``dist.world_size`` processes are spawned on free loopback ports, every listener of theirs on
 loopback; under torchrun gloo's and NCCL's listeners bind to the interface this host reaches
 ``MASTER_ADDR`` from, unless ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` say otherwise.
+
+Under torchrun a rank that cannot reach the store torchrun's agent serves fails at once, naming
+the address (:func:`~gnnscale.distributed.topology.check_store_reachable`); once in the group,
+the ranks learn which host each is on (:mod:`gnnscale.distributed.peers`), so a collective that
+fails because another host went away raises :class:`~gnnscale.distributed.peers.HostLost`
+naming that host and its ranks. One process may train several runs in turn (a sweep), each in
+a process group of its own.
 """
 
 from __future__ import annotations
@@ -17,11 +24,14 @@ import torch.distributed as dist
 from gnnscale.distributed.device import IFNAME_VARS, listener_env
 from gnnscale.distributed.guard import guard_rank, run_temp_dir, socket_dir
 from gnnscale.distributed.launch import spawn
+from gnnscale.distributed.peers import HostLost, gather_peers, lost_host
 from gnnscale.distributed.schemas import LocalDistConfig
 from gnnscale.distributed.threads import allowed_cores, busy_cores, default_threads
 from gnnscale.distributed.topology import (
     Backend,
     Device,
+    agent_hosts_store,
+    check_store_reachable,
     resolve_backend,
     topology_from_env,
     under_torchrun,
@@ -72,13 +82,23 @@ class Launcher:
                          timeout_s=self.timeout_s,
                          threads_per_rank=self.threads_per_rank or self._free_threads())
         guard_rank(os.getppid())  # end with torchrun's agent, however it ends
+        if agent_hosts_store():  # listening already: unreachable is an error, said at once
+            check_store_reachable(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                                  min(10.0, self.timeout_s))
         # gloo's and NCCL's listeners on the run's network (an interface set here is kept)
         if not all(os.environ.get(key) for key in IFNAME_VARS):
             for key, value in listener_env(os.environ["MASTER_ADDR"]).items():
                 os.environ.setdefault(key, value)
         topo = topology_from_env(self.backend, self.device, self.timeout_s)
         try:
-            return [fn(topo, *args)]
+            peers = gather_peers(topo.rank)  # which host each rank is on, to name a lost one
+            try:
+                return [fn(topo, *args)]
+            except Exception as err:
+                lost = lost_host(err, peers, topo.rank)
+                if lost is not None:
+                    raise HostLost(lost) from err
+                raise
         finally:
             dist.destroy_process_group()
 

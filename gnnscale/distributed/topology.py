@@ -8,13 +8,16 @@ The rendezvous store (a ``TCPStore``, which has no authentication) listens only 
 ranks reach it: a single-host run's on 127.0.0.1, a multi-host run's on the address of
 ``MASTER_ADDR`` (torchrun's agent, when it hosts the store, binds its own). The process group,
 its store and every subgroup made by :func:`gnnscale.distributed.collectives.new_group` share
-the run's deadline, ``dist.timeout_s`` (:func:`run_timeout`).
+the run's deadline, ``dist.timeout_s`` (:func:`run_timeout`). A process that joins several
+groups in turn (the runs of a sweep under torchrun, which share torchrun's store) keeps each
+group's keys apart (:func:`group_prefix`).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import Enum
@@ -80,6 +83,8 @@ def free_port() -> int:
 
 
 _run_timeout: list[timedelta] = []  # the deadline this process's group was created with
+_generation = [0]  # process groups this process has joined (each one's keys apart)
+_excepthook: list = []  # sys.excepthook before the first group (torch wraps it per group)
 
 
 def run_timeout() -> timedelta | None:
@@ -126,6 +131,40 @@ def agent_hosts_store() -> bool:
     return os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
 
 
+def check_store_reachable(addr: str, port: int, timeout_s: float = 10.0) -> None:
+    """Under torchrun with its agent hosting the store (listening before any rank starts): a
+    rank that cannot connect to ``addr:port`` fails at once, naming the address and the usual
+    cause, instead of retrying until the run's deadline. torchrun names node 0 by its host name
+    (``socket.getfqdn()``) unless told ``--local-addr``; where that name resolves to a loopback
+    or another network's address, the other hosts cannot reach it."""
+    try:
+        with socket.create_connection((addr, port), timeout=timeout_s):
+            return
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+    try:
+        resolved = socket.getaddrinfo(addr, None, socket.AF_INET)[0][4][0]
+    except OSError:
+        resolved = "nothing"
+    raise RuntimeError(
+        f"cannot reach the run's rendezvous store at MASTER_ADDR={addr} (resolves to "
+        f"{resolved} here), port {port}: {reason}. torchrun names its node 0 by its host name "
+        "unless told otherwise: start torchrun on every host with --local-addr=<the address "
+        "the other hosts reach that host by> (and --rdzv-conf=is_host=1 on the host of "
+        "--rdzv-endpoint when its address is not its host name's)")
+
+
+def group_prefix() -> str:
+    """The store prefix of the next process group this process joins: ``default_pg`` (the
+    prefix torch's own ``init_method`` rendezvous adds) for the first, ``default_pg/<n>`` for
+    the n-th after. Under torchrun every run of a process (a sweep's jobs, a script training
+    several configs) meets in the same store, torchrun's, where the previous group's keys
+    (its ranks' addresses, its barriers' counts) are still set: each group keeps to its own.
+    Every rank joins and leaves the same groups in the same order, so they agree on ``n``."""
+    n = _generation[0]
+    return "default_pg" if n == 0 else f"default_pg/{n}"
+
+
 def init_process_group(
     rank: int,
     world_size: int,
@@ -154,9 +193,13 @@ def init_process_group(
             addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
         store = rendezvous_store(addr, port, world_size, timeout=timeout,
                                  serve=rank == 0 and not agent_hosts_store())
-        # the prefix torch's own ``init_method`` rendezvous adds (the store may be shared)
-        dist.init_process_group(backend, store=dist.PrefixStore("default_pg", store),
+        if _excepthook:  # torch prefixes tracebacks with "[rankN]:" once per group joined
+            sys.excepthook = _excepthook[0]
+        else:
+            _excepthook.append(sys.excepthook)
+        dist.init_process_group(backend, store=dist.PrefixStore(group_prefix(), store),
                                 rank=rank, world_size=world_size, timeout=timeout)
+        _generation[0] += 1
         _run_timeout[:] = [timeout]
     return Topology(rank, world_size, local_rank, local_world_size or world_size, dev)
 

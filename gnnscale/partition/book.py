@@ -68,6 +68,9 @@ class PartitionBook:
     edge_part: torch.Tensor | None = None
     quality: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
+    #: the checksum of its saved ``book.json`` (set by :meth:`save` and :meth:`load`), which
+    #: covers every array's digest: two copies with the same one hold the same book
+    digest: str | None = None
     new_id: torch.Tensor = field(init=False)
     old_id: torch.Tensor = field(init=False)
     part_ranges: torch.Tensor = field(init=False)
@@ -175,6 +178,34 @@ class PartitionBook:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        self.digest = info["checksum"]
+
+    def fingerprint(self) -> str:
+        """What identifies this book: its saved checksum (:attr:`digest`), or, for a book never
+        saved, a digest of its placement arrays."""
+        if self.digest is not None:
+            return self.digest
+        h = hashlib.sha256(f"{self.num_parts}:{self.kind}".encode())
+        for t in (self.part, self.edge_part):
+            if t is not None:
+                h.update(t.numpy().tobytes())
+        return h.hexdigest()[:32]
+
+    def payload(self) -> dict:
+        """What :meth:`from_payload` rebuilds the book from (tensors and plain values): the
+        book sent to a rank that lacks it."""
+        return {"num_parts": self.num_parts, "kind": self.kind, "part": self.part,
+                "mirror_ids": self.mirror_ids, "mirror_ptr": self.mirror_ptr,
+                "edge_part": self.edge_part, "quality": self.quality, "meta": self.meta,
+                "digest": self.digest}
+
+    @classmethod
+    def from_payload(cls, payload: dict) -> PartitionBook:
+        """The book :meth:`payload` described."""
+        return cls(payload["num_parts"], payload["kind"], payload["part"],
+                   payload["mirror_ids"], payload["mirror_ptr"],
+                   edge_part=payload["edge_part"], quality=payload["quality"],
+                   meta=payload["meta"], digest=payload["digest"])
 
     @classmethod
     def load(cls, path: str | os.PathLike, verify: bool | None = None) -> PartitionBook:
@@ -233,7 +264,7 @@ class PartitionBook:
         try:
             return cls(info["num_parts"], info["kind"], ids["part"], ids["mirror_ids"],
                        ids["mirror_ptr"], edge_part=ids.get("edge_part"),
-                       quality=info["quality"], meta=info["meta"])
+                       quality=info["quality"], meta=info["meta"], digest=info["checksum"])
         except (ValueError, TypeError, RuntimeError, KeyError) as err:
             raise PartitionBookError(info_file, f"does not describe a valid book ({err})"
                                      ) from err

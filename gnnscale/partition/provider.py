@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.distributed.collectives import all_reduce_host
 from gnnscale.partition.book import KINDS, PartitionBook
 
 EDGE_CUTS = ("metis", "random", "range", "ldg", "fennel")
@@ -67,8 +68,11 @@ class FixedPartition(PartitionProvider):
 class CachedPartitions(PartitionProvider):
     """The runner's provider: ``partitioner`` config, books cached under ``cache_root``.
 
-    The group's first rank computes (or loads) a book, then the others load it from the cache,
-    so the partitioner runs once per run (collective on ``group``: barrier).
+    The group's first rank computes (or loads) a book; every other rank takes that very book:
+    from its own cache when the copy there is the same (its digest), else over the group, and
+    then keeps it in its cache. So the partitioner runs once per run, and ranks on hosts with
+    their own data folders (no shared filesystem) train on the first rank's book, never on one
+    they computed themselves (collective on ``group``).
     """
 
     def __init__(self, graph: GraphStore, partitioner: Any, cache_root: str | Path,
@@ -86,7 +90,6 @@ class CachedPartitions(PartitionProvider):
     def get(self, num_parts: int, kind: str | None = None,
             vertex_weights: torch.Tensor | None = None) -> PartitionBook:
         """A partition book with ``num_parts`` parts of ``kind``, checked for size and kind."""
-        from gnnscale.partition.store import get_partition
 
         if self.wants_sample_frequency and vertex_weights is None:
             raise ValueError("partitioner.vertex_weights=sample_frequency weighs vertices by how "
@@ -94,16 +97,37 @@ class CachedPartitions(PartitionProvider):
                              "partitioner.vertex_weights=none")
         key = (num_parts, vertex_weights is not None)
         if key not in self._books:
-            first = not dist.is_initialized() or dist.get_rank(self.group) == 0
-            run = lambda: get_partition(self.graph, self.partitioner, num_parts,  # noqa: E731
-                                        cache_root=self.root, log=self.log if first else None,
-                                        vertex_weight=vertex_weights)
-            if first:
-                self._books[key] = run()
-            if dist.is_initialized():
-                dist.barrier(group=self.group)
-            if not first:
-                self._books[key] = run()
+            self._books[key] = self._first_ranks_book(num_parts, vertex_weights)
         book = self._books[key]
         check_book(book, num_parts, kind, self.name)
+        return book
+
+    def _first_ranks_book(self, num_parts: int,
+                          vertex_weights: torch.Tensor | None) -> PartitionBook:
+        """The group's first rank's book, on every rank of the group."""
+        from gnnscale.partition.store import cache_dir, cached_partition, get_partition
+
+        first = not dist.is_initialized() or dist.get_rank(self.group) == 0
+        args = (self.graph, self.partitioner, num_parts, self.root)
+        if first:
+            book = get_partition(*args, log=self.log, vertex_weight=vertex_weights)
+        if not dist.is_initialized() or dist.get_world_size(self.group) == 1:
+            return book
+        src = dist.get_global_rank(self.group, 0) if self.group is not None else 0
+        digest = [book.fingerprint() if first else None]
+        dist.broadcast_object_list(digest, src=src, group=self.group)
+        if not first:
+            book = cached_partition(*args, log=None, vertex_weight=vertex_weights)
+        missing = not first and (book is None or book.fingerprint() != digest[0])
+        need = torch.tensor([int(missing)], dtype=torch.int64)
+        all_reduce_host(need, dist.ReduceOp.MAX, group=self.group)
+        if not need.item():
+            return book
+        sent = [book.payload() if first else None]
+        dist.broadcast_object_list(sent, src=src, group=self.group)
+        if missing:  # this host's cache lacks it (its own data folder): keep it there
+            book = PartitionBook.from_payload(sent[0])
+            if self.root is not None:
+                book.save(cache_dir(self.graph, self.partitioner, num_parts, self.root,
+                                    vertex_weights))
         return book

@@ -85,25 +85,46 @@ def get_partition(
     if root is None:
         log(f"partition: no cache root (graph.meta has no processed_dir): computing {part.name}")
         return part.partition(graph, num_parts, vertex_weight=vertex_weight)
+    book = cached_partition(graph, part, num_parts, root, log, vertex_weight)
+    if book is not None:
+        return book
     folder = cache_dir(graph, part, num_parts, root, vertex_weight)
-    if (folder / "book.json").is_file():
-        try:
-            book = PartitionBook.load(folder)
-        except PartitionBookError as err:
-            warnings.warn(f"partition cache damaged: {err}; computing the book again",
-                          stacklevel=2)
-            log(f"partition: damaged cache {err.file}; recomputing")
-        except (OSError, ValueError) as err:
-            log(f"partition: unreadable cache at {folder} ({err}); recomputing")
-        else:
-            if book.meta.get("checksum") == graph_checksum(graph) and book.num_nodes == \
-                    graph.num_nodes and book.num_parts == num_parts:
-                log(f"partition: loaded cached {part.name} p={num_parts} from {folder}")
-                return book
-            log(f"partition: cache at {folder} does not match the graph; recomputing")
     book = part.partition(graph, num_parts, vertex_weight=vertex_weight)
     book.meta["checksum"] = graph_checksum(graph)
     book.save(folder)
     log(f"partition: computed {part.name} p={num_parts} in {book.quality['time_s']:.2f}s, "
         f"saved to {folder}")
     return book
+
+
+def cached_partition(
+    graph: GraphStore, partitioner: Partitioner | Mapping | Any, num_parts: int,
+    cache_root: str | os.PathLike | None = None, log: Callable[[str], None] | None = print,
+    vertex_weight: torch.Tensor | None = None,
+) -> PartitionBook | None:
+    """The cached book :func:`get_partition` would load, or None when the cache has none that
+    fits the graph (missing, damaged, or of another graph): nothing is computed."""
+    log = log or (lambda _msg: None)
+    part = as_partitioner(partitioner)
+    root = cache_root if cache_root is not None else default_cache_root(graph)
+    if root is None:
+        return None
+    folder = cache_dir(graph, part, num_parts, root, vertex_weight)
+    if not (folder / "book.json").is_file():
+        return None
+    try:
+        book = PartitionBook.load(folder)
+    except PartitionBookError as err:
+        warnings.warn(f"partition cache damaged: {err}; computing the book again",
+                      stacklevel=2)
+        log(f"partition: damaged cache {err.file}; recomputing")
+        return None
+    except (OSError, ValueError) as err:
+        log(f"partition: unreadable cache at {folder} ({err}); recomputing")
+        return None
+    if book.meta.get("checksum") == graph_checksum(graph) and book.num_nodes == \
+            graph.num_nodes and book.num_parts == num_parts:
+        log(f"partition: loaded cached {part.name} p={num_parts} from {folder}")
+        return book
+    log(f"partition: cache at {folder} does not match the graph; recomputing")
+    return None

@@ -14,6 +14,7 @@ naming the file and the field.
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import math
 import os
@@ -232,6 +233,15 @@ def check_state(state: Any, path: str | Path) -> dict[str, Any]:
             if not math.isfinite(rec[key]):
                 raise bad(f"history[{i}]['{key}']", f"is {rec[key]!r}, not finite")
     return state
+
+
+def file_digest(path: str | Path) -> str:
+    """The SHA-256 of a checkpoint file's bytes: two ranks' copies agree when it does."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def load_run(path: str | Path) -> dict[str, Any]:

@@ -11,12 +11,14 @@ rewritten in place is a new graph, not a run to continue.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from gnnscale.compare.runs import flatten
+from gnnscale.distributed.schemas import under_torchrun
 from gnnscale.errors import ConfigError
 from gnnscale.runner import checkpoint
 
@@ -54,7 +56,11 @@ def check_resume(cfg: DictConfig, log=print) -> dict | None:
         return None
     path = Path(cfg.run_dir) / checkpoint.FILENAME
     if not path.exists():
-        log(f"resume=true but there is no checkpoint at {path}: training from epoch 0")
+        if os.environ.get("RANK", "0") != "0" and under_torchrun():  # rank 0's decides
+            log(f"resume=true: no checkpoint at {path} on this host; this rank resumes from "
+                "rank 0's, if it has one")
+        else:
+            log(f"resume=true but there is no checkpoint at {path}: training from epoch 0")
         return None
     state = checkpoint.load_run(path)
     old = state.get("config")

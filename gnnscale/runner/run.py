@@ -14,7 +14,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gnnscale import registry
 from gnnscale.distributed.schemas import under_torchrun
@@ -54,6 +54,7 @@ def run(cfg: DictConfig) -> dict:
     phases = Phases()
     phases.since_start("imports_and_compose")
     registry.load_all()
+    torchrun_world(cfg)
     with phases.time("validate"):
         settled = validate(cfg)
     run_dir = Path(str(cfg.run_dir))
@@ -63,6 +64,15 @@ def run(cfg: DictConfig) -> dict:
         if declared(cfg.strategy).meta:
             return strategy_class(cfg).train_meta(cfg, run)
         return _launch(cfg, run_dir, phases, settled)
+
+
+def torchrun_world(cfg: DictConfig) -> None:
+    """Under torchrun the world is torchrun's (``WORLD_SIZE``), whatever ``dist.world_size``
+    says: set it there, so that every check (a strategy's rank counts), the ranks' config, the
+    checkpoint and ``results.json`` see the world that trains."""
+    if under_torchrun() and "world_size" in cfg.dist:
+        with open_dict(cfg):
+            cfg.dist.world_size = int(os.environ["WORLD_SIZE"])
 
 
 def _launch(cfg: DictConfig, run_dir: Path, phases: Phases,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -90,10 +91,11 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
         phases.add("ranks_start", max(0.0, time.time() - float(launched)))
     cfg = OmegaConf.create(cfg_dict)
     ckpt_path = Path(run_dir) / checkpoint.FILENAME
-    state = checkpoint.load_run(ckpt_path) if cfg.resume and ckpt_path.exists() else None
+    state = resume_state(ckpt_path, bool(cfg.resume), topo)
     if state is not None and not cfg.dist.threads_per_rank and state.get("threads"):
         torch.set_num_threads(int(state["threads"]))  # the count it chose: the same bits
     ctx = build_context(topo, cfg, phases)
+    check_same_graph(ctx.graph, topo, cfg.data_root)
     t0 = time.perf_counter()
     strategy = registry.build(cfg.strategy, ctx=ctx)
     attach_footprint(strategy, cfg, topo.rank == 0)
@@ -208,6 +210,52 @@ def parts_report(graph, group, leader: bool) -> dict | None:
     if leader:
         print(format_host_report(hosts, str(layout.root)), flush=True)
     return {"root": str(layout.root), "hosts": hosts, "ranks": every}
+
+
+def _several() -> bool:
+    return dist.is_initialized() and dist.get_world_size() > 1
+
+
+def resume_state(path: Path, resume: bool, topo: Topology) -> dict | None:
+    """The checkpoint a run resumes from (None: it starts fresh): rank 0's, on every rank.
+
+    Rank 0 alone writes checkpoints, so a rank on another host, whose run folder is its own,
+    has none, or an older one: it receives rank 0's over the process group (each rank's copy
+    is compared by its digest; nothing is sent when all agree, as on one host). A rank 0
+    without a checkpoint starts every rank fresh."""
+    mine = checkpoint.load_run(path) if resume and path.exists() else None
+    if not resume or not _several():
+        return mine
+    digest = checkpoint.file_digest(path) if mine is not None else None
+    digests: list = [None] * topo.world_size
+    dist.all_gather_object(digests, digest)
+    if all(d == digests[0] for d in digests) or digests[0] is None:
+        return mine if digests[0] is not None else None
+    sent = [mine if topo.rank == 0 else None]
+    dist.broadcast_object_list(sent, src=0)
+    if digest != digests[0]:
+        print(f"rank {topo.rank}: resuming from rank 0's checkpoint (epoch "
+              f"{sent[0]['epoch']}), sent over the process group: {path} on this host "
+              f"{'is older' if mine is not None else 'does not exist'}", flush=True)
+    return sent[0] if digest != digests[0] else mine
+
+
+def check_same_graph(graph, topo: Topology, data_root: str) -> None:
+    """Refuse, on every rank, a run whose ranks loaded different graphs (hosts whose data
+    folders hold different processed datasets): each names its checksum against rank 0's."""
+    if not _several():
+        return
+    mine = (graph.meta.get("checksum"), socket.gethostname(), str(data_root))
+    every: list = [None] * topo.world_size
+    dist.all_gather_object(every, mine)
+    odd = [r for r, (checksum, _, _) in enumerate(every) if checksum != every[0][0]]
+    if odd:
+        r = odd[0]
+        raise RuntimeError(
+            f"rank {r} (host {every[r][1]}, data_root={every[r][2]}) loaded another graph than "
+            f"rank 0 (host {every[0][1]}, data_root={every[0][2]}): checksum {every[r][0]} "
+            f"against {every[0][0]}; give every host the same processed dataset (copy rank "
+            "0's processed folder)")
 
 
 def attach_footprint(strategy, cfg, leader: bool) -> None:
