@@ -1,7 +1,7 @@
 """Rank functions for the full-graph tests on typed graphs and edge features (module level, so
 spawn can import them): ``strategy=fullgraph`` itself (plan, encode, sparse reduce) with R-GCN
-on the tiny typed graph of tests/_typed_fns.py and GAT with edge features, each against one
-process training on the whole graph."""
+on the tiny typed graph of tests/_typed_fns.py, and GAT and GINE with edge features, each
+against one process training on the whole graph."""
 
 from __future__ import annotations
 
@@ -48,11 +48,13 @@ def make_edge_graph() -> GraphStore:
 
 
 def make_edge_model(graph: GraphStore):
+    """GAT reading edge features (``edge_dim``); ``gine`` below: GINE."""
     return _data_fns.make_model(graph, "gat_edge")
 
 
 GRAPHS = {"rgcn": (make_typed_graph, make_typed_model),
-          "gat_edge": (make_edge_graph, make_edge_model)}
+          "gat_edge": (make_edge_graph, make_edge_model),
+          "gine": (make_edge_graph, lambda graph: _data_fns.make_model(graph, "gine"))}
 
 
 def part_of(graph: GraphStore, world: int) -> torch.Tensor:

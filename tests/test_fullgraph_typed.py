@@ -1,5 +1,5 @@
 """strategy=fullgraph on a typed graph (R-GCN: per-type widths, a featureless type's sparse
-embedding table) and with edge features (GAT's edge_dim), on real gloo ranks against one
+embedding table) and with edge features (GAT's edge_dim, GINE), on real gloo ranks against one
 process training on the whole graph; and what the launcher accepts and refuses."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ CASES = [
     ("rgcn", "hybrid", {"overlap": False}),  # some rows replicated, some sent (shuffle)
     ("gat_edge", "depcomm", {}),
     ("gat_edge", "depcache", {}),
+    ("gine", "depcomm", {"overlap": False}),
 ]
 
 
