@@ -58,16 +58,21 @@ def test_typed_and_edge_feature_fullgraph_on_two_ranks_match_one_process():
 
 
 def _check(tmp_path, *overrides: str) -> None:
-    from gnnscale.runner.validate import validate
+    """The launcher's strategy checks on the tiny typed graph's metadata (no dataset read)."""
+    from gnnscale.data.metadata import DatasetMeta
+    from gnnscale.strategies.config import Checked, declared
     from tests._train import make_cfg
 
-    validate(make_cfg(tmp_path, "dataset=hetero_sim", "dataset.scale=0.002", "logger=none",
-                      "model=rgcn", "strategy=fullgraph", "model.num_layers=2", *overrides))
+    cfg = make_cfg(tmp_path, "model=rgcn", "strategy=fullgraph", "model.num_layers=2",
+                   "dist.world_size=2", *overrides)
+    cls, built = declared(cfg.strategy), Checked.build(cfg, DatasetMeta.of(T.make_typed_graph()))
+    cls.check_config(cfg, built)
+    cls.check_data(cfg, built)
 
 
 def test_the_launcher_takes_a_typed_graph_on_an_edge_cut_and_refuses_a_vertex_cut(tmp_path):
-    _check(tmp_path, "dist.world_size=2", "deps=depcomm")
+    _check(tmp_path, "deps=depcomm")
     with pytest.raises(ConfigError, match=r"R-GCN is not split.*a vertex-cut "
                                           r"\(partitioner=cvc\) needs a model split") as err:
-        _check(tmp_path, "dist.world_size=2", "partitioner=cvc")
+        _check(tmp_path, "partitioner=cvc")
     assert "\n" not in str(err.value)
