@@ -331,8 +331,9 @@ def check_edge_features(cfg: Any, strategy: Any, model: Any,
 
 def strategies_that(declaration: str) -> str:
     """``strategy=a, strategy=b or strategy=c``: the registered strategies whose schema
-    declares ``declaration`` (e.g. ``trains_types``), for a refusal naming what runs instead."""
-    names = [f"strategy={name}" for name, cls in registry.schemas("strategy").items()
+    declares ``declaration`` (e.g. ``trains_types``), by name (not by import order), for a
+    refusal naming what runs instead."""
+    names = [f"strategy={name}" for name, cls in sorted(registry.schemas("strategy").items())
              if getattr(cls, declaration, False) and not getattr(cls, "meta", False)]
     return " or ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else \
         "".join(names) or "no strategy"
