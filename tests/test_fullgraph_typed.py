@@ -76,3 +76,21 @@ def test_the_launcher_takes_a_typed_graph_on_an_edge_cut_and_refuses_a_vertex_cu
                                           r"\(partitioner=cvc\) needs a model split") as err:
         _check(tmp_path, "partitioner=cvc")
     assert "\n" not in str(err.value)
+
+
+def test_only_the_base_row_sum_takes_the_cached_products():
+    """The cached and overlapped products compute the base weighted sum of source rows; a
+    model that aggregates its own way (a typed sum per relation, say) or reads edge features
+    runs its own aggregate or conv instead."""
+    from gnnscale.models.sage import SAGE
+    from gnnscale.strategies.fullgraph.plan import sums_rows
+
+    class OwnSum(SAGE):
+        def edge_sum(self, layer, x, block):
+            src, dst = block.edge_index
+            return x.new_zeros(block.num_dst, x.shape[1]).index_add_(0, dst, x[src])
+
+    graph = T.make_edge_graph()
+    assert sums_rows(SAGE(4, 2, hidden=8, num_layers=2))
+    assert not sums_rows(OwnSum(4, 2, hidden=8, num_layers=2))
+    assert not sums_rows(T.make_edge_model(graph))

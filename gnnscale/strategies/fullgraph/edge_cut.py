@@ -18,7 +18,9 @@ graph's typed inputs become ``hidden``-wide rows through the model's per-type ma
 embedding tables), so an exchange of layer-0 rows sends encoded rows, and its backward sends
 their gradients back to the owner, into its encoding. A typed graph's blocks carry their
 edges' ids and types; a model that reads edge features gets each block's rows of them,
-gathered once at set-up, and runs its own conv (a split aggregate reads no edge features).
+gathered once at set-up, and runs its own conv (a split aggregate reads no edge features);
+so does a splittable model that aggregates its own way (:func:`~.plan.sums_rows`: the cached
+products compute only the base weighted sum of source rows).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from gnnscale.strategies.fullgraph.plan import (
     in_edge_ids,
     raw_bytes,
     raw_rows,
+    sums_rows,
 )
 
 
@@ -231,7 +234,7 @@ class EdgeCutPlan(FullGraphPlan):
     def forward(self, model: GNN) -> torch.Tensor:
         """This rank's logits of its masters, layer by layer with the planned exchanges."""
         h = model.encode(self.x)
-        split = model.splittable and not self.edge_features
+        split = model.splittable and not self.edge_features and sums_rows(model)
         for k, step in enumerate(self.steps):
             if step.pipe is not None:
                 h = (self._by_source if split else self._by_destination)(model, k, step, h)

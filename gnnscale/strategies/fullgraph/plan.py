@@ -68,6 +68,18 @@ def raw_bytes(graph: GraphStore, rows: torch.Tensor | TypedInputs, skip: int = 0
     return total
 
 
+def sums_rows(model: GNN) -> bool:
+    """Whether the model's aggregation is the base one: a sum over the block's edges of
+    :meth:`GNN.edge_weight` times its (pre-normed) source rows, into their destinations, and no
+    edge features read. The cached and overlapped products compute that from the edge weights
+    alone (:mod:`.overlap`); a splittable model that aggregates its own way (overrides
+    :meth:`GNN.aggregate` or :meth:`GNN.edge_sum`, e.g. a sum per relation) runs its own
+    :meth:`GNN.aggregate` on a vertex-cut and its own conv on an edge-cut instead."""
+    cls = type(model)
+    return getattr(cls, "aggregate", None) is GNN.aggregate and \
+        getattr(cls, "edge_sum", None) is GNN.edge_sum and not model.reads_edge_features
+
+
 def edge_fields(graph: GraphStore, block: Block, e_id: torch.Tensor,
                 edges: EdgeFeatures | None) -> Block:
     """Set ``block``'s edge ids ``e_id`` (CSC positions), their types on a typed graph, and

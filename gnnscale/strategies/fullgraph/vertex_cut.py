@@ -17,7 +17,11 @@ the grid row and column). Both directions are the autograd :class:`~gnnscale.dep
 .Shuffle`: a broadcast's backward sums the mirrors' gradients into the master (a reduce), and a
 reduce's backward sends the master's gradient back to every partial (a broadcast).
 
-On a typed graph the local block carries its edges' ids (CSC positions) and types.
+On a typed graph the local block carries its edges' ids (CSC positions) and types. A model
+whose aggregation is its own (:func:`~.plan.sums_rows`: not the base weighted sum of source
+rows, e.g. a sum per relation) runs its :meth:`~gnnscale.models.base.GNN.aggregate` on the
+local block instead of the cached product, without overlap; the reduce sums its partials
+whatever their width.
 
 The aggregation over the local edges is one CSR product per layer, built once with its
 transpose (torch's backward of a CSR product transposes the matrix, a sort, on every call).
@@ -56,7 +60,13 @@ from gnnscale.partition._graph import edge_dst, edge_src
 from gnnscale.partition.book import PartitionBook
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.fullgraph.overlap import SourceGroups, WeightCache, partial
-from gnnscale.strategies.fullgraph.plan import FullGraphPlan, edge_fields, raw_bytes, raw_rows
+from gnnscale.strategies.fullgraph.plan import (
+    FullGraphPlan,
+    edge_fields,
+    raw_bytes,
+    raw_rows,
+    sums_rows,
+)
 
 
 @dataclass
@@ -161,7 +171,9 @@ class VertexCutPlan(FullGraphPlan):
         self.masters_dev = self.masters.to(self.device)
         self._fwd_bytes = 0
         self._mark = self.shuffle_stats.bytes_sent
-        self.overlap, self.hide = overlap and world > 1, hide
+        # a model that aggregates its own way runs its own aggregate, awaited (plan.sums_rows)
+        cached = cached and sums_rows(model)
+        self.overlap, self.hide = overlap and world > 1 and sums_rows(model), hide
         self._weights = WeightCache()
         # every edge's source is read (a master or a broadcast mirror): num_read rows
         self._whole = SourceGroups.build(torch.zeros_like(ei[0]), ei[0], ei[1],
