@@ -177,8 +177,8 @@ class StrategyConfig(Options):
             raise ConfigError(f"dataset {graph.name} is a typed graph ({len(graph.node_types)} "
                               f"node types, {len(graph.edge_types)} edge types): "
                               f"strategy={cls.name} does not train typed graphs yet (it would "
-                              "ignore the types): train it with strategy=data or factored and a "
-                              "typed model (model=rgcn; docs/typed-graphs.md)")
+                              f"ignore the types): train it with {strategies_that('trains_types')}"
+                              " and a typed model (model=rgcn; docs/typed-graphs.md)")
         model = built.model
         if graph is not None and model is not None and \
                 graph.is_typed != bool(getattr(model, "trains_types", False)):
@@ -307,7 +307,7 @@ def check_edge_features(cfg: Any, strategy: Any, model: Any,
     title = getattr(model, "title", "the model")
     if not strategy.takes_edge_features:
         raise ConfigError(f"{title} reads edge features, which strategy={strategy.name} does "
-                          "not gather yet: use strategy=data or strategy=factored")
+                          f"not gather yet: use {strategies_that('takes_edge_features')}")
     sampler = registry.options("sampler", cfg.get("sampler")) if cfg.get("sampler") else None
     if sampler is not None and getattr(sampler, "weighted_blocks", False):
         raise ConfigError(f"{title} reads edge features, and the edges of "
@@ -327,6 +327,16 @@ def check_edge_features(cfg: Any, strategy: Any, model: Any,
     if width is not None and width != next(iter(dims)):
         raise ConfigError(f"{title} was given edge_dim={width}, but dataset {graph.name}'s "
                           f"edge features are {next(iter(dims))} wide: set edge_dim=auto")
+
+
+def strategies_that(declaration: str) -> str:
+    """``strategy=a, strategy=b or strategy=c``: the registered strategies whose schema
+    declares ``declaration`` (e.g. ``trains_types``), by name (not by import order), for a
+    refusal naming what runs instead."""
+    names = [f"strategy={name}" for name, cls in sorted(registry.schemas("strategy").items())
+             if getattr(cls, declaration, False) and not getattr(cls, "meta", False)]
+    return " or ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else \
+        "".join(names) or "no strategy"
 
 
 def partition_kind(cfg: Any) -> str:

@@ -63,7 +63,14 @@ class FullGraphConfig(StrategyConfig):
     reads: ClassVar[tuple[str, ...]] = ("deps", "partition")
     default_deps: ClassVar[str] = "hybrid"  # NeutronStar's cost model
     default_cache: ClassVar[str] = "none"
-    reductions: ClassVar[dict[str, Reduce]] = {"edge_skew": Reduce.max}  # busiest part's
+    trains_types: ClassVar[bool] = True  # typed inputs encoded, sparse gradients summed
+    takes_edge_features: ClassVar[bool] = True  # each block's rows, gathered at set-up
+    reductions: ClassVar[dict[str, Reduce]] = {
+        "edge_skew": Reduce.max,  # the busiest part's
+        # per rank: each holds the whole tables, and looks up the rows it reads
+        "embedding_rows_held": Reduce.max, "embedding_bytes": Reduce.max,
+        "embedding_rows_touched": Reduce.mean,
+        "bytes_edge_features": Reduce.sum}  # the edge feature rows the ranks hold
     columns: ClassVar[tuple[str, ...]] = ("edge_skew",)
     _target_: str = "gnnscale.strategies.fullgraph.FullGraph"
     ring: bool = False  # peer-ordered point-to-point exchange instead of one all-to-all

@@ -12,6 +12,15 @@ is a :class:`~gnnscale.deps.pipeline.PeerExchange` consumed as it arrives
 (:mod:`.overlap`): forward, the held rows' share of the aggregation runs while rows travel
 and each peer's share as its rows arrive; backward, each peer's gradient is sent as soon as it
 is computed and the held share's backward runs while they travel.
+
+Layer 0 reads raw rows held at set-up and encodes them first (:meth:`GNN.encode`: a typed
+graph's typed inputs become ``hidden``-wide rows through the model's per-type maps and
+embedding tables), so an exchange of layer-0 rows sends encoded rows, and its backward sends
+their gradients back to the owner, into its encoding. A typed graph's blocks carry their
+edges' ids and types; a model that reads edge features gets each block's rows of them,
+gathered once at set-up, and runs its own conv (a split aggregate reads no edge features);
+so does a splittable model that aggregates its own way (:func:`~.plan.sums_rows`: the cached
+products compute only the base weighted sum of source rows).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gnnscale.cache.edges import EdgeFeatures
 from gnnscale.data.graph import GraphStore
 from gnnscale.deps.base import DependencyManager
 from gnnscale.deps.pipeline import PeerExchange
@@ -34,7 +44,14 @@ from gnnscale.strategies.fullgraph.overlap import (
     partial,
     split_by_destination,
 )
-from gnnscale.strategies.fullgraph.plan import FullGraphPlan
+from gnnscale.strategies.fullgraph.plan import (
+    FullGraphPlan,
+    edge_fields,
+    in_edge_ids,
+    raw_bytes,
+    raw_rows,
+    sums_rows,
+)
 
 
 @dataclass
@@ -86,9 +103,11 @@ def exchange_requests(recv: torch.Tensor, recv_counts: list[int], group
     return wanted, send_counts
 
 
-def _conv_block(graph: GraphStore, dst: torch.Tensor, held: torch.Tensor, recv: torch.Tensor
-                ) -> tuple[Block, torch.Tensor]:
-    """Block of conv on ``dst`` (sources: ``dst`` first) and its gather from ``[held, recv]``."""
+def _conv_block(graph: GraphStore, dst: torch.Tensor, held: torch.Tensor, recv: torch.Tensor,
+                edges: EdgeFeatures | bool | None = None) -> tuple[Block, torch.Tensor]:
+    """Block of conv on ``dst`` (sources: ``dst`` first) and its gather from ``[held, recv]``;
+    ``edges`` (True, or the gatherer of a model's edge features): the block carries its
+    edges' ids, types and features (:func:`~.plan.edge_fields`)."""
     n = graph.num_nodes
     src, dpos = in_edges(graph, dst)
     is_dst = torch.zeros(n, dtype=torch.bool)
@@ -105,6 +124,9 @@ def _conv_block(graph: GraphStore, dst: torch.Tensor, held: torch.Tensor, recv: 
     if bool((gather < 0).any()):
         raise RuntimeError("dependency plan is missing rows a conv reads (planner bug)")
     block = Block(torch.stack([spos[src], dpos]), (src_ids.numel(), dst.numel()), src_ids)
+    if edges:
+        edge_fields(graph, block, in_edge_ids(graph, dst),
+                    edges if isinstance(edges, EdgeFeatures) else None)
     return block, gather
 
 
@@ -117,14 +139,18 @@ class EdgeCutPlan(FullGraphPlan):
     computation with every message awaited at once (to measure what overlapping hides);
     ``cached=False`` runs the conv's own product instead of the cached one (torch's backward
     then transposes the matrix on every call; to measure what caching saves).
+    ``edge_features``: the model reads edge features; its blocks carry them, gathered once
+    here (``edge_bytes``). On a typed graph the blocks carry their edges' ids and types, and
+    ``x`` holds typed inputs (:func:`~.plan.raw_rows`).
     """
 
     def __init__(self, graph: GraphStore, part: torch.Tensor, rank: int, world: int,
                  deps: DependencyManager, dims: list[int], group=None, ring: bool = False,
                  overlap: bool = False, device: torch.device | str = "cpu",
-                 budget: int | None = None, hide: bool = True, cached: bool = True) -> None:
+                 budget: int | None = None, hide: bool = True, cached: bool = True,
+                 edge_features: bool = False) -> None:
         self.group, self.ring, self.overlap, self.world = group, ring, overlap, world
-        self.cached = cached
+        self.cached, self.edge_features = cached, edge_features
         self.hide = hide  # False: overlap's computation, messages awaited at once (to measure)
         lc = None
         if not (deps.replicates_all or deps.replicates_none) and world > 1:
@@ -135,14 +161,20 @@ class EdgeCutPlan(FullGraphPlan):
         lay = self.layout
         self.masters = lay.masters
         self.dims, self.device = dims, device
-        self.x = graph.x[lay.rows[0]].to(device)
+        self.x = raw_rows(graph, lay.rows[0]).to(device)
+        self._cached_bytes = raw_bytes(graph, self.x, lay.masters.numel())
+        gatherer = EdgeFeatures(graph) if edge_features else None
+        edges = gatherer if gatherer is not None else graph.is_typed
+        #: bytes of the edge features the blocks hold (gathered once, here)
+        self.edge_bytes = 0
         totals = torch.tensor([r.numel() for r in lay.recv], dtype=torch.int64)
         if world > 1:
             all_reduce_host(totals, group=group)
         self.steps: list[ConvStep] = []
         gather_of: list[tuple[Block, torch.Tensor]] = []
         for k in range(len(dims) - 1):
-            block, gather = _conv_block(graph, lay.rows[k + 1], lay.rows[k], lay.recv[k])
+            block, gather = _conv_block(graph, lay.rows[k + 1], lay.rows[k], lay.recv[k],
+                                        edges)
             gather_of.append((block, gather))
             send_idx, send_counts = torch.zeros(0, dtype=torch.int64), [0] * world
             if totals[k] > 0:
@@ -163,6 +195,8 @@ class EdgeCutPlan(FullGraphPlan):
                 if not torch.equal(own, torch.arange(own.numel())):  # else the first rows
                     step.dst_own = own.to(device)
             self.steps.append(step)
+        if gatherer is not None:
+            self.edge_bytes = gatherer.bytes
         self.shuffle_stats = ShuffleStats()
         self._weights = WeightCache()
         if overlap:
@@ -199,18 +233,18 @@ class EdgeCutPlan(FullGraphPlan):
 
     def forward(self, model: GNN) -> torch.Tensor:
         """This rank's logits of its masters, layer by layer with the planned exchanges."""
-        h = self.x
+        h = model.encode(self.x)
+        split = model.splittable and not self.edge_features and sums_rows(model)
         for k, step in enumerate(self.steps):
             if step.pipe is not None:
-                h = (self._by_source if model.splittable else self._by_destination)(
-                    model, k, step, h)
+                h = (self._by_source if split else self._by_destination)(model, k, step, h)
                 continue
             src = h
             if step.exchange:
                 recv = shuffle(h, step.send_idx, step.send_counts, step.recv_counts, self.group,
                                self.shuffle_stats, self.ring)
                 src = torch.cat([h, recv])
-            if step.whole is not None and model.splittable:
+            if step.whole is not None and split:
                 h = self._whole(model, k, step, src)
             else:
                 h = model.layer(k, src if step.gather is None else src[step.gather], step.block)
@@ -283,7 +317,7 @@ class EdgeCutPlan(FullGraphPlan):
         out.update({
             "edges_computed": float(self._edges), "vertex_updates": float(self._updates),
             "replicated_rows": float(sum(r.numel() - nm for r in self.layout.rows[1:])),
-            "cached_feature_bytes": float((self.layout.rows[0].numel() - nm) * 4 * self.dims[0]),
+            "cached_feature_bytes": float(self._cached_bytes),
             "replicated_bytes": float(rep["replicated_bytes"]),
         })
         return out

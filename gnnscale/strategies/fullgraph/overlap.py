@@ -136,11 +136,13 @@ class WeightCache:
 def _sub_block(block: Block, gather: torch.Tensor, dsts: torch.Tensor
                ) -> tuple[Block, torch.Tensor]:
     """The part of ``block`` whose destinations are ``dsts`` (local ids), sources renumbered
-    with those destinations first; its gather from the same rows as ``gather``."""
+    with those destinations first (its edges' ids, types and features kept); its gather from
+    the same rows as ``gather``."""
     ei = block.edge_index
     keep = torch.zeros(block.num_dst, dtype=torch.bool)
     keep[dsts] = True
-    e = ei[:, keep[ei[1]]]
+    mask = keep[ei[1]]
+    e = ei[:, mask]
     used = torch.zeros(block.num_src, dtype=torch.bool)
     used[e[0]] = True
     used[dsts] = False
@@ -150,7 +152,9 @@ def _sub_block(block: Block, gather: torch.Tensor, dsts: torch.Tensor
     dpos = torch.full((block.num_dst,), -1, dtype=torch.int64)
     dpos[dsts] = torch.arange(dsts.numel())
     ids = None if block.src_ids is None else block.src_ids[src]
-    sub = Block(torch.stack([spos[e[0]], dpos[e[1]]]), (src.numel(), dsts.numel()), ids)
+    sub = Block(torch.stack([spos[e[0]], dpos[e[1]]]), (src.numel(), dsts.numel()), ids,
+                *(None if t is None else t[mask]
+                  for t in (block.edge_weight, block.e_id, block.edge_type, block.edge_attr)))
     return sub, gather[src]
 
 

@@ -12,6 +12,16 @@ cross-entropy of its training vertices over the global training-set size; link p
 the pairs whose source it holds, endpoint rows exchanged) and gradients are sum-all-reduced,
 so an epoch equals one process training on the whole graph (``dist.world_size=1``).
 Evaluation runs the same partitioned forward.
+
+On a typed graph (a typed model: ``model=rgcn``) the plan reads its layer-0 rows as typed
+inputs and encodes them in every forward (:mod:`.plan`); the model's embedding tables of
+featureless types get sparse gradients, which stay out of the flat all-reduce: every rank's
+looked-up rows are all-gathered and summed (:func:`~gnnscale.distributed.sparse.reduce_sparse`
+with ``mean=False``: each rank's gradient is its share of the one loss, as the dense ones
+are). Every rank holds the tables whole (``embedding_rows_held``, ``embedding_bytes``) and
+looks up the featureless rows among the layer-0 rows it reads (``embedding_rows_touched``).
+A model that reads edge features gets each block's rows of them, gathered once at set-up
+(``bytes_edge_features``: the bytes this rank holds).
 """
 
 from __future__ import annotations
@@ -23,6 +33,9 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.distributed.collectives import all_reduce_host, sum_gradients
+from gnnscale.distributed.sparse import reduce_sparse
+from gnnscale.optim.base import sparse_parameters
+from gnnscale.sampling.base import TypedInputs
 from gnnscale.strategies.base import RunContext, Strategy
 from gnnscale.strategies.fullgraph.config import FullGraphConfig, check_combination
 from gnnscale.strategies.fullgraph.edge_cut import EdgeCutPlan
@@ -50,6 +63,10 @@ class FullGraph(Strategy):
         self._module = ctx.model.to(topo.device)
         self._module.bind_graph(graph)
         self._optimizer = ctx.optim(self._module)
+        #: embedding tables with sparse gradients: summed by reduce_sparse, not all-reduced
+        self._sparse = sparse_parameters(self._module)
+        skip = {id(p) for p in self._sparse}
+        self._dense = [p for p in self._module.parameters() if id(p) not in skip]
         t0 = time.perf_counter()
         book = ctx.partition.get(world) if world > 1 else None
         kind = book.kind if book is not None else "edge_cut"
@@ -66,13 +83,34 @@ class FullGraph(Strategy):
             self.plan = EdgeCutPlan(graph, part, topo.rank, world, ctx.deps,
                                     self._module.widths(graph.num_features),
                                     group=self.group, ring=self.ring, overlap=self.overlap,
-                                    device=topo.device)
+                                    device=topo.device,
+                                    edge_features=self._module.reads_edge_features)
             self.plan_report = self.plan.layout.report
         self.plan_time = time.perf_counter() - t0
         self.masters = self.plan.masters
+        self._fixed = self._fixed_stats()
         self.edge_skew = self._edge_skew(self.plan.stats()["edges_computed"])
         if topo.rank == 0 and self.plan_report:
             print(format_report(self.plan_report, type(ctx.deps).__name__), flush=True)
+
+    def _fixed_stats(self) -> dict[str, float]:
+        """What the rank holds for the whole run: the embedding tables and the featureless
+        rows it looks up (none: no tables), the edge feature bytes (a model that reads
+        them)."""
+        out = {}
+        if self._sparse:
+            graph, x = self.ctx.graph, self.plan.x
+            featureless = [k for k, t in enumerate(graph.node_types)
+                           if not graph.feature_dims.get(t)]
+            rows = int(torch.isin(x.node_type.cpu(), torch.tensor(featureless)).sum()) \
+                if isinstance(x, TypedInputs) else 0
+            out = {"embedding_rows_held": float(sum(p.shape[0] for p in self._sparse)),
+                   "embedding_bytes": float(sum(p.numel() * p.element_size()
+                                                for p in self._sparse)),
+                   "embedding_rows_touched": float(rows)}
+        if self._module.reads_edge_features:
+            out["bytes_edge_features"] = float(getattr(self.plan, "edge_bytes", 0))
+        return out
 
     def _edge_skew(self, edges: float) -> float:
         """Max over ranks of the edges computed per epoch, over their mean."""
@@ -124,14 +162,20 @@ class FullGraph(Strategy):
             "replicated_bytes": s.get("replicated_bytes", 0.0),
             "edge_skew": self.edge_skew,
             "plan_time": self.plan_time,  # the mean over ranks (runner/metrics.py)
+            **self._fixed,
         }
         if progress is not None:
             progress.update(1)
         return m
 
     def _allreduce(self, loss: torch.Tensor) -> tuple[float, int]:
-        """Sum every parameter gradient and the loss over ranks in one flat buffer."""
-        return sum_gradients(list(self._module.parameters()), loss, self.group)
+        """Sum every dense parameter gradient and the loss over ranks in one flat buffer, and
+        the embedding tables' sparse gradients by all-gathering them (summed, not averaged:
+        each rank's is its share of the one loss)."""
+        total, nbytes = sum_gradients(self._dense, loss, self.group)
+        if self._sparse and self.ctx.topo.world_size > 1:
+            nbytes += reduce_sparse(self._sparse, self.group, mean=False)
+        return total, nbytes
 
     def num_steps(self, epoch: int) -> int:
         """One step per epoch."""

@@ -4,8 +4,9 @@ Every edge lives on one rank (``book.edge_part``); every vertex has one master r
 (``book.part``). Per layer, a rank
 
 1. holds the layer's input rows of the sources of its edges: its masters' rows, plus the
-   *broadcast* of its mirrors' rows from their masters (layer 0 reads the input features of
-   every local vertex directly, as DeepGalois loads them);
+   *broadcast* of its mirrors' rows from their masters (layer 0 reads the raw input rows of
+   every local vertex directly, as DeepGalois loads them, and encodes them: a typed graph's
+   typed inputs through the model's :meth:`~gnnscale.models.base.GNN.encode`);
 2. aggregates over its edges (``model.aggregate``: a sum whose partials add up exactly);
 3. *reduces* the partial aggregates of destinations it does not master to their masters;
 4. updates its masters (``model.update`` then ``model.post``: norm, activation, keyed dropout).
@@ -15,6 +16,12 @@ only broadcasts, OEC (with the source's master) only reduces, CVC and HVC do bot
 the grid row and column). Both directions are the autograd :class:`~gnnscale.deps.shuffle
 .Shuffle`: a broadcast's backward sums the mirrors' gradients into the master (a reduce), and a
 reduce's backward sends the master's gradient back to every partial (a broadcast).
+
+On a typed graph the local block carries its edges' ids (CSC positions) and types. A model
+whose aggregation is its own (:func:`~.plan.sums_rows`: not the base weighted sum of source
+rows, e.g. a sum per relation) runs its :meth:`~gnnscale.models.base.GNN.aggregate` on the
+local block instead of the cached product, without overlap; the reduce sums its partials
+whatever their width.
 
 The aggregation over the local edges is one CSR product per layer, built once with its
 transpose (torch's backward of a CSR product transposes the matrix, a sort, on every call).
@@ -53,7 +60,13 @@ from gnnscale.partition._graph import edge_dst, edge_src
 from gnnscale.partition.book import PartitionBook
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.fullgraph.overlap import SourceGroups, WeightCache, partial
-from gnnscale.strategies.fullgraph.plan import FullGraphPlan
+from gnnscale.strategies.fullgraph.plan import (
+    FullGraphPlan,
+    edge_fields,
+    raw_bytes,
+    raw_rows,
+    sums_rows,
+)
 
 
 @dataclass
@@ -148,13 +161,19 @@ class VertexCutPlan(FullGraphPlan):
         mine = torch.nonzero(ep == rank).flatten()
         ei = torch.stack([pos[src[mine]], pos[dst[mine]]])
         nl = self.local_ids.numel()
-        self.block = Block(ei, (nl, nl), self.local_ids).to(self.device)
+        block = Block(ei, (nl, nl), self.local_ids)
+        if graph.is_typed:
+            edge_fields(graph, block, mine, None)
+        self.block = block.to(self.device)
         self.num_read = self.masters.numel() + self.bcast.recv_ids.numel()
-        self.x = graph.x[self.local_ids[: self.num_read]].to(self.device)
+        self.x = raw_rows(graph, self.local_ids[: self.num_read]).to(self.device)
+        self._cached_bytes = raw_bytes(graph, self.x, self.masters.numel())
         self.masters_dev = self.masters.to(self.device)
         self._fwd_bytes = 0
         self._mark = self.shuffle_stats.bytes_sent
-        self.overlap, self.hide = overlap and world > 1, hide
+        # a model that aggregates its own way runs its own aggregate, awaited (plan.sums_rows)
+        cached = cached and sums_rows(model)
+        self.overlap, self.hide = overlap and world > 1 and sums_rows(model), hide
         self._weights = WeightCache()
         # every edge's source is read (a master or a broadcast mirror): num_read rows
         self._whole = SourceGroups.build(torch.zeros_like(ei[0]), ei[0], ei[1],
@@ -229,7 +248,7 @@ class VertexCutPlan(FullGraphPlan):
         """This rank's logits of its masters, synchronising masters and mirrors per layer."""
         before = self.shuffle_stats.bytes_sent
         nm, nl = self.masters.numel(), self.local_ids.numel()
-        x = model.inputs(self.x, self.local_ids[: self.num_read])
+        x = model.inputs(model.encode(self.x), self.local_ids[: self.num_read])
         h = x[:nm]
         if self.overlap:
             h = self._forward_overlapped(model, x, h)
@@ -313,8 +332,7 @@ class VertexCutPlan(FullGraphPlan):
             "replicated_rows": float(self.local_ids.numel() - self.masters.numel()),
             "broadcast_rows": float(self.bcast.recv_ids.numel()),
             "reduce_rows": float(self.reduce.send_idx.numel()),
-            "cached_feature_bytes": float(
-                (self.num_read - self.masters.numel()) * self.x.shape[1] * self.x.element_size()),
+            "cached_feature_bytes": float(self._cached_bytes),
         }
         self._fwd_bytes, self._mark = 0, s.bytes_sent
         return out
@@ -332,7 +350,7 @@ def check_vertex_cut(graph: GraphStore, book: PartitionBook, model: GNN, world: 
         raise ValueError(f"the partition book covers {book.num_nodes} vertices and "
                          f"{book.edge_part.numel()} edges, the graph has {graph.num_nodes} and "
                          f"{graph.num_edges}: it belongs to another graph, repartition")
-    if graph.x is None:
+    if graph.x is None and not graph.is_typed:
         raise ValueError("a vertex-cut full-graph run needs input features (graph.x)")
     model.check_splittable()
     if any(isinstance(m, nn.BatchNorm1d) for m in model.norms):
