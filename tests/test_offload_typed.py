@@ -77,9 +77,11 @@ def test_the_launcher_lets_offload_train_types_and_edge_features(tmp_path):
     built = Checked.build(cfg, DatasetMeta.of(_typed_fns.make_typed_graph()))
     declared(cfg.strategy).check_config(cfg, built)
     declared(cfg.strategy).check_data(cfg, built)
-    cfg = make_cfg(tmp_path, "model=rgcn", "model.featureless=onehot", "strategy=offload")
+    from gnnscale.models.schemas import RGCNConfig
+    from gnnscale.strategies.offload.config import check_options
+
     with pytest.raises(ConfigError, match="model.featureless=embedding"):
-        declared(cfg.strategy).check_config(cfg, Checked.build(cfg))
+        check_options(4, "inter+intra", "auto", None, RGCNConfig(featureless="onehot"))
 
 
 def test_chunk_products_keep_one_sum_per_slot_side_by_side():

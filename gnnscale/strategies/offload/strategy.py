@@ -249,13 +249,13 @@ class Offload(Strategy):
                                edge_bytes=edge_bytes)
             if b > best:
                 best, where = b, (k, i)
+            whole += self._activations(k, RECOMPUTE, gen)(
+                edges, sources, self.masters_all[self.ctx.topo.rank].numel())
         if self.ctx.graph.is_typed:  # layer 0's rows encoded chunk by chunk
             raw = 3 * INDEX + FLOAT * max(self.ctx.graph.feature_dims.values(), default=0)
             b, i = encode_bound(self.transfers, raw, self.dims[0])
             if b > best:
                 best, where = b, (0, i)
-            whole += self._activations(k, RECOMPUTE, gen)(
-                edges, sources, self.masters_all[self.ctx.topo.rank].numel())
         #: modelled bytes of training the whole part on the device at once (all layers' saved
         #: tensors and rows): what plain full-graph training would hold
         self.whole_part_bytes = whole
