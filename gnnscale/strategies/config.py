@@ -84,7 +84,8 @@ class StrategyConfig(Options):
     #: Whether it trains on blocks that carry ``edge_weight`` (``sampler=random_walk``).
     takes_weighted_blocks: ClassVar[bool] = True
     #: Whether it gathers edge features for a model that reads them (``model.edge_dim``,
-    #: ``model=gine``, a user's conv with ``edge_dim``): ``data`` and ``factored`` do.
+    #: ``model=gine``, a user's conv with ``edge_dim``): ``data``, ``factored``, ``fullgraph``
+    #: and ``offload`` do.
     takes_edge_features: ClassVar[bool] = False
     #: The component config groups whose settings it uses (the others are composed but
     #: ignored; ``scripts/compare.py`` leaves them out of its run labels).

@@ -14,6 +14,12 @@ them), and every pass reuses them: the forward's product, the recomputed layer's
 matrix, a sort, on every call) and the cached path's gradient of the aggregate. The sums are
 those of :meth:`~gnnscale.models.base.GNN.aggregate` and
 :meth:`~gnnscale.models.base.GNN.aggregate_grad`, bit for bit.
+
+An aggregate may keep several sums per destination side by side (:func:`aggregate_slots`: a
+model that declares ``aggregate_slots`` and ``edge_slot``, as a typed model keeps one sum per
+relation): edge ``e`` then sums into row ``dst * slots + slot`` of the matrix, and the
+``num_dst * slots``-row product is viewed as ``num_dst`` rows ``slots`` times as wide as the
+input (:func:`aggregate_width`): the width the cached aggregates take.
 """
 
 from __future__ import annotations
@@ -32,13 +38,34 @@ from gnnscale.strategies.offload.memory import SavedBytes
 AtPeak = Callable[[list[torch.Tensor]], object]
 
 
+def aggregate_slots(model: GNN, k: int) -> int:
+    """How many sums of source rows layer ``k``'s aggregate keeps per destination: the model's
+    ``aggregate_slots(k)`` where it declares one (a typed model: one per relation), else 1."""
+    slots = getattr(model, "aggregate_slots", None)
+    return 1 if slots is None else int(slots(k))
+
+
+def aggregate_width(model: GNN, k: int, in_dim: int) -> int:
+    """Width of layer ``k``'s aggregate of ``in_dim``-wide rows (``slots * in_dim``): what a
+    cached aggregate takes on the host and the device."""
+    return aggregate_slots(model, k) * in_dim
+
+
+def edge_slots(model: GNN, k: int, block: Block) -> torch.Tensor | None:
+    """Per edge of ``block``, the slot of its destination it sums into (the model's
+    ``edge_slot(k, block)`` where it declares one; None: the only one)."""
+    slot = getattr(model, "edge_slot", None)
+    return None if slot is None else slot(k, block)
+
+
 @dataclass
 class ChunkProducts:
-    """A chunk's aggregation as a ``num_dst x num_src`` CSR matrix of the model's edge weights
-    and its transpose (``num_src x num_dst``, for the backward), built once."""
+    """A chunk's aggregation as a ``num_dst*slots x num_src`` CSR matrix of the model's edge
+    weights and its transpose (for the backward), built once."""
 
     matrix: torch.Tensor
     matrix_t: torch.Tensor
+    slots: int = 1
 
     @staticmethod
     def build(model: GNN, k: int, block: Block, dtype: torch.dtype = torch.float32
@@ -47,27 +74,33 @@ class ChunkProducts:
         with torch.no_grad():
             w = model.edge_weight(k, block)
         return ChunkProducts.of(block, None if w is None else w.to(block.edge_index.device),
-                                dtype)
+                                dtype, edge_slots(model, k, block), aggregate_slots(model, k))
 
     @staticmethod
-    def of(block: Block, w: torch.Tensor | None, dtype: torch.dtype) -> ChunkProducts:
-        """The matrices of ``block`` with edge weights ``w`` (None: ones)."""
+    def of(block: Block, w: torch.Tensor | None, dtype: torch.dtype,
+           slot: torch.Tensor | None = None, slots: int = 1) -> ChunkProducts:
+        """The matrices of ``block`` with edge weights ``w`` (None: ones), edge ``e`` in row
+        ``dst * slots + slot[e]`` (``slot`` None: ``dst``)."""
         src, dst = block.edge_index
         n_src, n_dst = block.size
-        return ChunkProducts(csr_matrix(src, dst, w, (n_src, n_dst), dtype),
-                             csr_matrix(dst, src, w, (n_dst, n_src), dtype))
+        if slot is not None and slots > 1:
+            dst = dst * slots + slot.to(dst.dtype)
+        rows = n_dst * slots
+        return ChunkProducts(csr_matrix(src, dst, w, (n_src, rows), dtype),
+                             csr_matrix(dst, src, w, (rows, n_src), dtype), slots)
 
     def to(self, device: torch.device) -> ChunkProducts:
         """The matrices on ``device`` (themselves on the host's)."""
         if not device_seam.is_accelerator(device):
             return self
-        return ChunkProducts(self.matrix.to(device), self.matrix_t.to(device))
+        return ChunkProducts(self.matrix.to(device), self.matrix_t.to(device), self.slots)
 
     def aggregate(self, model: GNN, k: int, x: torch.Tensor) -> torch.Tensor:
-        """:meth:`GNN.aggregate` of source rows ``x``: ``matrix @ pre(x)``, its backward the
-        cached transpose's product."""
+        """:meth:`GNN.aggregate` of source rows ``x``: ``matrix @ pre(x)`` (its slots side by
+        side), its backward the cached transpose's product."""
         model.check_splittable()
-        return fixed_mm(self.matrix, self.matrix_t, model.pre(k, x))
+        out = fixed_mm(self.matrix, self.matrix_t, model.pre(k, x))
+        return out if self.slots == 1 else out.view(-1, self.slots * out.shape[1])
 
     def aggregate_grad(self, model: GNN, grad: torch.Tensor) -> torch.Tensor:
         """:meth:`GNN.aggregate_grad`: the sources' gradient from the aggregate's, by the
@@ -75,6 +108,8 @@ class ChunkProducts:
         if not model.linear_aggregate:
             raise ValueError("a residual model normalises source rows before aggregating: the "
                              "aggregate's gradient needs the rows (recompute the layer)")
+        if self.slots > 1:
+            grad = grad.reshape(-1, grad.shape[1] // self.slots)
         return torch.sparse.mm(self.matrix_t, grad)
 
     @property

@@ -56,6 +56,10 @@ def check_options(chunks: int, dedup: str, intermediate: str, budget: float | No
     if model.batch_norm:
         raise ConfigError("model.norm=batch normalises over each chunk, not the whole graph: "
                           "use model.norm=layer or none with strategy=offload")
+    if getattr(model, "featureless", None) == "onehot":
+        raise ConfigError("strategy=offload keeps layer 0's rows in host memory as float rows, "
+                          "and model.featureless=onehot feeds layer 0 vertex ids: use "
+                          "model.featureless=embedding, or strategy=data")
 
 
 @register("strategy", "offload")
@@ -66,12 +70,15 @@ class OffloadConfig(StrategyConfig):
     name: ClassVar[str] = "offload"
     samples: ClassVar[bool] = False
     layer_by_layer: ClassVar[bool] = True
+    trains_types: ClassVar[bool] = True  # typed chunks, encoded layer-0 rows
+    takes_edge_features: ClassVar[bool] = True  # each chunk's edge_attr by its edge ids
     reads: ClassVar[tuple[str, ...]] = ("partition",)  # its transfers stand in for deps
     default_deps: ClassVar[str] = "depcomm"
     default_cache: ClassVar[str] = "none"
     reductions: ClassVar[dict[str, Reduce]] = {
         "replication_alpha": Reduce.mean,  # each rank's replicated share of its rows
         "peak_device_bytes": Reduce.max, "device_bound_bytes": Reduce.max,  # the largest rank's
+        "embedding_rows_held": Reduce.max, "embedding_bytes": Reduce.max,  # whole on every rank
     }
     _target_: str = "gnnscale.strategies.offload.Offload"
     chunks: int = 8                     # chunks per part; batch b = chunk b of every part

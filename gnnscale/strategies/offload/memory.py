@@ -73,15 +73,22 @@ class ActivationModel:
 
     @staticmethod
     def fit(run: Callable[[Block, torch.Tensor], int], in_dim: int, num_ids: int,
-            generator: torch.Generator) -> ActivationModel:
+            generator: torch.Generator, edge_types: int = 0, edge_dim: int = 0
+            ) -> ActivationModel:
         """``run(block, x)`` computes one chunk on random rows and returns the saved bytes;
-        the probe blocks' sources carry vertex ids below ``num_ids``."""
+        the probe blocks' sources carry vertex ids below ``num_ids``, their edges random types
+        below ``edge_types`` (a typed graph's) and ``edge_dim``-wide random features when
+        those are > 0 (what the chunks' blocks carry)."""
         rows, ys = [], []
         for s, d, e in PROBES:
             src = torch.randint(0, s, (e,), generator=generator)
             dst = torch.cat([torch.arange(d), torch.randint(0, d, (e - d,), generator=generator)])
             dst, order = dst.sort(stable=True)  # in-edge order, as chunks are built
             block = Block(torch.stack([src[order], dst]), (s, d), torch.arange(s) % num_ids)
+            if edge_types:
+                block.edge_type = torch.randint(0, edge_types, (e,), generator=generator)
+            if edge_dim:
+                block.edge_attr = torch.randn(e, edge_dim, generator=generator)
             rows.append([e, s, d, 1.0])
             ys.append(float(run(block, torch.randn(s, in_dim, generator=generator))))
         a = torch.tensor(rows, dtype=torch.float64)

@@ -6,8 +6,9 @@ device, device to device (here rank to rank) and reuse in place on the device. F
 of layer ``k`` (rows of width ``w``, ``4w`` bytes each) this rank's chunk costs, in its
 backward pass:
 
-- **cache**: the aggregate of its ``D`` destinations written to the host in the forward pass
-  and loaded back with the destinations' own rows: ``D*4w / T_d2h + 2*D*4w / T_h2d``;
+- **cache**: the aggregate of its ``D`` destinations (``a`` wide: ``w``, or a multiple of it
+  for a model that keeps several sums per vertex) written to the host in the forward pass
+  and loaded back with the destinations' own rows: ``D*4a / T_d2h + D*4(a+w) / T_h2d``;
 - **recompute**: the chunk's inputs reloaded as the forward pass loaded them (``L`` rows from
   the host, ``R`` rows reused from the previous batch's buffer, ``S`` rows shared by peers)
   plus the aggregation run again: ``L*4w / T_h2d + R*4w / T_reuse + S*4w / T_r2r + t_agg``.
@@ -56,13 +57,15 @@ class Rates:
                      rate(stats.reused, stats.reuse_seconds))
 
 
-def batch_costs(t: BatchTransfer, width: int, agg_seconds: float, rates: Rates
-                ) -> tuple[float, float, float]:
-    """Seconds of this rank's chunk of a batch: (cache, recompute after a recomputed batch,
+def batch_costs(t: BatchTransfer, width: int, agg_seconds: float, rates: Rates,
+                agg_width: int | None = None) -> tuple[float, float, float]:
+    """Seconds of this rank's chunk of a batch of ``width``-wide rows (``agg_width``: the
+    aggregate's width, default ``width``): (cache, recompute after a recomputed batch,
     recompute after a cached one or first)."""
     row = width * FLOAT
+    agg = (width if agg_width is None else agg_width) * FLOAT
     dst = t.dst.numel()
-    cache = dst * row / rates.d2h + 2 * dst * row / rates.h2d
+    cache = dst * agg / rates.d2h + dst * (agg + row) / rates.h2d
     shared = sum(t.recv_counts) * row / rates.r2r + agg_seconds
     again = t.rows_loaded * row / rates.h2d + t.rows_reused * row / rates.reuse + shared
     cold = (t.rows_loaded + t.rows_reused) * row / rates.h2d + shared

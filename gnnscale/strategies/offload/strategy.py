@@ -16,24 +16,44 @@ backpropagate the destinations' gradients, and send the sources' gradients back 
 owners' host buffers. One parameter all-reduce per epoch, so an epoch equals one process
 training on the whole graph. ``peak_device_bytes`` is measured (:class:`~.tiers.DeviceTier`;
 on a GPU the allocator's peak).
+
+A typed graph's chunks carry their edges' ids (CSC positions) and types, and layer 0's host
+rows are the model's encoded rows (:meth:`~gnnscale.models.base.GNN.encode` of the masters'
+typed inputs), encoded on the device chunk by chunk once per forward pass with the present
+parameters (the encoder is vertex-wise, so a row is encoded once per pass however many chunks
+read it, not once per chunk that reads it, and the cached-aggregate path reads the same rows).
+When the encoder trains (a typed input's linear maps and embedding tables), layer 0's backward
+sends its sources' gradients back to their owners like every other layer's, and one
+vertex-wise pass encodes each chunk's destinations again and backpropagates their gradient
+into the encoder. The embedding tables' sparse gradients are summed over the ranks
+(:func:`~gnnscale.distributed.sparse.reduce_sparse`; each rank's hold its masters' rows), the
+rest in the one all-reduce. A model that reads edge features gets each chunk's ``edge_attr``
+(the edge feature rows of its edge ids, :mod:`gnnscale.cache.edges`), gathered once at set-up
+and moved to the device with the chunk (``bytes_edge_features``: per epoch, every time a
+chunk's features visit the device). Untyped graphs without edge features do none of this.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from gnnscale.cache.edges import EdgeFeatures, edge_table
+from gnnscale.cache.store import typed_inputs
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed import device as device_seam
 from gnnscale.distributed.collectives import all_reduce_host, sum_gradients
+from gnnscale.distributed.sparse import reduce_sparse
 from gnnscale.errors import ConfigError
+from gnnscale.optim.base import sparse_parameters
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.base import RunContext, Strategy
 from gnnscale.strategies.offload import compute, rule
-from gnnscale.strategies.offload.bound import layer_bound
+from gnnscale.strategies.offload.bound import FLOAT, INDEX, encode_bound, layer_bound
 from gnnscale.strategies.offload.chunks import Chunking, two_level
 from gnnscale.strategies.offload.config import OffloadConfig, check_options
 from gnnscale.strategies.offload.memory import ActivationModel
@@ -46,7 +66,8 @@ _ACTIVATIONS: dict[tuple, ActivationModel] = {}  # per layer architecture, fitte
 
 
 def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
-    """Whether two edge-weight vectors (None: ones) are equal."""
+    """Whether two edge-weight (or edge-slot) vectors (None: ones, or the only slot) are
+    equal."""
     if a is None or b is None:
         return a is None and b is None
     return torch.equal(a, b)
@@ -59,6 +80,9 @@ class Offload(Strategy):
     #: each chunk's matrix and transpose built once and reused by every pass (False: the
     #: model's own product per call, whose backward re-transposes: the benchmark's baseline)
     cached_products: bool = True
+    #: whether layer 0's rows are encoded by trained parameters (a typed graph's typed input):
+    #: re-encoded every pass, their gradient backpropagated into the encoder
+    encoder_trains: bool = False
 
     def __init__(self, ctx: RunContext, chunks: int = 8, dedup: str = "inter+intra",
                  reorganize: bool = False, intermediate: str = "auto",
@@ -83,13 +107,14 @@ class Offload(Strategy):
         from gnnscale.distributed.launch import private_temp_dir
         from gnnscale.distributed.topology import Topology
         from gnnscale.partition.provider import CachedPartitions
+        from gnnscale.strategies.base import model_node
         from gnnscale.tasks.node import NodeTask
 
         graph = built.loaded if built.loaded is not None else registry.build(cfg.dataset).load()
         # the output width is the task's, as the ranks build it (link: the embedding width)
         task = registry.build(cfg.task) if cfg.get("task") is not None else NodeTask()
         with private_temp_dir():  # PyG writes its generated modules to the temp folder
-            model = registry.build(cfg.model, in_channels=graph.num_features,
+            model = registry.build(model_node(cfg, graph), in_channels=graph.num_features,
                                    out_channels=task.out_channels(graph))
         deps = registry.build(cfg.deps)
         world = cfg.dist.world_size
@@ -116,10 +141,16 @@ class Offload(Strategy):
         self.stats = TransferStats()
         self.shuffle_stats = ShuffleStats()
         self.tier = DeviceTier(self.device, self.stats)
-        self.store = HostStore(graph.x[self.masters], self.dims, self.device)
+        x0 = self._first_inputs() if graph.is_typed else graph.x[self.masters]
+        self.store = HostStore(x0, self.dims, self.device, input_grads=self.encoder_trains)
+        del x0
+        #: the chunks' edge features, gathered once (None: the model reads none)
+        self.edges = EdgeFeatures(graph) if self.reads_edges else None
+        if self.edges is not None:
+            self.edges.attach(self.blocks)
         n = self.masters.numel()
-        self.agg_host = [torch.zeros(n, self.dims[k]) if self._may(k, CACHE) else None
-                         for k in range(self.num_layers)]
+        self.agg_host = [torch.zeros(n, compute.aggregate_width(self._module, k, self.dims[k]))
+                         if self._may(k, CACHE) else None for k in range(self.num_layers)]
         self._check_budget()
         self.alpha = self.chunking.replication(graph.num_nodes)
         #: per layer: the rule's choice and modelled seconds (``intermediate=auto``)
@@ -129,7 +160,7 @@ class Offload(Strategy):
         #: per (layer, batch): the chunk's matrices, built on first use (layers with equal
         #: edge weights share them) and the weights they were built with
         self._products: dict[tuple[int, int], compute.ChunkProducts] = {}
-        self._weights: dict[tuple[int, int], torch.Tensor | None] = {}
+        self._weights: dict[tuple[int, int], tuple[torch.Tensor | None, ...]] = {}
         if topo.rank == 0:
             print(self.describe(), flush=True)
 
@@ -153,10 +184,15 @@ class Offload(Strategy):
                                                 self.reorganize, self.level2)
         except ValueError as e:
             raise ConfigError(str(e)) from None
+        self.reads_edges = bool(getattr(self._module, "reads_edge_features", False))
+        #: dense parameters (one all-reduce) and embedding tables with sparse gradients
+        self._sparse = sparse_parameters(self._module)
+        skip = {id(p) for p in self._sparse}
+        self._dense = [p for p in self._module.parameters() if id(p) not in skip]
         self.transfers = plan_transfers(self.chunking, part, self.masters_all, topo.rank,
-                                        self.dedup, graph)
-        self.blocks = [Block(t.edge_index, (t.src_ids.numel(), t.dst.numel()), t.src_ids)
-                       for t in self.transfers]
+                                        self.dedup, graph,
+                                        edge_ids=graph.is_typed or self.reads_edges)
+        self.blocks = [self._chunk_block(t) for t in self.transfers]
         self.dims = self._module.widths(graph.num_features)
         self.num_layers = len(self.dims) - 1
         fixed = {"cache": CACHE, "recompute": RECOMPUTE}.get(self.intermediate)
@@ -169,6 +205,22 @@ class Offload(Strategy):
         self.plan_time = time.perf_counter() - t0
         self.masters = self.masters_all[topo.rank]
         self.bound, self.bound_where = self._plan_bound()
+
+    def _chunk_block(self, t: BatchTransfer) -> Block:
+        """A batch's block on the host: its edges, sources' ids, and with edge ids (a typed
+        graph, a model reading edge features) those ids and the edges' types."""
+        block = Block(t.edge_index, (t.src_ids.numel(), t.dst.numel()), t.src_ids, e_id=t.e_id)
+        types = self.ctx.graph.type_per_edge
+        if t.e_id is not None and types is not None:
+            block.edge_type = types[t.e_id].long()
+        return block
+
+    def _edge_bytes(self) -> int:
+        """Device bytes a chunk's block carries per edge besides its index: its type (a typed
+        graph), its features (a model reading them)."""
+        graph = self.ctx.graph
+        width = edge_table(graph).shape[1] if self.reads_edges else 0
+        return (INDEX if graph.type_per_edge is not None else 0) + FLOAT * width
 
     def _may(self, k: int, mode: str) -> bool:
         """Whether some batch of layer ``k`` may run in ``mode`` (undecided: both)."""
@@ -186,16 +238,24 @@ class Offload(Strategy):
         whole = sum(self.masters_all[self.ctx.topo.rank].numel() * d * 4 for d in self.dims)
         edges = sum(b.num_edges for b in self.blocks)
         sources = torch.unique(torch.cat([t.src_ids for t in self.transfers])).numel()
+        edge_bytes = self._edge_bytes()
         for k in range(self.num_layers):
             d_in, d_out = self.dims[k], self.dims[k + 1]
             acts = [self._activations(k, m, gen) for m in (CACHE, RECOMPUTE) if self._may(k, m)]
             b, i = layer_bound(self.transfers, d_in, d_out, self._may(k, CACHE),
                                lambda e, s, d, acts=acts: max(a(e, s, d) for a in acts),
-                               products=model.splittable)
+                               products=model.splittable,
+                               agg_width=compute.aggregate_width(model, k, d_in),
+                               edge_bytes=edge_bytes)
             if b > best:
                 best, where = b, (k, i)
             whole += self._activations(k, RECOMPUTE, gen)(
                 edges, sources, self.masters_all[self.ctx.topo.rank].numel())
+        if self.ctx.graph.is_typed:  # layer 0's rows encoded chunk by chunk
+            raw = 3 * INDEX + FLOAT * max(self.ctx.graph.feature_dims.values(), default=0)
+            b, i = encode_bound(self.transfers, raw, self.dims[0])
+            if b > best:
+                best, where = b, (0, i)
         #: modelled bytes of training the whole part on the device at once (all layers' saved
         #: tensors and rows): what plain full-graph training would hold
         self.whole_part_bytes = whole
@@ -207,12 +267,15 @@ class Offload(Strategy):
         """The fitted saved-bytes model of layer ``k`` run in ``mode`` (cached per layer
         architecture: what autograd saves depends on the layer's shapes only)."""
         model, d_in, d_out = self._module, self.dims[k], self.dims[k + 1]
+        graph = self.ctx.graph
+        relations = len(graph.edge_types) if graph.type_per_edge is not None else 0
+        edge_dim = int(edge_table(graph).shape[1]) if self.reads_edges else 0
         key = (type(model).__name__, model.residual, repr(model.convs[k]), repr(model.norms[k])
                if k < model.num_layers - 1 else "last", model.dropout,
-               model.input_dropout if k == 0 else 0.0, mode, d_in, d_out)
+               model.input_dropout if k == 0 else 0.0, mode, d_in, d_out, relations, edge_dim)
         if key not in _ACTIVATIONS:
             _ACTIVATIONS[key] = ActivationModel.fit(self._probe(k, mode == CACHE, d_out), d_in,
-                                                    self.ctx.graph.num_nodes, gen)
+                                                    graph.num_nodes, gen, relations, edge_dim)
         return _ACTIVATIONS[key]
 
     def _probe(self, k: int, cache: bool, d_out: int):
@@ -255,7 +318,8 @@ class Offload(Strategy):
                 self.chunking = two_level(ctx.graph, self.part, ctx.topo.world_size, chunks,
                                           self.reorganize, self.level2)
                 self.transfers = plan_transfers(self.chunking, self.part, self.masters_all,
-                                                ctx.topo.rank, self.dedup, ctx.graph)
+                                                ctx.topo.rank, self.dedup, ctx.graph,
+                                                edge_ids=ctx.graph.is_typed or self.reads_edges)
                 if self._plan_bound()[0] <= budget:
                     return chunks
             return None
@@ -290,8 +354,9 @@ class Offload(Strategy):
         costs = torch.zeros(self.num_layers, len(self.transfers), 3, dtype=torch.float64)
         for k in open_:
             for b, t in enumerate(self.transfers):
-                costs[k, b] = torch.tensor(rule.batch_costs(t, self.dims[k],
-                                                            self._agg_seconds[k][b], rates))
+                costs[k, b] = torch.tensor(rule.batch_costs(
+                    t, self.dims[k], self._agg_seconds[k][b], rates,
+                    compute.aggregate_width(self._module, k, self.dims[k])))
         if self.ctx.topo.world_size > 1:
             all_reduce_host(costs, op=dist.ReduceOp.MAX, group=self.group)
         for k in open_:
@@ -329,21 +394,87 @@ class Offload(Strategy):
         if prod is None:
             with torch.no_grad():
                 w = model.edge_weight(k, self.blocks[b])
-            w = None if w is None else w.detach().to("cpu")
-            for j in range(k):  # a lower layer with the same weights: its matrices
-                if (j, b) in self._weights and _same(self._weights[(j, b)], w):
-                    prod, w = self._products[(j, b)], self._weights[(j, b)]
+                slot = compute.edge_slots(model, k, self.blocks[b])
+            key = tuple(None if v is None else v.detach().to("cpu") for v in (w, slot))
+            slots = compute.aggregate_slots(model, k)
+            for j in range(k):  # a lower layer with the same weights (and slots): its matrices
+                if (j, b) in self._weights and self._products[(j, b)].slots == slots and all(
+                        _same(a, c) for a, c in zip(self._weights[(j, b)], key)):
+                    prod, key = self._products[(j, b)], self._weights[(j, b)]
                     break
             else:
-                prod = compute.ChunkProducts.of(self.blocks[b], w, torch.float32)
-            self._products[(k, b)], self._weights[(k, b)] = prod, w
+                prod = compute.ChunkProducts.of(self.blocks[b], key[0], torch.float32, key[1],
+                                                slots)
+            self._products[(k, b)], self._weights[(k, b)] = prod, key
         on_device = prod.to(self.device)
         # counted while held: on a CPU host they serve in place and live on in host memory
         self.tier.hold("matrix", on_device.matrix, track=False)
         self.tier.hold("matrix_t", on_device.matrix_t, track=False)
         return on_device
 
+    # -- a typed graph's layer-0 rows -------------------------------------------------------
+    def _inputs(self, t: BatchTransfer) -> Any:
+        """The typed inputs of batch ``t``'s destinations (this rank's chunk), on the device."""
+        return self.tier.load_inputs(typed_inputs(self.ctx.graph, self.masters[t.dst]))
+
+    def _first_inputs(self) -> torch.Tensor:
+        """Layer 0's rows of this rank's masters at set-up, encoded chunk by chunk; sets
+        :attr:`encoder_trains` (whether any row depends on a trained parameter). Refuses an
+        encoding that is not ``dims[0]``-wide float rows (the host tier stores rows)."""
+        model, n, width = self._module, self.masters.numel(), self.dims[0]
+        rows, trains = torch.zeros(n, width), False
+        for t in self.transfers:
+            x = model.encode(self._inputs(t))
+            if not x.is_floating_point() or x.dim() != 2 or x.shape[1] != width:
+                raise ConfigError(
+                    f"strategy=offload keeps layer 0's rows in host memory as {width}-wide float "
+                    f"rows, but {type(model).__name__}.encode gives {x.dtype} rows of shape "
+                    f"{tuple(x.shape)} (model.featureless=onehot feeds vertex ids): use "
+                    "model.featureless=embedding, or strategy=data")
+            trains = trains or x.requires_grad
+            rows[t.dst] = x.detach().to("cpu")
+        self.encoder_trains = trains
+        self.tier.release_all()
+        return rows
+
+    def _encode(self) -> None:
+        """Layer 0's host rows encoded again with the present parameters, chunk by chunk (no
+        autograd)."""
+        with torch.no_grad():
+            for t in self.transfers:
+                x = self.tier.hold("encoded", self._module.encode(self._inputs(t)))
+                self.tier.store(self.store.rows[0], t.dst, x)
+                self.tier.release("encoded")
+        self.tier.release_all()
+
+    def _backward_inputs(self) -> None:
+        """The encoder's gradient: each chunk's destinations encoded again with autograd and
+        backpropagated from their rows' gradient, summed in the host tier by layer 0's
+        backward."""
+        for t in self.transfers:
+            x = self.tier.hold("encoded", self._module.encode(self._inputs(t)))
+            g = self.tier.hold("grad_encoded", self.tier.load(self.store.grads[0], t.dst,
+                                                             vertex_rows=False))
+            self.tier.measure()
+            torch.autograd.backward(x, g)
+            del x, g
+            self.tier.release("encoded", "grad_encoded")
+        self.tier.release_all()
+
     # -- moving rows -------------------------------------------------------------------------
+    def _device_block(self, b: int) -> Block:
+        """Batch ``b``'s block on the device, held by the tier while the batch runs: its edges,
+        and their types and features when it has them (its edge ids stay on the host); the
+        features' bytes counted."""
+        block = self.blocks[b]
+        blk = (block if block.e_id is None else replace(block, e_id=None)).to(self.device)
+        self.tier.hold("block", blk.edge_index, track=False)
+        self.tier.hold("edge_type", blk.edge_type, track=False)
+        if blk.edge_attr is not None:
+            self.tier.hold("edge_attr", blk.edge_attr, track=False)
+            self.stats.edge_features += blk.edge_attr.numel() * blk.edge_attr.element_size()
+        return blk
+
     def _fill(self, k: int, t: BatchTransfer, prev: torch.Tensor | None) -> torch.Tensor:
         """The batch's device buffer of layer-``k`` rows: reused rows, then loaded ones (all
         loaded when no previous buffer is on the device)."""
@@ -406,7 +537,10 @@ class Offload(Strategy):
     # -- passes ------------------------------------------------------------------------------
     def _forward(self, cache_aggregates: bool, probe: bool = False) -> None:
         """Every layer, batch by batch; ``cache_aggregates`` sends the aggregates of the
-        batches that may be cached to the host; ``probe`` times each chunk's aggregation."""
+        batches that may be cached to the host; ``probe`` times each chunk's aggregation.
+        Trained layer-0 rows are encoded first (the parameters changed since the last pass)."""
+        if self.encoder_trains:
+            self._encode()
         for k in range(self.num_layers):
             prev = None
             for b, (t, block) in enumerate(zip(self.transfers, self.blocks)):
@@ -421,8 +555,7 @@ class Offload(Strategy):
                        ) -> torch.Tensor | None:
         """One chunk of layer ``k``'s forward; the buffer the next batch may reuse."""
         buf, src = self._sources(k, t, prev)
-        blk = block.to(self.device)
-        self.tier.hold("block", blk.edge_index, track=False)
+        blk = self._device_block(b)
         prod = self._chunk_products(k, b)
         out, agg, seconds = compute.forward(self._module, k, src, blk, cache,
                                             self._now if probe else None, prod)
@@ -435,7 +568,7 @@ class Offload(Strategy):
             self.tier.hold("agg", agg)
             self.tier.store(self.agg_host[k], t.dst, agg)
         self.tier.store(self.store.rows[k + 1], t.dst, out)
-        self.tier.release("out", "agg", "block", "matrix", "matrix_t")
+        self.tier.release("out", "agg", "block", "edge_type", "edge_attr", "matrix", "matrix_t")
         return self._keep_buffer(buf)
 
     def _keep_buffer(self, buf: torch.Tensor | None) -> torch.Tensor | None:
@@ -458,10 +591,10 @@ class Offload(Strategy):
                         prev: torch.Tensor | None, carry: torch.Tensor | None
                         ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """One chunk of layer ``k``'s backward in ``mode``; (the buffer the next batch may
-        reuse, the gradient rows it carries on)."""
-        model, need = self._module, k > 0
-        blk = block.to(self.device)
-        self.tier.hold("block", blk.edge_index, track=False)
+        reuse, the gradient rows it carries on). Layer 0's sources get their gradient too when
+        the encoder trains."""
+        model, need = self._module, k > 0 or self.encoder_trains
+        blk = self._device_block(b)
         grad_out = self.tier.hold("grad_out", self.tier.load(
             self.store.grads[k + 1], t.dst, vertex_rows=False))
         buf = None
@@ -495,7 +628,7 @@ class Offload(Strategy):
         if carry is not None:
             self.tier.hold("prev_carry", carry)
             self.tier.release("carry")
-        self.tier.release("block")
+        self.tier.release("block", "edge_type", "edge_attr")
         return self._keep_buffer(buf), carry
 
     def _at_peak(self, tensors: list[torch.Tensor]) -> None:
@@ -527,10 +660,14 @@ class Offload(Strategy):
         loss.backward()
         self.store.grads[-1].copy_(top.grad)
         self._backward()
-        for p in model.parameters():  # a layer no chunk reached still all-reduces
+        if self.encoder_trains:
+            self._backward_inputs()
+        for p in self._dense:  # a layer no chunk reached still all-reduces
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-        total, ar_bytes = sum_gradients(list(model.parameters()), loss.detach(), self.group)
+        total, ar_bytes = sum_gradients(self._dense, loss.detach(), self.group)
+        if self._sparse and self.ctx.topo.world_size > 1:  # each rank's masters' rows, summed
+            ar_bytes += reduce_sparse(self._sparse, self.group, mean=False)
         self._optimizer.step()
         epoch_time = time.perf_counter() - t0
         s = self.stats
@@ -556,6 +693,12 @@ class Offload(Strategy):
             "recompute_time": s.recompute_seconds,
             "plan_time": self.plan_time,  # the mean over ranks (runner/metrics.py)
         }
+        if self.edges is not None:
+            m["bytes_edge_features"] = float(s.edge_features)
+        if self._sparse:  # every rank holds the whole tables; updates its masters' rows
+            m["embedding_rows_held"] = float(sum(p.shape[0] for p in self._sparse))
+            m["embedding_bytes"] = float(sum(p.numel() * p.element_size()
+                                             for p in self._sparse))
         for k, modes in enumerate(self.modes):  # this rank's chunks; summed over ranks
             m[f"chunks_cached_l{k}"] = float(modes.count(CACHE))
             m[f"chunks_recomputed_l{k}"] = float(modes.count(RECOMPUTE))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 
 from gnnscale.distributed import device as device_seam
+from gnnscale.sampling.base import TypedInputs
 
 
 @dataclass
@@ -35,6 +36,7 @@ class TransferStats:
     rows_loaded: int = 0         # vertex-data rows loaded from the host for neighbour sets
     rows_reused: int = 0
     rows_intermediate: int = 0   # cached aggregates and destination rows loaded back
+    edge_features: int = 0       # edge feature bytes the chunks' blocks brought
     recompute_seconds: float = 0.0
     h2d_seconds: float = 0.0     # in host-to-device copies
     d2h_seconds: float = 0.0     # in device-to-host copies
@@ -47,11 +49,14 @@ class TransferStats:
 
 
 class HostStore:
-    """Per-layer host buffers: ``rows[k]`` (k = 0..L, 0 = features) and ``grads[k]``
-    (k = 1..L) of this rank's masters, in masters order. Allocated zeroed, so the first epoch
-    does not pay the first touch of their pages (it would skew the probed copy rates)."""
+    """Per-layer host buffers: ``rows[k]`` (k = 0..L, 0 = layer 0's input rows: the features,
+    or a typed graph's encoded rows) and ``grads[k]`` (k = 1..L; k = 0 too with
+    ``input_grads``: the gradient of trained encoded rows) of this rank's masters, in masters
+    order. Allocated zeroed, so the first epoch does not pay the first touch of their pages (it
+    would skew the probed copy rates)."""
 
-    def __init__(self, features: torch.Tensor, widths: list[int], device: torch.device) -> None:
+    def __init__(self, features: torch.Tensor, widths: list[int], device: torch.device,
+                 input_grads: bool = False) -> None:
         n = features.shape[0]
 
         def alloc(rows: int, width: int) -> torch.Tensor:  # pinned when it feeds a GPU
@@ -59,18 +64,25 @@ class HostStore:
 
         self.rows = [device_seam.pinned(features, device)]
         self.rows += [alloc(n, w) for w in widths[1:]]
-        self.grads: list[torch.Tensor | None] = [None] + [alloc(n, w) for w in widths[1:]]
+        self.grads: list[torch.Tensor | None] = [alloc(n, widths[0]) if input_grads else None]
+        self.grads += [alloc(n, w) for w in widths[1:]]
 
     def zero_grads(self) -> None:
         """Zero every layer's host gradient buffer."""
-        for g in self.grads[1:]:
-            g.zero_()
+        for g in self.grads:
+            if g is not None:
+                g.zero_()
 
     @property
     def nbytes(self) -> int:
         """Bytes of the host buffers."""
         ts = self.rows + [g for g in self.grads if g is not None]
         return sum(t.numel() * t.element_size() for t in ts)
+
+
+def _input_tensors(inputs: TypedInputs) -> list[torch.Tensor]:
+    """The tensors of typed inputs: ids, types, type-local ids, each type's features."""
+    return [inputs.ids, inputs.node_type, inputs.local, *inputs.features.values()]
 
 
 def _storages(t: torch.Tensor) -> list[torch.Tensor]:
@@ -180,6 +192,20 @@ class DeviceTier:
             self.stats.rows_intermediate += rows.numel()
         self.track(t)
         return t
+
+    def load_inputs(self, inputs: TypedInputs) -> TypedInputs:
+        """A typed graph's raw input rows (read from the host tables) copied to the device
+        (counted and timed as host-to-device bytes, tracked; not vertex rows of a neighbour
+        set)."""
+        t0 = time.perf_counter()
+        nbytes = sum(t.numel() * t.element_size() for t in _input_tensors(inputs))
+        if device_seam.is_accelerator(self.device):
+            inputs = inputs.to(self.device)
+            device_seam.synchronize(self.device)
+        self.stats.h2d_seconds += time.perf_counter() - t0
+        self.stats.host_to_device += nbytes
+        self.track(*_input_tensors(inputs))
+        return inputs
 
     def copy_rows(self, dst: torch.Tensor, dst_rows: torch.Tensor, src: torch.Tensor,
                   src_rows: torch.Tensor) -> None:

@@ -12,6 +12,10 @@ host rows, sends peers the rows they need over the Shuffle, and keeps its own:
 - ``inter+intra``: rows of ``T_b^q`` already in the previous batch's buffer stay on the device
   (reused in place); only ``T_b^q \\ T_{b-1}^q`` is loaded. In the backward pass the gradients
   of rows the next batch holds again stay on the device too.
+
+With ``edge_ids`` a batch also carries its chunk's edges' global ids (``e_id``: their CSC
+positions, in the order of ``edge_index``), from which a typed graph's chunks take their edge
+types and a model that reads edge features its ``edge_attr``.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class BatchTransfer:
     send_counts: list[int]
     recv_counts: list[int]
     assemble: torch.Tensor        # source row -> row of cat(buffer, received)
+    e_id: torch.Tensor | None = None  # the edges' CSC positions (their ids), with edge_ids
 
     @property
     def rows_loaded(self) -> int:
@@ -56,9 +61,21 @@ def _positions(sorted_ids: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(sorted_ids, ids)
 
 
+def in_edge_ids(graph, dst: torch.Tensor) -> torch.Tensor:
+    """The CSC positions (edge ids) of the in-edges of ``dst``, in the order
+    :func:`~gnnscale.deps.planner.in_edges` lists them (destination by destination, each one's
+    edges in CSC order)."""
+    start = graph.indptr[dst]
+    counts = graph.indptr[dst + 1] - start
+    first = torch.repeat_interleave(start - (counts.cumsum(0) - counts), counts)
+    return first + torch.arange(first.numel())
+
+
 def plan_transfers(chunking: Chunking, part: torch.Tensor, masters: list[torch.Tensor],
-                   rank: int, dedup: str, graph) -> list[BatchTransfer]:
-    """This rank's transfers for every batch of a pass, in run order."""
+                   rank: int, dedup: str, graph, edge_ids: bool = False
+                   ) -> list[BatchTransfer]:
+    """This rank's transfers for every batch of a pass, in run order (``edge_ids``: with each
+    chunk's edge ids)."""
     if dedup not in DEDUP:
         raise ValueError(f"strategy.dedup must be one of {DEDUP}, got {dedup!r}")
     from gnnscale.deps.planner import in_edges
@@ -113,7 +130,7 @@ def plan_transfers(chunking: Chunking, part: torch.Tensor, masters: list[torch.T
             edge_index=torch.stack([spos, dpos]), buffer=host, reuse_dst=reuse_dst,
             reuse_src=reuse_src, load=load, keep=torch.zeros(0, dtype=torch.int64),
             send_idx=send_idx, send_counts=send_counts, recv_counts=recv_counts,
-            assemble=assemble))
+            assemble=assemble, e_id=in_edge_ids(graph, dst_global) if edge_ids else None))
         prev = buf_ids if dedup == "inter+intra" else None
     if dedup == "inter+intra":
         for a, b in zip(out[:-1], out[1:]):
