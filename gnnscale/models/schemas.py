@@ -531,7 +531,7 @@ class RGCNConfig(ModelConfig):
 
     def check(self) -> None:
         """The shared checks, bases >= 0, a known aggregation and featureless input, no
-        residual blocks, no input dropout on one-hot ids."""
+        residual blocks, no input dropout on one-hot ids, no update-before-aggregate."""
         super().check()
         require_at_least("model.num_bases", self.num_bases, 0)
         require_one_of("model.aggr", self.aggr, RGCN_AGGRS)
@@ -541,17 +541,27 @@ class RGCNConfig(ModelConfig):
                               "cannot drop: set model.input_dropout=0")
         if self.residual:
             raise ConfigError("model=rgcn has no residual blocks yet: set model.residual=false")
+        if str(self.reorder_update).lower() == "true":
+            raise ConfigError("model=rgcn weighs each relation's sum by its own weight, so no "
+                              "one linear moves before the aggregation: set "
+                              "model.reorder_update=auto or false")
 
     @property
     def splittable(self) -> bool:
-        """Not yet: a layer sums one transform per relation, which aggregate/update do not
-        express."""
-        return False
+        """True with ``featureless=embedding``: the aggregate keeps one sum per relation side
+        by side (``R * in`` wide), the update applies the stacked relation weights. One-hot
+        input is not split (layer 0's aggregate of one-hot rows would be ``R * vertices``
+        wide)."""
+        return self.featureless != "onehot"
 
-    def why_not_splittable(self) -> str:
-        """Always a reason (for now)."""
-        return ("R-GCN is not split into aggregate and update yet (a layer sums one transform "
-                "per relation): train it with strategy=data")
+    def why_not_splittable(self) -> str | None:
+        """None with ``featureless=embedding``, else the reason."""
+        if self.splittable:
+            return None
+        return ("R-GCN with model.featureless=onehot reads vertex ids into layer 0 (a weight row "
+                "per vertex and relation), which aggregate and update do not split: use "
+                "model.featureless=embedding, or an edge-cut partitioner "
+                f"({EDGE_CUTS})")
 
     def why_not_weighted(self) -> str:
         """Always a reason: R-GCN weighs each relation, not each edge."""
