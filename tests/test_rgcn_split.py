@@ -79,3 +79,27 @@ def test_schema_splits_embedding_input_not_onehot_and_refuses_reordering():
     assert not onehot.splittable and "featureless=embedding" in onehot.why_not_splittable()
     with pytest.raises(ConfigError, match="reorder_update"):
         RGCNConfig(reorder_update="true").check()
+
+
+def test_strategy_built_products_follow_the_slots():
+    """The matrices offload (ChunkProducts) and the full-graph overlap (source groups) build
+    from edge_weight/edge_slot give R-GCN's aggregate and its gradient."""
+    from gnnscale.strategies.fullgraph.overlap import SourceGroups, WeightCache, partial
+    from gnnscale.strategies.offload.compute import ChunkProducts
+
+    model = _model("mean", 0)
+    mb = NeighborSampler([-1]).sample(GRAPH, torch.arange(0, 115, 4), 0)
+    block = mb.blocks[0]
+    x = model.encode(typed_inputs(GRAPH, mb.input_nodes)).detach().requires_grad_()
+    want = model.aggregate(0, x, block)
+    prod = ChunkProducts.build(model, 0, block)
+    torch.testing.assert_close(prod.aggregate(model, 0, x), want)
+    grad = torch.randn_like(want)
+    torch.testing.assert_close(prod.aggregate_grad(model, grad),
+                               model.aggregate_grad(0, grad, block))
+    src, dst = block.edge_index  # two source groups: even and odd source rows
+    groups = SourceGroups.build(src % 2, src // 2, dst, [(block.num_src + 1) // 2,
+                                                        block.num_src // 2], block.num_dst)
+    mats = WeightCache().get(model, 0, block, groups)
+    got = partial(model, 0, mats[0], x[0::2])
+    torch.testing.assert_close(partial(model, 0, mats[1], x[1::2], into=got), want)

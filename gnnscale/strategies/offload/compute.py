@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from gnnscale.distributed import device as device_seam
-from gnnscale.models.base import GNN, csr_matrix
+from gnnscale.models.base import GNN, csr_matrix, slot_rows
 from gnnscale.ops.sparse import fixed_mm
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.offload.memory import SavedBytes
@@ -39,6 +39,9 @@ class ChunkProducts:
 
     matrix: torch.Tensor
     matrix_t: torch.Tensor
+    #: the aggregate's sums per destination (:meth:`GNN.aggregate_slots`): the matrix has
+    #: ``num_dst * slots`` rows, edge ``e`` in row ``dst * slots + slot[e]``
+    slots: int = 1
 
     @staticmethod
     def build(model: GNN, k: int, block: Block, dtype: torch.dtype = torch.float32
@@ -47,27 +50,32 @@ class ChunkProducts:
         with torch.no_grad():
             w = model.edge_weight(k, block)
         return ChunkProducts.of(block, None if w is None else w.to(block.edge_index.device),
-                                dtype)
+                                dtype, model.edge_slot(k, block), model.aggregate_slots(k))
 
     @staticmethod
-    def of(block: Block, w: torch.Tensor | None, dtype: torch.dtype) -> ChunkProducts:
-        """The matrices of ``block`` with edge weights ``w`` (None: ones)."""
+    def of(block: Block, w: torch.Tensor | None, dtype: torch.dtype,
+           slot: torch.Tensor | None = None, slots: int = 1) -> ChunkProducts:
+        """The matrices of ``block`` with edge weights ``w`` (None: ones) and, for an aggregate
+        of ``slots`` sums per destination, each edge's ``slot``."""
         src, dst = block.edge_index
-        n_src, n_dst = block.size
-        return ChunkProducts(csr_matrix(src, dst, w, (n_src, n_dst), dtype),
-                             csr_matrix(dst, src, w, (n_dst, n_src), dtype))
+        rows = slot_rows(dst, slot, slots)
+        n_src, n_rows = block.num_src, block.num_dst * slots
+        return ChunkProducts(csr_matrix(src, rows, w, (n_src, n_rows), dtype),
+                             csr_matrix(rows, src, w, (n_rows, n_src), dtype), slots)
 
     def to(self, device: torch.device) -> ChunkProducts:
         """The matrices on ``device`` (themselves on the host's)."""
         if not device_seam.is_accelerator(device):
             return self
-        return ChunkProducts(self.matrix.to(device), self.matrix_t.to(device))
+        return ChunkProducts(self.matrix.to(device), self.matrix_t.to(device), self.slots)
 
     def aggregate(self, model: GNN, k: int, x: torch.Tensor) -> torch.Tensor:
-        """:meth:`GNN.aggregate` of source rows ``x``: ``matrix @ pre(x)``, its backward the
-        cached transpose's product."""
+        """:meth:`GNN.aggregate` of source rows ``x``: ``matrix @ pre(x)`` (one row per
+        destination, :meth:`GNN.aggregate_width` wide), its backward the cached transpose's
+        product."""
         model.check_splittable()
-        return fixed_mm(self.matrix, self.matrix_t, model.pre(k, x))
+        out = fixed_mm(self.matrix, self.matrix_t, model.pre(k, x))
+        return out.view(self.matrix.shape[0] // self.slots, -1)
 
     def aggregate_grad(self, model: GNN, grad: torch.Tensor) -> torch.Tensor:
         """:meth:`GNN.aggregate_grad`: the sources' gradient from the aggregate's, by the
@@ -75,7 +83,7 @@ class ChunkProducts:
         if not model.linear_aggregate:
             raise ValueError("a residual model normalises source rows before aggregating: the "
                              "aggregate's gradient needs the rows (recompute the layer)")
-        return torch.sparse.mm(self.matrix_t, grad)
+        return torch.sparse.mm(self.matrix_t, grad.reshape(self.matrix.shape[0], -1))
 
     @property
     def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -56,13 +56,15 @@ class Rates:
                      rate(stats.reused, stats.reuse_seconds))
 
 
-def batch_costs(t: BatchTransfer, width: int, agg_seconds: float, rates: Rates
-                ) -> tuple[float, float, float]:
+def batch_costs(t: BatchTransfer, width: int, agg_seconds: float, rates: Rates,
+                agg_width: int | None = None) -> tuple[float, float, float]:
     """Seconds of this rank's chunk of a batch: (cache, recompute after a recomputed batch,
-    recompute after a cached one or first)."""
+    recompute after a cached one or first); ``agg_width``: the aggregate's
+    (:meth:`GNN.aggregate_width`, default ``width``)."""
     row = width * FLOAT
+    agg = (width if agg_width is None else agg_width) * FLOAT
     dst = t.dst.numel()
-    cache = dst * row / rates.d2h + 2 * dst * row / rates.h2d
+    cache = dst * agg / rates.d2h + dst * (agg + row) / rates.h2d
     shared = sum(t.recv_counts) * row / rates.r2r + agg_seconds
     again = t.rows_loaded * row / rates.h2d + t.rows_reused * row / rates.reuse + shared
     cold = (t.rows_loaded + t.rows_reused) * row / rates.h2d + shared

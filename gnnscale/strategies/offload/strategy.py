@@ -118,8 +118,8 @@ class Offload(Strategy):
         self.tier = DeviceTier(self.device, self.stats)
         self.store = HostStore(graph.x[self.masters], self.dims, self.device)
         n = self.masters.numel()
-        self.agg_host = [torch.zeros(n, self.dims[k]) if self._may(k, CACHE) else None
-                         for k in range(self.num_layers)]
+        self.agg_host = [torch.zeros(n, self._module.aggregate_width(k, self.dims[k]))
+                         if self._may(k, CACHE) else None for k in range(self.num_layers)]
         self._check_budget()
         self.alpha = self.chunking.replication(graph.num_nodes)
         #: per layer: the rule's choice and modelled seconds (``intermediate=auto``)
@@ -191,7 +191,8 @@ class Offload(Strategy):
             acts = [self._activations(k, m, gen) for m in (CACHE, RECOMPUTE) if self._may(k, m)]
             b, i = layer_bound(self.transfers, d_in, d_out, self._may(k, CACHE),
                                lambda e, s, d, acts=acts: max(a(e, s, d) for a in acts),
-                               products=model.splittable)
+                               products=model.splittable,
+                               agg_dim=model.aggregate_width(k, d_in))
             if b > best:
                 best, where = b, (k, i)
             whole += self._activations(k, RECOMPUTE, gen)(
@@ -290,8 +291,9 @@ class Offload(Strategy):
         costs = torch.zeros(self.num_layers, len(self.transfers), 3, dtype=torch.float64)
         for k in open_:
             for b, t in enumerate(self.transfers):
-                costs[k, b] = torch.tensor(rule.batch_costs(t, self.dims[k],
-                                                            self._agg_seconds[k][b], rates))
+                costs[k, b] = torch.tensor(rule.batch_costs(
+                    t, self.dims[k], self._agg_seconds[k][b], rates,
+                    self._module.aggregate_width(k, self.dims[k])))
         if self.ctx.topo.world_size > 1:
             all_reduce_host(costs, op=dist.ReduceOp.MAX, group=self.group)
         for k in open_:
@@ -329,13 +331,16 @@ class Offload(Strategy):
         if prod is None:
             with torch.no_grad():
                 w = model.edge_weight(k, self.blocks[b])
+                slot = model.edge_slot(k, self.blocks[b])
             w = None if w is None else w.detach().to("cpu")
-            for j in range(k):  # a lower layer with the same weights: its matrices
-                if (j, b) in self._weights and _same(self._weights[(j, b)], w):
+            slots = model.aggregate_slots(k)
+            for j in range(k):  # a lower layer with the same weights and slots: its matrices
+                if (j, b) in self._weights and _same(self._weights[(j, b)], w) and \
+                        self._products[(j, b)].slots == slots:
                     prod, w = self._products[(j, b)], self._weights[(j, b)]
                     break
             else:
-                prod = compute.ChunkProducts.of(self.blocks[b], w, torch.float32)
+                prod = compute.ChunkProducts.of(self.blocks[b], w, torch.float32, slot, slots)
             self._products[(k, b)], self._weights[(k, b)] = prod, w
         on_device = prod.to(self.device)
         # counted while held: on a CPU host they serve in place and live on in host memory
