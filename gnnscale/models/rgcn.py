@@ -32,9 +32,10 @@ would be ``R * num_nodes`` wide). The default ``"embedding"`` looks each vertex 
 ``hidden``-wide embedding table first (sparse, trained by SparseAdam), which any mix of
 featured and featureless types takes.
 
-The relations and node types come from the graph (:meth:`RGCN.bind_graph`, called on every
-model before training): the convs and the typed input are built there, so the parameters
-exist only once a graph is bound. R-GCN needs a typed graph; its relation weights never move
+The relations and node types come from the graph (:meth:`TypedGNN.bind_graph`,
+:mod:`gnnscale.models.typed`, called on every model before training): the convs and the typed
+input are built there, so the parameters exist only once a graph is bound. R-GCN needs a typed
+graph; its relation weights never move
 before the aggregation (no update-before-aggregate); weighted blocks are refused.
 """
 
@@ -48,29 +49,17 @@ from torch import nn
 from torch_geometric.nn import RGCNConv
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.models.base import GNN, csr_matrix, slot_rows
+from gnnscale.models.base import csr_matrix, slot_rows
 from gnnscale.models.schemas import RGCNConfig
-from gnnscale.models.typed_input import TypedInput
+from gnnscale.models.typed import TypedGNN, Unbound
 from gnnscale.ops.sparse import fixed_mm
 from gnnscale.sampling.base import Block, TypedInputs
 
 
-class _Unbound(nn.Module):
-    """A conv's place before :meth:`RGCN.bind_graph` names the relations."""
-
-    def __init__(self, out_channels: int) -> None:
-        super().__init__()
-        self.out_channels = out_channels
-
-    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-        raise RuntimeError("R-GCN has no relations yet: call model.bind_graph(graph) first")
-
-
-class RGCN(GNN):
+class RGCN(TypedGNN):
     """R-GCN over a typed graph's relations, with a typed input layer."""
 
     schema = RGCNConfig
-    sparse_conv = False  # its own slotted product (conv), not PyG's sparse path
 
     def __init__(self, in_channels: int, out_channels: int, num_bases: int = 0,
                  aggr: str = "mean", hidden: int = 256, featureless: str = "embedding",
@@ -79,14 +68,9 @@ class RGCN(GNN):
                    input_dropout=float(kw.get("input_dropout", 0.0)),
                    residual=bool(kw.get("residual", False)),
                    reorder_update=str(kw.get("reorder_update", "auto")).lower()).check()
-        self.num_bases, self.aggr, self.hidden = num_bases, aggr, hidden
-        self.featureless = featureless
-        self.num_relations = 0
+        self.num_bases, self.aggr, self.featureless = num_bases, aggr, featureless
         self.num_nodes = 0  # one-hot input: the width of layer 0's input (set at binding)
-        self.out_channels = out_channels
-        self._bound: tuple | None = None
         super().__init__(in_channels, out_channels, hidden=hidden, **kw)
-        self.typed_input: TypedInput | None = None
         #: aggr=mean: 1 / the bound graph's in-degree of every (vertex, relation), at
         #: ``vertex * R + relation`` (what the split aggregate weighs by)
         self.register_buffer("rel_deg_inv", None, persistent=False)
@@ -102,59 +86,45 @@ class RGCN(GNN):
         return {**super().options(), "num_bases": self.num_bases, "aggr": self.aggr,
                 "featureless": self.featureless}
 
-    def make_conv(self, layer: int, in_dim: int, out_dim: int) -> nn.Module:
-        """An RGCNConv over the bound graph's relations (a placeholder before binding): it holds
-        the parameters, :meth:`conv` computes with them."""
-        if not self.num_relations:
-            return _Unbound(out_dim)
+    def relation_conv(self, layer: int, in_dim: int, out_dim: int) -> nn.Module:
+        """An RGCNConv over the relations: it holds the parameters, :meth:`conv` computes."""
         return RGCNConv(in_dim, out_dim, self.num_relations, num_bases=self.num_bases or None,
                         aggr=self.aggr)
 
-    def bind_graph(self, graph: GraphStore) -> None:
-        """Build the typed input (per node type) and the convs (over the edge types), and keep
-        the graph's per-(vertex, relation) in-degrees (``aggr=mean``); binding again to a graph
-        of the same types keeps the parameters."""
-        if not graph.is_typed:
-            raise ValueError(f"model=rgcn trains typed graphs (several node or edge types); "
-                             f"{graph.name} has one of each: use model=sage, gcn, gin or gat")
-        dims = graph.feature_dims
-        rows = {t: graph.num_nodes_of(t) for t, d in dims.items() if d == 0}
-        key = (tuple(graph.edge_types), tuple(dims.items()), tuple(rows.items()))
-        if self._bound is not None:
-            if self._bound != key:
-                raise ValueError("this R-GCN is bound to a graph of other node or edge types")
-            self._bind_degrees(graph)
-            return
-        if self.featureless == "onehot" and any(dims.values()):
-            featured = [t for t, d in dims.items() if d]
+    @property
+    def reads_typed_input(self) -> bool:
+        """False for one-hot input (layer 0 reads vertex ids)."""
+        return self.featureless != "onehot"
+
+    def input_width(self, graph: GraphStore) -> int:
+        """``hidden``, or (one-hot input) the graph's vertex count."""
+        return self.hidden if self.reads_typed_input else graph.num_nodes
+
+    def check_graph(self, graph: GraphStore) -> None:
+        """A typed graph; with one-hot input every node type featureless."""
+        super().check_graph(graph)
+        if self.featureless == "onehot" and any(graph.feature_dims.values()):
+            featured = [t for t, d in graph.feature_dims.items() if d]
             raise ValueError(f"model.featureless=onehot needs every node type featureless, but "
                              f"{graph.name}'s {', '.join(featured)} carry features: use "
                              "model.featureless=embedding")
-        self._bound, self.num_relations = key, len(graph.edge_types)
-        widths = [self.hidden] * self.num_layers + [self.out_channels]
+
+    def bound(self, graph: GraphStore) -> None:
+        """Keep the relations into each node type, the type offsets and (``aggr=mean`` of a
+        splittable R-GCN) the graph's per-(vertex, relation) in-degrees."""
         if self.featureless == "onehot":
             self.num_nodes = graph.num_nodes
-            widths[0] = self.num_nodes
-        self.convs = nn.ModuleList(self.make_conv(i, widths[i], widths[i + 1])
-                                   for i in range(self.num_layers))
-        if self.featureless == "embedding":
-            self.typed_input = TypedInput(dims, rows, self.hidden)
         self.relations_into = [[r for r, (_, _, d) in enumerate(graph.edge_types) if d == t]
                                for t in graph.node_types]
         into = torch.zeros(self.num_relations, dtype=torch.int64)
         for rels in self.relations_into:
             into[rels] = torch.arange(len(rels))
         self.slot_in_type = into
-        self.type_offset = graph.node_type_offset.clone().to(next(self.parameters()).device)
-        self._bind_degrees(graph)
-
-    def _bind_degrees(self, graph: GraphStore) -> None:
-        """``rel_deg_inv`` of ``graph`` (``aggr=mean`` of a splittable R-GCN only)."""
-        if self.aggr != "mean" or not self.splittable:
-            return
         device = next(self.parameters()).device
-        deg = relation_degrees(graph).float().clamp_(min=1.0).reciprocal_()
-        self.rel_deg_inv = deg.to(device)
+        self.type_offset = graph.node_type_offset.clone().to(device)
+        if self.aggr == "mean" and self.splittable:
+            deg = relation_degrees(graph).float().clamp_(min=1.0).reciprocal_()
+            self.rel_deg_inv = deg.to(device)
 
     def encode(self, inputs: TypedInputs | torch.Tensor) -> torch.Tensor:
         """Layer 0's source rows from the raw inputs: the typed input's ``hidden``-wide rows,
@@ -165,21 +135,9 @@ class RGCN(GNN):
                 raise ValueError("model.featureless=onehot reads TypedInputs (the rows' ids), "
                                  "got a feature matrix")
             return inputs.ids
-        if self.typed_input is None:
-            raise RuntimeError("R-GCN has no typed input yet: call model.bind_graph(graph) first")
-        return self.typed_input(inputs)
+        return super().encode(inputs)
 
     # ---- the conv on a block ------------------------------------------------------------------
-    def relations(self, block: Block) -> torch.Tensor:
-        """Every edge's relation (int64), from ``block.edge_type``."""
-        if block.edge_type is None:
-            if self.num_relations == 1:
-                return torch.zeros(block.num_edges, dtype=torch.int64,
-                                   device=block.edge_index.device)
-            raise ValueError("R-GCN needs blocks that carry edge_type (sampled from a typed "
-                             "graph)")
-        return block.edge_type.long()
-
     def conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
         """RGCNConv on the block, its edges' relations from ``block.edge_type``: each edge's
         ``w * x[u]`` summed into its (destination, relation) slot, ``w`` = 1 / that slot's edge
@@ -191,7 +149,7 @@ class RGCN(GNN):
         rel = self.relations(block)
         if layer == 0 and self.featureless == "onehot" and self.num_nodes:
             return self._onehot_conv(self.convs[0], x, block, rel)
-        if isinstance(self.convs[layer], _Unbound):
+        if isinstance(self.convs[layer], Unbound):
             self.convs[layer]()
         src, dst = block.edge_index
         if block.src_ids is None or self.type_offset is None:
@@ -378,7 +336,7 @@ class RGCN(GNN):
     def widths(self, in_dim: int) -> list[int]:
         """The typed input's width, then each layer's output (one-hot input: layer 0 reads
         one id per row, as wide as ``hidden`` rows would be in this list)."""
-        return [self.hidden] * self.num_layers + [self.out_channels]
+        return super().widths(in_dim)
 
 
 def relation_degrees(graph: GraphStore) -> torch.Tensor:
