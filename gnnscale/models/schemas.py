@@ -572,3 +572,64 @@ class RGCNConfig(ModelConfig):
         """The typed input's rows (``hidden`` wide, whatever the feature widths), then each
         layer's output."""
         return [self.hidden] * self.num_layers + [out_dim]
+
+
+#: R-GAT's attention: a softmax over all of a destination's in-edges, or per relation
+RGAT_ATTENTION = ("across-relation", "within-relation")
+
+
+@register("model", "rgat")
+@dataclass
+class RGATConfig(ModelConfig):
+    """``model=rgat``'s options: R-GAT (Busbridge et al.; PyG's ``RGATConv``) on typed graphs,
+    one weight per relation (``num_bases`` > 0: combinations of that many bases) and attention
+    over the relations' messages, reading edge features with ``edge_dim``."""
+
+    title: ClassVar[str] = "R-GAT"
+    trains_types: ClassVar[bool] = True
+    _target_: str = "gnnscale.models.rgat.RGAT"
+    heads: int = 4
+    out_heads: int = 1
+    num_bases: int = 0  # 0: a full weight per relation; else the basis decomposition
+    #: across-relation: a softmax over all of a destination's in-edges; within-relation: one
+    #: per relation
+    attention: str = "across-relation"
+    attn_dropout: float = 0.0
+    #: edge features each attention score reads (RGATConv's ``edge_dim``): null (none), auto
+    #: (the dataset's width) or a width
+    edge_dim: Any = None
+
+    def check(self) -> None:
+        """The shared checks, heads that divide ``hidden``, bases >= 0, a known attention, an
+        edge_dim, no residual blocks and no update-before-aggregate."""
+        super().check()
+        check_edge_dim(self.edge_dim)
+        require_at_least("model.num_bases", self.num_bases, 0)
+        require_at_least("model.out_heads", self.out_heads, 1)
+        require_one_of("model.attention", self.attention, RGAT_ATTENTION)
+        require_range("model.attn_dropout", self.attn_dropout, 0, 1)
+        if self.heads < 1 or self.hidden % self.heads:
+            raise ConfigError(f"model.hidden ({self.hidden}) must be a multiple of "
+                              f"model.heads ({self.heads})")
+        if self.residual:
+            raise ConfigError("model=rgat has no residual blocks yet: set model.residual=false")
+
+    @property
+    def splittable(self) -> bool:
+        """Never: attention weighs each edge by a softmax over the destination's in-edges."""
+        return False
+
+    def why_not_splittable(self) -> str:
+        """Always a reason: the attention softmax spans a vertex's in-edges."""
+        return ("R-GAT cannot be split into aggregate and update (its attention softmax spans a "
+                "vertex's in-edges), so it cannot run on a vertex-cut: use an edge-cut "
+                f"partitioner ({EDGE_CUTS}), or strategy=data or factored")
+
+    def why_not_weighted(self) -> str:
+        """Always a reason: attention learns its own edge weights."""
+        return ("R-GAT learns its own edge weights (attention) and cannot use the visit counts "
+                "sampler=random_walk gives as edge weights: use sampler=neighbor")
+
+    def widths(self, in_dim: int, out_dim: int) -> list[int]:
+        """The typed input's rows (``hidden`` wide), then each layer's output."""
+        return [self.hidden] * self.num_layers + [out_dim]
