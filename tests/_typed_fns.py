@@ -1,16 +1,19 @@
 """Rank functions for the typed-training tests (module level, so spawn can import them): a
-small typed graph with per-type feature widths and a featureless type, R-GCN under
-strategy=data and strategy=factored, and the one-process reference."""
+small typed graph with per-type feature widths and a featureless type (and, asked for, edge
+features), R-GCN under strategy=data and strategy=factored, R-GAT (reading the edge features)
+under strategy=data, and the one-process reference of each."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
+from gnnscale.cache.edges import EdgeFeatures
 from gnnscale.cache.none import NoCache
 from gnnscale.cache.store import typed_inputs
 from gnnscale.data.graph import GraphStore
 from gnnscale.deps.depcache import DepCache
+from gnnscale.models.rgat import RGAT
 from gnnscale.models.rgcn import RGCN
 from gnnscale.optim.adam import Adam
 from gnnscale.sampling.neighbor import NeighborSampler
@@ -24,8 +27,9 @@ BATCH = 12
 STEPS = 3
 
 
-def make_typed_graph() -> GraphStore:
-    """paper (6 features, 3 classes, the split), author (4 features), field (featureless)."""
+def make_typed_graph(edge_features: bool = False) -> GraphStore:
+    """paper (6 features, 3 classes, the split), author (4 features), field (featureless);
+    ``edge_features``: every edge type carries 2 (reverse types copy them)."""
     g = torch.Generator().manual_seed(11)
     n = {"paper": 60, "author": 40, "field": 15}
     edges = {
@@ -35,8 +39,11 @@ def make_typed_graph() -> GraphStore:
         ("paper", "has_topic", "field"): torch.stack([torch.randint(0, 60, (90,), generator=g),
                                                       torch.randint(0, 15, (90,), generator=g)]),
     }
+    e = torch.Generator().manual_seed(12)
+    attr = {et: torch.randn(ei.shape[1], 2, generator=e) for et, ei in edges.items()} \
+        if edge_features else None
     return GraphStore.from_typed(
-        n, edges, add_reverse=True,
+        n, edges, add_reverse=True, edge_attr=attr,
         features={"paper": torch.randn(60, 6, generator=g),
                   "author": torch.randn(40, 4, generator=g)},
         y={"paper": torch.randint(0, 3, (60,), generator=g)},
@@ -44,10 +51,17 @@ def make_typed_graph() -> GraphStore:
         test_idx={"paper": torch.arange(50, 60)}, name="typed-tiny")
 
 
-def make_model(graph: GraphStore) -> RGCN:
+def make_model(graph: GraphStore, kind: str = "rgcn") -> RGCN | RGAT:
+    """R-GCN (2 bases) or R-GAT (2 heads, reading the graph's edge features when it has
+    them), bound to ``graph``."""
     torch.manual_seed(3)
-    model = RGCN(0, graph.num_classes, hidden=8, num_layers=len(FANOUTS), dropout=0.0,
-                 num_bases=2)
+    if kind == "rgat":
+        width = None if graph.edge_attr is None else int(graph.edge_attr.shape[1])
+        model = RGAT(0, graph.num_classes, hidden=8, num_layers=len(FANOUTS), dropout=0.0,
+                     heads=2, edge_dim=width)
+    else:
+        model = RGCN(0, graph.num_classes, hidden=8, num_layers=len(FANOUTS), dropout=0.0,
+                     num_bases=2)
     model.bind_graph(graph)
     return model
 
@@ -61,10 +75,11 @@ def dense_grads(model: torch.nn.Module) -> list[torch.Tensor]:
     return out
 
 
-def typed_data_steps(topo) -> dict:
-    """STEPS steps of strategy=data with R-GCN: every step's gradients and the final params."""
-    graph = make_typed_graph()
-    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
+def typed_data_steps(topo, kind: str = "rgcn") -> dict:
+    """STEPS steps of strategy=data with R-GCN (``kind="rgat"``: R-GAT on the graph with edge
+    features): every step's gradients and the final params."""
+    graph = make_typed_graph(edge_features=kind == "rgat")
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph, kind),
                      sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
     strat = DataParallel(ctx, batch_size=BATCH, prefetch=0)
@@ -72,7 +87,7 @@ def typed_data_steps(topo) -> dict:
     grads, losses = [], []
     for step in range(STEPS):
         mb = strat.sample(strat.schedule.draw(0, step, strat.slot))
-        x = strat.store.gather(mb.input_nodes)
+        x = strat.gather(mb)  # the input rows (and the blocks' edge features, R-GAT)
         losses.append(strat.train_step(mb, x, graph.y[mb.targets]))
         grads.append(dense_grads(strat.module))
     params = [p.detach().clone() for p in strat.module.parameters()]
@@ -113,13 +128,15 @@ def typed_factored_steps(topo, queue: str = "shared", samplers: str = "1") -> di
             "losses": losses, "params": params, "steps": int(metrics.get("steps", 0))}
 
 
-def typed_reference_steps(world_size: int, steps: int = STEPS) -> dict:
+def typed_reference_steps(world_size: int, steps: int = STEPS, kind: str = "rgcn") -> dict:
     """One process: per step, the mean of the world_size micro-batch losses (same optimizer
-    factory: Adam for the dense parameters, SparseAdam for the embedding table)."""
-    graph = make_typed_graph()
-    model = make_model(graph)
+    factory: Adam for the dense parameters, SparseAdam for the embedding table); R-GAT's
+    blocks carry their edge features."""
+    graph = make_typed_graph(edge_features=kind == "rgat")
+    model = make_model(graph, kind)
     opt = Adam(lr=0.01)(model)
-    sampler = NeighborSampler(FANOUTS)
+    sampler = NeighborSampler(FANOUTS, with_edge_ids=model.reads_edge_features)
+    edges = EdgeFeatures(graph) if model.reads_edge_features else None
     batches = epoch_batches(graph.train_idx, BATCH, 0, 0, min_size=world_size)
     grads, losses = [], []
     for step in range(steps):
@@ -127,6 +144,8 @@ def typed_reference_steps(world_size: int, steps: int = STEPS) -> dict:
         per_rank = []
         for rank, targets in enumerate(torch.tensor_split(batches[step], world_size)):
             mb = sampler.sample(graph, targets, sample_seed(0, 0, step, rank))
+            if edges is not None:
+                edges.attach(mb.blocks)
             out = model(typed_inputs(graph, mb.input_nodes), mb.blocks)
             per_rank.append(F.cross_entropy(out, graph.y[mb.targets]))
         torch.stack(per_rank).mean().backward()

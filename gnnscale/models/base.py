@@ -10,10 +10,14 @@ hidden-layer masks are keyed by (seed, epoch, layer, global vertex id) (see
 channels, and a partitioned forward equals the single-process one with dropout on.
 
 Splittable models (:attr:`GNN.splittable`: SAGE with mean/sum, GCN with graph normalisation,
-GIN) also expose a conv as :meth:`GNN.aggregate` (a sum over the block's edges that adds up
-exactly across any split of the edges, normalised by the bound graph's degrees) and
+GIN, R-GCN) also expose a conv as :meth:`GNN.aggregate` (a sum over the block's edges that adds
+up exactly across any split of the edges, normalised by the bound graph's degrees) and
 :meth:`GNN.update` (the vertex-wise rest), for vertex-cut reduces, chunked aggregation and
-update-before-aggregate (:meth:`GNN.reorders`, DeepGalois section 4.2).
+update-before-aggregate (:meth:`GNN.reorders`, DeepGalois section 4.2). The aggregate keeps
+:meth:`GNN.aggregate_slots` sums per destination side by side (one; R-GCN one per relation),
+so its rows are :meth:`GNN.aggregate_width` wide, not always the input's width: edge ``e`` sums
+into slot :meth:`GNN.edge_slot` of its destination, row ``dst * slots + slot`` of the
+aggregation's matrix (:meth:`GNN.aggregate_matrix`, :func:`slot_rows`).
 
 ``residual=True`` builds Platonov et al.'s residual stack (2023, section 4): an input projection
 (linear, dropout, activation), then per layer ``h + FFN(conv(norm(h)))`` with the conv
@@ -293,10 +297,39 @@ class GNN(nn.Module):
         return self.edge_sum(layer, self.pre(layer, x), block)
 
     def edge_sum(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:
-        """``sum over block edges (u, v) of w_uv * x[u]``: the linear part of
-        :meth:`aggregate`."""
+        """``sum over block edges (u, v) of w_uv * x[u]`` into slot :meth:`edge_slot` of row
+        ``v`` (``num_dst x aggregate_width`` rows): the linear part of :meth:`aggregate`."""
+        out = torch.sparse.mm(self.aggregate_matrix(layer, block, x.dtype), x)
+        return out.view(block.num_dst, -1)
+
+    # ---- the aggregate's slots (a model with several sums per vertex: R-GCN's relations) ----
+    def aggregate_slots(self, layer: int) -> int:
+        """How many sums of source rows layer ``layer``'s aggregate keeps per destination, side
+        by side (1; R-GCN: one per relation): its rows are :meth:`aggregate_width` wide."""
+        return 1
+
+    def aggregate_width(self, layer: int, in_dim: int) -> int:
+        """Width of layer ``layer``'s aggregate of ``in_dim``-wide source rows
+        (``aggregate_slots * in_dim``): what a strategy sizes cached or reduced aggregates by.
+        A strategy that builds the aggregation's matrix itself (from :meth:`edge_weight`) puts
+        edge ``e`` in row ``dst[e] * slots + edge_slot[e]`` (:func:`slot_rows`) and views the
+        ``num_dst * slots``-row product as ``num_dst`` rows of this width."""
+        return self.aggregate_slots(layer) * in_dim
+
+    def edge_slot(self, layer: int, block: Block) -> torch.Tensor | None:
+        """Per edge, which of its destination's :meth:`aggregate_slots` sums it goes to (None:
+        every edge to the only one)."""
+        return None
+
+    def aggregate_matrix(self, layer: int, block: Block, dtype: torch.dtype) -> torch.Tensor:
+        """Layer ``layer``'s aggregation of ``block`` as a sparse CSR matrix of
+        ``num_dst * aggregate_slots`` rows (:func:`slot_rows`) by ``num_src`` columns, with
+        entries :meth:`edge_weight`."""
         w = self.edge_weight(layer, block)
-        return torch.sparse.mm(block_matrix(block, w, x.dtype), x)
+        slots = self.aggregate_slots(layer)
+        src, dst = block.edge_index
+        return csr_matrix(src, slot_rows(dst, self.edge_slot(layer, block), slots), w,
+                          (block.num_src, block.num_dst * slots), dtype)
 
     @property
     def linear_aggregate(self) -> bool:
@@ -311,8 +344,9 @@ class GNN(nn.Module):
         if not self.linear_aggregate:
             raise ValueError("a residual model normalises source rows before aggregating: the "
                              "aggregate's gradient needs the rows (recompute the layer)")
-        w = self.edge_weight(layer, block)
-        return torch.sparse.mm(block_matrix(block, w, grad.dtype).t(), grad)
+        slots = self.aggregate_slots(layer)
+        grad = grad.reshape(block.num_dst * slots, grad.shape[1] // slots)
+        return torch.sparse.mm(self.aggregate_matrix(layer, block, grad.dtype).t(), grad)
 
     def update(self, layer: int, agg: torch.Tensor, x_dst: torch.Tensor,
                dst_ids: torch.Tensor | None = None,
@@ -375,6 +409,14 @@ def block_matrix(block: Block, w: torch.Tensor | None, dtype: torch.dtype) -> to
     sum."""
     src, dst = block.edge_index
     return csr_matrix(src, dst, w, block.size, dtype)
+
+
+def slot_rows(dst: torch.Tensor, slot: torch.Tensor | None, slots: int) -> torch.Tensor:
+    """The aggregation matrix's row of every edge: ``dst * slots + slot`` (``dst`` when the
+    aggregate has one slot per destination, :meth:`GNN.aggregate_slots`)."""
+    if slot is None or slots == 1:
+        return dst
+    return dst * slots + slot.to(dst.dtype)
 
 
 def csr_matrix(src: torch.Tensor, dst: torch.Tensor, w: torch.Tensor | None,

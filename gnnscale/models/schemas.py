@@ -531,7 +531,7 @@ class RGCNConfig(ModelConfig):
 
     def check(self) -> None:
         """The shared checks, bases >= 0, a known aggregation and featureless input, no
-        residual blocks, no input dropout on one-hot ids."""
+        residual blocks, no input dropout on one-hot ids, no update-before-aggregate."""
         super().check()
         require_at_least("model.num_bases", self.num_bases, 0)
         require_one_of("model.aggr", self.aggr, RGCN_AGGRS)
@@ -541,17 +541,27 @@ class RGCNConfig(ModelConfig):
                               "cannot drop: set model.input_dropout=0")
         if self.residual:
             raise ConfigError("model=rgcn has no residual blocks yet: set model.residual=false")
+        if str(self.reorder_update).lower() == "true":
+            raise ConfigError("model=rgcn weighs each relation's sum by its own weight, so no "
+                              "one linear moves before the aggregation: set "
+                              "model.reorder_update=auto or false")
 
     @property
     def splittable(self) -> bool:
-        """Not yet: a layer sums one transform per relation, which aggregate/update do not
-        express."""
-        return False
+        """True with ``featureless=embedding``: the aggregate keeps one sum per relation side
+        by side (``R * in`` wide), the update applies the stacked relation weights. One-hot
+        input is not split (layer 0's aggregate of one-hot rows would be ``R * vertices``
+        wide)."""
+        return self.featureless != "onehot"
 
-    def why_not_splittable(self) -> str:
-        """Always a reason (for now)."""
-        return ("R-GCN is not split into aggregate and update yet (a layer sums one transform "
-                "per relation): train it with strategy=data")
+    def why_not_splittable(self) -> str | None:
+        """None with ``featureless=embedding``, else the reason."""
+        if self.splittable:
+            return None
+        return ("R-GCN with model.featureless=onehot reads vertex ids into layer 0 (a weight row "
+                "per vertex and relation), which aggregate and update do not split: use "
+                "model.featureless=embedding, or an edge-cut partitioner "
+                f"({EDGE_CUTS})")
 
     def why_not_weighted(self) -> str:
         """Always a reason: R-GCN weighs each relation, not each edge."""
@@ -561,4 +571,65 @@ class RGCNConfig(ModelConfig):
     def widths(self, in_dim: int, out_dim: int) -> list[int]:
         """The typed input's rows (``hidden`` wide, whatever the feature widths), then each
         layer's output."""
+        return [self.hidden] * self.num_layers + [out_dim]
+
+
+#: R-GAT's attention: a softmax over all of a destination's in-edges, or per relation
+RGAT_ATTENTION = ("across-relation", "within-relation")
+
+
+@register("model", "rgat")
+@dataclass
+class RGATConfig(ModelConfig):
+    """``model=rgat``'s options: R-GAT (Busbridge et al.; PyG's ``RGATConv``) on typed graphs,
+    one weight per relation (``num_bases`` > 0: combinations of that many bases) and attention
+    over the relations' messages, reading edge features with ``edge_dim``."""
+
+    title: ClassVar[str] = "R-GAT"
+    trains_types: ClassVar[bool] = True
+    _target_: str = "gnnscale.models.rgat.RGAT"
+    heads: int = 4
+    out_heads: int = 1
+    num_bases: int = 0  # 0: a full weight per relation; else the basis decomposition
+    #: across-relation: a softmax over all of a destination's in-edges; within-relation: one
+    #: per relation
+    attention: str = "across-relation"
+    attn_dropout: float = 0.0
+    #: edge features each attention score reads (RGATConv's ``edge_dim``): null (none), auto
+    #: (the dataset's width) or a width
+    edge_dim: Any = None
+
+    def check(self) -> None:
+        """The shared checks, heads that divide ``hidden``, bases >= 0, a known attention, an
+        edge_dim, no residual blocks and no update-before-aggregate."""
+        super().check()
+        check_edge_dim(self.edge_dim)
+        require_at_least("model.num_bases", self.num_bases, 0)
+        require_at_least("model.out_heads", self.out_heads, 1)
+        require_one_of("model.attention", self.attention, RGAT_ATTENTION)
+        require_range("model.attn_dropout", self.attn_dropout, 0, 1)
+        if self.heads < 1 or self.hidden % self.heads:
+            raise ConfigError(f"model.hidden ({self.hidden}) must be a multiple of "
+                              f"model.heads ({self.heads})")
+        if self.residual:
+            raise ConfigError("model=rgat has no residual blocks yet: set model.residual=false")
+
+    @property
+    def splittable(self) -> bool:
+        """Never: attention weighs each edge by a softmax over the destination's in-edges."""
+        return False
+
+    def why_not_splittable(self) -> str:
+        """Always a reason: the attention softmax spans a vertex's in-edges."""
+        return ("R-GAT cannot be split into aggregate and update (its attention softmax spans a "
+                "vertex's in-edges), so it cannot run on a vertex-cut: use an edge-cut "
+                f"partitioner ({EDGE_CUTS}), or strategy=data or factored")
+
+    def why_not_weighted(self) -> str:
+        """Always a reason: attention learns its own edge weights."""
+        return ("R-GAT learns its own edge weights (attention) and cannot use the visit counts "
+                "sampler=random_walk gives as edge weights: use sampler=neighbor")
+
+    def widths(self, in_dim: int, out_dim: int) -> list[int]:
+        """The typed input's rows (``hidden`` wide), then each layer's output."""
         return [self.hidden] * self.num_layers + [out_dim]

@@ -13,7 +13,8 @@ It reads a :class:`~gnnscale.sampling.base.TypedInputs` (what the feature store 
 typed graph); a plain feature matrix is read as the rows of a one-type graph's only type.
 Every featured type's linear runs on every call (on zero rows when the input has none of its
 type), so each of its parameters gets a gradient in every step, as data-parallel reducers
-expect.
+expect. The rows are computed type by type and put back in the input's order by one
+gather.
 """
 
 from __future__ import annotations
@@ -59,14 +60,24 @@ class TypedInput(nn.Module):
                                  "was bound to has several node types: pass TypedInputs")
             return self.linears[self.node_types[0]](inputs)
         ref = next(self.parameters())
-        out = ref.new_zeros(inputs.num_rows, self.hidden)
+        kinds = inputs.node_type
+        order = torch.argsort(kinds, stable=True)  # the rows grouped by type, type by type
+        parts = []
         for k, t in enumerate(self.node_types):
-            pos = (inputs.node_type == k).nonzero().flatten()
+            pos = (kinds == k).nonzero().flatten()
             if t in self.linears:
                 rows = inputs.features.get(t)
                 if rows is None:
                     raise ValueError(f"the inputs carry no features of node type {t!r}")
-                out = out.index_copy(0, pos, self.linears[t](rows.to(ref.dtype)))
+                if rows.shape[0] != pos.numel():
+                    raise ValueError(f"the inputs carry {rows.shape[0]} feature rows of node "
+                                     f"type {t!r} for {pos.numel()} rows of that type")
+                parts.append(self.linears[t](rows.to(ref.dtype)))
             elif pos.numel():
-                out = out.index_copy(0, pos, self.embeddings[t](inputs.local[pos]))
-        return out
+                parts.append(self.embeddings[t](inputs.local[pos]))
+        if not parts:
+            return ref.new_zeros(inputs.num_rows, self.hidden)
+        out = torch.cat(parts)
+        restore = torch.empty_like(order)
+        restore[order] = torch.arange(order.numel(), device=order.device)
+        return out[restore]

@@ -7,7 +7,8 @@ The held group is summed while the exchange is in flight, each peer's group as i
 (:class:`~gnnscale.deps.pipeline.PeerExchange`); backward, each peer's gradient goes back as
 soon as it is computed and the held group's backward runs while they travel. The partial sums
 use the model's own edge weights (:meth:`~gnnscale.models.base.GNN.edge_weight`: graph-level
-degrees, so they add up to the whole aggregate) and its vertex-wise :meth:`pre`, as
+degrees, so they add up to the whole aggregate), its slots (:meth:`GNN.edge_slot`: an
+aggregate of several sums per destination, R-GCN's) and its vertex-wise :meth:`pre`, as
 :meth:`~gnnscale.models.base.GNN.aggregate` does. A model that cannot split (GAT) splits by
 destination instead (:func:`split_by_destination`): the destinations that read only held rows
 run while rows travel, the rest after.
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gnnscale.models.base import GNN, csr_matrix
+from gnnscale.models.base import GNN, csr_matrix, slot_rows
 from gnnscale.ops.sparse import FixedProduct as _FixedProduct
 from gnnscale.sampling.base import Block
 
@@ -55,11 +56,13 @@ class SourceGroups:
         return SourceGroups([e.to(device) for e in self.edges], [c.to(device) for c in self.cols],
                             [d.to(device) for d in self.dst], self.sizes, self.num_dst)
 
-    def matrices(self, weights: torch.Tensor | None, dtype: torch.dtype) -> list[GroupSum]:
+    def matrices(self, weights: torch.Tensor | None, dtype: torch.dtype,
+                 slot: torch.Tensor | None = None, slots: int = 1) -> list[GroupSum]:
         """Per group its edges' weights as a :class:`GroupSum` (``weights``: one per block
-        edge; None: ones)."""
+        edge; None: ones; ``slot``: each block edge's slot of an aggregate of ``slots`` sums
+        per destination, :meth:`GNN.aggregate_slots`)."""
         return [GroupSum.build(c, d, None if weights is None else weights[e], n, self.num_dst,
-                               dtype)
+                               dtype, None if slot is None else slot[e], slots)
                 for e, c, d, n in zip(self.edges, self.cols, self.dst, self.sizes)]
 
 
@@ -73,24 +76,30 @@ class GroupSum:
     matrix_t: torch.Tensor
     rows: torch.Tensor | None
     num_dst: int
+    #: the aggregate's sums per destination: the matrix has ``slots`` rows per destination row
+    slots: int = 1
 
     #: a group reaching at most this share of the destinations is summed into their rows only
     COMPACT = 0.5
 
     @staticmethod
     def build(col: torch.Tensor, dst: torch.Tensor, w: torch.Tensor | None, size: int,
-              num_dst: int, dtype: torch.dtype) -> GroupSum:
-        """The group of edges ``(col[e] -> dst[e])`` with weights ``w`` from ``size`` rows."""
+              num_dst: int, dtype: torch.dtype, slot: torch.Tensor | None = None,
+              slots: int = 1) -> GroupSum:
+        """The group of edges ``(col[e] -> dst[e])`` with weights ``w`` from ``size`` rows
+        (into slot ``slot[e]`` of ``slots`` per destination: :func:`slot_rows`)."""
         rows = torch.unique(dst)
         if rows.numel() > GroupSum.COMPACT * num_dst:
             rows, local, n = None, dst, num_dst
         else:
             local, n = torch.searchsorted(rows, dst), rows.numel()
+        local, n = slot_rows(local, slot, slots), n * slots
         return GroupSum(csr_matrix(col, local, w, (size, n), dtype),
-                        csr_matrix(local, col, w, (n, size), dtype), rows, num_dst)
+                        csr_matrix(local, col, w, (n, size), dtype), rows, num_dst, slots)
 
     def _product(self, x: torch.Tensor) -> torch.Tensor:
-        return _FixedProduct.apply(x, self.matrix, self.matrix_t)
+        out = _FixedProduct.apply(x, self.matrix, self.matrix_t)
+        return out if self.slots == 1 else out.view(out.shape[0] // self.slots, -1)
 
     def first(self, x: torch.Tensor) -> torch.Tensor:
         """The ``num_dst x d`` sum over this group's edges of rows ``x``."""
@@ -128,7 +137,8 @@ class WeightCache:
         if key not in self._mats:
             with torch.no_grad():
                 w = model.edge_weight(layer, block)
-            self._mats[key] = groups.matrices(w, dtype)
+                slot = model.edge_slot(layer, block)
+            self._mats[key] = groups.matrices(w, dtype, slot, model.aggregate_slots(layer))
         return self._mats[key]
 
 

@@ -30,32 +30,12 @@ from dataclasses import dataclass
 import torch
 
 from gnnscale.distributed import device as device_seam
-from gnnscale.models.base import GNN, csr_matrix
+from gnnscale.models.base import GNN, csr_matrix, slot_rows
 from gnnscale.ops.sparse import fixed_mm
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.offload.memory import SavedBytes
 
 AtPeak = Callable[[list[torch.Tensor]], object]
-
-
-def aggregate_slots(model: GNN, k: int) -> int:
-    """How many sums of source rows layer ``k``'s aggregate keeps per destination: the model's
-    ``aggregate_slots(k)`` where it declares one (a typed model: one per relation), else 1."""
-    slots = getattr(model, "aggregate_slots", None)
-    return 1 if slots is None else int(slots(k))
-
-
-def aggregate_width(model: GNN, k: int, in_dim: int) -> int:
-    """Width of layer ``k``'s aggregate of ``in_dim``-wide rows (``slots * in_dim``): what a
-    cached aggregate takes on the host and the device."""
-    return aggregate_slots(model, k) * in_dim
-
-
-def edge_slots(model: GNN, k: int, block: Block) -> torch.Tensor | None:
-    """Per edge of ``block``, the slot of its destination it sums into (the model's
-    ``edge_slot(k, block)`` where it declares one; None: the only one)."""
-    slot = getattr(model, "edge_slot", None)
-    return None if slot is None else slot(k, block)
 
 
 @dataclass
@@ -65,6 +45,8 @@ class ChunkProducts:
 
     matrix: torch.Tensor
     matrix_t: torch.Tensor
+    #: the aggregate's sums per destination (:meth:`GNN.aggregate_slots`): the matrix has
+    #: ``num_dst * slots`` rows, edge ``e`` in row ``dst * slots + slot[e]``
     slots: int = 1
 
     @staticmethod
@@ -74,20 +56,18 @@ class ChunkProducts:
         with torch.no_grad():
             w = model.edge_weight(k, block)
         return ChunkProducts.of(block, None if w is None else w.to(block.edge_index.device),
-                                dtype, edge_slots(model, k, block), aggregate_slots(model, k))
+                                dtype, model.edge_slot(k, block), model.aggregate_slots(k))
 
     @staticmethod
     def of(block: Block, w: torch.Tensor | None, dtype: torch.dtype,
            slot: torch.Tensor | None = None, slots: int = 1) -> ChunkProducts:
-        """The matrices of ``block`` with edge weights ``w`` (None: ones), edge ``e`` in row
-        ``dst * slots + slot[e]`` (``slot`` None: ``dst``)."""
+        """The matrices of ``block`` with edge weights ``w`` (None: ones) and, for an aggregate
+        of ``slots`` sums per destination, each edge's ``slot``."""
         src, dst = block.edge_index
-        n_src, n_dst = block.size
-        if slot is not None and slots > 1:
-            dst = dst * slots + slot.to(dst.dtype)
-        rows = n_dst * slots
-        return ChunkProducts(csr_matrix(src, dst, w, (n_src, rows), dtype),
-                             csr_matrix(dst, src, w, (rows, n_src), dtype), slots)
+        rows = slot_rows(dst, slot, slots)
+        n_src, n_rows = block.num_src, block.num_dst * slots
+        return ChunkProducts(csr_matrix(src, rows, w, (n_src, n_rows), dtype),
+                             csr_matrix(rows, src, w, (n_rows, n_src), dtype), slots)
 
     def to(self, device: torch.device) -> ChunkProducts:
         """The matrices on ``device`` (themselves on the host's)."""
@@ -96,11 +76,12 @@ class ChunkProducts:
         return ChunkProducts(self.matrix.to(device), self.matrix_t.to(device), self.slots)
 
     def aggregate(self, model: GNN, k: int, x: torch.Tensor) -> torch.Tensor:
-        """:meth:`GNN.aggregate` of source rows ``x``: ``matrix @ pre(x)`` (its slots side by
-        side), its backward the cached transpose's product."""
+        """:meth:`GNN.aggregate` of source rows ``x``: ``matrix @ pre(x)`` (one row per
+        destination, :meth:`GNN.aggregate_width` wide), its backward the cached transpose's
+        product."""
         model.check_splittable()
         out = fixed_mm(self.matrix, self.matrix_t, model.pre(k, x))
-        return out if self.slots == 1 else out.view(-1, self.slots * out.shape[1])
+        return out.view(self.matrix.shape[0] // self.slots, -1)
 
     def aggregate_grad(self, model: GNN, grad: torch.Tensor) -> torch.Tensor:
         """:meth:`GNN.aggregate_grad`: the sources' gradient from the aggregate's, by the
@@ -108,9 +89,7 @@ class ChunkProducts:
         if not model.linear_aggregate:
             raise ValueError("a residual model normalises source rows before aggregating: the "
                              "aggregate's gradient needs the rows (recompute the layer)")
-        if self.slots > 1:
-            grad = grad.reshape(-1, grad.shape[1] // self.slots)
-        return torch.sparse.mm(self.matrix_t, grad)
+        return torch.sparse.mm(self.matrix_t, grad.reshape(self.matrix.shape[0], -1))
 
     @property
     def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -149,7 +149,7 @@ class Offload(Strategy):
         if self.edges is not None:
             self.edges.attach(self.blocks)
         n = self.masters.numel()
-        self.agg_host = [torch.zeros(n, compute.aggregate_width(self._module, k, self.dims[k]))
+        self.agg_host = [torch.zeros(n, self._module.aggregate_width(k, self.dims[k]))
                          if self._may(k, CACHE) else None for k in range(self.num_layers)]
         self._check_budget()
         self.alpha = self.chunking.replication(graph.num_nodes)
@@ -245,7 +245,7 @@ class Offload(Strategy):
             b, i = layer_bound(self.transfers, d_in, d_out, self._may(k, CACHE),
                                lambda e, s, d, acts=acts: max(a(e, s, d) for a in acts),
                                products=model.splittable,
-                               agg_width=compute.aggregate_width(model, k, d_in),
+                               agg_width=model.aggregate_width(k, d_in),
                                edge_bytes=edge_bytes)
             if b > best:
                 best, where = b, (k, i)
@@ -356,7 +356,7 @@ class Offload(Strategy):
             for b, t in enumerate(self.transfers):
                 costs[k, b] = torch.tensor(rule.batch_costs(
                     t, self.dims[k], self._agg_seconds[k][b], rates,
-                    compute.aggregate_width(self._module, k, self.dims[k])))
+                    self._module.aggregate_width(k, self.dims[k])))
         if self.ctx.topo.world_size > 1:
             all_reduce_host(costs, op=dist.ReduceOp.MAX, group=self.group)
         for k in open_:
@@ -394,9 +394,9 @@ class Offload(Strategy):
         if prod is None:
             with torch.no_grad():
                 w = model.edge_weight(k, self.blocks[b])
-                slot = compute.edge_slots(model, k, self.blocks[b])
+                slot = model.edge_slot(k, self.blocks[b])
             key = tuple(None if v is None else v.detach().to("cpu") for v in (w, slot))
-            slots = compute.aggregate_slots(model, k)
+            slots = model.aggregate_slots(k)
             for j in range(k):  # a lower layer with the same weights (and slots): its matrices
                 if (j, b) in self._weights and self._products[(j, b)].slots == slots and all(
                         _same(a, c) for a, c in zip(self._weights[(j, b)], key)):
