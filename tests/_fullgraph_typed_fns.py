@@ -80,8 +80,14 @@ def strategy_epochs(topo, cases: list[tuple[str, str, dict]]) -> list[dict]:
     for model_name, deps_name, opts in cases:
         make_graph, make_model = GRAPHS[model_name]
         graph = make_graph()
-        book = PartitionBook.from_edge_cut(graph, part_of(graph, topo.world_size),
-                                           topo.world_size)
+        part = part_of(graph, topo.world_size)
+        if opts.get("vertex_cut"):  # each edge on a random part, masters from the vertex map
+            opts = {k: v for k, v in opts.items() if k != "vertex_cut"}
+            edge_part = torch.randint(0, topo.world_size, (graph.num_edges,),
+                                      generator=torch.Generator().manual_seed(5))
+            book = PartitionBook.from_vertex_cut(graph, part, edge_part, topo.world_size)
+        else:
+            book = PartitionBook.from_edge_cut(graph, part, topo.world_size)
         ctx = RunContext(topo=topo, graph=graph, model=make_model(graph), sampler=None,
                          cache_policy=NoCache(), deps=_deps(deps_name),
                          partition=FixedPartition(book), optim=Adam(lr=0.01), seed=SEED)

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from gnnscale.distributed import spawn
-from gnnscale.errors import ConfigError
 from tests import _fullgraph_typed_fns as T
 
 CASES = [
     ("rgcn", "depcache", {}),
     ("rgcn", "depcomm", {}),  # overlapped: split by destination, encoded rows exchanged
     ("rgcn", "hybrid", {"overlap": False}),  # some rows replicated, some sent (shuffle)
+    ("rgcn", "depcomm", {"vertex_cut": True}),  # R-GCN split: partial sums per relation
     ("gat_edge", "depcomm", {}),
     ("gat_edge", "depcache", {}),
     ("gine", "depcomm", {"overlap": False}),
@@ -44,7 +44,7 @@ def test_typed_and_edge_feature_fullgraph_on_two_ranks_match_one_process():
             featureless = graph.num_nodes_of("field")
             assert all(m["embedding_rows_held"] == featureless for m in metrics)
             touched = [m["embedding_rows_touched"] for m in metrics]
-            if case[1] == "depcomm":  # each rank looks up its own rows only: a split
+            if case[1] == "depcomm" and not case[2]:  # each rank looks up its own rows: a split
                 assert sum(touched) == featureless
             assert all(0 < t <= featureless for t in touched)
             if case[1] != "depcache":  # encoded layer-0 rows and their gradients travel
@@ -70,12 +70,9 @@ def _check(tmp_path, *overrides: str) -> None:
     cls.check_data(cfg, built)
 
 
-def test_the_launcher_takes_a_typed_graph_on_an_edge_cut_and_refuses_a_vertex_cut(tmp_path):
+def test_the_launcher_takes_a_typed_graph_on_edge_and_vertex_cuts(tmp_path):
     _check(tmp_path, "deps=depcomm")
-    with pytest.raises(ConfigError, match=r"R-GCN is not split.*a vertex-cut "
-                                          r"\(partitioner=cvc\) needs a model split") as err:
-        _check(tmp_path, "partitioner=cvc")
-    assert "\n" not in str(err.value)
+    _check(tmp_path, "partitioner=cvc")  # R-GCN splits into per-relation sums and update
 
 
 def test_only_the_base_row_sum_takes_the_cached_products():

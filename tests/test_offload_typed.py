@@ -14,7 +14,7 @@ from tests._train import make_cfg
 
 CASES = [
     ("rgcn", dict(chunks=3, dedup="inter+intra", reorganize=True, intermediate="recompute")),
-    ("rgcn", dict(chunks=2, dedup="none", intermediate="auto")),  # not splittable: recompute
+    ("rgcn", dict(chunks=2, dedup="none", intermediate="auto")),  # layer 1 by the rule
     ("gat_edge", dict(chunks=3, dedup="inter+intra", intermediate="recompute")),
     ("gine", dict(chunks=2, dedup="inter", reorganize=True, intermediate="recompute")),
 ]

@@ -144,6 +144,10 @@ class Offload(Strategy):
         x0 = self._first_inputs() if graph.is_typed else graph.x[self.masters]
         self.store = HostStore(x0, self.dims, self.device, input_grads=self.encoder_trains)
         del x0
+        if self.encoder_trains:  # layer 0's sources need their gradient through the model's
+            # input transform (input dropout, a residual projection), which a cached
+            # aggregate has already applied: layer 0 recomputes from the rows
+            self.modes[0] = [RECOMPUTE] * len(self.transfers)
         #: the chunks' edge features, gathered once (None: the model reads none)
         self.edges = EdgeFeatures(graph) if self.reads_edges else None
         if self.edges is not None:
@@ -284,8 +288,9 @@ class Offload(Strategy):
         def run(block: Block, x: torch.Tensor) -> int:
             grad = torch.randn(block.num_dst, d_out)
             prod = compute.ChunkProducts.build(model, k, block) if model.splittable else None
-            if cache:
-                return compute.backward_cached(model, k, x[: block.num_dst], x[: block.num_dst],
+            if cache:  # a cached aggregate is aggregate_width wide (a sum per slot)
+                agg = x.new_ones(block.num_dst, model.aggregate_width(k, x.shape[1]))
+                return compute.backward_cached(model, k, agg, x[: block.num_dst],
                                                block, grad, True, products=prod)[1]
             return compute.backward_recompute(model, k, x, block, grad, True, products=prod)[1]
         return run
