@@ -126,7 +126,6 @@ def _meta(edge_dims: tuple[int, ...]) -> DatasetMeta:
 
 @pytest.mark.parametrize("overrides,dims,match", [
     (("strategy=fullgraph",), (3,), "strategy=fullgraph does not gather yet: use strategy=data"),
-    (("strategy=split",), (3,), "use strategy=data or strategy=factored"),
     (("strategy=data", "sampler=random_walk"), (3,), "sampler=random_walk"),
     (("strategy=data",), (), "dataset g has none"),
     (("strategy=factored", "model.edge_dim=5"), (3,), "edge_dim=5, but dataset g's edge"),

@@ -177,8 +177,8 @@ class StrategyConfig(Options):
             raise ConfigError(f"dataset {graph.name} is a typed graph ({len(graph.node_types)} "
                               f"node types, {len(graph.edge_types)} edge types): "
                               f"strategy={cls.name} does not train typed graphs yet (it would "
-                              "ignore the types): train it with strategy=data or factored and a "
-                              "typed model (model=rgcn; docs/typed-graphs.md)")
+                              "ignore the types): train it with strategy=data, factored or split "
+                              "and a typed model (model=rgcn; docs/typed-graphs.md)")
         model = built.model
         if graph is not None and model is not None and \
                 graph.is_typed != bool(getattr(model, "trains_types", False)):
@@ -307,7 +307,7 @@ def check_edge_features(cfg: Any, strategy: Any, model: Any,
     title = getattr(model, "title", "the model")
     if not strategy.takes_edge_features:
         raise ConfigError(f"{title} reads edge features, which strategy={strategy.name} does "
-                          "not gather yet: use strategy=data or strategy=factored")
+                          "not gather yet: use strategy=data, factored or split")
     sampler = registry.options("sampler", cfg.get("sampler")) if cfg.get("sampler") else None
     if sampler is not None and getattr(sampler, "weighted_blocks", False):
         raise ConfigError(f"{title} reads edge features, and the edges of "
