@@ -139,3 +139,83 @@ def round_parts(topo) -> dict:
     out = {"same": same, "received": strat.received_bytes, "expected": expected_bytes}
     strat.close()
     return out
+
+
+# -- typed graphs and edge features (R-GCN with a featureless type; GAT/GINE with edge_dim) --
+TYPED_STEPS = 3
+#: per model: its graph's batch size (the typed graph trains 40 papers)
+TYPED_BATCH = {"rgcn": 12, "gat_edge": BATCH, "gine": BATCH}
+
+
+def _typed_case(model: str):
+    """``(graph, model)`` of a case: R-GCN on the tiny typed graph (a featureless type,
+    per-type widths), or a model reading edge features on a graph that has them."""
+    from tests import _data_fns, _typed_fns
+
+    if model == "rgcn":
+        graph = _typed_fns.make_typed_graph()
+        return graph, _typed_fns.make_model(graph)
+    graph = _data_fns.graph_for(model)
+    return graph, _data_fns.make_model(graph, model)
+
+
+def typed_split_steps(topo, models: list[str]) -> dict:
+    """Per model, TYPED_STEPS steps of strategy=split (scattered partition): each step's loss,
+    its summed gradients (embedding tables' as dense), the local blocks' edge ids of the first
+    step, the final parameters and the epoch's edge feature bytes."""
+    from tests._typed_fns import dense_grads
+
+    out = {}
+    for name in models:
+        graph, model = _typed_case(name)
+        book = PartitionBook.from_edge_cut(graph, scattered_part(graph.num_nodes,
+                                                                 topo.world_size),
+                                           topo.world_size)
+        ctx = RunContext(topo=topo, graph=graph, model=model, sampler=NeighborSampler(FANOUTS),
+                         cache_policy=NoCache(), deps=DepComm(), partition=FixedPartition(book),
+                         seed=0, optim=Adam(lr=0.01))
+        strat = SplitParallel(ctx, batch_size=TYPED_BATCH[name], prefetch=0, sample_on="leader")
+        strat.setup()
+        losses, grads, e_ids = [], [], []
+        if strat.edges is not None:
+            strat.edges.reset_epoch()
+        for step in range(TYPED_STEPS):
+            losses.append(strat.step(0, step))
+            grads.append(dense_grads(strat.module))
+            if step == 0:
+                e_ids = [lp.block.e_id for lp in strat.last_plan.layers]
+        out[name] = {"losses": losses, "grads": grads, "e_ids": e_ids,
+                     "params": [p.detach().clone() for p in strat.module.parameters()],
+                     "edge_bytes": None if strat.edges is None else strat.edges.bytes,
+                     "sparse": len(strat._sparse)}
+        strat.close()
+    return out
+
+
+def typed_reference_steps(name: str, world: int) -> dict:
+    """One process training on the same TYPED_STEPS whole mini-batches (the typed graph's raw
+    rows through ``model.encode``; edge features gathered by the blocks' edge ids)."""
+    from gnnscale.cache.edges import attach_host
+    from gnnscale.cache.store import typed_inputs
+    from tests._typed_fns import dense_grads
+
+    graph, model = _typed_case(name)
+    opt = Adam(lr=0.01)(model)
+    sampler = NeighborSampler(FANOUTS, with_edge_ids=True)
+    batches = epoch_batches(graph.train_idx, TYPED_BATCH[name], 0, 0, min_size=world)
+    losses, grads, e_ids = [], [], []
+    for step in range(TYPED_STEPS):
+        opt.zero_grad()
+        mb = sampler.sample(graph, batches[step], sample_seed(0, 0, step, 0))
+        if model.reads_edge_features:
+            attach_host(graph, mb.blocks)
+        x = typed_inputs(graph, mb.input_nodes) if graph.is_typed else graph.x[mb.input_nodes]
+        loss = F.cross_entropy(model(x, mb.blocks), graph.y[mb.targets])
+        loss.backward()
+        losses.append(float(loss.detach()))
+        grads.append(dense_grads(model))
+        if step == 0:
+            e_ids = [b.e_id for b in mb.blocks]
+        opt.step()
+    return {"losses": losses, "grads": grads, "e_ids": e_ids,
+            "params": [p.detach().clone() for p in model.parameters()]}

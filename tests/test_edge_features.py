@@ -125,7 +125,6 @@ def _meta(edge_dims: tuple[int, ...]) -> DatasetMeta:
 
 
 @pytest.mark.parametrize("overrides,dims,match", [
-    (("strategy=split",), (3,), "strategy=split does not gather yet: use strategy=data"),
     (("strategy=data", "sampler=random_walk"), (3,), "sampler=random_walk"),
     (("strategy=data",), (), "dataset g has none"),
     (("strategy=factored", "model.edge_dim=5"), (3,), "edge_dim=5, but dataset g's edge"),

@@ -28,10 +28,12 @@ void check_split_sample(const at::Tensor& counts, at::TensorList edges, const at
 TORCH_LIBRARY_FRAGMENT(gnnscale, m) {
   m.def(
       "split_sample(Tensor counts, Tensor[] edges, Tensor own_in, Tensor own_part, int world, "
-      "int rank, bool preagg, Tensor costs, int budget, int num_threads=0) -> Tensor[]");
+      "int rank, bool preagg, Tensor costs, int budget, int num_threads=0, bool edge_pos=False) "
+      "-> Tensor[]");
   m.def(
       "split_sample_all(Tensor counts, Tensor[] edges, Tensor own_in, Tensor own_part, "
-      "int world, bool preagg, Tensor costs, int budget, int num_threads=0) -> Tensor[]");
+      "int world, bool preagg, Tensor costs, int budget, int num_threads=0, bool edge_pos=False) "
+      "-> Tensor[]");
 }
 
 }  // namespace gnnscale::split

@@ -142,8 +142,8 @@ class GNN(nn.Module):
         """The block's edge features, which a model that reads them needs (one-line error)."""
         if block.edge_attr is None:
             raise ValueError(f"{type(self).__name__} reads edge features but the block "
-                             "carries none (edge_attr): train it with strategy=data or "
-                             "factored, which gather them")
+                             "carries none (edge_attr): train it with strategy=data, "
+                             "factored or split, which gather them")
         return block.edge_attr
 
     def conv(self, layer: int, x: torch.Tensor, block: Block) -> torch.Tensor:

@@ -19,6 +19,11 @@
 //
 // split_sample_all plans the sample once and returns every rank's output, rank 0 first.
 //
+// With `edge_pos` (asked only by a consumer of edge ids or types: edge features, typed convs),
+// each rank's output ends with one more tensor per layer: for each local edge, its position in
+// the sample's block i (so its e_id / edge_type are the block's at that position); a
+// pre-aggregated edge keeps its original edge's position. Without it nothing is recorded.
+//
 // Output for rank `rank` (flat list): [loaded layer-0 ids, stats], then per layer i 8 tensors:
 //   dst ids, src ids (sample ids; a virtual row carries its destination's id), edge_index
 //   (2, E_r) in local ids, gather index (each local source -> row of cat(h, recv)), send index
@@ -26,6 +31,7 @@
 //   slot, and (first n_slots entries of row 2) the edge count of each slot.
 // stats (int64): [edges computed by each rank (world)..., local edges, all edges,
 //                 replicated rows of this rank].
+// Then, with `edge_pos` only, per layer i: the local edges' positions in block i (E_r).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -268,12 +274,14 @@ Ids gather_index(const Splitter& s, int64_t i, int64_t R, const ReceiveSide& r,
   return gather;
 }
 
-// The local block's edges (2, E_r) as [sources..., destinations...] in local rows.
-Ids local_edges(const Splitter& s, int64_t i, int64_t R, const ReceiveSide& r) {
+// The local block's edges (2, E_r) as [sources..., destinations...] in local rows; `pos`
+// (when given) receives each local edge's position in the sample's block i.
+Ids local_edges(const Splitter& s, int64_t i, int64_t R, const ReceiveSide& r, Ids* pos) {
   Ids e_src, e_dst;
   for (int64_t k = 0; k < s.ne[i]; ++k) {
     const int64_t u = s.src[i][k], v = s.dst[i][k];
     if (!s.comp(i + 1, R, v)) continue;
+    if (pos != nullptr) pos->push_back(k);
     if (s.preagg && !s.comp(i, R, u))
       e_src.push_back(r.slot_of[s.owner(i, u)][v]);
     else
@@ -323,8 +331,10 @@ SendSide send_side(const Splitter& s, int64_t i, int64_t R, const Ids& pos_h, in
   return out;
 }
 
-// The 8 tensors of layer i (see the header comment), appended to `out`.
-void plan_layer(const Splitter& s, int64_t i, int64_t R, std::vector<at::Tensor>& out) {
+// The 8 tensors of layer i (see the header comment), appended to `out`; `pos` (when given)
+// receives the local edges' positions in block i.
+void plan_layer(const Splitter& s, int64_t i, int64_t R, std::vector<at::Tensor>& out,
+                Ids* pos) {
   // rows of h on rank R (layer i) and their positions
   Ids pos_h(s.n[i], -1);
   int64_t n_h = 0;
@@ -332,7 +342,7 @@ void plan_layer(const Splitter& s, int64_t i, int64_t R, std::vector<at::Tensor>
     if (s.comp(i, R, u)) pos_h[u] = n_h++;
   const ReceiveSide recv = receive_side(s, i, R);
   const Ids gather = gather_index(s, i, R, recv, pos_h, n_h);
-  const Ids edges = local_edges(s, i, R, recv);
+  const Ids edges = local_edges(s, i, R, recv, pos);
   const SendSide send = send_side(s, i, R, pos_h, n_h);
   const int64_t A = static_cast<int64_t>(send.agg_row.size());
   Ids agg(send.agg_row);
@@ -378,11 +388,15 @@ Ids plan_sample(Splitter& s, std::vector<at::Tensor>& keep, const at::Tensor& co
   return s.plan(per_layer, budget);
 }
 
-// Rank R's flat output (see the header comment) of a planned split.
-std::vector<at::Tensor> rank_output(const Splitter& s, const Ids& used, Ids stats, int64_t R) {
+// Rank R's flat output (see the header comment) of a planned split; `edge_pos` appends each
+// layer's local edge positions.
+std::vector<at::Tensor> rank_output(const Splitter& s, const Ids& used, Ids stats, int64_t R,
+                                    bool edge_pos) {
   stats[s.W + 2] = used[R];
   std::vector<at::Tensor> out{to_tensor(s.loaded_rows(R)), to_tensor(stats)};
-  for (int64_t i = 0; i < s.L; ++i) plan_layer(s, i, R, out);
+  std::vector<Ids> pos(edge_pos ? s.L : 0);
+  for (int64_t i = 0; i < s.L; ++i) plan_layer(s, i, R, out, edge_pos ? &pos[i] : nullptr);
+  for (const Ids& p : pos) out.push_back(to_tensor(p));
   return out;
 }
 
@@ -390,13 +404,13 @@ std::vector<at::Tensor> split_sample(const at::Tensor& counts, at::TensorList ed
                                      const at::Tensor& own_in, const at::Tensor& own_part,
                                      int64_t world, int64_t rank, bool preagg,
                                      const at::Tensor& costs, int64_t budget,
-                                     int64_t num_threads) {
+                                     int64_t num_threads, bool edge_pos) {
   check_split_sample(counts, edges, own_in, own_part, world, rank, costs);
   Splitter s;
   std::vector<at::Tensor> keep;
   const Ids used = plan_sample(s, keep, counts, edges, own_in, own_part, world, preagg, costs,
                                budget, num_threads);
-  return rank_output(s, used, s.edge_stats(), rank);
+  return rank_output(s, used, s.edge_stats(), rank, edge_pos);
 }
 
 // Every rank's output, ranks 0 .. world - 1 one after another: the sample is planned once and
@@ -404,7 +418,8 @@ std::vector<at::Tensor> split_sample(const at::Tensor& counts, at::TensorList ed
 std::vector<at::Tensor> split_sample_all(const at::Tensor& counts, at::TensorList edges,
                                          const at::Tensor& own_in, const at::Tensor& own_part,
                                          int64_t world, bool preagg, const at::Tensor& costs,
-                                         int64_t budget, int64_t num_threads) {
+                                         int64_t budget, int64_t num_threads,
+                                         bool edge_pos) {
   check_split_sample(counts, edges, own_in, own_part, world, 0, costs);
   Splitter s;
   std::vector<at::Tensor> keep;
@@ -413,7 +428,7 @@ std::vector<at::Tensor> split_sample_all(const at::Tensor& counts, at::TensorLis
   const Ids stats = s.edge_stats();
   std::vector<std::vector<at::Tensor>> per_rank(world);
   parallel_chunks(world, s.threads,
-                  [&](int64_t r) { per_rank[r] = rank_output(s, used, stats, r); });
+                  [&](int64_t r) { per_rank[r] = rank_output(s, used, stats, r, edge_pos); });
   std::vector<at::Tensor> out;
   for (auto& part : per_rank) out.insert(out.end(), part.begin(), part.end());
   return out;

@@ -23,6 +23,11 @@ class SplitParallelConfig(SamplingConfig):
     layer_by_layer: ClassVar[bool] = True  # each rank computes its owned rows of each layer
     #: The split plans (pre-aggregation, GCN's source scaling) assume unweighted edges.
     takes_weighted_blocks: ClassVar[bool] = False
+    #: Typed graphs: each rank encodes the typed rows it loads, shuffles dense rows; the local
+    #: blocks carry their edges' types (relations) and ids; sparse tables' gradients summed.
+    trains_types: ClassVar[bool] = True
+    #: Each local block's edge features are gathered by its edge ids on the rank computing it.
+    takes_edge_features: ClassVar[bool] = True
     deps: ClassVar[str] = "communicate"
     default_deps: ClassVar[str] = "depcomm"  # GSplit's setting
     default_cache: ClassVar[str] = "presample"
@@ -56,3 +61,13 @@ class SplitParallelConfig(SamplingConfig):
                               f"and model.residual=false); {model.title} "
                               f"(aggr={getattr(model, 'aggr', None)!r}) is not: set "
                               "strategy.preaggregate=false")
+
+    @classmethod
+    def check_data(cls, cfg: Any, built: Checked) -> None:
+        """The shared checks; a typed graph's store caches replicated rows only."""
+        super().check_data(cfg, built)
+        graph = built.graph
+        if graph is not None and graph.is_typed and cfg.get("cache") is not None \
+                and cfg.cache.get("placement") == "partitioned":
+            raise ConfigError(f"dataset {graph.name} is a typed graph, whose feature store "
+                              "caches replicated rows only: set cache.placement=replicated")

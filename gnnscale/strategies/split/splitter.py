@@ -5,9 +5,11 @@ caching its feature, else its partition), the others by the partition book (``ow
 looked up densely by global id). A rank's :class:`SplitPlan` lists the layer-0 rows it loads,
 and per layer its local block (destinations first, sources, then one virtual row per
 pre-aggregated (destination, sender)), where each local source row comes from (its own rows
-or the shuffle) and the shuffle's send/receive lists. A plan's local blocks carry no ``e_id``
-or ``edge_type`` (the native split does not say which sample edge each local edge is, and
-pre-aggregated edges are none), even when the sample's blocks do.
+or the shuffle) and the shuffle's send/receive lists. Asked with ``edge_ids=True`` (a model
+that reads edge features, or a typed graph's relations), the native split also returns each
+local edge's position in the sample's block, and the plan's local blocks carry the sample's
+``e_id`` and ``edge_type`` at those positions (a pre-aggregated edge keeps its original edge's);
+without it (the homogeneous path) nothing is recorded and the local blocks carry neither.
 """
 
 from __future__ import annotations
@@ -84,26 +86,36 @@ def _gcn_block_scale(mb_block: Block, local: Block, src: torch.Tensor) -> torch.
 
 def split_sample(mb: MiniBatch, own_in: torch.Tensor, own_part: torch.Tensor, world: int,
                  rank: int, *, preagg: bool = False, costs: torch.Tensor | None = None,
-                 budget: int = 0, gcn_block_norm: bool = False) -> SplitPlan:
+                 budget: int = 0, gcn_block_norm: bool = False,
+                 edge_ids: bool = False) -> SplitPlan:
     """Split ``mb`` over ``world`` ranks; the plan of rank ``rank``.
 
     ``own_in``/``own_part`` map global ids to ranks (layer 0 / other layers). ``costs`` holds
     3 x (L + 1) per-layer figures (row communication, per-edge and per-vertex compute) for the
     hybrid greedy; ``budget`` caps the rows a rank replicates (0 = communicate everything).
+    ``edge_ids``: the local blocks carry the sample's ``e_id`` / ``edge_type`` of their edges.
     """
+    edge_ids = edge_ids and _has_edge_ids(mb)
     out = native_split.split_sample(*_native_args(mb, own_in, own_part), world, rank,
-                                    preagg, _costs(mb, costs), int(budget))
-    return _plan(mb, out, world, gcn_block_norm)
+                                    preagg, _costs(mb, costs), int(budget), 0, edge_ids)
+    return _plan(mb, out, world, gcn_block_norm, edge_ids)
 
 
 def split_sample_all(mb: MiniBatch, own_in: torch.Tensor, own_part: torch.Tensor, world: int,
                      *, preagg: bool = False, costs: torch.Tensor | None = None,
-                     budget: int = 0, gcn_block_norm: bool = False) -> list[SplitPlan]:
+                     budget: int = 0, gcn_block_norm: bool = False,
+                     edge_ids: bool = False) -> list[SplitPlan]:
     """Every rank's :func:`split_sample` plan of ``mb``, rank 0 first, planned once (what a
     parallel split-sampler computes for the step it sampled)."""
+    edge_ids = edge_ids and _has_edge_ids(mb)
     outs = native_split.split_sample_all(*_native_args(mb, own_in, own_part), world,
-                                         preagg, _costs(mb, costs), int(budget))
-    return [_plan(mb, out, world, gcn_block_norm) for out in outs]
+                                         preagg, _costs(mb, costs), int(budget), 0, edge_ids)
+    return [_plan(mb, out, world, gcn_block_norm, edge_ids) for out in outs]
+
+
+def _has_edge_ids(mb: MiniBatch) -> bool:
+    """Whether the sample's blocks carry edge ids or types (what a local block can take)."""
+    return any(b.e_id is not None or b.edge_type is not None for b in mb.blocks)
 
 
 def _native_args(mb: MiniBatch, own_in: torch.Tensor, own_part: torch.Tensor) -> tuple:
@@ -120,16 +132,22 @@ def _costs(mb: MiniBatch, costs: torch.Tensor | None) -> torch.Tensor:
         else costs
 
 
-def _plan(mb: MiniBatch, out: list[torch.Tensor], world: int, gcn_block_norm: bool
-          ) -> SplitPlan:
-    """A :class:`SplitPlan` from the native op's flat list for one rank."""
+def _plan(mb: MiniBatch, out: list[torch.Tensor], world: int, gcn_block_norm: bool,
+          edge_ids: bool = False) -> SplitPlan:
+    """A :class:`SplitPlan` from the native op's flat list for one rank (``edge_ids``: the
+    list ends with each layer's local edge positions in the sample's block)."""
     stats = out[1].tolist()
     layers = []
-    for i in range(len(mb.blocks)):
+    num_layers = len(mb.blocks)
+    for i in range(num_layers):
         dst, src, ei, gather, send_idx, send_c, recv_c, agg = out[2 + _PER_LAYER * i:
                                                                  2 + _PER_LAYER * (i + 1)]
         n_slots = int((agg[2] > 0).sum())
         block = Block(ei, (src.numel(), dst.numel()), mb.n_id[src])
+        if edge_ids:  # the sample's edge ids and types at each local edge's position
+            pos, whole = out[2 + _PER_LAYER * num_layers + i], mb.blocks[i]
+            block.e_id = None if whole.e_id is None else whole.e_id[pos]
+            block.edge_type = None if whole.edge_type is None else whole.edge_type[pos]
         scale = _gcn_block_scale(mb.blocks[i], block, src) if gcn_block_norm else None
         layers.append(LayerPlan(block, dst, gather, send_idx, send_c.tolist(), recv_c.tolist(),
                                 agg[0], agg[1], agg[2][:n_slots], scale))

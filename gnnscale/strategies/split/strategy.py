@@ -10,6 +10,19 @@ then per layer shuffles hidden rows to the ranks whose destinations need them
 of a rank's own targets is divided by the mini-batch size and parameter gradients are
 sum-all-reduced, so a step equals one process training on the whole mini-batch.
 
+On a typed graph (a typed model, ``model=rgcn``) the store gathers a rank's loaded layer-0
+rows as :class:`~gnnscale.sampling.base.TypedInputs` and :meth:`SplitParallel.forward` encodes
+them first (``model.encode``: per-type linear maps, featureless types' embedding rows), so
+each input row is encoded once, by the rank that loads it, and every shuffle carries dense rows
+as on a homogeneous graph; a received layer-0 row's gradient travels back to its loader and
+into its encoder (the shuffle's backward). The local blocks carry the sample's ``e_id`` and
+``edge_type`` (the native split says where each local edge came from), so a typed conv reads
+its relations and a model that reads edge features gets each local block's ``edge_attr``,
+gathered by its edge ids on the rank that computes it (:mod:`gnnscale.cache.edges`,
+``bytes_edge_features``). Embedding tables (sparse gradients) stay out of the summed
+all-reduce: their gradients are all-gathered and summed
+(:func:`gnnscale.distributed.sparse.reduce_sparse`), as the dense ones are summed.
+
 ``deps=hybrid`` lets a rank recompute a remote hidden row instead of receiving it when the
 probed cost model says so; ``preaggregate`` makes senders average their edges into each remote
 destination (exact for SAGE with mean/sum aggregation).
@@ -25,10 +38,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from gnnscale.cache.edges import EdgeFeatures
 from gnnscale.cache.store import build_feature_store
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import new_group, sum_gradients
 from gnnscale.distributed.device import Purpose
+from gnnscale.distributed.sparse import reduce_sparse
+from gnnscale.optim.base import sparse_parameters
 from gnnscale.sampling import codec
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.prefetch import Prefetcher
@@ -44,8 +60,11 @@ from gnnscale.strategies.split.splitter import (
 )
 
 
-def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None) -> MiniBatch:
-    """Rank 0's sample on every rank: the mini-batch codec's header, then its body."""
+def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None
+                     ) -> tuple[MiniBatch, int]:
+    """Rank 0's sample on every rank: the mini-batch codec's header, then its body; returns it
+    and the bytes broadcast (header and body: edge ids and types included when it has
+    them)."""
     if dist.get_rank() == 0:
         header, body = codec.encode(mb)
     else:
@@ -54,9 +73,10 @@ def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None) -> MiniB
     if dist.get_rank() != 0:
         body = torch.empty(codec.body_size(header), dtype=torch.int64)
     dist.broadcast(body, 0, group=group)
+    nbytes = (header.numel() + body.numel()) * body.element_size()
     if dist.get_rank() == 0:
-        return mb
-    return codec.decode(header, body)
+        return mb, nbytes
+    return codec.decode(header, body), nbytes
 
 
 def _as_words(part: torch.Tensor) -> torch.Tensor:
@@ -81,6 +101,8 @@ class SplitParallel(SamplingStrategy):
     """Every rank trains its split of one shared mini-batch sample (see the module docstring)."""
 
     schema = SplitParallelConfig
+    #: the local blocks' edge feature gatherer (None: the model reads none)
+    edges: EdgeFeatures | None = None
 
     def __init__(self, ctx: RunContext, batch_size: int = 1024, prefetch: int = 2,
                  preaggregate: bool = False, sample_workers: int = 0,
@@ -102,6 +124,12 @@ class SplitParallel(SamplingStrategy):
         world, n = topo.world_size, ctx.graph.num_nodes
         self._module = ctx.model.to(topo.device)
         self._optimizer = ctx.optim(self._module)
+        #: embedding tables with sparse gradients: summed by reduce_sparse, the rest all-reduced
+        self._sparse = sparse_parameters(self._module)
+        sparse = {id(p) for p in self._sparse}
+        self._dense = [p for p in self._module.parameters() if id(p) not in sparse]
+        self.edges = EdgeFeatures(ctx.graph, topo.device) \
+            if getattr(ctx.model, "reads_edge_features", False) else None
         # samples are broadcast on a gloo group of their own (on the host, under nccl too)
         self.sample_group = new_group(purpose=Purpose.host) if world > 1 else None
         self.own_part = (self.partition_book("edge_cut").part.int() if world > 1
@@ -115,7 +143,7 @@ class SplitParallel(SamplingStrategy):
         )
         # layer-0 owner: the rank caching the feature, else the partition owner
         self.own_in = self.own_part.clone()
-        if self.store.owner is not None:
+        if getattr(self.store, "owner", None) is not None:  # a typed store has none
             cached = self.store.owner.cpu()
             self.own_in = torch.where(cached >= 0, cached, self.own_part).int()
         self.labels = ctx.graph.y
@@ -151,10 +179,9 @@ class SplitParallel(SamplingStrategy):
             mb = ctx.sampler.sample(ctx.graph, draw.seeds, draw.sample_seed)
         if ctx.topo.world_size == 1:
             return mb
-        mb = broadcast_sample(mb, ctx.sampler.num_layers, self.sample_group)
+        mb, nbytes = broadcast_sample(mb, ctx.sampler.num_layers, self.sample_group)
         if ctx.topo.rank != 0:
-            self.received_bytes += 8 * (mb.n_id.numel() + 2 * mb.num_edges
-                                        + 2 + 3 * len(mb.blocks))
+            self.received_bytes += nbytes
         return mb
 
     def split(self, mb: MiniBatch) -> SplitPlan:
@@ -162,7 +189,7 @@ class SplitParallel(SamplingStrategy):
         topo = self.ctx.topo
         return split_sample(mb, self.own_in, self.own_part, topo.world_size, topo.rank,
                             preagg=self.preagg, costs=self.costs, budget=self.budget,
-                            gcn_block_norm=self.gcn_block)
+                            gcn_block_norm=self.gcn_block, edge_ids=True)
 
     def prepare(self, draw: Draw) -> tuple[MiniBatch, SplitPlan, float]:
         """Sample (or receive) and split one step; returns the split's seconds too."""
@@ -189,7 +216,7 @@ class SplitParallel(SamplingStrategy):
             t1 = time.perf_counter()
             parts = [pack_plan(plan) for plan in split_sample_all(
                 mb, self.own_in, self.own_part, world, preagg=self.preagg, costs=self.costs,
-                budget=self.budget, gcn_block_norm=self.gcn_block)]
+                budget=self.budget, gcn_block_norm=self.gcn_block, edge_ids=True)]
             t_sample, t_split = t1 - t0, time.perf_counter() - t1
             self.visited(mb.input_nodes)  # each sample counted once, by the rank drawing it
         # 8-byte words on the wire: int32 parts travel two to a word (odd lengths padded)
@@ -207,15 +234,21 @@ class SplitParallel(SamplingStrategy):
         return [(plan, t_sample if i == rank else 0.0, t_split if i == rank else 0.0)
                 for i, plan in enumerate(plans)]
 
-    def load(self, mb: MiniBatch | None, plan: SplitPlan) -> torch.Tensor:
-        """This rank's layer-0 rows: its cached ones and the ones no rank caches."""
-        return self.store.gather(plan.loaded_ids)
+    def load(self, mb: MiniBatch | None, plan: SplitPlan) -> Any:
+        """This rank's raw layer-0 rows: its cached ones and the ones no rank caches (a
+        feature matrix, or typed inputs); when the model reads edge features, each local
+        block's ``edge_attr`` is set too (by its edge ids)."""
+        x = self.store.gather(plan.loaded_ids)
+        if self.edges is not None:
+            self.edges.attach([lp.block for lp in plan.layers])
+        return x
 
-    def forward(self, x: torch.Tensor, plan: SplitPlan) -> torch.Tensor:
-        """Shuffle + local conv per layer; returns the rows of this rank's targets."""
-        dev = x.device
+    def forward(self, x: Any, plan: SplitPlan) -> torch.Tensor:
+        """Encode the loaded raw rows (``model.encode``), then shuffle + local conv per
+        layer; returns the rows of this rank's targets."""
         world = self.ctx.topo.world_size
-        h = x
+        h = self._module.encode(x)
+        dev = h.device
         for i, lp in enumerate(plan.layers):
             src = h
             if lp.slot_count.numel():
@@ -259,9 +292,13 @@ class SplitParallel(SamplingStrategy):
         return total
 
     def allreduce_grads(self, loss: torch.Tensor) -> float:
-        """Sum every parameter gradient (and the loss) over ranks in one flat buffer."""
+        """Sum every dense parameter gradient (and the loss) over ranks in one flat buffer,
+        and every sparse one (embedding tables: each rank's looked-up rows) by all-gathers: a
+        rank's loss is its share of the mini-batch's, so the sums are the whole batch's."""
         t0 = time.perf_counter()
-        total, nbytes = sum_gradients(list(self._module.parameters()), loss)
+        total, nbytes = sum_gradients(self._dense, loss)
+        if self._sparse and self.ctx.topo.world_size > 1:
+            nbytes += reduce_sparse(self._sparse, mean=False)
         if nbytes:
             self.allreduce_seconds += time.perf_counter() - t0
             self.allreduce_bytes += nbytes
@@ -280,6 +317,8 @@ class SplitParallel(SamplingStrategy):
         self.stats.reset()
         self.allreduce_seconds, self.allreduce_bytes = 0.0, 0
         self.store.reset_epoch()
+        if self.edges is not None:
+            self.edges.reset_epoch()
         if self.pool is not None:  # the steps this rank samples, in order
             mine = [d for d in jobs if not self.parallel or d.step % world == ctx.topo.rank]
             self._pool_feed = self.pool.map([(d.seeds, d.sample_seed) for d in mine])
@@ -301,6 +340,12 @@ class SplitParallel(SamplingStrategy):
         m["bytes_allreduce"] = float(self.allreduce_bytes)
         m["bytes_sample_received"] = float(self.received_bytes)
         m.update(self.store.epoch_stats())
+        if self.edges is not None:
+            m.update(self.edges.epoch_stats())
+        if self._sparse:
+            m["embedding_rows_held"] = float(sum(p.shape[0] for p in self._sparse))
+            m["embedding_bytes"] = float(sum(p.numel() * p.element_size()
+                                             for p in self._sparse))
         return m
 
     def _run_steps(self, jobs: list, m: dict[str, float], per_rank: list[int],
