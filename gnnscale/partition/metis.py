@@ -11,8 +11,10 @@ constraints as targets, ``rebalance`` then moves boundary vertices until every c
 On a typed graph the vertex column is one column per node type (the vertex weight where the
 vertex is of that type, else 0: DistDGL's ``balance_ntypes``), so METIS (pymetis takes
 ``ncon = len(vweights) / N`` constraints) and then ``rebalance`` hold every type's balance, not
-only the total; the training and edge columns stay whole-graph. An untyped graph is the
-one-type case (one vertex column, as before).
+only the total; the training and edge columns stay whole-graph. ``rebalance`` runs relaxed there
+(a part over one type's cap still takes vertices of the other types; a stuck part lets the
+others shed first). An untyped graph is the one-type case (one vertex column, the strict
+rebalance, as before).
 
 METIS holds the whole graph (the symmetrised CSR and its coarsened copies) in memory: its
 peak above the graph itself was measured at 66-88 bytes per stored edge (pymetis, random graphs
@@ -129,5 +131,6 @@ class MetisPartitioner(Partitioner):
         part = np.asarray(res.vertex_part, dtype=np.int64)
         if self.rebalance and num_parts > 1:
             part, _ = rebalance(
-                part, weights.astype(np.float64), xadj, adjncy, num_parts, self.imbalance)
+                part, weights.astype(np.float64), xadj, adjncy, num_parts, self.imbalance,
+                relaxed=len(graph.node_types) > 1)
         return torch.from_numpy(part)
