@@ -54,24 +54,26 @@ def stream_assign(
                          f"{len(graph.node_types)} types)")
     part1 = np.zeros(graph.num_nodes, dtype=np.int64)  # part + 1; 0 = not yet assigned
     loads = [[0] * num_parts for _ in range(types)]
-    tie = [1e-9 / max(c, 1.0) for c in capacity]
-    mul = np.empty((types, num_parts))
-    add = np.empty((types, num_parts))
+    ties = [1e-9 / max(c, 1.0) for c in capacity]
+    muls, adds = [np.empty(num_parts) for _ in range(types)], [np.empty(num_parts) for _ in
+                                                                 range(types)]
     for t in range(types):
         m0, a0 = factors(t, 0.0)
-        mul[t], add[t] = m0, a0
+        muls[t][:], adds[t][:] = m0, a0
     size = num_parts + 1
-    t = 0
+    t = 0  # the current vertex's type: its row of factors, loads, capacity and tie-break
+    mul, add, load_t, cap, tie = muls[0], adds[0], loads[0], capacity[0], ties[0]
     for v in order.tolist():
-        if ntype is not None:
+        if ntype is not None and ntype[v] != t:
             t = int(ntype[v])
+            mul, add, load_t, cap, tie = muls[t], adds[t], loads[t], capacity[t], ties[t]
         counts = np.bincount(part1[indices[indptr[v]:indptr[v + 1]]], minlength=size)[1:]
-        q = int((counts * mul[t] + add[t]).argmax())
+        q = int((counts * mul + add).argmax())
         part1[v] = q + 1
-        load = loads[t][q] = loads[t][q] + 1
-        if load >= capacity[t]:
-            mul[t, q], add[t, q] = 0.0, -np.inf
+        load = load_t[q] = load_t[q] + 1
+        if load >= cap:
+            mul[q], add[q] = 0.0, -np.inf
         else:
             m, a = factors(t, float(load))
-            mul[t, q], add[t, q] = m, a - tie[t] * load
+            mul[q], add[q] = m, a - tie * load
     return torch.from_numpy(part1 - 1)
