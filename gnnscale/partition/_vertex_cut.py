@@ -5,7 +5,8 @@ that master assignment read as an edge-cut.
 id-shuffled graph that is random-level locality. Any edge-cut partitioner name (``metis``,
 ``random``, ``range``, ``ldg``, ``fennel``) gives the masters that partitioner's parts
 (built with its defaults and this partitioner's seed) instead; the policy then places edges
-relative to those masters as usual.
+relative to those masters as usual. On a typed graph the masters are balanced per node type
+either way (blocked: each type's id range cut into blocks; an edge-cut: its per-type balance).
 """
 
 from __future__ import annotations

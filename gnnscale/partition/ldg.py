@@ -2,16 +2,16 @@
 
 One pass: vertex ``v`` joins the part maximising ``|N(v) ∩ P_i| * (1 - |P_i| / C)`` with
 capacity ``C = imbalance * N / p``; ties go to the lighter part. For graphs too large for METIS.
+On a typed graph ``|P_i|`` and ``C`` are per node type (the part's vertices of ``v``'s type,
+``imbalance * N_t / p``), so every type is balanced on its own.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.partition._stream import stream_assign, stream_order
+from gnnscale.partition._stream import stream_assign, stream_order, type_capacities
 from gnnscale.partition.base import Partitioner
 from gnnscale.partition.schemas import LdgConfig
 
@@ -26,7 +26,7 @@ class LdgPartitioner(Partitioner):
 
     def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None) -> torch.Tensor:
         """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
-        n = graph.num_nodes
-        cap = max(math.ceil(self.imbalance * n / num_parts), math.ceil(n / num_parts))
-        return stream_assign(graph, num_parts, cap, stream_order(n, self.order, self.seed),
-                             lambda load: (1.0 - load / cap, 0.0))
+        cap = type_capacities(graph, num_parts, self.imbalance)
+        return stream_assign(graph, num_parts, cap,
+                             stream_order(graph.num_nodes, self.order, self.seed),
+                             lambda t, load: (1.0 - load / cap[t], 0.0))

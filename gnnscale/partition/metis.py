@@ -8,6 +8,14 @@ allowed max/mean load (pymetis ``ufactor = 1000 * (imbalance - 1)``); as METIS t
 constraints as targets, ``rebalance`` then moves boundary vertices until every cap holds.
 ``method``: ``kway`` (multilevel k-way, as DistDGL) or ``recursive`` bisection.
 
+On a typed graph the vertex column is one column per node type (the vertex weight where the
+vertex is of that type, else 0: DistDGL's ``balance_ntypes``), so METIS (pymetis takes
+``ncon = len(vweights) / N`` constraints) and then ``rebalance`` hold every type's balance, not
+only the total; the training and edge columns stay whole-graph. ``rebalance`` runs relaxed there
+(a part over one type's cap still takes vertices of the other types; a stuck part lets the
+others shed first). An untyped graph is the one-type case (one vertex column, the strict
+rebalance, as before).
+
 METIS holds the whole graph (the symmetrised CSR and its coarsened copies) in memory: its
 peak above the graph itself was measured at 66-88 bytes per stored edge (pymetis, random graphs
 of 1-4M edges, docs/components/partitioning.md), so :func:`peak_estimate` takes
@@ -24,7 +32,7 @@ import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.errors import ConfigError
-from gnnscale.partition._graph import undirected_csr
+from gnnscale.partition._graph import node_type_index, undirected_csr
 from gnnscale.partition._rebalance import rebalance
 from gnnscale.partition.base import Partitioner
 from gnnscale.partition.schemas import MetisConfig
@@ -66,7 +74,8 @@ def check_memory(graph: GraphStore) -> None:
 
 
 class MetisPartitioner(Partitioner):
-    """METIS k-way partition under up to three balance constraints."""
+    """METIS k-way partition under up to three kinds of balance constraint (vertices, per node
+    type on a typed graph; training vertices; edges)."""
 
     def __init__(
         self, seed: int = 0, balance_vertices: bool = True, balance_train: bool = True,
@@ -80,17 +89,24 @@ class MetisPartitioner(Partitioner):
         self.vertex_weights, self.rebalance, self.method = vertex_weights, rebalance, method
 
     def constraints(self, graph: GraphStore, vertex_weight: torch.Tensor | None) -> np.ndarray:
-        """``[N, C]`` int64 METIS vertex weights (C >= 1; all-zero columns dropped)."""
-        n, cols = graph.num_nodes, []
+        """``[N, C]`` int64 METIS vertex weights (C >= 1; all-zero columns dropped): the vertex
+        column (one per node type on a typed graph), then training vertices, then edges."""
+        n, cols, vert = graph.num_nodes, [], None
         if self.vertex_weights == "sample_frequency":
             if vertex_weight is None:
                 raise ValueError("partitioner.vertex_weights=sample_frequency needs the per-vertex "
                                  "sampling frequency: partition(graph, p, vertex_weight=freq)")
             f = torch.as_tensor(vertex_weight).double().clamp(min=0).numpy()
             mean = f.mean() if f.mean() > 0 else 1.0
-            cols.append(np.rint(f / mean * 100).astype(np.int64))
+            vert = np.rint(f / mean * 100).astype(np.int64)
         elif self.balance_vertices:
-            cols.append(np.ones(n, dtype=np.int64))
+            vert = np.ones(n, dtype=np.int64)
+        if vert is not None:
+            ntype = node_type_index(graph)
+            if ntype is None:
+                cols.append(vert)
+            else:
+                cols += [np.where(ntype == t, vert, 0) for t in range(len(graph.node_types))]
         if self.balance_train and graph.train_idx is not None:
             cols.append(graph.mask("train").numpy().astype(np.int64))
         if self.balance_edges:
@@ -115,5 +131,6 @@ class MetisPartitioner(Partitioner):
         part = np.asarray(res.vertex_part, dtype=np.int64)
         if self.rebalance and num_parts > 1:
             part, _ = rebalance(
-                part, weights.astype(np.float64), xadj, adjncy, num_parts, self.imbalance)
+                part, weights.astype(np.float64), xadj, adjncy, num_parts, self.imbalance,
+                relaxed=len(graph.node_types) > 1)
         return torch.from_numpy(part)

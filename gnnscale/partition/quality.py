@@ -4,7 +4,9 @@ An edge is *local* when its part owns (is the master of) both endpoints; the edg
 is the rest. The replication factor is the mean number of parts holding a copy of a vertex
 (master plus mirrors). Balances are max / mean over parts of owned vertices, edges and training
 vertices. Two parts are communication partners when either holds a mirror of a vertex the other
-owns.
+owns. On a graph with several node types the balance of each type's owned vertices is reported
+too (``balance_per_type``, its worst ``balance_types_max``, and per part ``vertices_per_type``);
+an untyped graph's figures carry none of these keys.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from gnnscale.data.graph import GraphStore
-from gnnscale.partition._graph import edge_dst, edge_src
+from gnnscale.partition._graph import edge_dst, edge_src, type_offsets
 from gnnscale.partition.book import PartitionBook
 
 SUMMARY_KEYS = (
@@ -56,7 +58,7 @@ def evaluate(graph: GraphStore, book: PartitionBook, time_s: float | None = None
         train = torch.bincount(book.part[graph.train_idx.long()], minlength=p)
     partners = partner_matrix(book).sum(1)
     mirrors = torch.diff(book.mirror_ptr)
-    return {
+    q = {
         "kind": book.kind,
         "num_parts": p,
         "num_nodes": n,
@@ -78,6 +80,21 @@ def evaluate(graph: GraphStore, book: PartitionBook, time_s: float | None = None
             "partners": partners.tolist(),
         },
     }
+    if len(graph.node_types) > 1:
+        q.update(type_balance(graph, book))
+    return q
+
+
+def type_balance(graph: GraphStore, book: PartitionBook) -> dict:
+    """Per node type: the balance (max / mean over parts) of the vertices each part owns."""
+    off = type_offsets(graph).tolist()
+    per_type, per_part = {}, {}
+    for i, t in enumerate(graph.node_types):
+        counts = torch.bincount(book.part[off[i]:off[i + 1]], minlength=book.num_parts)
+        per_type[t], per_part[t] = balance(counts), counts.tolist()
+    worst = [b for b in per_type.values() if b is not None]
+    return {"balance_per_type": per_type, "balance_types_max": max(worst) if worst else None,
+            "vertices_per_type": per_part}
 
 
 def _fmt(v: object) -> str:
@@ -99,6 +116,9 @@ def format_table(q: dict) -> str:
         lines.append(f"  masters ({q['masters']}) as an edge-cut: replication_factor "
                      f"{_fmt(q.get('masters_replication_factor'))}, local_edge_ratio "
                      f"{_fmt(q.get('masters_local_edge_ratio'))}")
+    if q.get("balance_per_type"):
+        lines.append("  balance per node type: " + ", ".join(
+            f"{t} {_fmt(b)}" for t, b in q["balance_per_type"].items()))
     per = q.get("per_part") or {}
     cols = [c for c in ("vertices", "edges", "train", "mirrors", "partners") if per.get(c)]
     if cols:

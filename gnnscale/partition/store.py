@@ -3,7 +3,9 @@
 Layout: ``<cache_root>/<checksum[:16]>/<option>-p<num_parts>-<config hash>/`` (a saved
 :class:`PartitionBook`). ``cache_root`` defaults to ``partitions/`` next to the processed
 dataset when ``graph.meta["processed_dir"]`` is known; otherwise nothing is cached. A changed
-dataset (checksum) or config (hash) lands in another folder, so stale books are never read.
+dataset (checksum) or config (hash) lands in another folder, so stale books are never read; a
+graph with several node types also mixes :data:`TYPED_BALANCE` into the hash (its books balance
+every node type since that marker was added, so older cached ones are not read).
 A cached book is verified when it is loaded (digests in ``book.json``, see
 :meth:`PartitionBook.load`): a damaged, truncated or edited file is named in a warning and the
 book is computed again, never used.
@@ -47,10 +49,20 @@ def graph_checksum(graph: GraphStore) -> str:
     return graph.meta["checksum"]
 
 
-def config_hash(partitioner: Partitioner, vertex_weight: torch.Tensor | None = None) -> str:
-    """Hash of the partitioner's full config (and of runtime vertex weights when given)."""
+#: mixed into the key of a book of a graph with several node types: since the partitioners
+#: balance every node type (not only the total), such a book differs from the ones cached
+#: before, which must not be read; an untyped graph's key (and book) is unchanged
+TYPED_BALANCE = b"balance per node type"
+
+
+def config_hash(partitioner: Partitioner, vertex_weight: torch.Tensor | None = None,
+                typed: bool = False) -> str:
+    """Hash of the partitioner's full config (and of runtime vertex weights when given);
+    ``typed``: the graph has several node types (each balanced on its own)."""
     h = hashlib.blake2b(digest_size=8)
     h.update(json.dumps(partitioner.config(), sort_keys=True, default=str).encode())
+    if typed:
+        h.update(TYPED_BALANCE)
     if vertex_weight is not None:
         a = np.ascontiguousarray(torch.as_tensor(vertex_weight).double().numpy())
         h.update(memoryview(a.reshape(-1).view(np.uint8)))
@@ -68,7 +80,8 @@ def cache_dir(
     vertex_weight: torch.Tensor | None = None,
 ) -> Path:
     """The cache folder of one book: graph checksum, partitioner, parts, config hash."""
-    key = f"{partitioner.name}-p{num_parts}-{config_hash(partitioner, vertex_weight)}"
+    digest = config_hash(partitioner, vertex_weight, typed=len(graph.node_types) > 1)
+    key = f"{partitioner.name}-p{num_parts}-{digest}"
     return Path(os.path.expanduser(str(cache_root))) / graph_checksum(graph)[:16] / key
 
 
