@@ -1,6 +1,6 @@
 """Rank functions for the typed-training tests (module level, so spawn can import them): a
-small typed graph with per-type feature widths and a featureless type, R-GCN under
-strategy=data and strategy=factored, and the one-process reference."""
+small typed graph with per-type feature widths and a featureless type, R-GCN (or Simple-HGN)
+under strategy=data and strategy=factored, and the one-process reference."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from gnnscale.cache.store import typed_inputs
 from gnnscale.data.graph import GraphStore
 from gnnscale.deps.depcache import DepCache
 from gnnscale.models.rgcn import RGCN
+from gnnscale.models.simplehgn import SimpleHGN
 from gnnscale.optim.adam import Adam
 from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.schedule import epoch_batches, sample_seed
@@ -44,10 +45,16 @@ def make_typed_graph() -> GraphStore:
         test_idx={"paper": torch.arange(50, 60)}, name="typed-tiny")
 
 
-def make_model(graph: GraphStore) -> RGCN:
+def make_model(graph: GraphStore, name: str = "rgcn") -> RGCN | SimpleHGN:
+    """R-GCN (2 bases) or Simple-HGN (2 heads, no dropout), bound to ``graph``."""
     torch.manual_seed(3)
-    model = RGCN(0, graph.num_classes, hidden=8, num_layers=len(FANOUTS), dropout=0.0,
-                 num_bases=2)
+    if name == "simplehgn":
+        model = SimpleHGN(0, graph.num_classes, hidden=4, heads=2, edge_emb=3,
+                          num_layers=len(FANOUTS), dropout=0.0, input_dropout=0.0,
+                          attn_dropout=0.0)
+    else:
+        model = RGCN(0, graph.num_classes, hidden=8, num_layers=len(FANOUTS), dropout=0.0,
+                     num_bases=2)
     model.bind_graph(graph)
     return model
 
@@ -61,10 +68,11 @@ def dense_grads(model: torch.nn.Module) -> list[torch.Tensor]:
     return out
 
 
-def typed_data_steps(topo) -> dict:
-    """STEPS steps of strategy=data with R-GCN: every step's gradients and the final params."""
+def typed_data_steps(topo, model: str = "rgcn") -> dict:
+    """STEPS steps of strategy=data with R-GCN (or ``model``): every step's gradients and the
+    final params."""
     graph = make_typed_graph()
-    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph, model),
                      sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
     strat = DataParallel(ctx, batch_size=BATCH, prefetch=0)
@@ -79,12 +87,13 @@ def typed_data_steps(topo) -> dict:
     return {"grads": grads, "params": params, "losses": losses}
 
 
-def typed_factored_steps(topo, queue: str = "shared", samplers: str = "1") -> dict:
+def typed_factored_steps(topo, queue: str = "shared", samplers: str = "1",
+                         model: str = "rgcn") -> dict:
     """One epoch of strategy=factored with R-GCN; on a trainer every step's loss of each job
     (in slot order), its reduced gradients (embedding table's included, dense) and the final
     parameters; ``jobs``: the step's jobs (the reference's micro-batches per step)."""
     graph = make_typed_graph()
-    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph, model),
                      sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
     strat = Factored(ctx, batch_size=BATCH, samplers=samplers, queue=queue, queue_depth=1)
@@ -113,11 +122,11 @@ def typed_factored_steps(topo, queue: str = "shared", samplers: str = "1") -> di
             "losses": losses, "params": params, "steps": int(metrics.get("steps", 0))}
 
 
-def typed_reference_steps(world_size: int, steps: int = STEPS) -> dict:
+def typed_reference_steps(world_size: int, steps: int = STEPS, model: str = "rgcn") -> dict:
     """One process: per step, the mean of the world_size micro-batch losses (same optimizer
     factory: Adam for the dense parameters, SparseAdam for the embedding table)."""
     graph = make_typed_graph()
-    model = make_model(graph)
+    model = make_model(graph, model)
     opt = Adam(lr=0.01)(model)
     sampler = NeighborSampler(FANOUTS)
     batches = epoch_batches(graph.train_idx, BATCH, 0, 0, min_size=world_size)

@@ -16,7 +16,8 @@ computed in one gather and one scatter over the edges), dense
 parameters the configured optimizer trains and decays; it needs every node type featureless
 (AIFB, MUTAG). The default ``"embedding"`` looks each vertex up in a ``hidden``-wide embedding
 table first (sparse, trained by SparseAdam), which any mix of featured and featureless types
-takes.
+takes. ``input_features`` (``all``, ``target``, ``none``) picks whose features the typed input
+reads; the other types get embedding rows too (HGB runs R-GCN with ``none``).
 
 The relations and node types come from the graph (:meth:`RGCN.bind_graph`, called on every
 model before training): the convs and the typed input are built there, so the parameters
@@ -35,7 +36,7 @@ from torch_geometric.nn import RGCNConv
 from gnnscale.data.graph import GraphStore
 from gnnscale.models.base import GNN
 from gnnscale.models.schemas import RGCNConfig
-from gnnscale.models.typed_input import TypedInput
+from gnnscale.models.typed_input import TypedInput, input_dims
 from gnnscale.sampling.base import Block, TypedInputs
 
 
@@ -58,12 +59,13 @@ class RGCN(GNN):
 
     def __init__(self, in_channels: int, out_channels: int, num_bases: int = 0,
                  aggr: str = "mean", hidden: int = 256, featureless: str = "embedding",
-                 **kw: Any) -> None:
+                 input_features: str = "all", **kw: Any) -> None:
         RGCNConfig(hidden=hidden, num_bases=num_bases, aggr=aggr, featureless=featureless,
+                   input_features=input_features,
                    input_dropout=float(kw.get("input_dropout", 0.0)),
                    residual=bool(kw.get("residual", False))).check()
         self.num_bases, self.aggr, self.hidden = num_bases, aggr, hidden
-        self.featureless = featureless
+        self.featureless, self.input_features = featureless, input_features
         self.num_relations = 0
         self.num_nodes = 0  # one-hot input: the width of layer 0's input (set at binding)
         self.out_channels = out_channels
@@ -89,8 +91,7 @@ class RGCN(GNN):
         if not graph.is_typed:
             raise ValueError(f"model=rgcn trains typed graphs (several node or edge types); "
                              f"{graph.name} has one of each: use model=sage, gcn, gin or gat")
-        dims = graph.feature_dims
-        rows = {t: graph.num_nodes_of(t) for t, d in dims.items() if d == 0}
+        dims, rows = input_dims(graph, self.input_features)
         key = (tuple(graph.edge_types), tuple(dims.items()), tuple(rows.items()))
         if self._bound is not None:
             if self._bound != key:
