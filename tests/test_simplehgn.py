@@ -42,6 +42,7 @@ def test_conv_is_gatconv_fed_relation_embeddings_and_outputs_are_unit_rows():
     torch.testing.assert_close(h.norm(dim=1), torch.ones(12))
 
 
+@pytest.mark.slow
 def test_simplehgn_trains_and_two_ranks_under_data_equal_one_process():
     ref = _typed_fns.typed_reference_steps(2, 3, "simplehgn")
     assert ref["losses"][-1][0] < ref["losses"][0][0]  # the first micro-batch's loss falls

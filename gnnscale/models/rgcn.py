@@ -18,6 +18,8 @@ parameters the configured optimizer trains and decays; it needs every node type 
 table first (sparse, trained by SparseAdam), which any mix of featured and featureless types
 takes. ``input_features`` (``all``, ``target``, ``none``) picks whose features the typed input
 reads; the other types get embedding rows too (HGB runs R-GCN with ``none``).
+``root_weight=False`` drops the root weight (a destination then reads only its neighbours,
+as HGB's R-GCN, DGL's ``RelGraphConv`` without ``self_loop``).
 
 The relations and node types come from the graph (:meth:`RGCN.bind_graph`, called on every
 model before training): the convs and the typed input are built there, so the parameters
@@ -59,13 +61,14 @@ class RGCN(GNN):
 
     def __init__(self, in_channels: int, out_channels: int, num_bases: int = 0,
                  aggr: str = "mean", hidden: int = 256, featureless: str = "embedding",
-                 input_features: str = "all", **kw: Any) -> None:
+                 input_features: str = "all", root_weight: bool = True, **kw: Any) -> None:
         RGCNConfig(hidden=hidden, num_bases=num_bases, aggr=aggr, featureless=featureless,
-                   input_features=input_features,
+                   input_features=input_features, root_weight=root_weight,
                    input_dropout=float(kw.get("input_dropout", 0.0)),
                    residual=bool(kw.get("residual", False))).check()
         self.num_bases, self.aggr, self.hidden = num_bases, aggr, hidden
         self.featureless, self.input_features = featureless, input_features
+        self.root_weight = bool(root_weight)
         self.num_relations = 0
         self.num_nodes = 0  # one-hot input: the width of layer 0's input (set at binding)
         self.out_channels = out_channels
@@ -83,7 +86,7 @@ class RGCN(GNN):
         if not self.num_relations:
             return _Unbound(out_dim)
         return RGCNConv(in_dim, out_dim, self.num_relations, num_bases=self.num_bases or None,
-                        aggr=self.aggr)
+                        aggr=self.aggr, root_weight=self.root_weight)
 
     def bind_graph(self, graph: GraphStore) -> None:
         """Build the typed input (per node type) and the convs (over the edge types); binding

@@ -531,6 +531,7 @@ class RGCNConfig(ModelConfig):
     #: relation's layer-0 weight has a row per vertex); needs every node type featureless
     featureless: str = "embedding"
     input_features: str = "all"  # all | target | none: whose features the typed input reads
+    root_weight: bool = True  # false: no root weight (a vertex reads only its neighbours)
 
     def check(self) -> None:
         """The shared checks, bases >= 0, a known aggregation and featureless input, no

@@ -37,8 +37,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import warnings
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -68,7 +66,8 @@ class _HeadSum(torch.autograd.Function):
         pattern = csr_matrix(src, dst, None, (n_src, n_dst), h.dtype)
         crow, col = pattern.crow_indices(), pattern.col_indices()
         for k in range(heads):
-            a = torch.sparse_csr_tensor(crow, col, alpha[:, k].contiguous(), (n_dst, n_src), check_invariants=False)
+            a = torch.sparse_csr_tensor(crow, col, alpha[:, k].contiguous(), (n_dst, n_src),
+                                        check_invariants=False)
             out[:, k] = torch.sparse.mm(a, h[:, k].contiguous())
         ctx.save_for_backward(alpha, h, src, dst, crow, col)
         ctx.n_dst = n_dst
