@@ -1,7 +1,7 @@
 """Rank functions for the typed-training tests (module level, so spawn can import them): a
 small typed graph with per-type feature widths and a featureless type (and, asked for, edge
 features), R-GCN under strategy=data and strategy=factored, R-GAT (reading the edge features)
-under strategy=data, and the one-process reference of each."""
+and Simple-HGN under strategy=data, and the one-process reference of each."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.deps.depcache import DepCache
 from gnnscale.models.rgat import RGAT
 from gnnscale.models.rgcn import RGCN
+from gnnscale.models.simplehgn import SimpleHGN
 from gnnscale.optim.adam import Adam
 from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.schedule import epoch_batches, sample_seed
@@ -51,14 +52,18 @@ def make_typed_graph(edge_features: bool = False) -> GraphStore:
         test_idx={"paper": torch.arange(50, 60)}, name="typed-tiny")
 
 
-def make_model(graph: GraphStore, kind: str = "rgcn") -> RGCN | RGAT:
-    """R-GCN (2 bases) or R-GAT (2 heads, reading the graph's edge features when it has
-    them), bound to ``graph``."""
+def make_model(graph: GraphStore, kind: str = "rgcn") -> RGCN | RGAT | SimpleHGN:
+    """R-GCN (2 bases), R-GAT (2 heads, reading the graph's edge features when it has
+    them) or Simple-HGN (2 heads, no dropout), bound to ``graph``."""
     torch.manual_seed(3)
     if kind == "rgat":
         width = None if graph.edge_attr is None else int(graph.edge_attr.shape[1])
         model = RGAT(0, graph.num_classes, hidden=8, num_layers=len(FANOUTS), dropout=0.0,
                      heads=2, edge_dim=width)
+    elif kind == "simplehgn":
+        model = SimpleHGN(0, graph.num_classes, hidden=4, heads=2, edge_emb=3,
+                          num_layers=len(FANOUTS), dropout=0.0, input_dropout=0.0,
+                          attn_dropout=0.0)
     else:
         model = RGCN(0, graph.num_classes, hidden=8, num_layers=len(FANOUTS), dropout=0.0,
                      num_bases=2)
@@ -94,12 +99,13 @@ def typed_data_steps(topo, kind: str = "rgcn") -> dict:
     return {"grads": grads, "params": params, "losses": losses}
 
 
-def typed_factored_steps(topo, queue: str = "shared", samplers: str = "1") -> dict:
+def typed_factored_steps(topo, queue: str = "shared", samplers: str = "1",
+                         model: str = "rgcn") -> dict:
     """One epoch of strategy=factored with R-GCN; on a trainer every step's loss of each job
     (in slot order), its reduced gradients (embedding table's included, dense) and the final
     parameters; ``jobs``: the step's jobs (the reference's micro-batches per step)."""
     graph = make_typed_graph()
-    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph, model),
                      sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
     strat = Factored(ctx, batch_size=BATCH, samplers=samplers, queue=queue, queue_depth=1)

@@ -31,6 +31,10 @@ parameters the configured optimizer trains and decays; it needs every node type 
 would be ``R * num_nodes`` wide). The default ``"embedding"`` looks each vertex up in a
 ``hidden``-wide embedding table first (sparse, trained by SparseAdam), which any mix of
 featured and featureless types takes.
+``input_features`` (``all``, ``target``, ``none``) picks whose features the typed input
+reads; the other types get embedding rows too (HGB runs R-GCN with ``none``).
+``root_weight=False`` drops the root weight (a destination then reads only its neighbours,
+as HGB's R-GCN, DGL's ``RelGraphConv`` without ``self_loop``).
 
 The relations and node types come from the graph (:meth:`TypedGNN.bind_graph`,
 :mod:`gnnscale.models.typed`, called on every model before training): the convs and the typed
@@ -63,12 +67,14 @@ class RGCN(TypedGNN):
 
     def __init__(self, in_channels: int, out_channels: int, num_bases: int = 0,
                  aggr: str = "mean", hidden: int = 256, featureless: str = "embedding",
-                 **kw: Any) -> None:
+                 input_features: str = "all", root_weight: bool = True, **kw: Any) -> None:
         RGCNConfig(hidden=hidden, num_bases=num_bases, aggr=aggr, featureless=featureless,
+                   input_features=input_features, root_weight=root_weight,
                    input_dropout=float(kw.get("input_dropout", 0.0)),
                    residual=bool(kw.get("residual", False)),
                    reorder_update=str(kw.get("reorder_update", "auto")).lower()).check()
         self.num_bases, self.aggr, self.featureless = num_bases, aggr, featureless
+        self.input_features, self.root_weight = input_features, bool(root_weight)
         self.num_nodes = 0  # one-hot input: the width of layer 0's input (set at binding)
         super().__init__(in_channels, out_channels, hidden=hidden, **kw)
         #: aggr=mean: 1 / the bound graph's in-degree of every (vertex, relation), at
@@ -89,7 +95,7 @@ class RGCN(TypedGNN):
     def relation_conv(self, layer: int, in_dim: int, out_dim: int) -> nn.Module:
         """An RGCNConv over the relations: it holds the parameters, :meth:`conv` computes."""
         return RGCNConv(in_dim, out_dim, self.num_relations, num_bases=self.num_bases or None,
-                        aggr=self.aggr)
+                        aggr=self.aggr, root_weight=self.root_weight)
 
     @property
     def reads_typed_input(self) -> bool:

@@ -507,6 +507,8 @@ class CustomModelConfig(Options):
         return {"kwargs": {**self.kwargs, "edge_dim": int(width)}}
 
 
+#: Which node types' features a typed input reads (models/typed_input.py input_dims)
+INPUT_FEATURES = ("all", "target", "none")
 #: R-GCN's aggregations over each relation's edges
 RGCN_AGGRS = ("mean", "add")
 #: How R-GCN reads featureless node types: learned embedding rows, or one-hot ids
@@ -528,11 +530,14 @@ class RGCNConfig(ModelConfig):
     #: onehot: layer 0 reads one-hot vertex ids (the paper's featureless input: each
     #: relation's layer-0 weight has a row per vertex); needs every node type featureless
     featureless: str = "embedding"
+    input_features: str = "all"  # all | target | none: whose features the typed input reads
+    root_weight: bool = True  # false: no root weight (a vertex reads only its neighbours)
 
     def check(self) -> None:
         """The shared checks, bases >= 0, a known aggregation and featureless input, no
         residual blocks, no input dropout on one-hot ids, no update-before-aggregate."""
         super().check()
+        require_one_of("model.input_features", self.input_features, INPUT_FEATURES)
         require_at_least("model.num_bases", self.num_bases, 0)
         require_one_of("model.aggr", self.aggr, RGCN_AGGRS)
         require_one_of("model.featureless", self.featureless, RGCN_FEATURELESS)
@@ -633,3 +638,62 @@ class RGATConfig(ModelConfig):
     def widths(self, in_dim: int, out_dim: int) -> list[int]:
         """The typed input's rows (``hidden`` wide), then each layer's output."""
         return [self.hidden] * self.num_layers + [out_dim]
+
+
+@register("model", "simplehgn")
+@dataclass
+class SimpleHGNConfig(ModelConfig):
+    """``model=simplehgn``'s options: Simple-HGN (Lv et al., the HGB paper) on typed graphs,
+    HGB's defaults: ``hidden`` channels per head (64), 8 heads, 3 layers, an edge-type
+    embedding of 64 in every attention score, LeakyReLU slope 0.05, dropout 0.5 on every
+    layer's input and on the attention, ELU, node residuals."""
+
+    title: ClassVar[str] = "Simple-HGN"
+    trains_types: ClassVar[bool] = True
+    _target_: str = "gnnscale.models.simplehgn.SimpleHGN"
+    hidden: int = 64  # channels per head (and the typed input's width)
+    heads: int = 8
+    edge_emb: int = 64  # width of each relation's learned embedding
+    negative_slope: float = 0.05
+    attn_dropout: float = 0.5
+    node_residual: bool = True  # a linear residual of the destination's row, layers >= 1
+    input_features: str = "all"  # all | target | none: whose features the input reads
+    dropout: float = 0.5
+    input_dropout: float = 0.5
+    activation: str = "elu"
+
+    def check(self) -> None:
+        """The shared checks, sizes >= 1, a slope >= 0, known input features, no norm or
+        residual blocks (the model has its own residuals)."""
+        super().check()
+        require_at_least("model.heads", self.heads, 1)
+        require_at_least("model.edge_emb", self.edge_emb, 1)
+        require_at_least("model.negative_slope", self.negative_slope, 0)
+        require_range("model.attn_dropout", self.attn_dropout, 0, 1)
+        require_one_of("model.input_features", self.input_features, INPUT_FEATURES)
+        if self.residual:
+            raise ConfigError("model=simplehgn has its own node residuals "
+                              "(model.node_residual): set model.residual=false")
+        if self.norm != "none":
+            raise ConfigError("model=simplehgn normalises nothing between layers (its output "
+                              "is L2-normalised): set model.norm=none")
+
+    @property
+    def splittable(self) -> bool:
+        """Never: the attention softmax spans all of a destination's in-edges."""
+        return False
+
+    def why_not_splittable(self) -> str:
+        """Always a reason."""
+        return ("Simple-HGN cannot be split into aggregate and update (its attention softmax "
+                "spans all of a vertex's in-edges): train it with strategy=data or factored")
+
+    def why_not_weighted(self) -> str:
+        """Always a reason: attention learns its own edge weights."""
+        return ("Simple-HGN learns its own edge weights (attention) and cannot use the visit "
+                "counts sampler=random_walk gives as edge weights: use sampler=neighbor or full")
+
+    def widths(self, in_dim: int, out_dim: int) -> list[int]:
+        """The typed input's rows (``hidden``), ``hidden * heads`` between layers, then the
+        classes."""
+        return [self.hidden] + [self.hidden * self.heads] * (self.num_layers - 1) + [out_dim]

@@ -20,7 +20,7 @@ from torch import nn
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.models.base import GNN
-from gnnscale.models.typed_input import TypedInput
+from gnnscale.models.typed_input import TypedInput, input_dims
 from gnnscale.sampling.base import Block, TypedInputs
 
 
@@ -41,6 +41,9 @@ class TypedGNN(GNN):
     """Relation convs over a typed graph's edge types, behind a typed input."""
 
     sparse_conv = False  # relation convs run their own aggregation
+    #: whose features the typed input reads (``all``, ``target``, ``none``: HGB's
+    #: ``--feats-type``); the other types get embedding rows
+    input_features: str = "all"
 
     def __init__(self, in_channels: int, out_channels: int, hidden: int = 256,
                  **kw: Any) -> None:
@@ -80,8 +83,7 @@ class TypedGNN(GNN):
         """Build the typed input (per node type) and the convs (over the edge types), then
         :meth:`bound`; binding again to a graph of the same types keeps the parameters."""
         self.check_graph(graph)
-        dims = graph.feature_dims
-        rows = {t: graph.num_nodes_of(t) for t, d in dims.items() if d == 0}
+        dims, rows = input_dims(graph, self.input_features)
         key = (tuple(graph.edge_types), tuple(dims.items()), tuple(rows.items()))
         if self._bound is not None:
             if self._bound != key:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gnnscale.models.schemas import INPUT_FEATURES
 from gnnscale.sampling.base import TypedInputs
 
 
@@ -81,3 +82,18 @@ class TypedInput(nn.Module):
         restore = torch.empty_like(order)
         restore[order] = torch.arange(order.numel(), device=order.device)
         return out[restore]
+
+
+def input_dims(graph, which: str = "all") -> tuple[dict[str, int], dict[str, int]]:
+    """``(feature width per node type, node count per embedded type)`` for a typed input
+    that reads the features of ``which`` types (HGB's ``--feats-type`` 0, 2 and 3: every
+    featured type's, the target types' only, or none); a type whose features it does not
+    read gets width 0 and an embedding table (a learned row per vertex, as a one-hot id
+    through a linear map)."""
+    if which not in INPUT_FEATURES:
+        raise ValueError(f"input_features must be one of {INPUT_FEATURES}, got {which!r}")
+    targets = set(graph.target_types or ())
+    dims = {t: d if which == "all" or (which == "target" and t in targets) else 0
+            for t, d in graph.feature_dims.items()}
+    rows = {t: graph.num_nodes_of(t) for t, d in dims.items() if d == 0}
+    return dims, rows
