@@ -1,6 +1,7 @@
 """Rank functions for the typed-training tests (module level, so spawn can import them): a
-small typed graph with per-type feature widths and a featureless type, R-GCN under
-strategy=data and strategy=factored, and the one-process reference."""
+small typed graph with per-type feature widths and a featureless type, a typed model (R-GCN by
+default; ``model`` names any of :data:`MODELS`) under strategy=data and strategy=factored, and
+the one-process reference."""
 
 from __future__ import annotations
 
@@ -44,12 +45,28 @@ def make_typed_graph() -> GraphStore:
         test_idx={"paper": torch.arange(50, 60)}, name="typed-tiny")
 
 
-def make_model(graph: GraphStore) -> RGCN:
+def _typed_model(name: str, classes: int, **kw):
+    """The typed model ``name`` (a key of :data:`MODELS`), ``kw`` its shared options."""
+    if name == "rgcn":
+        return RGCN(0, classes, num_bases=2, **kw)
+    from gnnscale.models.hgat import HGAT
+    from gnnscale.models.hgt import HGT
+    from gnnscale.models.hsage import HSAGE
+
+    return {"hsage": lambda: HSAGE(0, classes, **kw), "hgat": lambda: HGAT(0, classes, heads=2,
+                                                                         **kw),
+            "hgt": lambda: HGT(0, classes, heads=2, **kw)}[name]()
+
+
+#: the typed models the harness trains
+MODELS = ("rgcn", "hsage", "hgat", "hgt")
+
+
+def make_model(graph: GraphStore, model: str = "rgcn"):
     torch.manual_seed(3)
-    model = RGCN(0, graph.num_classes, hidden=8, num_layers=len(FANOUTS), dropout=0.0,
-                 num_bases=2)
-    model.bind_graph(graph)
-    return model
+    out = _typed_model(model, graph.num_classes, hidden=8, num_layers=len(FANOUTS), dropout=0.0)
+    out.bind_graph(graph)
+    return out
 
 
 def dense_grads(model: torch.nn.Module) -> list[torch.Tensor]:
@@ -61,10 +78,11 @@ def dense_grads(model: torch.nn.Module) -> list[torch.Tensor]:
     return out
 
 
-def typed_data_steps(topo) -> dict:
-    """STEPS steps of strategy=data with R-GCN: every step's gradients and the final params."""
+def typed_data_steps(topo, model: str = "rgcn") -> dict:
+    """STEPS steps of strategy=data with ``model``: every step's gradients and the final
+    params."""
     graph = make_typed_graph()
-    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph, model),
                      sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
     strat = DataParallel(ctx, batch_size=BATCH, prefetch=0)
@@ -79,12 +97,13 @@ def typed_data_steps(topo) -> dict:
     return {"grads": grads, "params": params, "losses": losses}
 
 
-def typed_factored_steps(topo, queue: str = "shared", samplers: str = "1") -> dict:
-    """One epoch of strategy=factored with R-GCN; on a trainer every step's loss of each job
+def typed_factored_steps(topo, queue: str = "shared", samplers: str = "1",
+                         model: str = "rgcn") -> dict:
+    """One epoch of strategy=factored with ``model``; on a trainer every step's loss of each job
     (in slot order), its reduced gradients (embedding table's included, dense) and the final
     parameters; ``jobs``: the step's jobs (the reference's micro-batches per step)."""
     graph = make_typed_graph()
-    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph),
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph, model),
                      sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
     strat = Factored(ctx, batch_size=BATCH, samplers=samplers, queue=queue, queue_depth=1)
@@ -113,11 +132,11 @@ def typed_factored_steps(topo, queue: str = "shared", samplers: str = "1") -> di
             "losses": losses, "params": params, "steps": int(metrics.get("steps", 0))}
 
 
-def typed_reference_steps(world_size: int, steps: int = STEPS) -> dict:
+def typed_reference_steps(world_size: int, steps: int = STEPS, model: str = "rgcn") -> dict:
     """One process: per step, the mean of the world_size micro-batch losses (same optimizer
     factory: Adam for the dense parameters, SparseAdam for the embedding table)."""
     graph = make_typed_graph()
-    model = make_model(graph)
+    model = make_model(graph, model)
     opt = Adam(lr=0.01)(model)
     sampler = NeighborSampler(FANOUTS)
     batches = epoch_batches(graph.train_idx, BATCH, 0, 0, min_size=world_size)
