@@ -140,7 +140,7 @@ def _assert_factored_matches_one_process(ranks: list[dict], model: str = "rgcn")
             torch.testing.assert_close(got_p, want, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("model", _typed_fns.MODELS)
+@pytest.mark.parametrize("model", ["rgcn", "hsage", "hgt"])  # hgat: hsage's HeteroConv path
 def test_typed_factored_on_one_rank_matches_one_process(model):
     _assert_factored_matches_one_process([_typed_fns.typed_factored_steps(CPU, "shared",
                                                                           "auto", model)], model)
