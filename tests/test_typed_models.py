@@ -77,6 +77,14 @@ def test_conv_on_a_sampled_block_equals_pyg_on_the_whole_graph(name):
             got = model.conv(layer, h[mb.n_id], block)
             torch.testing.assert_close(got, want[seeds], rtol=1e-5, atol=1e-6)
             h = torch.relu(want)
+    if name == "hgt":  # its relation maps' product is PyG's HeteroLinear's
+        from torch_geometric.nn.dense import HeteroLinear
+
+        lin = model.convs[0].k_rel
+        x, ptr = torch.randn(30, lin.in_channels), torch.tensor([0, 4, 4, 19] + [30] * (
+            lin.num_types - 2))[: lin.num_types + 1]
+        torch.testing.assert_close(lin.forward_naive(x, ptr),
+                                   HeteroLinear.forward_naive(lin, x, ptr))
     # layer-wise evaluation (chunks of destinations, full neighbourhoods) = the forward on
     # the whole graph as one block
     n = graph.num_nodes
