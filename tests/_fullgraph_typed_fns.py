@@ -52,7 +52,19 @@ def make_edge_model(graph: GraphStore):
     return _data_fns.make_model(graph, "gat_edge")
 
 
+def other_typed_model(name: str):
+    """The builder of typed model ``name`` (hsage, hgat, hgt) with keyed dropout on."""
+    def make(graph: GraphStore):
+        torch.manual_seed(3)
+        model = _typed_fns._typed_model(name, graph.num_classes, hidden=8, num_layers=2,
+                                        dropout=0.5)
+        model.bind_graph(graph)
+        return model
+    return make
+
+
 GRAPHS = {"rgcn": (make_typed_graph, make_typed_model),
+          **{m: (make_typed_graph, other_typed_model(m)) for m in ("hsage", "hgat", "hgt")},
           "gat_edge": (make_edge_graph, make_edge_model),
           "gine": (make_edge_graph, lambda graph: _data_fns.make_model(graph, "gine"))}
 

@@ -80,11 +80,12 @@ EDGE_DIM = 3
 
 
 def case_graph(name: str):
-    """The tiny typed graph (``rgcn``), else the full-graph tests' graph with edge features."""
+    """The tiny typed graph (a typed model: ``rgcn``, ``hsage``, ...), else the full-graph
+    tests' graph with edge features."""
     from gnnscale.data.graph import GraphStore
     from tests import _typed_fns
 
-    if name == "rgcn":
+    if name in _typed_fns.MODELS:
         return _typed_fns.make_typed_graph()
     g = torch.Generator().manual_seed(11)
     n = 120
@@ -102,10 +103,10 @@ def case_model(name: str, graph):
     """Dropout on (keyed masks agree between replicas)."""
     torch.manual_seed(5)
     kw = dict(hidden=8, num_layers=2, dropout=0.5, input_dropout=0.25)
-    if name == "rgcn":
-        from gnnscale.models.rgcn import RGCN
+    from tests import _typed_fns
 
-        model = RGCN(0, graph.num_classes, num_bases=2, **kw)
+    if name in _typed_fns.MODELS:  # R-GCN (2 bases) or another typed model
+        model = _typed_fns._typed_model(name, graph.num_classes, **kw)
         model.bind_graph(graph)
         return model
     if name == "gine":

@@ -1,7 +1,8 @@
 """Rank functions for the typed-training tests (module level, so spawn can import them): a
 small typed graph with per-type feature widths and a featureless type (and, asked for, edge
-features), R-GCN under strategy=data and strategy=factored, R-GAT (reading the edge features)
-and Simple-HGN under strategy=data, and the one-process reference of each."""
+features), a typed model (R-GCN by default; ``model`` names any of :data:`MODELS`; R-GAT reads
+the edge features) under strategy=data and strategy=factored, and the one-process reference of
+each."""
 
 from __future__ import annotations
 
@@ -52,23 +53,40 @@ def make_typed_graph(edge_features: bool = False) -> GraphStore:
         test_idx={"paper": torch.arange(50, 60)}, name="typed-tiny")
 
 
-def make_model(graph: GraphStore, kind: str = "rgcn") -> RGCN | RGAT | SimpleHGN:
-    """R-GCN (2 bases), R-GAT (2 heads, reading the graph's edge features when it has
-    them) or Simple-HGN (2 heads, no dropout), bound to ``graph``."""
+def _typed_model(name: str, classes: int, **kw):
+    """The typed model ``name`` (a key of :data:`MODELS`), ``kw`` its shared options."""
+    if name == "rgcn":
+        return RGCN(0, classes, num_bases=2, **kw)
+    if name == "simplehgn":
+        return SimpleHGN(0, classes, heads=2, edge_emb=3,
+                         **{**kw, "hidden": 4, "input_dropout": 0.0, "attn_dropout": 0.0})
+    from gnnscale.models.hgat import HGAT
+    from gnnscale.models.hgt import HGT
+    from gnnscale.models.hsage import HSAGE
+
+    return {"hsage": lambda: HSAGE(0, classes, **kw), "hgat": lambda: HGAT(0, classes, heads=2,
+                                                                         **kw),
+            "hgt": lambda: HGT(0, classes, heads=2, **kw)}[name]()
+
+
+#: the typed models the harness trains (its 2-rank data test takes each)
+MODELS = ("rgcn", "hsage", "hgat", "hgt")
+
+
+def make_model(graph: GraphStore, model: str = "rgcn"):
+    """The typed model ``model`` bound to ``graph``: R-GCN (2 bases), R-GAT (2 heads, reading
+    the graph's edge features when it has them), Simple-HGN (2 heads) or one of
+    :data:`MODELS`."""
     torch.manual_seed(3)
-    if kind == "rgat":
+    if model == "rgat":
         width = None if graph.edge_attr is None else int(graph.edge_attr.shape[1])
-        model = RGAT(0, graph.num_classes, hidden=8, num_layers=len(FANOUTS), dropout=0.0,
-                     heads=2, edge_dim=width)
-    elif kind == "simplehgn":
-        model = SimpleHGN(0, graph.num_classes, hidden=4, heads=2, edge_emb=3,
-                          num_layers=len(FANOUTS), dropout=0.0, input_dropout=0.0,
-                          attn_dropout=0.0)
+        out = RGAT(0, graph.num_classes, hidden=8, num_layers=len(FANOUTS), dropout=0.0,
+                   heads=2, edge_dim=width)
     else:
-        model = RGCN(0, graph.num_classes, hidden=8, num_layers=len(FANOUTS), dropout=0.0,
-                     num_bases=2)
-    model.bind_graph(graph)
-    return model
+        out = _typed_model(model, graph.num_classes, hidden=8, num_layers=len(FANOUTS),
+                           dropout=0.0)
+    out.bind_graph(graph)
+    return out
 
 
 def dense_grads(model: torch.nn.Module) -> list[torch.Tensor]:
@@ -80,11 +98,11 @@ def dense_grads(model: torch.nn.Module) -> list[torch.Tensor]:
     return out
 
 
-def typed_data_steps(topo, kind: str = "rgcn") -> dict:
-    """STEPS steps of strategy=data with R-GCN (``kind="rgat"``: R-GAT on the graph with edge
-    features): every step's gradients and the final params."""
-    graph = make_typed_graph(edge_features=kind == "rgat")
-    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph, kind),
+def typed_data_steps(topo, model: str = "rgcn") -> dict:
+    """STEPS steps of strategy=data with ``model`` (R-GAT on the graph with edge features):
+    every step's gradients and the final params."""
+    graph = make_typed_graph(edge_features=model == "rgat")
+    ctx = RunContext(topo=topo, graph=graph, model=make_model(graph, model),
                      sampler=NeighborSampler(FANOUTS), cache_policy=NoCache(), deps=DepCache(),
                      partition=None, seed=0, optim=Adam(lr=0.01))
     strat = DataParallel(ctx, batch_size=BATCH, prefetch=0)
@@ -101,7 +119,7 @@ def typed_data_steps(topo, kind: str = "rgcn") -> dict:
 
 def typed_factored_steps(topo, queue: str = "shared", samplers: str = "1",
                          model: str = "rgcn") -> dict:
-    """One epoch of strategy=factored with R-GCN; on a trainer every step's loss of each job
+    """One epoch of strategy=factored with ``model``; on a trainer every step's loss of each job
     (in slot order), its reduced gradients (embedding table's included, dense) and the final
     parameters; ``jobs``: the step's jobs (the reference's micro-batches per step)."""
     graph = make_typed_graph()
@@ -134,12 +152,12 @@ def typed_factored_steps(topo, queue: str = "shared", samplers: str = "1",
             "losses": losses, "params": params, "steps": int(metrics.get("steps", 0))}
 
 
-def typed_reference_steps(world_size: int, steps: int = STEPS, kind: str = "rgcn") -> dict:
+def typed_reference_steps(world_size: int, steps: int = STEPS, model: str = "rgcn") -> dict:
     """One process: per step, the mean of the world_size micro-batch losses (same optimizer
     factory: Adam for the dense parameters, SparseAdam for the embedding table); R-GAT's
     blocks carry their edge features."""
-    graph = make_typed_graph(edge_features=kind == "rgat")
-    model = make_model(graph, kind)
+    graph = make_typed_graph(edge_features=model == "rgat")
+    model = make_model(graph, model)
     opt = Adam(lr=0.01)(model)
     sampler = NeighborSampler(FANOUTS, with_edge_ids=model.reads_edge_features)
     edges = EdgeFeatures(graph) if model.reads_edge_features else None

@@ -49,7 +49,7 @@ def test_rgat_reads_edge_features_and_trains_under_data_parallel():
 @pytest.mark.slow
 def test_rgat_data_parallel_on_two_ranks_matches_one_process():
     ranks = spawn(_typed_fns.typed_data_steps, 2, "rgat")
-    ref = _typed_fns.typed_reference_steps(2, kind="rgat")
+    ref = _typed_fns.typed_reference_steps(2, model="rgat")
     for step in range(_typed_fns.STEPS):
         for rank in range(2):
             assert ranks[rank]["losses"][step] == pytest.approx(ref["losses"][step][rank],

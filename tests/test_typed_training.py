@@ -103,9 +103,10 @@ def test_launch_refuses_a_homogeneous_model_on_a_typed_graph_and_rgcn_on_a_homog
 
 
 @pytest.mark.slow
-def test_typed_data_parallel_on_two_ranks_matches_one_process():
-    ranks = spawn(_typed_fns.typed_data_steps, 2)
-    ref = _typed_fns.typed_reference_steps(2)
+@pytest.mark.parametrize("model", _typed_fns.MODELS)
+def test_typed_data_parallel_on_two_ranks_matches_one_process(model):
+    ranks = spawn(_typed_fns.typed_data_steps, 2, model)
+    ref = _typed_fns.typed_reference_steps(2, model=model)
     for step in range(_typed_fns.STEPS):
         for rank in range(2):
             assert ranks[rank]["losses"][step] == pytest.approx(ref["losses"][step][rank],
@@ -117,12 +118,12 @@ def test_typed_data_parallel_on_two_ranks_matches_one_process():
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
 
-def _assert_factored_matches_one_process(ranks: list[dict]) -> None:
+def _assert_factored_matches_one_process(ranks: list[dict], model: str = "rgcn") -> None:
     """Every trainer's per-job losses, per-step gradients (the embedding table's included)
     and final parameters equal one process averaging the step's jobs."""
     trainers = [r for r in ranks if r["trainer"]]
     jobs, steps = trainers[0]["jobs"], trainers[0]["steps"]
-    ref = _typed_fns.typed_reference_steps(jobs, steps)
+    ref = _typed_fns.typed_reference_steps(jobs, steps, model)
     for step in range(steps):
         got: dict[int, float] = {}
         for r in trainers:
@@ -139,9 +140,10 @@ def _assert_factored_matches_one_process(ranks: list[dict]) -> None:
             torch.testing.assert_close(got_p, want, rtol=1e-4, atol=1e-6)
 
 
-def test_typed_factored_on_one_rank_matches_one_process():
+@pytest.mark.parametrize("model", ["rgcn", "hsage", "hgt"])  # hgat: hsage's HeteroConv path
+def test_typed_factored_on_one_rank_matches_one_process(model):
     _assert_factored_matches_one_process([_typed_fns.typed_factored_steps(CPU, "shared",
-                                                                          "auto")])
+                                                                          "auto", model)], model)
 
 
 def test_factored_refuses_switching_and_routed_staleness_with_embedding_tables():

@@ -697,3 +697,100 @@ class SimpleHGNConfig(ModelConfig):
         """The typed input's rows (``hidden``), ``hidden * heads`` between layers, then the
         classes."""
         return [self.hidden] + [self.hidden * self.heads] * (self.num_layers - 1) + [out_dim]
+
+
+@dataclass
+class TypedConvConfig(ModelConfig):
+    """Shared by the typed models on PyG's heterogeneous convs (``hsage``, ``hgat``, ``hgt``,
+    models/hetero.py): they train typed graphs, are not split, and weigh no edges."""
+
+    trains_types: ClassVar[bool] = True
+    #: its ``model=<name>``
+    option: ClassVar[str] = ""
+
+    def check(self) -> None:
+        """The shared checks and no residual blocks."""
+        super().check()
+        if self.residual:
+            raise ConfigError(f"model={self.option} has no residual blocks: set "
+                              "model.residual=false")
+
+    @property
+    def splittable(self) -> bool:
+        """Never: a layer sums one conv per edge type, which aggregate/update do not express."""
+        return False
+
+    def why_not_splittable(self) -> str:
+        """Always a reason."""
+        return (f"{self.title} is not split into aggregate and update (a layer runs one conv "
+                "per edge type), so it cannot run on a vertex-cut: use an edge-cut partitioner "
+                f"({EDGE_CUTS})")
+
+    def why_not_weighted(self) -> str:
+        """Always a reason: its convs take no per-edge weights."""
+        return (f"{self.title} cannot use the visit counts sampler=random_walk gives as edge "
+                "weights: use sampler=neighbor")
+
+    def widths(self, in_dim: int, out_dim: int) -> list[int]:
+        """The typed input's rows (``hidden`` wide, whatever the feature widths), then each
+        layer's output."""
+        return [self.hidden] * self.num_layers + [out_dim]
+
+
+def _check_heads(hidden: int, heads: int) -> None:
+    if heads < 1 or hidden % heads:
+        raise ConfigError(f"model.hidden ({hidden}) must be a multiple of model.heads ({heads})")
+
+
+@register("model", "hsage")
+@dataclass
+class HSAGEConfig(TypedConvConfig):
+    """``model=hsage``'s options: GraphSAGE per edge type, summed (PyG's ``to_hetero``)."""
+
+    title: ClassVar[str] = "typed SAGE"
+    option: ClassVar[str] = "hsage"
+    _target_: str = "gnnscale.models.hsage.HSAGE"
+    aggr: str = "mean"  # each edge type's SAGEConv aggregation
+
+    def check(self) -> None:
+        """The typed checks and a known aggregation."""
+        super().check()
+        require_one_of("model.aggr", self.aggr, ("mean", "sum", "max"))
+
+
+@register("model", "hgat")
+@dataclass
+class HGATConfig(TypedConvConfig):
+    """``model=hgat``'s options: GAT per edge type, summed (PyG's ``to_hetero``), with a skip
+    linear per node type."""
+
+    title: ClassVar[str] = "typed GAT"
+    option: ClassVar[str] = "hgat"
+    _target_: str = "gnnscale.models.hgat.HGAT"
+    heads: int = 4
+    out_heads: int = 1
+    attn_dropout: float = 0.0
+    skip: bool = True  # a linear of each destination's own row per node type
+
+    def check(self) -> None:
+        """The typed checks, hidden channels that the heads divide."""
+        super().check()
+        _check_heads(self.hidden, self.heads)
+        require_at_least("model.out_heads", self.out_heads, 1)
+        require_range("model.attn_dropout", self.attn_dropout, 0, 1)
+
+
+@register("model", "hgt")
+@dataclass
+class HGTConfig(TypedConvConfig):
+    """``model=hgt``'s options: HGT (Hu et al., 2020) from PyG's HGTConv."""
+
+    title: ClassVar[str] = "HGT"
+    option: ClassVar[str] = "hgt"
+    _target_: str = "gnnscale.models.hgt.HGT"
+    heads: int = 4
+
+    def check(self) -> None:
+        """The typed checks, hidden channels that the heads divide."""
+        super().check()
+        _check_heads(self.hidden, self.heads)

@@ -73,19 +73,25 @@ class ActivationModel:
 
     @staticmethod
     def fit(run: Callable[[Block, torch.Tensor], int], in_dim: int, num_ids: int,
-            generator: torch.Generator, edge_types: int = 0, edge_dim: int = 0
-            ) -> ActivationModel:
+            generator: torch.Generator, edge_types: int = 0, edge_dim: int = 0,
+            types: tuple[torch.Tensor, torch.Tensor] | None = None) -> ActivationModel:
         """``run(block, x)`` computes one chunk on random rows and returns the saved bytes;
         the probe blocks' sources carry vertex ids below ``num_ids``, their edges random types
         below ``edge_types`` (a typed graph's) and ``edge_dim``-wide random features when
-        those are > 0 (what the chunks' blocks carry)."""
+        those are > 0 (what the chunks' blocks carry). ``types`` (a typed graph's
+        ``node_type_offset`` and each edge type's ``(source, destination)`` node type
+        indices) makes each probe edge's type join its rows' node types, as a real chunk's
+        do (:func:`typed_probe`; a model that splits rows by type needs it)."""
         rows, ys = [], []
         for s, d, e in PROBES:
             src = torch.randint(0, s, (e,), generator=generator)
             dst = torch.cat([torch.arange(d), torch.randint(0, d, (e - d,), generator=generator)])
             dst, order = dst.sort(stable=True)  # in-edge order, as chunks are built
             block = Block(torch.stack([src[order], dst]), (s, d), torch.arange(s) % num_ids)
-            if edge_types:
+            if types is not None:
+                block = typed_probe(block, *types, generator)
+                e = block.num_edges
+            elif edge_types:
                 block.edge_type = torch.randint(0, edge_types, (e,), generator=generator)
             if edge_dim:
                 block.edge_attr = torch.randn(e, edge_dim, generator=generator)
@@ -98,3 +104,32 @@ class ActivationModel:
         short = float((y - a @ coef).clamp(min=0).max())
         coef[3] += short
         return ActivationModel(tuple(float(c) for c in coef))
+
+
+def typed_probe(block: Block, offsets: torch.Tensor, ends: torch.Tensor,
+                generator: torch.Generator) -> Block:
+    """``block`` typed as a typed graph's chunk is: its rows take the node types in turn
+    (ids of their types from ``offsets``, the graph's ``node_type_offset``), each edge a random
+    edge type into its destination's type (``ends[r]``: edge type ``r``'s source and
+    destination node type indices) and a source row of that edge type's source type; edges
+    into a type that no edge type points to are dropped."""
+    kinds = offsets.numel() - 1
+    s, d = block.size
+    kind = torch.arange(s) % kinds
+    size = (offsets[1:] - offsets[:-1]).clamp(min=1)
+    ids = offsets[kind] + torch.randint(0, 1 << 40, (s,), generator=generator) % size[kind]
+    into = [(ends[:, 1] == t).nonzero().flatten() for t in range(kinds)]
+    width = max(1, max(r.numel() for r in into))
+    table = torch.stack([torch.cat([r, r.new_zeros(width - r.numel())]) for r in into])
+    count = torch.tensor([r.numel() for r in into])
+    dst = block.edge_index[1]
+    dkind = kind[dst]
+    keep = count[dkind] > 0
+    dst, dkind = dst[keep], dkind[keep]
+    pick = torch.randint(0, 1 << 40, (dst.numel(),), generator=generator)
+    rel = table[dkind, pick % count[dkind]]
+    skind = ends[rel, 0]
+    rows_of = (s - skind + kinds - 1) // kinds  # rows j < s with j % kinds == skind
+    src = skind + kinds * (pick // width % rows_of.clamp(min=1))
+    ok = rows_of > 0
+    return Block(torch.stack([src[ok], dst[ok]]), (s, d), ids, edge_type=rel[ok])

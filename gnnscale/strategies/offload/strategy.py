@@ -278,8 +278,12 @@ class Offload(Strategy):
                if k < model.num_layers - 1 else "last", model.dropout,
                model.input_dropout if k == 0 else 0.0, mode, d_in, d_out, relations, edge_dim)
         if key not in _ACTIVATIONS:
+            ends = torch.tensor([[graph.node_types.index(a), graph.node_types.index(b)]
+                                 for a, _, b in graph.edge_types])
+            types = (graph.node_type_offset, ends) if graph.is_typed else None
             _ACTIVATIONS[key] = ActivationModel.fit(self._probe(k, mode == CACHE, d_out), d_in,
-                                                    graph.num_nodes, gen, relations, edge_dim)
+                                                    graph.num_nodes, gen, relations, edge_dim,
+                                                    types)
         return _ACTIVATIONS[key]
 
     def _probe(self, k: int, cache: bool, d_out: int):
