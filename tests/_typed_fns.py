@@ -98,6 +98,11 @@ def dense_grads(model: torch.nn.Module) -> list[torch.Tensor]:
     return out
 
 
+def typed_data_steps_of(topo, models: tuple[str, ...]) -> list[dict]:
+    """:func:`typed_data_steps` of each of ``models`` in turn, on one set of ranks."""
+    return [typed_data_steps(topo, m) for m in models]
+
+
 def typed_data_steps(topo, model: str = "rgcn") -> dict:
     """STEPS steps of strategy=data with ``model`` (R-GAT on the graph with edge features):
     every step's gradients and the final params."""

@@ -8,7 +8,6 @@ import torch
 from gnnscale.cache.none import NoCache
 from gnnscale.cache.store import typed_inputs
 from gnnscale.deps.depcache import DepCache
-from gnnscale.distributed import spawn
 from gnnscale.distributed.topology import Topology
 from gnnscale.errors import ConfigError
 from gnnscale.optim.adam import Adam
@@ -44,21 +43,6 @@ def test_rgat_reads_edge_features_and_trains_under_data_parallel():
     mb = NeighborSampler([4, 3]).sample(graph, torch.arange(4), 0)  # no edge features
     with pytest.raises(ValueError, match="reads edge features but the block carries none"):
         model(typed_inputs(graph, mb.input_nodes), mb.blocks)
-
-
-@pytest.mark.slow
-def test_rgat_data_parallel_on_two_ranks_matches_one_process():
-    ranks = spawn(_typed_fns.typed_data_steps, 2, "rgat")
-    ref = _typed_fns.typed_reference_steps(2, model="rgat")
-    for step in range(_typed_fns.STEPS):
-        for rank in range(2):
-            assert ranks[rank]["losses"][step] == pytest.approx(ref["losses"][step][rank],
-                                                                rel=1e-5)
-            for got, want in zip(ranks[rank]["grads"][step], ref["grads"][step]):
-                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
-    for rank in range(2):
-        for got, want in zip(ranks[rank]["params"], ref["params"]):
-            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
 
 def test_launch_takes_rgat_on_a_typed_graph_and_names_what_to_fix(tmp_path):

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from gnnscale.cache.store import typed_inputs
-from gnnscale.distributed import spawn
 from gnnscale.distributed.topology import Topology
 from gnnscale.errors import ConfigError
 from gnnscale.models.schemas import SimpleHGNConfig
@@ -40,22 +39,6 @@ def test_conv_is_gatconv_fed_relation_embeddings_and_outputs_are_unit_rows():
         assert (conv.res is None) == (i == 0)  # node residuals from layer 1 on
         h = model.post(i, got.detach(), None)
     torch.testing.assert_close(h.norm(dim=1), torch.ones(12))
-
-
-@pytest.mark.slow
-def test_simplehgn_trains_and_two_ranks_under_data_equal_one_process():
-    ref = _typed_fns.typed_reference_steps(2, 3, "simplehgn")
-    assert ref["losses"][-1][0] < ref["losses"][0][0]  # the first micro-batch's loss falls
-    ranks = spawn(_typed_fns.typed_data_steps, 2, "simplehgn")
-    for step in range(_typed_fns.STEPS):
-        for rank in range(2):
-            assert ranks[rank]["losses"][step] == pytest.approx(ref["losses"][step][rank],
-                                                                rel=1e-5)
-            for got, want in zip(ranks[rank]["grads"][step], ref["grads"][step]):
-                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
-    for rank in range(2):
-        for got, want in zip(ranks[rank]["params"], ref["params"]):
-            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
 
 def test_simplehgn_under_factored_on_one_rank_equals_one_process():
