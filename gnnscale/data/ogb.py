@@ -45,8 +45,9 @@ class OgbNodeDataset(Dataset):
     """An ``ogbn-*`` graph with its official split."""
 
     def __init__(self, root: str = "data", name: str = "arxiv", raw_dir: str | None = None,
-                 symmetrize: bool = True, feature_norm: str = "none") -> None:
-        super().__init__(root, feature_norm)
+                 symmetrize: bool = True, feature_norm: str = "none",
+                 memory_budget: int | str | None = None) -> None:
+        super().__init__(root, feature_norm, memory_budget)
         spec = OgbConfig(name=name)
         spec.check()
         self.name = key = spec.graph
