@@ -14,6 +14,7 @@ import torch
 from gnnscale.data import bounded, processed
 from gnnscale.data.checks import check_task
 from gnnscale.data.graph import GraphStore
+from gnnscale.data.metadata import FEATURES_PREFIX
 from gnnscale.data.schemas import FeatureNorm, parse_budget, processed_dir
 from gnnscale.errors import ConfigError
 
@@ -28,7 +29,8 @@ def normalize_features(graph: GraphStore, norm: str, done: frozenset[str] = froz
         return graph
     if graph.x is not None and "x" not in done:
         graph.x = row_normalized(graph.x, norm, graph.name)
-    graph.type_features = {t: row_normalized(f, norm, f"{graph.name} ({t} nodes)")
+    graph.type_features = {t: f if f"{FEATURES_PREFIX}{t}" in done else
+                           row_normalized(f, norm, f"{graph.name} ({t} nodes)")
                            for t, f in graph.type_features.items()}
     return graph
 

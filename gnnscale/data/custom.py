@@ -458,7 +458,7 @@ class CustomDataset(Dataset):
 
         parts = None
         if self.path.suffix == ".npz" and typed_input.is_typed_npz(_npz_names(self.path)):
-            parts = typed_input.read_typed_npz(self.path, self.max_member_bytes)
+            parts = typed_input.read_typed_npz(self.path, self.max_member_bytes, self.stage)
         else:
             arrays = read_graph_file(self.path, self.max_member_bytes, self.stage)
             if "__hetero__" in arrays:
@@ -466,7 +466,7 @@ class CustomDataset(Dataset):
         if parts is not None:
             return typed_input.graph_from_parts(parts, self.path, self.symmetrize,
                                                 self.train_ratio, self.val_ratio,
-                                                self.split_seed)
+                                                self.split_seed, self.stage)
         return graph_from_arrays(arrays, self.path, self.symmetrize, self.train_ratio,
                                  self.val_ratio, self.split_seed, self.stage)
 
