@@ -136,10 +136,9 @@ def read_typed_npz(path: Path, max_member_bytes: int, stage: Stage | None = None
             if total > memory_budget():
                 raise ConfigError(f"{path}: its arrays declare {size_text(total)}, more than "
                                   "half this host's memory")
-            arrays = {name: read_member(zf, m, path) for name, m in members.items()
-                      if name not in streamed}
-            arrays.update({n: EdgeSource.member(path, members[n].info, n) for n in streamed
-                           if n.startswith("edge_index")})
+            arrays = {name: EdgeSource.member(path, m.info, name) if name in streamed
+                      else read_member(zf, m, path) for name, m in members.items()
+                      if not (name in streamed and name.startswith("x"))}  # members' order
             parts = parts_from_npz(arrays, path)
             if stage is not None:
                 _stream_features(zf, {n: members[n] for n in streamed if n.startswith("x")},
