@@ -5,25 +5,34 @@ written to a staging folder beside the processed copy (:class:`Stage`) and hande
 :func:`gnnscale.data.processed.save` as files, with their SHA-256 digests computed while they
 were written, so no output array is ever held whole in memory, copied or re-read to hash:
 
-* features read from an ``.npz`` member are streamed row chunk by row chunk
-  (:func:`member_chunks`), converted to float32 and row-normalised per chunk, into a ``.npy``
-  that the graph then memory-maps (:meth:`Stage.features`);
-* the CSC is built out of core (:func:`external_csc`): one pass counts each destination's
-  in-edges, a second appends every edge to the bucket file of its destination range (buckets
-  sized to the memory budget), then each bucket alone is sorted by (destination, source),
-  deduplicated and appended to ``indices.npy``. The result is bit-identical to the in-memory
+* features are streamed row chunk by row chunk (from an ``.npz`` member,
+  :func:`member_chunks`; from a CSV, :func:`csv_rows`), converted to float32, checked finite
+  and row-normalised per chunk, into a ``.npy`` that the graph then memory-maps
+  (:meth:`Stage.features`: ``x``, or ``x__<type>`` per node type);
+* edge lists stay on disk (:class:`EdgeSource`: a ``.npy`` file or a stored ``.npz`` member
+  read in place, a compressed member through two decompressing readers, a CSV parsed once in
+  blocks and spilled as int64 pairs) and are read a chunk of edges at a time;
+* the CSC is built out of core from such chunks (:func:`external_csc`): one pass counts each
+  destination's in-edges, a second appends every edge to the bucket file of its destination
+  range (buckets sized to the memory budget), then each bucket alone is sorted by
+  (destination, edge type, source), deduplicated and appended to ``indices.npy`` (and
+  ``edge_weight.npy``, ``type_per_edge.npy``). The result is bit-identical to the in-memory
   :func:`gnnscale.data.graph.csc_order` (the same stable order, the first of repeated edges
   kept): within a bucket the edges keep their input order.
 
-``dataset.memory_budget`` (bytes, or ``"8GB"``, ``"512MiB"``) bounds the working set: the
-per-node arrays (in-degrees, their sums, ``indptr``: 24 bytes a node) plus a bucket of edges (about
-:data:`BYTES_PER_EDGE` bytes each) plus a chunk. Without a budget the out-of-core build is
-used once the edges pass :data:`AUTO_EDGES` (a budget of a quarter of the indices then); a
-budget that cannot hold the per-node arrays is refused in one line naming what it needs.
+``dataset.memory_budget`` (bytes, or ``"8GB"``, ``"512MiB"``; every dataset option takes it)
+bounds the working set: the per-node arrays (in-degrees, their sums, ``indptr``: 24 bytes a
+node) plus a bucket of edges (about :data:`BYTES_PER_EDGE` bytes each) plus a chunk (an eighth
+of the budget at most). Without a budget the out-of-core build is used once the edges pass
+:data:`AUTO_EDGES` (a budget of a quarter of the indices, 64 MiB at least, then). A budget
+that cannot hold the per-node arrays or one feature row is refused in one line naming what it
+needs; a loader that must read its source whole (:attr:`Dataset.streams` false) refuses one
+larger than the budget before reading it (:meth:`Dataset.check_budget`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import math
 import os
@@ -37,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnscale.data.graph import KEY_LIMIT, unique_first
+from gnnscale.data.graph import KEY_LIMIT
 from gnnscale.data.metadata import FEATURES_PREFIX
 from gnnscale.data.schemas import parse_budget  # noqa: F401 (re-exported)
 from gnnscale.errors import ConfigError
@@ -48,7 +57,7 @@ BYTES_PER_EDGE = 64
 #: per-node bytes the out-of-core CSC keeps (in-degrees, their prefix sums, indptr; int64)
 BYTES_PER_NODE = 24
 #: edges (after symmetrising) from which the CSC is built out of core without a budget
-AUTO_EDGES = 1 << 22
+AUTO_EDGES = 1 << 20
 #: bytes of a read or written chunk (rows of features, edges of a pass)
 CHUNK_BYTES = 32 << 20
 #: feature tensors found finite while they were written (by id; the check skips them)
@@ -215,6 +224,7 @@ class Stage:
             self.normalized.add(name)
         out = self.mapped(name, writer)
         FINITE[id(out)] = out  # checked while written: not read again
+        trim()
         return out
 
 
@@ -317,6 +327,7 @@ def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetriz
     del csum
     del counts
     nb = len(bounds) - 1
+    trim()
     cols = 3 if typed else 2
     spill = folder / "csc_buckets"
     spill.mkdir(exist_ok=True)
@@ -335,6 +346,7 @@ def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetriz
                 if w is not None:
                     with open(spill / f"{k}.w", "ab") as f:
                         f.write(w[lo:hi].tobytes())
+    trim()
     indptr = torch.zeros(n + 1, dtype=torch.int64)
     raws = {"indices": folder / "csc_indices.raw", "edge_weight": folder / "csc_weights.raw",
             "type_per_edge": folder / "csc_types.raw"}
@@ -345,11 +357,8 @@ def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetriz
             d0, d1 = int(bounds[k]), int(bounds[k + 1])
             if nb > 1:
                 sd_file = spill / f"{k}.sd"
-                rec = np.fromfile(sd_file, dtype=np.int64).reshape(-1, cols) \
-                    if sd_file.exists() else np.empty((0, cols), np.int64)
-                s, d = torch.from_numpy(rec[:, 0].copy()), torch.from_numpy(rec[:, 1] - d0)
-                t = torch.from_numpy(rec[:, 2].copy()) if typed else None
-                del rec
+                held = [np.fromfile(sd_file, dtype=np.int64).reshape(-1, cols)
+                        if sd_file.exists() else np.empty((0, cols), np.int64)]
                 sd_file.unlink(missing_ok=True)
                 wb = None
                 if weighted:
@@ -359,27 +368,32 @@ def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetriz
                     wf.unlink(missing_ok=True)
             else:
                 parts = list(stream())
-
-                def cat(j: int, dtype, parts: list = parts) -> torch.Tensor:
-                    return torch.from_numpy(np.concatenate([p[j] for p in parts]) if parts
-                                            else np.empty(0, dtype))
-                s, d = cat(0, np.int64), cat(1, np.int64)
-                wb = cat(2, np.float32) if weighted else None
-                t = cat(3, np.int64) if typed else None
+                rec = np.empty((sum(p[0].size for p in parts), cols), dtype=np.int64)
+                a = 0
+                for p in parts:
+                    rec[a:a + p[0].size, 0], rec[a:a + p[0].size, 1] = p[0], p[1]
+                    if typed:
+                        rec[a:a + p[0].size, 2] = p[3]
+                    a += p[0].size
+                wb = torch.from_numpy(np.concatenate([p[2] for p in parts]) if parts else
+                                      np.empty(0, np.float32)) if weighted else None
                 del parts
-            src, tt, order = _bucket_sort(s, d, t, d1 - d0, n, k_types, dedupe)
-            del s, d, t
-            dst_local = src[1]
+                held = [rec]
+                del rec
+            src, dst_local, tt, order = _bucket_sort(held, d0, d1 - d0, n, k_types, dedupe)
             ptr = torch.zeros(d1 - d0 + 1, dtype=torch.int64)
             ptr[1:] = torch.cumsum(torch.bincount(dst_local, minlength=d1 - d0), 0)
+            del dst_local
             indptr[d0 + 1:d1 + 1] = ptr[1:] + total
-            total += src[0].numel()
-            fi.write(src[0].to(index_dtype).numpy().tobytes())
+            total += src.numel()
+            fi.write(memoryview(src.to(index_dtype).numpy()))
+            del src
             if wb is not None:
-                fw.write(wb[order].numpy().tobytes())
+                fw.write(memoryview(wb[order].numpy()))
             if tt is not None:
-                ft.write(tt.to(torch.int16).numpy().tobytes())
-            del src, order, wb, tt, dst_local
+                ft.write(memoryview(tt.to(torch.int16).numpy()))
+            del order, wb, tt
+            trim()
     shutil.rmtree(spill, ignore_errors=True)
     dtypes = {"indices": index_dtype, "edge_weight": torch.float32,
               "type_per_edge": torch.int16}
@@ -392,33 +406,67 @@ def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetriz
             out[name] = torch.from_numpy(np.load(files[name].file, mmap_mode="r+"))
         else:
             raw.unlink(missing_ok=True)
+    trim()
     return indptr, out["indices"], out.get("edge_weight"), out.get("type_per_edge"), files
 
 
-def _bucket_sort(s: torch.Tensor, d: torch.Tensor, t: torch.Tensor | None, span: int, n: int,
-                 k: int, dedupe: bool
-                 ) -> tuple[tuple[torch.Tensor, torch.Tensor], torch.Tensor | None,
-                            torch.Tensor]:
-    """One bucket's edges (``d`` local to it, ``span`` destinations) in CSC order:
-    ``((sources, local destinations), edge types or None, input positions)``; sorted by
-    (destination, edge type, source), the first of equal ones kept when ``dedupe``."""
+def _bucket_sort(held: list[np.ndarray], d0: int, span: int, n: int, k: int, dedupe: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """One bucket's edges in CSC order: ``held`` holds its ``[m, 2 or 3]`` (source,
+    destination[, edge type]) records (taken out and freed as soon as the sort key is made);
+    returns ``(sources, destinations less d0, edge types or None, input positions)``, sorted
+    by (destination, edge type, source), the first of equal ones kept when ``dedupe``."""
+    rec = held.pop()
+    typed = rec.shape[1] == 3
     m = max(n, 1)
-    if t is None or max(span, 1) * k * m < KEY_LIMIT:
-        key = d * m + s if t is None else (d * k + t) * m + s
-        del s, d
-        key, order = unique_first(key) if dedupe else torch.sort(key, stable=True)
-        src, rest = key % m, key // m
+    if not typed or max(span, 1) * k * m < KEY_LIMIT:
+        key = rec[:, 1] - d0  # the sort key, built in place: one int64 array an edge
+        if typed:
+            key *= k
+            key += rec[:, 2]
+        key *= m
+        key += rec[:, 0]
+        del rec
+        skey, order = torch.sort(torch.from_numpy(key), stable=True)
         del key
-        if t is None:
-            return (src, rest), None, order
-        return (src, rest // k), rest % k, order
+        if dedupe and skey.numel():
+            new = torch.ones_like(skey, dtype=torch.bool)
+            new[1:] = skey[1:] != skey[:-1]
+            skey, order = skey[new], order[new]
+            del new
+        src = skey % m
+        skey.div_(m, rounding_mode="floor")
+        if not typed:
+            return src, skey, None, order
+        t = skey % k
+        skey.div_(k, rounding_mode="floor")
+        return src, skey, t, order
+    s, d, t = (torch.from_numpy(rec[:, j].copy()) for j in range(3))
+    del rec
     order = torch.from_numpy(np.lexsort((s.numpy(), t.numpy(), d.numpy())))
-    s, d, t = s[order], d[order], t[order]
+    s, d, t = s[order], d[order] - d0, t[order]
     if dedupe and s.numel():
         new = torch.ones_like(s, dtype=torch.bool)
         new[1:] = (s[1:] != s[:-1]) | (d[1:] != d[:-1]) | (t[1:] != t[:-1])
         s, d, t, order = s[new], d[new], t[new], order[new]
-    return (s, d), t, order
+    return s, d, t, order
+
+
+def trim() -> None:
+    """Give the heap pages freed by a pass back to the system (glibc keeps freed blocks below
+    its mmap threshold, so a pass's arrays would otherwise stay resident); a no-op elsewhere."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC = None
 
 
 def _npy_from_raw(raw: Path, file: Path, count: int, dtype: torch.dtype) -> NpyWriter:
@@ -529,7 +577,7 @@ class EdgeSource:
         return cls._checked(opener, shape, fortran, dtype, what)
 
     @classmethod
-    def csv(cls, file: Path, folder: Path, what: str, block_bytes: int = 8 << 20
+    def csv(cls, file: Path, folder: Path, what: str, block_bytes: int = 1 << 20
             ) -> EdgeSource:
         """The ``src,dst`` rows of a headerless (optionally gzipped) CSV, parsed once in blocks
         into ``folder`` as int64 pairs (16 bytes an edge on disk), then read from there."""
@@ -537,7 +585,8 @@ class EdgeSource:
         import pyarrow.csv as pa_csv
 
         raw = Path(folder) / f"edges-{len(list(Path(folder).glob('edges-*')))}.raw"
-        opts = pa_csv.ReadOptions(autogenerate_column_names=True, block_size=block_bytes)
+        opts = pa_csv.ReadOptions(autogenerate_column_names=True, block_size=block_bytes,
+                              use_threads=False)
         conv = pa_csv.ConvertOptions(column_types={"f0": pa.int64(), "f1": pa.int64()})
         count = 0
         try:
@@ -554,6 +603,8 @@ class EdgeSource:
         except (pa.ArrowException, ValueError) as err:
             raise ValueError(f"{file}: not a headerless numeric CSV of src,dst rows "
                              f"({str(err).splitlines()[0]})") from err
+        pa.default_memory_pool().release_unused()  # the parser's blocks, kept by its pool
+        trim()
         return cls(lambda off: _at(open(raw, "rb"), off), count, np.dtype(np.int64), True, what)
 
     @classmethod
@@ -593,6 +644,7 @@ class EdgeSource:
                 raise ValueError(f"{self.what} holds ids beyond int64: number the nodes "
                                  "densely from 0")
             self._span = (lo_s, hi_s, lo_d, hi_d)
+            trim()
         return self._span
 
     def whole(self) -> torch.Tensor:
@@ -617,13 +669,15 @@ def _read(f, dtype: np.dtype, count: int, what: str) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype)
 
 
-def csv_rows(file: Path, what: str, block_bytes: int = 8 << 20) -> tuple[int, Iterator[np.ndarray]]:
+def csv_rows(file: Path, what: str, block_bytes: int = 1 << 20
+             ) -> tuple[int, Iterator[np.ndarray]]:
     """``(columns, row chunks)`` of a headerless (optionally gzipped) numeric CSV, each chunk
     a float64 ``[k, columns]`` array (parsed as ``np.loadtxt`` parses, a block at a time)."""
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
-    opts = pa_csv.ReadOptions(autogenerate_column_names=True, block_size=block_bytes)
+    opts = pa_csv.ReadOptions(autogenerate_column_names=True, block_size=block_bytes,
+                              use_threads=False)
     try:
         first = pa_csv.open_csv(str(file), read_options=opts)
         names = list(first.schema.names)
@@ -643,4 +697,5 @@ def csv_rows(file: Path, what: str, block_bytes: int = 8 << 20) -> tuple[int, It
         except pa.ArrowException as err:
             raise ValueError(f"{file}: not a headerless numeric CSV of {what} "
                              f"({str(err).splitlines()[0]})") from err
+        pa.default_memory_pool().release_unused()
     return len(names), rows()

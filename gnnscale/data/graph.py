@@ -56,6 +56,8 @@ EdgeType = tuple[str, str, str]
 #: :func:`build_csc` sorts on one combined int64 key while nodes x edge types x nodes is below
 #: this, else on three keys (slower, never overflows)
 KEY_LIMIT = 2 ** 63
+#: edges checked (or counted) at a time by the whole-graph checks of a typed graph
+CHECK_EDGES = 1 << 20
 
 
 def check_csc(indptr: torch.Tensor, indices: torch.Tensor, num_nodes: int) -> None:
@@ -244,20 +246,30 @@ class GraphStore:
             if int(lo) < 0 or int(hi) >= k:
                 raise ValueError(f"type_per_edge holds [{int(lo)}, {int(hi)}] but there are "
                                  f"{k} edge types")
+        step = CHECK_EDGES  # a chunk of edges at a time: no per-edge array of the graph's size
         for d, t in enumerate(self.node_types):  # the in-edges of type t's nodes: one slice
             a, b = int(indptr[off[d]]), int(indptr[off[d + 1]])
-            types = torch.zeros(b - a, dtype=torch.long) if tpe is None else tpe[a:b].long()
-            wrong = dst_t[types] != d
-            if bool(wrong.any()):
-                et = self.edge_types[int(types[wrong][0])]
-                raise ValueError(f"an edge of type {et} ends at a node of type {t!r}; edges of "
-                                 f"that type end at {et[2]!r} nodes")
-        types = torch.zeros(self.num_edges, dtype=torch.long) if tpe is None else tpe.long()
-        src = self.indices.long()
-        bad = (src < off[src_t][types]) | (src >= off[src_t + 1][types])
-        if bool(bad.any()):
+            for c in range(a, b, step):
+                types = torch.zeros(min(step, b - c), dtype=torch.long) if tpe is None else \
+                    tpe[c:min(b, c + step)].long()
+                wrong = dst_t[types] != d
+                if bool(wrong.any()):
+                    et = self.edge_types[int(types[wrong][0])]
+                    raise ValueError(f"an edge of type {et} ends at a node of type {t!r}; edges "
+                                     f"of that type end at {et[2]!r} nodes")
+        for c in range(0, self.num_edges, step):
+            c1 = min(self.num_edges, c + step)
+            types = torch.zeros(c1 - c, dtype=torch.long) if tpe is None else tpe[c:c1].long()
+            src = self.indices[c:c1].long()
+            bad = (src < off[src_t][types]) | (src >= off[src_t + 1][types])
+            if bool(bad.any()):
+                break
+        else:
+            bad = None
+        if bad is not None:
             e = int(bad.nonzero()[0])
             et, s = self.edge_types[int(types[e])], int(src[e])
+            e += c
             st = self.node_types[int(self.node_type_of(torch.tensor([s]))[0])]
             raise ValueError(f"edge {e} of type {et} starts at node {s} of type {st!r}; edges "
                              f"of that type start at {et[0]!r} nodes (global ids "
@@ -381,8 +393,11 @@ class GraphStore:
         """Edges of each edge type, in ``edge_types`` order."""
         if self.type_per_edge is None:
             return [self.num_edges]
-        return torch.bincount(self.type_per_edge.long(),
-                              minlength=len(self.edge_types)).tolist()
+        counts = torch.zeros(len(self.edge_types), dtype=torch.int64)
+        for c in range(0, self.num_edges, CHECK_EDGES):  # no int64 copy of every edge's type
+            counts += torch.bincount(self.type_per_edge[c:c + CHECK_EDGES].long(),
+                                     minlength=len(self.edge_types))
+        return counts.tolist()
 
     # ---- ids ---------------------------------------------------------------------------------
 

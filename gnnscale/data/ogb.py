@@ -135,9 +135,9 @@ class OgbNodeDataset(Dataset):
             num_nodes = int(read_csv(raw / "num-node-list.csv.gz", np.int64).sum())
             label = read_csv(raw / "node-label.csv.gz", np.float64)
             edges = EdgeSource.csv(raw / "edge.csv.gz", stage.folder, "edge_index",
-                                   block_bytes=min(8 << 20, stage.chunk_bytes))
+                                   block_bytes=min(1 << 20, stage.chunk_bytes))
             cols, rows = csv_rows(raw / "node-feat.csv.gz", "node features",
-                                  block_bytes=min(8 << 20, stage.chunk_bytes))
+                                  block_bytes=min(1 << 20, stage.chunk_bytes))
             try:
                 x = stage.features(rows, num_nodes, cols)
             except ValueError as err:
