@@ -1,4 +1,5 @@
-"""Suite ``processing``: peak memory of processing a custom ``.npz`` into the processed layout.
+"""Suite ``processing``: peak memory of processing a custom ``.npz`` into the processed layout
+(and, part ``loaders``, :func:`run_loaders`: the OGB raw and typed ``.npz`` layouts).
 
 Writes a custom ``.npz`` (float32 features ``[N, F]``, random edges, labels) and processes it
 in a child process each way, reading the child's peak resident memory (``VmHWM``, which
@@ -113,11 +114,29 @@ def status():
         if k in ("VmRSS", "VmHWM", "RssAnon"):
             out[k] = int(v.split()[0]) * 1024
     return out
-peak_anon = [0]
+from gnnscale.data import bounded
+peak_anon, phase, phases = [0], ["other"], {}
 def sample():
     while True:
-        peak_anon[0] = max(peak_anon[0], status()["RssAnon"])
-        time.sleep(0.01)
+        a = status()["RssAnon"]
+        peak_anon[0] = max(peak_anon[0], a)
+        phases[phase[0]] = max(phases.get(phase[0], 0), a)
+        time.sleep(0.005)
+def watch(owner, name, label):
+    f = getattr(owner, name)
+    def run(*a, **k):
+        old, phase[0] = phase[0], label
+        try:
+            return f(*a, **k)
+        finally:
+            phase[0] = old
+    setattr(owner, name, run)
+for owner, name, label in ((bounded.Stage, "features", "features"),
+                           (bounded.EdgeSource, "csv", "edge_csv"),
+                           (bounded.EdgeSource, "span", "edge_span"),
+                           (bounded, "external_csc", "csc"), (processed, "save", "save"),
+                           (processed, "load", "load")):
+    watch(owner, name, label)
 base = status()
 threading.Thread(target=sample, daemon=True).start()
 t0 = time.perf_counter()
@@ -139,6 +158,7 @@ print(json.dumps({"peak_bytes": end["VmHWM"], "base_bytes": base["VmRSS"],
                   "peak_anon_bytes": max(peak_anon[0], end["RssAnon"]),
                   "base_anon_bytes": base["RssAnon"], "largest_array_bytes": largest,
                   "num_edges": meta["num_edges"], "checksum": digest,
+                  "phase_anon_above_base": {k: v - base["RssAnon"] for k, v in phases.items()},
                   "time_s": time.perf_counter() - t0}))
 """
 
@@ -207,7 +227,10 @@ def write_typed_npz(file: Path, papers: int, authors: int, f: int, writes: int, 
 
 def run_loaders(quick: bool = False) -> dict:
     """Peak memory of processing the OGB raw layout and the typed ``.npz`` layout: streamed
-    (no budget), streamed under ``dataset.memory_budget``, and (quick) read whole."""
+    (no budget), streamed under ``dataset.memory_budget``, and (quick) read whole. Each way
+    reports its peak RSS (``VmHWM``: with the pages of libraries loaded on the way, pyarrow's
+    ~21 MiB) and its peak anonymous memory (``RssAnon`` sampled every 5 ms: the working set),
+    both above the interpreter's own, overall and per phase."""
     if quick:
         ogb, typed, budget = (60_000, 128, 1_000_000), (40_000, 30_000, 128, 600_000,
                                                         400_000), "64MiB"
@@ -240,8 +263,10 @@ def run_loaders(quick: bool = False) -> dict:
         targets[f"{kind}_same_checksum"] = len({r["checksum"] for r in rows.values()}) == 1
         targets[f"{kind}_bounded_le_1.25x_largest"] = ratios[f"{kind}_bounded_over_largest"] \
             <= 1.25
-        b = rows["budget"]
-        targets[f"{kind}_budget_below_budget"] = b["peak_bytes"] - b["base_bytes"] < limit
+        b = rows["budget"]  # anonymous memory (the working set); VmHWM adds library pages
+        targets[f"{kind}_budget_anon_below_budget"] = \
+            b["peak_anon_bytes"] - b["base_anon_bytes"] < limit
+        targets[f"{kind}_budget_rss_below_budget"] = b["peak_bytes"] - b["base_bytes"] < limit
     config = {"ogb": dict(zip(("num_nodes", "num_features", "num_edges"), ogb)),
               "typed": dict(zip(("papers", "authors", "num_features", "writes", "cites"),
                                 typed)),

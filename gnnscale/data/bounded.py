@@ -637,7 +637,7 @@ class EdgeSource:
         if self._span is None and self.num_edges:
             lo_s = lo_d = np.iinfo(np.int64).max
             hi_s = hi_d = np.iinfo(np.int64).min
-            for s, d in self.chunks(CHUNK_BYTES // 16):
+            for s, d in self.chunks(CHUNK_BYTES // 64):
                 lo_s, hi_s = min(lo_s, int(s.min())), max(hi_s, int(s.max()))
                 lo_d, hi_d = min(lo_d, int(d.min())), max(hi_d, int(d.max()))
             if self.dtype.kind == "u" and self.dtype.itemsize == 8 and min(lo_s, lo_d) < 0:
@@ -651,7 +651,7 @@ class EdgeSource:
         """The whole ``[2, E]`` list as int64, in memory (the in-memory build)."""
         out = np.empty((2, self.num_edges), dtype=np.int64)
         a = 0
-        for s, d in self.chunks(CHUNK_BYTES // 16):
+        for s, d in self.chunks(CHUNK_BYTES // 64):
             out[0, a:a + s.size], out[1, a:a + s.size] = s, d
             a += s.size
         return torch.from_numpy(out)

@@ -25,6 +25,11 @@ checked against ``dataset.max_member_gb`` (each), half this host's memory (toget
 graph they describe (x, y and the masks agree on the node count; edges, ids and weights are
 bounded by it); a truncated or forged member is named. ``num_classes`` must exceed the
 largest label and be at most ``max(1000, 10 * (largest label + 1))``.
+
+While the dataset is processed an ``.npz``'s ``x`` is streamed in row chunks and its
+``edge_index`` read in chunks by the CSC build, never whole (:mod:`gnnscale.data.bounded`); a
+``torch.save`` file is loaded whole, so one larger than ``dataset.memory_budget`` is refused
+in one line before it is read.
 """
 
 from __future__ import annotations

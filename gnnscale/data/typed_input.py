@@ -25,6 +25,11 @@ edge_weight``. With ``symmetrize`` (the default) a ``rev_<rel>`` edge type is ad
 edge type. Bad input is one line naming the array: an edge type naming an unknown node type,
 ids out of range for their type, features of the wrong row count for their type, a target
 type without labels, edge features whose row count differs from the edge count.
+
+While a dataset is processed (:mod:`gnnscale.data.bounded`) the ``.npz`` layout's edge lists
+stay on disk, read in chunks by the out-of-core CSC build, and its features are streamed in
+row chunks into the processed copy; a ``HeteroData`` file is loaded whole (refused in one
+line when it is larger than ``dataset.memory_budget``).
 """
 
 from __future__ import annotations
