@@ -196,3 +196,11 @@ def test_a_source_read_whole_beyond_the_budget_is_refused_in_one_line(tmp_path):
         CustomDataset(root=str(tmp_path), path=str(tmp_path / "g.pt"),
                       memory_budget="16MiB").load()
     assert "\n" not in str(err.value) and not list(tmp_path.glob("custom-*"))
+
+
+def test_a_budget_too_small_for_one_feature_row_is_one_line(tmp_path):
+    stage = bounded.Stage(tmp_path, memory_budget=16 << 20)
+    with pytest.raises(ConfigError, match=r"too small to process x: one row of its 300,000 "
+                                          r"features takes 4,800,000 bytes") as err:
+        stage.features(iter([]), 1, 300_000)
+    assert "\n" not in str(err.value)
