@@ -146,7 +146,7 @@ def test_ogb_csv_and_binary_layouts_stream_to_the_same_folder(tmp_path, monkeypa
                        ("test", range(700, 900))):
             np.savetxt(split / f"{s}.csv.gz", list(idx), fmt="%d")
         whole, got = _whole_and_bounded(
-            lambda r, name=name: OgbNodeDataset(tmp_path / r, name, raw_dir=str(raw)),
+            lambda r, name=name, raw=raw: OgbNodeDataset(tmp_path / r, name, raw_dir=str(raw)),
             monkeypatch, "row" if binary else "none")
         assert whole == got, name
         monkeypatch.undo()
