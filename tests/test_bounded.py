@@ -93,3 +93,114 @@ def test_streaming_partitioner_on_the_out_of_core_graph_is_unchanged(tmp_path):
                                             True, "keep", True, 600_000, torch.int64, "t")
     mapped = GraphStore(indptr=indptr, indices=indices)  # indices memory-mapped from disk
     assert torch.equal(LdgPartitioner().assign(mapped, 4), LdgPartitioner().assign(ref, 4))
+
+
+# ---- every loader that streams: the same processed folder both ways ----------------------------
+
+def _whole_and_bounded(make, monkeypatch, norm: str = "none") -> tuple[str, str]:
+    """The checksum of ``make()``'s graph built in memory (no stage: every source read whole)
+    and of its processed folder built under a budget of a few thousand edges a bucket."""
+    from gnnscale.data.base import normalize_features
+
+    ds = make("whole")
+    ds.feature_norm = norm
+    whole = processed.checksum(normalize_features(ds.process(), norm))
+    monkeypatch.setattr(bounded, "CHUNK_BYTES", 4096)  # many feature and edge chunks
+    ds = make("bounded")
+    ds.feature_norm, ds.memory_budget = norm, 600_000  # below the 16MiB floor: many buckets
+    built = []
+    csc = bounded.external_csc
+    monkeypatch.setattr(bounded, "external_csc", lambda *a, **k: built.append(1) or csc(*a, **k))
+    monkeypatch.setattr(bounded.EdgeSource, "whole", lambda self: pytest.fail("read whole"))
+    ds.load()
+    assert built  # the CSC was built out of core from the edge source
+    got = processed.load(ds.processed_dir)
+    assert not list(ds.processed_dir.parent.parent.glob("*/.staging*"))
+    return whole, processed.checksum(got)
+
+
+def test_ogb_csv_and_binary_layouts_stream_to_the_same_folder(tmp_path, monkeypatch):
+    from gnnscale.data.ogb import OgbNodeDataset
+
+    rng = np.random.default_rng(2)
+    n, e = 1500, 12_000
+    edges, x = rng.integers(0, n, (e, 2)), rng.random((n, 6)).astype(np.float32)
+    y = rng.integers(0, 5, n).astype(float)
+    y[:7] = np.nan
+    for name, folder, binary in (("products", "ogbn_products", False),
+                                 ("papers100m", "ogbn_papers100M", True)):
+        raw = tmp_path / folder / "raw"
+        raw.mkdir(parents=True)
+        if binary:
+            np.savez(raw / "data.npz", edge_index=edges.T.copy(), node_feat=x,
+                     num_nodes_list=np.array([n]))
+            np.savez(raw / "node-label.npz", node_label=y[:, None])
+        else:
+            np.savetxt(raw / "edge.csv.gz", edges, fmt="%d", delimiter=",")
+            np.savetxt(raw / "node-feat.csv.gz", x, fmt="%.7g", delimiter=",")
+            np.savetxt(raw / "node-label.csv.gz", np.nan_to_num(y, nan=0)[:, None], fmt="%d")
+            np.savetxt(raw / "num-node-list.csv.gz", [n], fmt="%d")
+        split = tmp_path / folder / "split" / ("time" if binary else "sales_ranking")
+        split.mkdir(parents=True)
+        for s, idx in (("train", range(10, 500)), ("valid", range(500, 700)),
+                       ("test", range(700, 900))):
+            np.savetxt(split / f"{s}.csv.gz", list(idx), fmt="%d")
+        whole, got = _whole_and_bounded(
+            lambda r, name=name, raw=raw: OgbNodeDataset(tmp_path / r, name, raw_dir=str(raw)),
+            monkeypatch, "row" if binary else "none")
+        assert whole == got, name
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("one_width", [True, False])
+def test_typed_npz_streams_to_the_same_folder(tmp_path, monkeypatch, one_width):
+    rng = np.random.default_rng(3)
+    a = {"x__paper": rng.random((900, 5), dtype=np.float32),
+         "x__author": rng.random((700, 5 if one_width else 3)),  # float64: converted
+         "y__paper": rng.integers(0, 4, 900),
+         "edge_index__author__writes__paper": np.stack([rng.integers(0, 700, 6000),
+                                                        rng.integers(0, 900, 6000)]),
+         "edge_weight__author__writes__paper": rng.random(6000).astype(np.float32),
+         "edge_index__paper__cites__paper": rng.integers(0, 900, (2, 5000))}
+    if not one_width:
+        a["num_nodes__venue"] = np.array(40)
+        a["edge_index__paper__in__venue"] = np.stack([rng.integers(0, 900, 900),
+                                                      rng.integers(0, 40, 900)])
+    np.savez_compressed(tmp_path / "t.npz", **a)  # compressed members: read through zlib
+    whole, got = _whole_and_bounded(
+        lambda r: CustomDataset(root=str(tmp_path / r), path=str(tmp_path / "t.npz")),
+        monkeypatch)
+    assert whole == got
+
+
+def test_custom_npz_edges_stream_from_stored_and_compressed_members(tmp_path, monkeypatch):
+    rng = np.random.default_rng(4)
+    x, ei = rng.random((1200, 7)), rng.integers(0, 1200, (2, 9000)).astype(np.int32)
+    np.savez(tmp_path / "s.npz", x=x, edge_index=np.asfortranarray(ei),  # pairs interleaved
+             y=rng.integers(0, 3, 1200), edge_weight=rng.random(9000))
+    np.savez_compressed(tmp_path / "c.npz", x=x, edge_index=ei, y=rng.integers(0, 3, 1200))
+    for f in ("s.npz", "c.npz"):
+        whole, got = _whole_and_bounded(
+            lambda r, f=f: CustomDataset(root=str(tmp_path / r), path=str(tmp_path / f)),
+            monkeypatch)
+        assert whole == got, f
+        monkeypatch.undo()
+
+
+def test_a_source_read_whole_beyond_the_budget_is_refused_in_one_line(tmp_path):
+    torch.save({"edge_index": torch.randint(0, 10, (2, 1_100_000)), "num_nodes": 10},
+               tmp_path / "g.pt")
+    with pytest.raises(ConfigError, match=r"read whole .* more than dataset.memory_budget=16 "
+                                          r"MiB; torch.load reads .* save its arrays with "
+                                          r"np.savez") as err:
+        CustomDataset(root=str(tmp_path), path=str(tmp_path / "g.pt"),
+                      memory_budget="16MiB").load()
+    assert "\n" not in str(err.value) and not list(tmp_path.glob("custom-*"))
+
+
+def test_a_budget_too_small_for_one_feature_row_is_one_line(tmp_path):
+    stage = bounded.Stage(tmp_path, memory_budget=16 << 20)
+    with pytest.raises(ConfigError, match=r"too small to process x: one row of its 300,000 "
+                                          r"features takes 4,800,000 bytes") as err:
+        stage.features(iter([]), 1, 300_000)
+    assert "\n" not in str(err.value)

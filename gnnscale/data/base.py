@@ -14,7 +14,9 @@ import torch
 from gnnscale.data import bounded, processed
 from gnnscale.data.checks import check_task
 from gnnscale.data.graph import GraphStore
-from gnnscale.data.schemas import FeatureNorm, processed_dir
+from gnnscale.data.metadata import FEATURES_PREFIX
+from gnnscale.data.schemas import FeatureNorm, parse_budget, processed_dir
+from gnnscale.errors import ConfigError
 
 
 def normalize_features(graph: GraphStore, norm: str, done: frozenset[str] = frozenset()
@@ -27,7 +29,8 @@ def normalize_features(graph: GraphStore, norm: str, done: frozenset[str] = froz
         return graph
     if graph.x is not None and "x" not in done:
         graph.x = row_normalized(graph.x, norm, graph.name)
-    graph.type_features = {t: row_normalized(f, norm, f"{graph.name} ({t} nodes)")
+    graph.type_features = {t: f if f"{FEATURES_PREFIX}{t}" in done else
+                           row_normalized(f, norm, f"{graph.name} ({t} nodes)")
                            for t, f in graph.type_features.items()}
     return graph
 
@@ -53,11 +56,16 @@ class Dataset(ABC):
     arrays in chunks (:mod:`gnnscale.data.bounded`) instead of holding them in memory.
     """
 
-    def __init__(self, root: str = "data", feature_norm: str = "none") -> None:
+    #: whether :meth:`process` streams its source in chunks (:mod:`gnnscale.data.bounded`);
+    #: a loader that does not reads it whole, refused under a smaller ``memory_budget``
+    streams: bool = False
+
+    def __init__(self, root: str = "data", feature_norm: str = "none",
+                 memory_budget: int | str | None = None) -> None:
         self.root = Path(os.path.expanduser(str(root)))
         self.feature_norm = FeatureNorm(feature_norm).value
         #: ``dataset.memory_budget`` in bytes (None: unbounded; :mod:`gnnscale.data.bounded`)
-        self.memory_budget: int | None = None
+        self.memory_budget: int | None = parse_budget(memory_budget)
         #: the staging folder while :meth:`process` runs (None otherwise)
         self.stage: bounded.Stage | None = None
 
@@ -90,6 +98,25 @@ class Dataset(ABC):
         """Checks on a freshly processed graph (see :mod:`gnnscale.data.checks`)."""
         check_task(graph, self.source)
 
+    def whole_bytes(self) -> int | None:
+        """Bytes of the source that :meth:`process` reads whole (None: not known before it
+        runs; a loader that :attr:`streams` reads nothing whole)."""
+        return None
+
+    def check_budget(self) -> None:
+        """Refuse, in one line and before anything is read, a source that must be read whole
+        and is larger than ``dataset.memory_budget``."""
+        size = None if self.memory_budget is None or self.streams else self.whole_bytes()
+        if size is not None and size > self.memory_budget:
+            raise ConfigError(
+                f"{self.source}: this source is read whole while it is processed "
+                f"({size / 2**20:,.0f} MiB), more than dataset.memory_budget="
+                f"{self.memory_budget / 2**20:,.0f} MiB; {self.budget_hint()}")
+
+    def budget_hint(self) -> str:
+        """What to do when the source is larger than the budget (the refusal's end)."""
+        return "raise the budget or unset it"
+
     def load(self, mmap: bool = True) -> GraphStore:
         """The processed graph, processing (and checking) it first if needed."""
         old = processed.older_format(self.processed_dir)
@@ -98,6 +125,7 @@ class Dataset(ABC):
                   f"{processed.FORMAT_VERSION}: reprocessing {self.processed_dir}", flush=True)
             shutil.rmtree(self.processed_dir)
         if not processed.is_processed(self.processed_dir):
+            self.check_budget()
             with bounded.staging(self.processed_dir, self.feature_norm,
                                  self.memory_budget) as self.stage:
                 graph = self.process()
@@ -115,8 +143,9 @@ class SpecDataset(Dataset):
     """A dataset whose options are one typed schema, ``spec`` (checked here): its graph's name
     is ``spec.graph`` and its folder ``spec.key()``."""
 
-    def __init__(self, root: str, feature_norm: str, spec: Any) -> None:
-        super().__init__(root, feature_norm)
+    def __init__(self, root: str, feature_norm: str, spec: Any,
+                 memory_budget: int | str | None = None) -> None:
+        super().__init__(root, feature_norm, memory_budget)
         spec.check()
         self.spec, self.name = spec, spec.graph
 

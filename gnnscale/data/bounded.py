@@ -5,25 +5,34 @@ written to a staging folder beside the processed copy (:class:`Stage`) and hande
 :func:`gnnscale.data.processed.save` as files, with their SHA-256 digests computed while they
 were written, so no output array is ever held whole in memory, copied or re-read to hash:
 
-* features read from an ``.npz`` member are streamed row chunk by row chunk
-  (:func:`member_chunks`), converted to float32 and row-normalised per chunk, into a ``.npy``
-  that the graph then memory-maps (:meth:`Stage.features`);
-* the CSC is built out of core (:func:`external_csc`): one pass counts each destination's
-  in-edges, a second appends every edge to the bucket file of its destination range (buckets
-  sized to the memory budget), then each bucket alone is sorted by (destination, source),
-  deduplicated and appended to ``indices.npy``. The result is bit-identical to the in-memory
+* features are streamed row chunk by row chunk (from an ``.npz`` member,
+  :func:`member_chunks`; from a CSV, :func:`csv_rows`), converted to float32, checked finite
+  and row-normalised per chunk, into a ``.npy`` that the graph then memory-maps
+  (:meth:`Stage.features`: ``x``, or ``x__<type>`` per node type);
+* edge lists stay on disk (:class:`EdgeSource`: a ``.npy`` file or a stored ``.npz`` member
+  read in place, a compressed member through two decompressing readers, a CSV parsed once in
+  blocks and spilled as int64 pairs) and are read a chunk of edges at a time;
+* the CSC is built out of core from such chunks (:func:`external_csc`): one pass counts each
+  destination's in-edges, a second appends every edge to the bucket file of its destination
+  range (buckets sized to the memory budget), then each bucket alone is sorted by
+  (destination, edge type, source), deduplicated and appended to ``indices.npy`` (and
+  ``edge_weight.npy``, ``type_per_edge.npy``). The result is bit-identical to the in-memory
   :func:`gnnscale.data.graph.csc_order` (the same stable order, the first of repeated edges
   kept): within a bucket the edges keep their input order.
 
-``dataset.memory_budget`` (bytes, or ``"8GB"``, ``"512MiB"``) bounds the working set: the
-per-node arrays (in-degrees, their sums, ``indptr``: 24 bytes a node) plus a bucket of edges (about
-:data:`BYTES_PER_EDGE` bytes each) plus a chunk. Without a budget the out-of-core build is
-used once the edges pass :data:`AUTO_EDGES` (a budget of a quarter of the indices then); a
-budget that cannot hold the per-node arrays is refused in one line naming what it needs.
+``dataset.memory_budget`` (bytes, or ``"8GB"``, ``"512MiB"``; every dataset option takes it)
+bounds the working set: the per-node arrays (in-degrees, their sums, ``indptr``: 24 bytes a
+node) plus a bucket of edges (about :data:`BYTES_PER_EDGE` bytes each) plus a chunk (an eighth
+of the budget at most). Without a budget the out-of-core build is used once the edges pass
+:data:`AUTO_EDGES` (a budget of a quarter of the indices, 64 MiB at least, then). A budget
+that cannot hold the per-node arrays or one feature row is refused in one line naming what it
+needs; a loader that must read its source whole (:attr:`Dataset.streams` false) refuses one
+larger than the budget before reading it (:meth:`Dataset.check_budget`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import math
 import os
@@ -37,7 +46,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnscale.data.graph import unique_first
+from gnnscale.data.graph import KEY_LIMIT
+from gnnscale.data.metadata import FEATURES_PREFIX
 from gnnscale.data.schemas import parse_budget  # noqa: F401 (re-exported)
 from gnnscale.errors import ConfigError
 
@@ -47,13 +57,12 @@ BYTES_PER_EDGE = 64
 #: per-node bytes the out-of-core CSC keeps (in-degrees, their prefix sums, indptr; int64)
 BYTES_PER_NODE = 24
 #: edges (after symmetrising) from which the CSC is built out of core without a budget
-AUTO_EDGES = 1 << 22
+AUTO_EDGES = 1 << 20
 #: bytes of a read or written chunk (rows of features, edges of a pass)
 CHUNK_BYTES = 32 << 20
 #: feature tensors found finite while they were written (by id; the check skips them)
 FINITE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
-EdgeChunks = Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]
 
 
 class NpyWriter:
@@ -154,22 +163,37 @@ class Stage:
         name is the mapped file itself, not a transformed copy)."""
         out = {}
         for name, entry in self.files.items():
-            a = getattr(graph, name, None)
+            a = graph.type_features.get(name[len(FEATURES_PREFIX):]) \
+                if name.startswith(FEATURES_PREFIX) else getattr(graph, name, None)
             if torch.is_tensor(a) and a.data_ptr() == self._address.get(name):
                 out[name] = entry
         return out
 
+    @property
+    def chunk_bytes(self) -> int:
+        """Bytes of a chunk read or written at a time (an eighth of the budget at most)."""
+        return CHUNK_BYTES if self.memory_budget is None else \
+            max(1 << 16, min(CHUNK_BYTES, self.memory_budget // 8))
+
     def features(self, chunks: Iterator[np.ndarray], rows: int, cols: int,
                  name: str = "x") -> torch.Tensor:
         """Row chunks of a feature matrix written as float32 ``[rows, cols]`` (the feature
-        transform applied per chunk: rows are independent), memory-mapped."""
+        transform applied per chunk: rows are independent), memory-mapped. More or fewer
+        rows than ``rows`` is a ValueError naming both."""
         from gnnscale.data.base import row_normalized
 
+        if self.memory_budget is not None and 16 * cols > self.memory_budget // 4:
+            raise ConfigError(f"dataset.memory_budget={self.memory_budget:,} bytes is too "
+                              f"small to process {name}: one row of its {cols:,} features "
+                              f"takes {16 * cols:,} bytes while it is converted; give at "
+                              f"least {math.ceil(64 * cols / 2**20)}MiB")
         writer = NpyWriter(self.folder / f"{name}.npy", (rows, cols), np.dtype(np.float32))
         bad = [0, 0, None]  # NaN/Inf values, rows, first row: checked as it is written
         try:
             done = 0
             for chunk in chunks:
+                if done + len(chunk) > rows:
+                    raise ValueError(f"{name} has more than {rows} rows, one per node expected")
                 block = np.asarray(chunk.reshape(len(chunk), cols), dtype=np.float32)
                 finite = np.isfinite(block)
                 if not finite.all():
@@ -186,6 +210,8 @@ class Stage:
                     except ValueError as err:  # negative values: one line, not "damaged"
                         raise ConfigError(str(err)) from None
                 writer.write(block)
+            if done != rows:
+                raise ValueError(f"{name} has {done} rows for {rows} nodes: one row per node")
         except BaseException:
             writer._f.close()
             raise
@@ -198,6 +224,7 @@ class Stage:
             self.normalized.add(name)
         out = self.mapped(name, writer)
         FINITE[id(out)] = out  # checked while written: not read again
+        trim()
         return out
 
 
@@ -215,13 +242,10 @@ def staging(processed_dir: Path, feature_norm: str, memory_budget: int | None
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def tensor_chunks(src: torch.Tensor, dst: torch.Tensor, chunk: int) -> EdgeChunks:
-    """Edge chunks of in-memory (source, destination) lists, as :func:`external_csc` reads."""
-    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        s, d = src.numpy(), dst.numpy()
-        for a in range(0, s.size, chunk):
-            yield s[a:a + chunk], d[a:a + chunk]
-    return chunks
+def edge_rows(budget: int | None) -> int:
+    """Edges per chunk of a pass over an edge stream under ``budget``."""
+    budget = budget if budget is not None else 1 << 62
+    return max(1 << 12, min(CHUNK_BYTES, budget // 8) // 48)
 
 
 def budget_for(stage: Stage | None, num_edges: int) -> int | None:
@@ -235,49 +259,58 @@ def budget_for(stage: Stage | None, num_edges: int) -> int | None:
     return max(64 << 20, num_edges * 8 // 4) if num_edges >= AUTO_EDGES else None
 
 
-def external_csc(edges: EdgeChunks, num_nodes: int, symmetrize: bool, self_loops: str,
-                 dedupe: bool, budget: int, folder: Path, index_dtype: torch.dtype,
-                 weights: Callable[[], Iterator[np.ndarray]] | None = None, what: str = "graph"
+#: one chunk of an edge stream: sources, destinations, weights (or None), edge types (or None)
+Chunk = tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]
+
+
+def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetrize: bool,
+                 self_loops: str, dedupe: bool, budget: int, folder: Path,
+                 index_dtype: torch.dtype, weighted: bool = False, num_types: int = 1,
+                 what: str = "graph"
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None,
-                            tuple[NpyWriter, NpyWriter | None]]:
+                            torch.Tensor | None, dict[str, NpyWriter]]:
     """The CSC of an edge stream built out of core within ``budget`` bytes (see the module
-    docstring): ``(indptr, indices, weights or None, writers)``, the indices (and weights)
-    memory-mapped from ``folder``; ``writers`` are the closed files with their digests.
-    ``edges()`` yields (source, destination) chunks in input order and may be called
-    several times; ``weights()``, when given, the per-edge weights alongside.
+    docstring): ``(indptr, indices, weights or None, edge types or None, files)``, the
+    per-edge arrays memory-mapped from ``folder``; ``files``: their closed writers (with
+    digests) by array name (``indices``, ``edge_weight``, ``type_per_edge``).
+    ``edges()`` yields :data:`Chunk` s in input order and may be called several times
+    (``weighted``: every chunk has weights; ``num_types`` > 1: every chunk has edge types,
+    in-edges are then sorted by (edge type, source) as :func:`csc_order` sorts them).
     Same semantics as :meth:`GraphStore.from_edge_index`: ``symmetrize`` appends every
     reverse edge after all forward ones, ``self_loops`` keep/remove/add (added loops last),
-    ``dedupe`` keeps the first of repeated edges."""
-    n = num_nodes
+    ``dedupe`` keeps the first of repeated edges (of one type)."""
+    n, k_types = num_nodes, max(1, int(num_types))
     nodes_bytes = BYTES_PER_NODE * (n + 1)
-    chunk = max(1 << 12, min(CHUNK_BYTES, budget // 8) // 48)
-    if budget < nodes_bytes + 48 * chunk + BYTES_PER_EDGE * 1024:
-        need = nodes_bytes + 48 * chunk + BYTES_PER_EDGE * 1024
+    chunk = edge_rows(budget)
+    need = nodes_bytes + 48 * chunk + BYTES_PER_EDGE * 1024
+    if budget < need:
         raise ConfigError(f"dataset.memory_budget={budget:,} bytes is too small to process "
                           f"{what}: its {n:,} nodes alone need {nodes_bytes:,} bytes for the "
                           f"per-node arrays; give at least {math.ceil(need / 2**20)}MiB")
+    typed = k_types > 1
 
-    def stream() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-        wit = weights() if weights is not None else None
-        passes = [(False,), (True,)] if symmetrize else [(False,)]
-        for (flip,) in passes:
-            wit = weights() if weights is not None and flip else wit
-            for s, d in edges():
-                w = None if wit is None else np.asarray(next(wit), dtype=np.float32)
+    def stream() -> Iterator[Chunk]:
+        for flip in ([False, True] if symmetrize else [False]):
+            for s, d, w, t in edges():
                 s, d = np.asarray(s, dtype=np.int64), np.asarray(d, dtype=np.int64)
+                w = None if not weighted else np.asarray(w, dtype=np.float32)
+                t = None if not typed else np.asarray(t, dtype=np.int64)
                 if flip:
                     s, d = d, s
                 if self_loops in ("remove", "add"):
                     keep = s != d
-                    s, d, w = s[keep], d[keep], None if w is None else w[keep]
-                yield s, d, w
+                    s, d = s[keep], d[keep]
+                    w = None if w is None else w[keep]
+                    t = None if t is None else t[keep]
+                yield s, d, w, t
         if self_loops == "add":
             for a in range(0, n, chunk):
                 loop = np.arange(a, min(n, a + chunk), dtype=np.int64)
-                yield loop, loop, None if weights is None else np.ones(loop.size, np.float32)
+                yield (loop, loop, np.ones(loop.size, np.float32) if weighted else None,
+                       np.zeros(loop.size, np.int64) if typed else None)
 
     counts = np.zeros(n, dtype=np.int64)  # pass 1: raw in-degrees
-    for _, d, _ in stream():
+    for _, d, _, _ in stream():
         counts += np.bincount(d, minlength=n)
     cap = max(1024, (budget - nodes_bytes - 48 * chunk) // BYTES_PER_EDGE)
     # buckets: runs of destinations whose raw in-edges fit ``cap`` (one heavy vertex alone)
@@ -294,72 +327,146 @@ def external_csc(edges: EdgeChunks, num_nodes: int, symmetrize: bool, self_loops
     del csum
     del counts
     nb = len(bounds) - 1
+    trim()
+    cols = 3 if typed else 2
     spill = folder / "csc_buckets"
     spill.mkdir(exist_ok=True)
     if nb > 1:  # pass 2: every edge appended to its bucket's file, in input order
-        for s, d, w in stream():
+        for s, d, w, t in stream():
             b = np.searchsorted(bounds, d, side="right") - 1
             order = np.argsort(b, kind="stable")
-            b, s, d = b[order], s[order], d[order]
+            b = b[order]
+            rec = np.stack([s[order], d[order]] + ([t[order]] if typed else [])).T
             w = None if w is None else w[order]
             cuts = np.flatnonzero(np.diff(b)) + 1
             for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), b.size]):
                 k = int(b[lo])
                 with open(spill / f"{k}.sd", "ab") as f:
-                    f.write(np.stack([s[lo:hi], d[lo:hi]]).T.tobytes())
+                    f.write(rec[lo:hi].tobytes())
                 if w is not None:
                     with open(spill / f"{k}.w", "ab") as f:
                         f.write(w[lo:hi].tobytes())
+    trim()
     indptr = torch.zeros(n + 1, dtype=torch.int64)
-    ind_file = folder / "csc_indices.raw"
-    w_file = folder / "csc_weights.raw"
+    raws = {"indices": folder / "csc_indices.raw", "edge_weight": folder / "csc_weights.raw",
+            "type_per_edge": folder / "csc_types.raw"}
     total = 0
-    with open(ind_file, "wb") as fi, open(w_file, "wb") as fw:
+    with open(raws["indices"], "wb") as fi, open(raws["edge_weight"], "wb") as fw, \
+            open(raws["type_per_edge"], "wb") as ft:
         for k in range(nb):  # pass 3: each bucket sorted alone, appended in order
             d0, d1 = int(bounds[k]), int(bounds[k + 1])
             if nb > 1:
                 sd_file = spill / f"{k}.sd"
-                sd = np.fromfile(sd_file, dtype=np.int64).reshape(-1, 2) if sd_file.exists() \
-                    else np.empty((0, 2), np.int64)
-                s, d = torch.from_numpy(sd[:, 0].copy()), torch.from_numpy(sd[:, 1] - d0)
-                del sd
+                held = [np.fromfile(sd_file, dtype=np.int64).reshape(-1, cols)
+                        if sd_file.exists() else np.empty((0, cols), np.int64)]
                 sd_file.unlink(missing_ok=True)
                 wb = None
-                if weights is not None:
+                if weighted:
                     wf = spill / f"{k}.w"
                     wb = torch.from_numpy(np.fromfile(wf, dtype=np.float32)) if wf.exists() \
                         else torch.empty(0)
                     wf.unlink(missing_ok=True)
             else:
                 parts = list(stream())
-                s = torch.from_numpy(np.concatenate([p[0] for p in parts]) if parts
-                                     else np.empty(0, np.int64))
-                d = torch.from_numpy(np.concatenate([p[1] for p in parts]) if parts
-                                     else np.empty(0, np.int64))
-                wb = None if weights is None else torch.from_numpy(
-                    np.concatenate([p[2] for p in parts]) if parts else np.empty(0, np.float32))
+                rec = np.empty((sum(p[0].size for p in parts), cols), dtype=np.int64)
+                a = 0
+                for p in parts:
+                    rec[a:a + p[0].size, 0], rec[a:a + p[0].size, 1] = p[0], p[1]
+                    if typed:
+                        rec[a:a + p[0].size, 2] = p[3]
+                    a += p[0].size
+                wb = torch.from_numpy(np.concatenate([p[2] for p in parts]) if parts else
+                                      np.empty(0, np.float32)) if weighted else None
                 del parts
-            key = d * max(n, 1) + s  # the in-memory build's key, less d0 * n
-            del s, d
-            key, order = unique_first(key) if dedupe else torch.sort(key, stable=True)
-            src = key % max(n, 1)
+                held = [rec]
+                del rec
+            src, dst_local, tt, order = _bucket_sort(held, d0, d1 - d0, n, k_types, dedupe)
             ptr = torch.zeros(d1 - d0 + 1, dtype=torch.int64)
-            ptr[1:] = torch.cumsum(torch.bincount(key // max(n, 1), minlength=d1 - d0), 0)
-            del key
+            ptr[1:] = torch.cumsum(torch.bincount(dst_local, minlength=d1 - d0), 0)
+            del dst_local
             indptr[d0 + 1:d1 + 1] = ptr[1:] + total
             total += src.numel()
-            fi.write(src.to(index_dtype).numpy().tobytes())
+            fi.write(memoryview(src.to(index_dtype).numpy()))
+            del src
             if wb is not None:
-                fw.write(wb[order].numpy().tobytes())
-            del src, order, wb
+                fw.write(memoryview(wb[order].numpy()))
+            if tt is not None:
+                ft.write(memoryview(tt.to(torch.int16).numpy()))
+            del order, wb, tt
+            trim()
     shutil.rmtree(spill, ignore_errors=True)
-    ind = _npy_from_raw(ind_file, folder / "indices.npy", total, index_dtype)
-    wts = _npy_from_raw(w_file, folder / "edge_weight.npy", total, torch.float32) \
-        if weights is not None else None
-    w_file.unlink(missing_ok=True)
-    indices = torch.from_numpy(np.load(ind.file, mmap_mode="r+"))
-    w = None if wts is None else torch.from_numpy(np.load(wts.file, mmap_mode="r+"))
-    return indptr, indices, w, (ind, wts)
+    dtypes = {"indices": index_dtype, "edge_weight": torch.float32,
+              "type_per_edge": torch.int16}
+    keep = {"indices", *(["edge_weight"] if weighted else []),
+            *(["type_per_edge"] if typed else [])}
+    files, out = {}, {}
+    for name, raw in raws.items():
+        if name in keep:
+            files[name] = _npy_from_raw(raw, folder / f"{name}.npy", total, dtypes[name])
+            out[name] = torch.from_numpy(np.load(files[name].file, mmap_mode="r+"))
+        else:
+            raw.unlink(missing_ok=True)
+    trim()
+    return indptr, out["indices"], out.get("edge_weight"), out.get("type_per_edge"), files
+
+
+def _bucket_sort(held: list[np.ndarray], d0: int, span: int, n: int, k: int, dedupe: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """One bucket's edges in CSC order: ``held`` holds its ``[m, 2 or 3]`` (source,
+    destination[, edge type]) records (taken out and freed as soon as the sort key is made);
+    returns ``(sources, destinations less d0, edge types or None, input positions)``, sorted
+    by (destination, edge type, source), the first of equal ones kept when ``dedupe``."""
+    rec = held.pop()
+    typed = rec.shape[1] == 3
+    m = max(n, 1)
+    if not typed or max(span, 1) * k * m < KEY_LIMIT:
+        key = rec[:, 1] - d0  # the sort key, built in place: one int64 array an edge
+        if typed:
+            key *= k
+            key += rec[:, 2]
+        key *= m
+        key += rec[:, 0]
+        del rec
+        skey, order = torch.sort(torch.from_numpy(key), stable=True)
+        del key
+        if dedupe and skey.numel():
+            new = torch.ones_like(skey, dtype=torch.bool)
+            new[1:] = skey[1:] != skey[:-1]
+            skey, order = skey[new], order[new]
+            del new
+        src = skey % m
+        skey.div_(m, rounding_mode="floor")
+        if not typed:
+            return src, skey, None, order
+        t = skey % k
+        skey.div_(k, rounding_mode="floor")
+        return src, skey, t, order
+    s, d, t = (torch.from_numpy(rec[:, j].copy()) for j in range(3))
+    del rec
+    order = torch.from_numpy(np.lexsort((s.numpy(), t.numpy(), d.numpy())))
+    s, d, t = s[order], d[order] - d0, t[order]
+    if dedupe and s.numel():
+        new = torch.ones_like(s, dtype=torch.bool)
+        new[1:] = (s[1:] != s[:-1]) | (d[1:] != d[:-1]) | (t[1:] != t[:-1])
+        s, d, t, order = s[new], d[new], t[new], order[new]
+    return s, d, t, order
+
+
+def trim() -> None:
+    """Give the heap pages freed by a pass back to the system (glibc keeps freed blocks below
+    its mmap threshold, so a pass's arrays would otherwise stay resident); a no-op elsewhere."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC = None
 
 
 def _npy_from_raw(raw: Path, file: Path, count: int, dtype: torch.dtype) -> NpyWriter:
@@ -381,19 +488,214 @@ def staged_csc(stage: Stage, src: torch.Tensor, dst: torch.Tensor, w: torch.Tens
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """:func:`external_csc` of in-memory edge lists into ``stage`` (its files recorded as
     ``indices`` and ``edge_weight``)."""
-    chunk = max(1 << 12, min(CHUNK_BYTES, budget // 8) // 48)
-    weights = None
-    if w is not None:
-        def weights() -> Iterator[np.ndarray]:
-            wn = w.numpy()
-            for a in range(0, wn.size, chunk):
-                yield wn[a:a + chunk]
-    indptr, indices, wts, (ind, wfile) = external_csc(
-        tensor_chunks(src, dst, chunk), num_nodes, symmetrize, self_loops, dedupe, budget,
-        stage.folder, index_dtype, weights, what)
-    stage.files["indices"] = (ind.file, ind.digest)
-    stage._address["indices"] = indices.data_ptr()
-    if wfile is not None:
-        stage.files["edge_weight"] = (wfile.file, wfile.digest)
-        stage._address["edge_weight"] = wts.data_ptr()
+    chunk = edge_rows(budget)
+
+    def edges() -> Iterator[Chunk]:
+        s, d = src.numpy(), dst.numpy()
+        wn = None if w is None else w.numpy()
+        for a in range(0, s.size, chunk):
+            yield s[a:a + chunk], d[a:a + chunk], None if wn is None else wn[a:a + chunk], None
+    indptr, indices, wts, _ = stage_csc(stage, edges, num_nodes, symmetrize, self_loops, dedupe,
+                                        budget, index_dtype, w is not None, 1, what)
     return indptr, indices, wts
+
+
+def stage_csc(stage: Stage, edges: Callable[[], Iterator[Chunk]], num_nodes: int,
+              symmetrize: bool, self_loops: str, dedupe: bool, budget: int,
+              index_dtype: torch.dtype, weighted: bool, num_types: int, what: str
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """:func:`external_csc` into ``stage``: ``(indptr, indices, weights, edge types)``, its
+    per-edge files recorded in the stage as the arrays they hold."""
+    indptr, indices, wts, types, files = external_csc(
+        edges, num_nodes, symmetrize, self_loops, dedupe, budget, stage.folder, index_dtype,
+        weighted, num_types, what)
+    for name, tensor in (("indices", indices), ("edge_weight", wts), ("type_per_edge", types)):
+        if name in files:
+            stage.files[name] = (files[name].file, files[name].digest)
+            stage._address[name] = tensor.data_ptr()
+    return indptr, indices, wts, types
+
+
+# ---- edge lists read in chunks -------------------------------------------------------------
+
+
+def _npy_header(f) -> tuple[tuple[int, ...], bool, np.dtype]:
+    version = np.lib.format.read_magic(f)
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+        np.lib.format.read_array_header_2_0
+    shape, fortran, dtype = read(f)
+    return tuple(int(s) for s in shape), bool(fortran), dtype
+
+
+class EdgeSource:
+    """A ``[2, E]`` (source, destination) id list on disk, read a chunk of edges at a time,
+    never whole: a ``.npy`` file, an ``.npz`` member (a stored one read in place like a file,
+    a compressed one through two decompressing readers, one per row) or edges spilled from a
+    CSV (:meth:`csv`). :meth:`GraphStore.from_edge_index` and :meth:`GraphStore.from_typed`
+    take one instead of an array: with a stage and a budget the CSC is built from its chunks,
+    else :meth:`whole` reads it into memory as before."""
+
+    def __init__(self, opener: Callable[[int], object], num_edges: int, dtype: np.dtype,
+                 interleaved: bool, what: str) -> None:
+        #: ``opener(byte offset into the array's data)``: a binary file positioned there
+        self.opener, self.num_edges, self.dtype = opener, int(num_edges), np.dtype(dtype)
+        self.interleaved, self.what = interleaved, what
+        self._span: tuple[int, int, int, int] | None = None
+
+    shape = property(lambda self: (2, self.num_edges))
+
+    @classmethod
+    def npy(cls, file: Path, what: str) -> EdgeSource:
+        """The ``[2, E]`` array of a ``.npy`` file."""
+        with open(file, "rb") as f:
+            shape, fortran, dtype = _npy_header(f)
+            base = f.tell()
+        return cls._checked(lambda off: _at(open(file, "rb"), base + off), shape, fortran, dtype,
+                            what)
+
+    @classmethod
+    def member(cls, path: Path, info: zipfile.ZipInfo, what: str) -> EdgeSource:
+        """The ``[2, E]`` array of one ``.npz`` member (``info``: its zip entry)."""
+        with zipfile.ZipFile(path) as zf, zf.open(info) as f:
+            shape, fortran, dtype = _npy_header(f)
+            header = f.tell()
+        if info.compress_type == zipfile.ZIP_STORED:  # read in place: positioned file reads
+            with open(path, "rb") as raw:
+                raw.seek(info.header_offset)
+                local = raw.read(30)
+                start = info.header_offset + 30 + int.from_bytes(local[26:28], "little") + \
+                    int.from_bytes(local[28:30], "little") + header
+            return cls._checked(lambda off: _at(open(path, "rb"), start + off), shape, fortran,
+                                dtype, what)
+
+        def opener(off: int):
+            zf = zipfile.ZipFile(path)
+            f = zf.open(info)
+            f.seek(header + off)  # forward: decompressed and skipped
+            f._gnnscale_zip = zf  # closed with the reader's file (kept alive meanwhile)
+            return f
+        return cls._checked(opener, shape, fortran, dtype, what)
+
+    @classmethod
+    def csv(cls, file: Path, folder: Path, what: str, block_bytes: int = 1 << 20
+            ) -> EdgeSource:
+        """The ``src,dst`` rows of a headerless (optionally gzipped) CSV, parsed once in blocks
+        into ``folder`` as int64 pairs (16 bytes an edge on disk), then read from there."""
+        import pyarrow as pa
+        import pyarrow.csv as pa_csv
+
+        raw = Path(folder) / f"edges-{len(list(Path(folder).glob('edges-*')))}.raw"
+        opts = pa_csv.ReadOptions(autogenerate_column_names=True, block_size=block_bytes,
+                              use_threads=False)
+        conv = pa_csv.ConvertOptions(column_types={"f0": pa.int64(), "f1": pa.int64()})
+        count = 0
+        try:
+            reader = pa_csv.open_csv(str(file), read_options=opts, convert_options=conv)
+            if len(reader.schema) != 2:
+                raise ValueError(f"{len(reader.schema)} columns, 2 expected (src,dst)")
+            with open(raw, "wb") as out:
+                for batch in reader:
+                    pairs = np.empty((batch.num_rows, 2), dtype=np.int64)
+                    pairs[:, 0] = batch.column(0).to_numpy(zero_copy_only=False)
+                    pairs[:, 1] = batch.column(1).to_numpy(zero_copy_only=False)
+                    out.write(pairs.tobytes())
+                    count += batch.num_rows
+        except (pa.ArrowException, ValueError) as err:
+            raise ValueError(f"{file}: not a headerless numeric CSV of src,dst rows "
+                             f"({str(err).splitlines()[0]})") from err
+        pa.default_memory_pool().release_unused()  # the parser's blocks, kept by its pool
+        trim()
+        return cls(lambda off: _at(open(raw, "rb"), off), count, np.dtype(np.int64), True, what)
+
+    @classmethod
+    def _checked(cls, opener, shape, fortran: bool, dtype: np.dtype, what: str) -> EdgeSource:
+        if len(shape) != 2 or shape[0] != 2:
+            raise ValueError(f"{what} must have shape [2, E], got {tuple(shape)}")
+        if dtype.kind not in "iu":
+            raise TypeError(f"{what} must hold integer ids, got {dtype}")
+        return cls(opener, shape[1], dtype, fortran, what)
+
+    def chunks(self, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(sources, destinations)`` as int64, ``rows`` edges at a time, in order."""
+        size, e = self.dtype.itemsize, self.num_edges
+        if self.interleaved:
+            with self.opener(0) as f:
+                for a in range(0, e, rows):
+                    k = min(rows, e - a)
+                    pairs = _read(f, self.dtype, 2 * k, self.what).reshape(k, 2)
+                    yield pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+            return
+        with self.opener(0) as fs, self.opener(e * size) as fd:
+            for a in range(0, e, rows):
+                k = min(rows, e - a)
+                yield _read(fs, self.dtype, k, self.what).astype(np.int64), \
+                    _read(fd, self.dtype, k, self.what).astype(np.int64)
+
+    def span(self) -> tuple[int, int, int, int] | None:
+        """``(least source, largest source, least destination, largest destination)`` (one
+        pass, remembered); None without edges."""
+        if self._span is None and self.num_edges:
+            lo_s = lo_d = np.iinfo(np.int64).max
+            hi_s = hi_d = np.iinfo(np.int64).min
+            for s, d in self.chunks(CHUNK_BYTES // 64):
+                lo_s, hi_s = min(lo_s, int(s.min())), max(hi_s, int(s.max()))
+                lo_d, hi_d = min(lo_d, int(d.min())), max(hi_d, int(d.max()))
+            if self.dtype.kind == "u" and self.dtype.itemsize == 8 and min(lo_s, lo_d) < 0:
+                raise ValueError(f"{self.what} holds ids beyond int64: number the nodes "
+                                 "densely from 0")
+            self._span = (lo_s, hi_s, lo_d, hi_d)
+            trim()
+        return self._span
+
+    def whole(self) -> torch.Tensor:
+        """The whole ``[2, E]`` list as int64, in memory (the in-memory build)."""
+        out = np.empty((2, self.num_edges), dtype=np.int64)
+        a = 0
+        for s, d in self.chunks(CHUNK_BYTES // 64):
+            out[0, a:a + s.size], out[1, a:a + s.size] = s, d
+            a += s.size
+        return torch.from_numpy(out)
+
+
+def _at(f, offset: int):
+    f.seek(offset)
+    return f
+
+
+def _read(f, dtype: np.dtype, count: int, what: str) -> np.ndarray:
+    data = f.read(count * dtype.itemsize)
+    if len(data) != count * dtype.itemsize:
+        raise EOFError(f"{what} ends early: the file is damaged")
+    return np.frombuffer(data, dtype=dtype)
+
+
+def csv_rows(file: Path, what: str, block_bytes: int = 1 << 20
+             ) -> tuple[int, Iterator[np.ndarray]]:
+    """``(columns, row chunks)`` of a headerless (optionally gzipped) numeric CSV, each chunk
+    a float64 ``[k, columns]`` array (parsed as ``np.loadtxt`` parses, a block at a time)."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    opts = pa_csv.ReadOptions(autogenerate_column_names=True, block_size=block_bytes,
+                              use_threads=False)
+    try:
+        first = pa_csv.open_csv(str(file), read_options=opts)
+        names = list(first.schema.names)
+        first.close()
+    except pa.ArrowException as err:
+        raise ValueError(f"{file}: not a headerless numeric CSV ({str(err).splitlines()[0]})"
+                         ) from err
+    conv = pa_csv.ConvertOptions(column_types={n: pa.float64() for n in names})
+
+    def rows() -> Iterator[np.ndarray]:
+        try:
+            for batch in pa_csv.open_csv(str(file), read_options=opts, convert_options=conv):
+                block = np.empty((batch.num_rows, len(names)), dtype=np.float64)
+                for j in range(len(names)):
+                    block[:, j] = batch.column(j).to_numpy(zero_copy_only=False)
+                yield block
+        except pa.ArrowException as err:
+            raise ValueError(f"{file}: not a headerless numeric CSV of {what} "
+                             f"({str(err).splitlines()[0]})") from err
+        pa.default_memory_pool().release_unused()
+    return len(names), rows()

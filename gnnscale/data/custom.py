@@ -25,6 +25,11 @@ checked against ``dataset.max_member_gb`` (each), half this host's memory (toget
 graph they describe (x, y and the masks agree on the node count; edges, ids and weights are
 bounded by it); a truncated or forged member is named. ``num_classes`` must exceed the
 largest label and be at most ``max(1000, 10 * (largest label + 1))``.
+
+While the dataset is processed an ``.npz``'s ``x`` is streamed in row chunks and its
+``edge_index`` read in chunks by the CSC build, never whole (:mod:`gnnscale.data.bounded`); a
+``torch.save`` file is loaded whole, so one larger than ``dataset.memory_budget`` is refused
+in one line before it is read.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import numpy as np
 import torch
 
 from gnnscale.data.base import Dataset
-from gnnscale.data.bounded import Stage, member_chunks, parse_budget
+from gnnscale.data.bounded import EdgeSource, Stage, member_chunks
 from gnnscale.data.checks import check_num_classes, check_task
 from gnnscale.data.convert import (
     DatasetNotFoundError,
@@ -123,7 +128,7 @@ def read_npz(path: Path, max_member_bytes: int = 64 << 30, stage: Stage | None =
     try:
         with zipfile.ZipFile(path) as zf:
             members = scan_npz(zf, path, max_member_bytes, CEILING_KEY, KNOWN)
-            streamed = {"x"} & set(members) if stage is not None else set()
+            streamed = {"x", "edge_index"} & set(members) if stage is not None else set()
             total = sum(m.nbytes for n, m in members.items() if n not in streamed)
             budget = memory_budget()
             if total > budget:
@@ -142,11 +147,16 @@ def read_npz(path: Path, max_member_bytes: int = 64 << 30, stage: Stage | None =
                             _scalar(claimed, "num_nodes", path), path)
             out.update({name: read_member(zf, m, path) for name, m in members.items()
                         if name not in out and name not in streamed})
-            if streamed:
+            if "edge_index" in streamed:  # read in chunks by the CSC build, never whole
+                out["edge_index"] = EdgeSource.member(path, members["edge_index"].info,
+                                                      "edge_index")
+            if "x" in streamed:
                 x = members["x"]
                 rows, cols = x.shape[0], math.prod(x.shape[1:])
                 try:
-                    out["x"] = stage.features(member_chunks(zf, x.info), rows, cols)
+                    out["x"] = stage.features(member_chunks(zf, x.info,
+                                                            chunk_bytes=stage.chunk_bytes),
+                                              rows, cols)
                 except ConfigError as err:  # NaN/Inf values, found while streaming
                     raise ConfigError(f"{path}: {err}") from None
                 except (ValueError, EOFError, zlib.error) as err:
@@ -268,8 +278,15 @@ def _scalar(value, what: str, path: Path) -> int:
     return int(v)
 
 
-def _edge_index(value, path: Path) -> torch.Tensor:
-    """``edge_index`` as int64 ids: any integer dtype whose values fit."""
+def _edge_index(value, path: Path) -> torch.Tensor | EdgeSource:
+    """``edge_index`` as int64 ids: any integer dtype whose values fit (an edge source read
+    in chunks is checked from its span)."""
+    if isinstance(value, EdgeSource):
+        try:
+            value.span()
+        except (ValueError, EOFError, OSError, zlib.error) as err:
+            raise ConfigError(f"{path}: {err}") from err
+        return value
     a = _numpy(value, "edge_index", path)
     _check_shape("edge_index", a.shape, a.dtype, path)
     if a.dtype.kind == "u" and a.dtype.itemsize == 8 and a.size and int(a.max()) > INT64_MAX:
@@ -312,9 +329,13 @@ def _num_nodes(arrays: dict, ei: torch.Tensor, x: torch.Tensor | None,
                               + ", ".join(f"{k} has {v} rows" for k, v in backed.items())
                               + ": they must agree")
     n = next(iter(backed.values())) if backed else claimed
-    top = int(ei.max()) if ei.numel() else -1
-    if ei.numel() and int(ei.min()) < 0:
-        raise ConfigError(f"{path}: edge_index holds negative ids ({int(ei.min())})")
+    if isinstance(ei, EdgeSource):
+        span = ei.span()
+        least, top = (min(span[0], span[2]), max(span[1], span[3])) if span else (0, -1)
+    else:
+        least, top = (int(ei.min()), int(ei.max())) if ei.numel() else (0, -1)
+    if least < 0:
+        raise ConfigError(f"{path}: edge_index holds negative ids ({least})")
     if n is None:
         n = top + 1
     if top >= n:
@@ -392,12 +413,11 @@ class CustomDataset(Dataset):
                  train_ratio: float = 0.6, val_ratio: float = 0.2, split_seed: int = 0,
                  feature_norm: str = "none", max_member_gb: float = 64.0,
                  memory_budget: int | str | None = None) -> None:
-        super().__init__(root, feature_norm)
+        super().__init__(root, feature_norm, memory_budget)
         self.spec = CustomConfig(path=path, symmetrize=symmetrize, train_ratio=train_ratio,
                                  val_ratio=val_ratio, split_seed=split_seed,
                                  max_member_gb=max_member_gb, memory_budget=memory_budget)
         self.spec.check()
-        self.memory_budget = parse_budget(memory_budget)
         self.path = self.spec.file
         if not self.path.is_file():
             raise DatasetNotFoundError(
@@ -422,13 +442,28 @@ class CustomDataset(Dataset):
         """Refuse a converted graph this loader cannot train on."""
         check_task(graph, self.source, inferred_classes=graph.meta.get("inferred_classes", False))
 
+    @property
+    def streams(self) -> bool:
+        """An ``.npz`` is streamed (features and edges in chunks); a ``torch.save`` file is
+        unpickled whole."""
+        return self.path.suffix == ".npz"
+
+    def whole_bytes(self) -> int:
+        """The ``torch.save`` file's size (read whole by ``torch.load``)."""
+        return self.path.stat().st_size
+
+    def budget_hint(self) -> str:
+        """A ``torch.save`` file cannot be read in parts: save it as ``.npz``."""
+        return ("torch.load reads a saved Data/HeteroData whole: save its arrays with np.savez "
+                "(the .npz layout is streamed) or raise the budget")
+
     def process(self) -> GraphStore:
         """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""
         from gnnscale.data import typed_input
 
         parts = None
         if self.path.suffix == ".npz" and typed_input.is_typed_npz(_npz_names(self.path)):
-            parts = typed_input.read_typed_npz(self.path, self.max_member_bytes)
+            parts = typed_input.read_typed_npz(self.path, self.max_member_bytes, self.stage)
         else:
             arrays = read_graph_file(self.path, self.max_member_bytes, self.stage)
             if "__hetero__" in arrays:
@@ -436,7 +471,7 @@ class CustomDataset(Dataset):
         if parts is not None:
             return typed_input.graph_from_parts(parts, self.path, self.symmetrize,
                                                 self.train_ratio, self.val_ratio,
-                                                self.split_seed)
+                                                self.split_seed, self.stage)
         return graph_from_arrays(arrays, self.path, self.symmetrize, self.train_ratio,
                                  self.val_ratio, self.split_seed, self.stage)
 

@@ -146,11 +146,11 @@ class EntitiesDataset(SpecDataset):
     """AIFB or MUTAG: one featureless node type, a pair of edge types per predicate."""
 
     def __init__(self, root: str = "data", name: str = "aifb", raw_dir: str | None = None,
-                 val_ratio: float = 0.0, split_seed: int = 0, feature_norm: str = "none"
-                 ) -> None:
+                 val_ratio: float = 0.0, split_seed: int = 0, feature_norm: str = "none",
+                 memory_budget: int | str | None = None) -> None:
         spec = EntitiesConfig(name=name, raw_dir=raw_dir, val_ratio=val_ratio,
                               split_seed=split_seed)
-        super().__init__(root, feature_norm, spec)
+        super().__init__(root, feature_norm, spec, memory_budget)
 
     def process(self) -> GraphStore:
         """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""

@@ -56,6 +56,8 @@ EdgeType = tuple[str, str, str]
 #: :func:`build_csc` sorts on one combined int64 key while nodes x edge types x nodes is below
 #: this, else on three keys (slower, never overflows)
 KEY_LIMIT = 2 ** 63
+#: edges checked (or counted) at a time by the whole-graph checks of a typed graph
+CHECK_EDGES = 1 << 20
 
 
 def check_csc(indptr: torch.Tensor, indices: torch.Tensor, num_nodes: int) -> None:
@@ -244,20 +246,30 @@ class GraphStore:
             if int(lo) < 0 or int(hi) >= k:
                 raise ValueError(f"type_per_edge holds [{int(lo)}, {int(hi)}] but there are "
                                  f"{k} edge types")
+        step = CHECK_EDGES  # a chunk of edges at a time: no per-edge array of the graph's size
         for d, t in enumerate(self.node_types):  # the in-edges of type t's nodes: one slice
             a, b = int(indptr[off[d]]), int(indptr[off[d + 1]])
-            types = torch.zeros(b - a, dtype=torch.long) if tpe is None else tpe[a:b].long()
-            wrong = dst_t[types] != d
-            if bool(wrong.any()):
-                et = self.edge_types[int(types[wrong][0])]
-                raise ValueError(f"an edge of type {et} ends at a node of type {t!r}; edges of "
-                                 f"that type end at {et[2]!r} nodes")
-        types = torch.zeros(self.num_edges, dtype=torch.long) if tpe is None else tpe.long()
-        src = self.indices.long()
-        bad = (src < off[src_t][types]) | (src >= off[src_t + 1][types])
-        if bool(bad.any()):
+            for c in range(a, b, step):
+                types = torch.zeros(min(step, b - c), dtype=torch.long) if tpe is None else \
+                    tpe[c:min(b, c + step)].long()
+                wrong = dst_t[types] != d
+                if bool(wrong.any()):
+                    et = self.edge_types[int(types[wrong][0])]
+                    raise ValueError(f"an edge of type {et} ends at a node of type {t!r}; edges "
+                                     f"of that type end at {et[2]!r} nodes")
+        for c in range(0, self.num_edges, step):
+            c1 = min(self.num_edges, c + step)
+            types = torch.zeros(c1 - c, dtype=torch.long) if tpe is None else tpe[c:c1].long()
+            src = self.indices[c:c1].long()
+            bad = (src < off[src_t][types]) | (src >= off[src_t + 1][types])
+            if bool(bad.any()):
+                break
+        else:
+            bad = None
+        if bad is not None:
             e = int(bad.nonzero()[0])
             et, s = self.edge_types[int(types[e])], int(src[e])
+            e += c
             st = self.node_types[int(self.node_type_of(torch.tensor([s]))[0])]
             raise ValueError(f"edge {e} of type {et} starts at node {s} of type {st!r}; edges "
                              f"of that type start at {et[0]!r} nodes (global ids "
@@ -381,8 +393,11 @@ class GraphStore:
         """Edges of each edge type, in ``edge_types`` order."""
         if self.type_per_edge is None:
             return [self.num_edges]
-        return torch.bincount(self.type_per_edge.long(),
-                              minlength=len(self.edge_types)).tolist()
+        counts = torch.zeros(len(self.edge_types), dtype=torch.int64)
+        for c in range(0, self.num_edges, CHECK_EDGES):  # no int64 copy of every edge's type
+            counts += torch.bincount(self.type_per_edge[c:c + CHECK_EDGES].long(),
+                                     minlength=len(self.edge_types))
+        return counts.tolist()
 
     # ---- ids ---------------------------------------------------------------------------------
 
@@ -570,7 +585,15 @@ class GraphStore:
         weight wins). Ids must lie in ``[0, num_nodes)``. ``stage``: a dataset's
         :class:`gnnscale.data.bounded.Stage` while it is processed; with a memory budget (or
         a large graph) the CSC is then built out of core into it, bit-identical.
+        ``edge_index`` may be a :class:`gnnscale.data.bounded.EdgeSource` (edges on disk): the
+        out-of-core build then reads it in chunks, never whole.
         """
+        if _is_source(edge_index):
+            built = cls._from_source(edge_index, num_nodes, symmetrize, self_loops, dedupe,
+                                     edge_weight, edge_attr, index_dtype, stage, fields)
+            if built is not None:
+                return built
+            edge_index = edge_index.whole()  # the in-memory build
         ei = _edge_array(edge_index, "edge_index")
         if self_loops not in SELF_LOOP_MODES:
             raise ValueError(f"self_loops must be one of {SELF_LOOP_MODES}, got {self_loops!r}")
@@ -626,6 +649,49 @@ class GraphStore:
                    **fields)
 
     @classmethod
+    def _from_source(cls, source, num_nodes: int | None, symmetrize: bool, self_loops: str,
+                     dedupe: bool, edge_weight, edge_attr, index_dtype: torch.dtype, stage,
+                     fields: dict) -> GraphStore | None:
+        """:meth:`from_edge_index` of an edge source read in chunks into ``stage`` (None when
+        the in-memory build applies: no stage, no budget, or edge features to move)."""
+        from gnnscale.data import bounded
+
+        if self_loops not in SELF_LOOP_MODES:
+            raise ValueError(f"self_loops must be one of {SELF_LOOP_MODES}, got {self_loops!r}")
+        e = source.num_edges
+        span = source.span()
+        if num_nodes is None:
+            num_nodes = max(span[1], span[3]) + 1 if span else 0
+        raw = e * (2 if symmetrize else 1) + (num_nodes if self_loops == "add" else 0)
+        budget = None if stage is None or edge_attr is not None else \
+            bounded.budget_for(stage, raw)
+        if budget is None:
+            return None
+        for name in ("x", "y"):
+            rows = None if fields.get(name) is None else fields[name].shape[0]
+            if rows is not None and rows != num_nodes:
+                raise ValueError(f"{name} has {rows} rows for {num_nodes} nodes")
+        if span:
+            lo, hi = min(span[0], span[2]), max(span[1], span[3])
+            if lo < 0 or hi >= num_nodes:
+                raise ValueError(f"edge_index holds ids in [{lo}, {hi}] but num_nodes = "
+                                 f"{num_nodes}: ids must lie in [0, num_nodes)")
+        w = None if edge_weight is None else torch.as_tensor(edge_weight).float().reshape(-1)
+        if w is not None and w.numel() != e:
+            raise ValueError("edge_weight must have one entry per edge")
+        rows = bounded.edge_rows(budget)
+
+        def edges():
+            a = 0
+            for s, d in source.chunks(rows):
+                yield s, d, None if w is None else w[a:a + s.size].numpy(), None
+                a += s.size
+        indptr, indices, w, _ = bounded.stage_csc(
+            stage, edges, num_nodes, symmetrize, self_loops, dedupe, budget, index_dtype,
+            w is not None, 1, fields.get("name", "graph"))
+        return cls(indptr=indptr, indices=indices, edge_weight=w, **fields)
+
+    @classmethod
     def from_typed(
         cls,
         num_nodes: Mapping[str, int],
@@ -643,6 +709,7 @@ class GraphStore:
         dedupe: bool = True,
         index_dtype: torch.dtype = torch.int64,
         num_classes: int | None = None,
+        stage=None,
         **fields,
     ) -> GraphStore:
         """Build a typed graph from per-type parts, all in TYPE-LOCAL ids.
@@ -658,8 +725,13 @@ class GraphStore:
         width and dtype, else ``type_edge_attr``). ``add_reverse`` adds
         ``(dst, "rev_" + relation, src)`` for every edge type (after all given types, with the
         same weights and edge features); ``dedupe`` keeps one copy of an edge repeated within
-        its type (the first one's weight and features win).
+        its type (the first one's weight and features win). An edge list may be a
+        :class:`gnnscale.data.bounded.EdgeSource`; with a ``stage`` (a dataset being
+        processed) the fused CSC is then built out of core from the chunks of every type
+        (:meth:`from_edge_index`'s rule), bit-identical. ``x`` (in ``fields``): every type's
+        features already as one matrix (streamed to disk), instead of ``features``.
         """
+        x_whole = fields.pop("x", None)
         node_types = tuple(num_nodes)
         check_node_types(node_types)
         counts = [int(num_nodes[t]) for t in node_types]
@@ -697,20 +769,36 @@ class GraphStore:
             if clash:
                 raise ValueError(f"add_reverse would add edge type {clash[0]}, which edges "
                                  "already has")
-            edge_types, parts, ws = edge_types + rev, parts + [p.flip(0) for p in parts], ws + ws
+            edge_types, parts, ws = edge_types + rev, parts + [
+                _Flipped(p) if _is_source(p) else p.flip(0) for p in parts], ws + ws
             ats = ats + ats
-        src = torch.cat([p[0] + start[et[0]] for et, p in zip(edge_types, parts)])
-        dst = torch.cat([p[1] + start[et[2]] for et, p in zip(edge_types, parts)])
-        et_id = torch.repeat_interleave(torch.arange(len(edge_types)),
-                                        torch.tensor([p.shape[1] for p in parts]))
-        w = None
-        if any(v is not None for v in ws):
-            w = torch.cat([torch.ones(p.shape[1]) if v is None else v for p, v in zip(parts, ws)])
         n = int(off[-1])
-        indptr, indices, et_id, order = csc_order(src, dst, et_id, n, len(edge_types), dedupe)
-        w = None if w is None else w[order]
-        one_attr, type_attr = _typed_edge_attr(ats, parts, order, et_id, edge_types)
-        x, type_features = _typed_features(features or {}, node_types, count)
+        streamed = _typed_source_csc(parts, edge_types, ws, ats, start, n, dedupe,
+                                     index_dtype, stage, fields.get("name", "graph"))
+        if streamed is not None:
+            indptr, indices, w, et_id = streamed
+            one_attr, type_attr = None, {}
+        else:
+            parts = [_edge_array(p.whole(), "edges") if _is_source(p) else p for p in parts]
+            src = torch.cat([p[0] + start[et[0]] for et, p in zip(edge_types, parts)])
+            dst = torch.cat([p[1] + start[et[2]] for et, p in zip(edge_types, parts)])
+            et_id = torch.repeat_interleave(torch.arange(len(edge_types)),
+                                            torch.tensor([p.shape[1] for p in parts]))
+            w = None
+            if any(v is not None for v in ws):
+                w = torch.cat([torch.ones(p.shape[1]) if v is None else v
+                               for p, v in zip(parts, ws)])
+            indptr, indices, et_id, order = csc_order(src, dst, et_id, n, len(edge_types),
+                                                      dedupe)
+            w = None if w is None else w[order]
+            one_attr, type_attr = _typed_edge_attr(ats, parts, order, et_id, edge_types)
+        if x_whole is not None:
+            if x_whole.dim() != 2 or x_whole.shape[0] != n:
+                raise ValueError(f"x has shape {tuple(x_whole.shape)}: {n} rows expected, one "
+                                 "per node of every type")
+            x, type_features = x_whole, {}
+        else:
+            x, type_features = _typed_features(features or {}, node_types, count)
         labels, target_types = _typed_labels(y, target_types, node_types, count, start, n)
         splits = {}
         for split, given in (("train_idx", train_idx), ("val_idx", val_idx),
@@ -721,7 +809,8 @@ class GraphStore:
         return cls(indptr=indptr, indices=indices.to(index_dtype), x=x, y=labels,
                    edge_weight=w, num_classes=num_classes, node_types=node_types,
                    node_type_offset=off, edge_types=edge_types,
-                   type_per_edge=None if len(edge_types) == 1 else et_id.to(torch.int16),
+                   type_per_edge=None if len(edge_types) == 1 else et_id if streamed else
+                   et_id.to(torch.int16),
                    type_features=type_features, target_types=target_types,
                    edge_attr=one_attr, type_edge_attr=type_attr, **splits, **fields)
 
@@ -763,6 +852,11 @@ def csc_order(src: torch.Tensor, dst: torch.Tensor, etype: torch.Tensor | None,
     return indptr, src, etype, order
 
 
+def _is_source(edges) -> bool:
+    """Whether ``edges`` is a :class:`gnnscale.data.bounded.EdgeSource` (read in chunks)."""
+    return hasattr(edges, "span") and hasattr(edges, "chunks")
+
+
 def _edge_rows(attr: torch.Tensor | np.ndarray, edges: int, what: str) -> torch.Tensor:
     """Edge features ``[E, D]`` (``[E]``: one column), one row per edge of their list."""
     a = torch.as_tensor(np.asarray(attr) if not torch.is_tensor(attr) else attr)
@@ -802,9 +896,71 @@ def _edge_array(edges: torch.Tensor | np.ndarray, what: str) -> torch.Tensor:
     return ei.long()
 
 
-def _local_edges(edges: torch.Tensor | np.ndarray, et: EdgeType,
-                 count: dict[str, int]) -> torch.Tensor:
-    """``edges[et]`` checked: ``[2, E]`` integer type-local ids in range of both ends."""
+class _Flipped:
+    """An edge source read with its two rows swapped (a reverse edge type)."""
+
+    def __init__(self, source) -> None:
+        self.source, self.shape, self.num_edges = source, source.shape, source.num_edges
+
+    def chunks(self, rows: int):
+        for s, d in self.source.chunks(rows):
+            yield d, s
+
+    def span(self):
+        span = self.source.span()
+        return None if span is None else (span[2], span[3], span[0], span[1])
+
+    def whole(self) -> torch.Tensor:
+        return self.source.whole().flip(0)
+
+
+def _typed_source_csc(parts: list, edge_types: tuple[EdgeType, ...],
+                      ws: list[torch.Tensor | None], ats: list, start: dict[str, int], n: int,
+                      dedupe: bool, index_dtype: torch.dtype, stage, what: str):
+    """The fused CSC of typed parts built out of core into ``stage`` from their chunks
+    (``(indptr, indices, weights, edge types)``), or None for the in-memory build: no stage,
+    no edge source among the parts, no budget, or edge features to move."""
+    if stage is None or not any(_is_source(p) for p in parts) or any(a is not None for a in ats):
+        return None
+    from gnnscale.data import bounded
+
+    budget = bounded.budget_for(stage, sum(int(p.shape[1]) for p in parts))
+    if budget is None:
+        return None
+    rows = bounded.edge_rows(budget)
+    weighted = any(v is not None for v in ws)
+
+    def edges():
+        for k, (et, p, v) in enumerate(zip(edge_types, parts, ws)):
+            a = 0
+            chunks = p.chunks(rows) if _is_source(p) else (
+                (p[0, b:b + rows].numpy(), p[1, b:b + rows].numpy())
+                for b in range(0, p.shape[1], rows))
+            for s, d in chunks:
+                w = None if not weighted else np.ones(s.size, np.float32) if v is None else \
+                    v[a:a + s.size].numpy()
+                a += s.size
+                yield s + start[et[0]], d + start[et[2]], w, np.full(s.size, k, np.int64)
+    indptr, indices, w, types = bounded.stage_csc(stage, edges, n, False, "keep", dedupe,
+                                                  budget, index_dtype, weighted,
+                                                  len(edge_types), what)
+    return indptr, indices, w, types
+
+
+def _local_edges(edges, et: EdgeType, count: dict[str, int]):
+    """``edges[et]`` checked: ``[2, E]`` integer type-local ids in range of both ends (an
+    edge source is checked from its span and kept as it is)."""
+    if _is_source(edges):
+        span = edges.span()
+        for row, end in ((0, et[0]), (1, et[2])):
+            if span is not None:
+                lo, hi = span[2 * row], span[2 * row + 1]
+                if lo < 0 or hi >= count[end]:
+                    side = "source" if row == 0 else "destination"
+                    raise ValueError(f"edges[{et}] holds {side} ids in [{lo}, {hi}] but there "
+                                     f"are {count[end]} {end!r} nodes: ids are local to their "
+                                     "node type")
+        return edges
     ei = _edge_array(edges, f"edges[{et}]")
     for row, end in ((0, et[0]), (1, et[2])):
         if ei.shape[1]:

@@ -173,8 +173,9 @@ class HeteroSimDataset(Dataset):
     """The generator behind the Dataset interface: generated once, then memory-mapped."""
 
     def __init__(self, root: str = "data", scale: float = 0.01, seed: int = 0,
-                 feature_norm: str = "none", **knobs) -> None:
-        super().__init__(root, feature_norm)
+                 feature_norm: str = "none",
+                 memory_budget: int | str | None = None, **knobs) -> None:
+        super().__init__(root, feature_norm, memory_budget)
         self.spec = HeteroSimConfig(scale=scale, seed=seed, **knobs)
         self.spec.check()
 

@@ -21,8 +21,9 @@ class HeterophilousDataset(Dataset):
     """``HeterophilousGraphDataset(root, name)`` with fixed split number ``split``."""
 
     def __init__(self, root: str = "data", name: str = "tolokers", raw_dir: str | None = None,
-                 split: int = 0, feature_norm: str = "none") -> None:
-        super().__init__(root, feature_norm)
+                 split: int = 0, feature_norm: str = "none",
+                 memory_budget: int | str | None = None) -> None:
+        super().__init__(root, feature_norm, memory_budget)
         spec = HeterophilousConfig(name=name, split=split)
         spec.check()
         self.name = spec.graph

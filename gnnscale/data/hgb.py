@@ -171,10 +171,10 @@ class HgbDataset(SpecDataset):
     """An HGB node classification graph (ACM) with HGB's split."""
 
     def __init__(self, root: str = "data", name: str = "acm", raw_dir: str | None = None,
-                 val_ratio: float = 0.2, split_seed: int = 0, feature_norm: str = "none"
-                 ) -> None:
+                 val_ratio: float = 0.2, split_seed: int = 0, feature_norm: str = "none",
+                 memory_budget: int | str | None = None) -> None:
         spec = HgbConfig(name=name, raw_dir=raw_dir, val_ratio=val_ratio, split_seed=split_seed)
-        super().__init__(root, feature_norm, spec)
+        super().__init__(root, feature_norm, spec, memory_budget)
 
     def process(self) -> GraphStore:
         """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""

@@ -76,10 +76,11 @@ class MagnnDataset(SpecDataset):
 
     def __init__(self, root: str = "data", name: str = "dblp", raw_dir: str | None = None,
                  split: str = "magnn", val_ratio: float = 0.2, split_seed: int = 0,
-                 feature_norm: str = "none") -> None:
+                 feature_norm: str = "none",
+                 memory_budget: int | str | None = None) -> None:
         spec = MagnnConfig(name=name, raw_dir=raw_dir, split=split, val_ratio=val_ratio,
                            split_seed=split_seed)
-        super().__init__(root, feature_norm, spec)
+        super().__init__(root, feature_norm, spec, memory_budget)
 
     def _locate(self) -> Path:
         folder = MAGNN_GRAPHS[self.name][0]

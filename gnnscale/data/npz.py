@@ -49,8 +49,9 @@ class NpzDataset(Dataset):
 
     def __init__(self, root: str = "data", name: str = "computers", raw_dir: str | None = None,
                  train_per_class: int = 20, val_per_class: int = 30, split_seed: int = 0,
-                 feature_norm: str = "none", largest_component: bool = False) -> None:
-        super().__init__(root, feature_norm)
+                 feature_norm: str = "none", largest_component: bool = False,
+                 memory_budget: int | str | None = None) -> None:
+        super().__init__(root, feature_norm, memory_budget)
         NpzConfig(name=name, train_per_class=train_per_class,
                   val_per_class=val_per_class).check()
         self.name = name.lower()

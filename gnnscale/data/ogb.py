@@ -14,16 +14,24 @@ Layout (``<dataset dir>`` = ``<root>/ogbn_<name>``, or the parent of ``raw_dir``
 Graphs are symmetrized (OGB stores products one way; arxiv and papers100M are citation graphs,
 made undirected as usual for node classification; set ``symmetrize=false`` to keep them
 directed). Unlabelled nodes get label -1.
+
+While the dataset is processed the raw files are streamed (:mod:`gnnscale.data.bounded`): the
+edge CSV parsed in blocks and spilled to disk once (or ``data.npz``'s ``edge_index`` read in
+place), the CSC built from it out of core under ``dataset.memory_budget``, the features
+parsed a block of rows at a time into the staged ``x.npy``; only the per-node arrays (labels,
+splits, the CSC's offsets) are held whole.
 """
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from gnnscale.data.base import Dataset
+from gnnscale.data.bounded import EdgeSource, csv_rows, member_chunks
 from gnnscale.data.convert import DatasetNotFoundError, find_raw, raw_candidates
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.schemas import OGB_GRAPHS, OgbConfig
@@ -44,9 +52,12 @@ def read_csv(path: Path, dtype) -> np.ndarray:
 class OgbNodeDataset(Dataset):
     """An ``ogbn-*`` graph with its official split."""
 
+    streams = True
+
     def __init__(self, root: str = "data", name: str = "arxiv", raw_dir: str | None = None,
-                 symmetrize: bool = True, feature_norm: str = "none") -> None:
-        super().__init__(root, feature_norm)
+                 symmetrize: bool = True, feature_norm: str = "none",
+                 memory_budget: int | str | None = None) -> None:
+        super().__init__(root, feature_norm, memory_budget)
         spec = OgbConfig(name=name)
         spec.check()
         self.name = key = spec.graph
@@ -100,10 +111,59 @@ class OgbNodeDataset(Dataset):
                                  f"{num_nodes} nodes (num-node-list)")
         return edge_index, x, y, num_nodes
 
+    def _stream_raw(self, raw: Path) -> tuple[EdgeSource, torch.Tensor, np.ndarray, int]:
+        """:meth:`_read_raw` in bounded memory into :attr:`stage`: the edges an
+        :class:`EdgeSource` (a CSV spilled to disk once, or the ``.npz`` member read in place)
+        and the features streamed in row chunks into the staged ``x.npy``."""
+        stage = self.stage
+        if self.binary:
+            with np.load(raw / "node-label.npz") as z:
+                label = z["node_label"]
+            with zipfile.ZipFile(raw / "data.npz") as zf:
+                info = {i.filename.removesuffix(".npy"): i for i in zf.infolist()}
+                with zf.open(info["num_nodes_list"]) as f:
+                    num_nodes = int(np.lib.format.read_array(f).sum())
+                edges = EdgeSource.member(raw / "data.npz", info["edge_index"], "edge_index")
+                with zf.open(info["node_feat"]) as f:
+                    version = np.lib.format.read_magic(f)
+                    shape = (np.lib.format.read_array_header_1_0 if version == (1, 0) else
+                             np.lib.format.read_array_header_2_0)(f)[0]
+                x = stage.features(member_chunks(zf, info["node_feat"],
+                                                 chunk_bytes=stage.chunk_bytes),
+                                   num_nodes, int(np.prod(shape[1:])))
+        else:
+            num_nodes = int(read_csv(raw / "num-node-list.csv.gz", np.int64).sum())
+            label = read_csv(raw / "node-label.csv.gz", np.float64)
+            edges = EdgeSource.csv(raw / "edge.csv.gz", stage.folder, "edge_index",
+                                   block_bytes=min(1 << 20, stage.chunk_bytes))
+            cols, rows = csv_rows(raw / "node-feat.csv.gz", "node features",
+                                  block_bytes=min(1 << 20, stage.chunk_bytes))
+            try:
+                x = stage.features(rows, num_nodes, cols)
+            except ValueError as err:
+                raise ValueError(f"{self.ogb_name}: node features: {err} (num-node-list)"
+                                 ) from None
+        return edges, x, self._labels(label, num_nodes), num_nodes
+
+    def _labels(self, label: np.ndarray, num_nodes: int) -> np.ndarray:
+        """Labels as int64, -1 where unlabelled (NaN), one per node."""
+        label = np.asarray(label, dtype=np.float64).reshape(-1)
+        y = np.where(np.isnan(label), -1, label).astype(np.int64)
+        if y.shape[0] != num_nodes:
+            raise ValueError(f"{self.ogb_name}: node labels have {y.shape[0]} rows for "
+                             f"{num_nodes} nodes (num-node-list)")
+        return y
+
     def process(self) -> GraphStore:
-        """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""
+        """Read the raw files into a graph (called once; the result is saved and memory-mapped):
+        streamed in bounded memory while a dataset is loaded (:attr:`stage`), else whole."""
         raw, split_dir = self._locate()
-        edge_index, x, y, num_nodes = self._read_raw(raw)
+        if self.stage is not None:
+            edge_index, x, y, num_nodes = self._stream_raw(raw)
+        else:
+            edge_index, x, y, num_nodes = self._read_raw(raw)
+            edge_index = torch.from_numpy(np.ascontiguousarray(edge_index))
+            x = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
         split = {}
         for s, f in zip(("train", "val", "test"), SPLIT_FILES):
             idx = read_csv(split_dir / f, np.int64).reshape(-1)
@@ -111,11 +171,9 @@ class OgbNodeDataset(Dataset):
                 raise ValueError(f"{split_dir / f}: node ids must lie in [0, {num_nodes})")
             split[f"{s}_idx"] = torch.from_numpy(np.sort(idx))
         return GraphStore.from_edge_index(
-            torch.from_numpy(np.ascontiguousarray(edge_index)), num_nodes,
-            symmetrize=self.symmetrize,
-            x=torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)),
+            edge_index, num_nodes, symmetrize=self.symmetrize, x=x,
             y=torch.from_numpy(y), num_classes=self.num_classes, name=self.ogb_name,
-            meta={"source": str(raw), "split_name": split_dir.name}, **split,
+            meta={"source": str(raw), "split_name": split_dir.name}, stage=self.stage, **split,
         )
 
 

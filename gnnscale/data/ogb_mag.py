@@ -96,8 +96,9 @@ class OgbMagDataset(Dataset):
     """ogbn-mag with its time split."""
 
     def __init__(self, root: str = "data", raw_dir: str | None = None, add_reverse: bool = True,
-                 feature_norm: str = "none") -> None:
-        super().__init__(root, feature_norm)
+                 feature_norm: str = "none",
+                 memory_budget: int | str | None = None) -> None:
+        super().__init__(root, feature_norm, memory_budget)
         self.spec = OgbMagConfig(raw_dir=raw_dir, add_reverse=add_reverse)
         self.spec.check()
 

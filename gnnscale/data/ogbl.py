@@ -83,8 +83,9 @@ class OgbLinkDataset(Dataset):
     """An ``ogbl-*`` graph with its published edge split in ``links``."""
 
     def __init__(self, root: str = "data", name: str = "collab", raw_dir: str | None = None,
-                 symmetrize: bool | None = None, feature_norm: str = "none") -> None:
-        super().__init__(root, feature_norm)
+                 symmetrize: bool | None = None, feature_norm: str = "none",
+                 memory_budget: int | str | None = None) -> None:
+        super().__init__(root, feature_norm, memory_budget)
         key = name.lower().removeprefix("ogbl-").removeprefix("ogbl_")
         if key not in GRAPHS:
             raise ValueError(f"unknown OGB link dataset {name!r}; choose one of {list(GRAPHS)}")

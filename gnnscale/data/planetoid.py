@@ -29,8 +29,9 @@ class PlanetoidDataset(Dataset):
     1000 test), as an undirected CSC graph."""
 
     def __init__(self, root: str = "data", name: str = "Cora", raw_dir: str | None = None,
-                 feature_norm: str = "none") -> None:
-        super().__init__(root, feature_norm)
+                 feature_norm: str = "none",
+                 memory_budget: int | str | None = None) -> None:
+        super().__init__(root, feature_norm, memory_budget)
         PlanetoidConfig(name=name).check()
         self.name = PLANETOID_NAMES[name.lower()]
         self.raw_dir = raw_dir

@@ -23,8 +23,9 @@ class SavedDataset(Dataset):
     """A processed folder, read as it is."""
 
     def __init__(self, root: str = "data", path: str | None = None,
-                 feature_norm: str = "none") -> None:
-        super().__init__(root, feature_norm)
+                 feature_norm: str = "none",
+                 memory_budget: int | str | None = None) -> None:
+        super().__init__(root, feature_norm, memory_budget)
         self.spec = SavedConfig(path=path, feature_norm=feature_norm)
         self.spec.check()
         self.path = self.spec.processed_dir()

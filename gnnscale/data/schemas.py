@@ -100,9 +100,12 @@ class DatasetConfig(Options):
     _target_: str = ""
     root: str = "${data_root}"
     feature_norm: FeatureNorm = FeatureNorm.none
+    #: bytes (or "8GB") processing may use; None: unbounded (memory, not content: not in key)
+    memory_budget: str | None = None
 
     def check(self) -> None:
-        """A known feature transform."""
+        """A known feature transform and a readable memory budget."""
+        parse_budget(self.memory_budget)
         norm = getattr(self.feature_norm, "value", self.feature_norm)
         if norm not in FeatureNorm.__members__:
             raise ConfigError(f"dataset.feature_norm must be one of "
@@ -418,12 +421,9 @@ class CustomConfig(DatasetConfig):
     val_ratio: float = 0.2
     split_seed: int = 0
     max_member_gb: float = 64.0  # the largest array a file may declare (GiB), checked unread
-    #: bytes (or "8GB") processing may use; None: unbounded (memory, not content: not in key)
-    memory_budget: str | None = None
 
     def check(self) -> None:
-        """A file to read, a positive ceiling on its arrays and a readable memory budget."""
-        parse_budget(self.memory_budget)
+        """A file to read and a positive ceiling on its arrays."""
         super().check()
         if not self.path:
             raise ConfigError("dataset=custom needs dataset.path=FILE (.npz or torch.save of "
@@ -504,7 +504,7 @@ class SyntheticConfig(DatasetConfig):
 
     def params(self):
         """The generator's parameters: the preset, scaled, with this config's overrides."""
-        skip = {"_target_", "root", "feature_norm", "preset", "scale", "seed"}
+        skip = {"_target_", "root", "feature_norm", "memory_budget", "preset", "scale", "seed"}
         overrides = {k: v for k, v in vars(self).items() if k not in skip}
         return resolve(self.preset, float(self.scale), **overrides)
 

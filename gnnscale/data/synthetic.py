@@ -278,8 +278,9 @@ class SyntheticDataset(Dataset):
     """The generator behind the Dataset interface: generated once, then memory-mapped."""
 
     def __init__(self, root: str = "data", preset: str = "small", scale: float = 1.0,
-                 seed: int = 0, feature_norm: str = "none", **overrides) -> None:
-        super().__init__(root, feature_norm)
+                 seed: int = 0, feature_norm: str = "none",
+                 memory_budget: int | str | None = None, **overrides) -> None:
+        super().__init__(root, feature_norm, memory_budget)
         self.preset, self.scale, self.seed = preset, float(scale), int(seed)
         self.params = resolve(preset, self.scale, **overrides)
 

@@ -633,8 +633,9 @@ class TablesDataset(Dataset):
                  schema: str | None = None, nodes: list | None = None,
                  edges: list | None = None, symmetrize: bool = True, add_reverse: bool = True,
                  train_ratio: float = 0.6, val_ratio: float = 0.2, split_seed: int = 0,
-                 batch_rows: int = 1 << 16) -> None:
-        super().__init__(root, feature_norm)
+                 batch_rows: int = 1 << 16,
+                 memory_budget: int | str | None = None) -> None:
+        super().__init__(root, feature_norm, memory_budget)
         self.spec = TablesConfig(name=name, schema=schema, nodes=list(nodes or []),
                                  edges=list(edges or []), symmetrize=symmetrize,
                                  add_reverse=add_reverse, train_ratio=train_ratio,
@@ -663,6 +664,16 @@ class TablesDataset(Dataset):
     def check(self, graph: GraphStore) -> None:
         """The usual checks; integer labels infer the class count (refused when absurd)."""
         check_task(graph, self.source, inferred_classes=self._inferred)
+
+    def whole_bytes(self) -> int:
+        """The tables' sizes on disk: read in batches, but the graph they make is built in
+        memory."""
+        return sum(Path(t.path).stat().st_size for t in (*self.nodes, *self.edges))
+
+    def budget_hint(self) -> str:
+        """Tables are gathered in memory: convert them to an ``.npz`` for a bounded run."""
+        return ("dataset=tables builds the graph in memory: write its arrays to an .npz "
+                "(dataset=custom streams it) or raise the budget")
 
     def beside(self) -> dict[str, np.ndarray]:
         """The user's ids and class names of every node type (``IdMap.files()``)."""

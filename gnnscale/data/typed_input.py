@@ -25,17 +25,25 @@ edge_weight``. With ``symmetrize`` (the default) a ``rev_<rel>`` edge type is ad
 edge type. Bad input is one line naming the array: an edge type naming an unknown node type,
 ids out of range for their type, features of the wrong row count for their type, a target
 type without labels, edge features whose row count differs from the edge count.
+
+While a dataset is processed (:mod:`gnnscale.data.bounded`) the ``.npz`` layout's edge lists
+stay on disk, read in chunks by the out-of-core CSC build, and its features are streamed in
+row chunks into the processed copy; a ``HeteroData`` file is loaded whole (refused in one
+line when it is larger than ``dataset.memory_budget``).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from gnnscale.data.bounded import EdgeSource, Stage, member_chunks
 from gnnscale.data.convert import (
     memory_budget,
     ratio_split,
@@ -117,20 +125,85 @@ def parts_from_npz(arrays: dict[str, np.ndarray], path: Path) -> dict:
     return out
 
 
-def read_typed_npz(path: Path, max_member_bytes: int) -> dict:
-    """The typed parts of ``path``, every member's declared size checked before it is read."""
+def read_typed_npz(path: Path, max_member_bytes: int, stage: Stage | None = None) -> dict:
+    """The typed parts of ``path``, every member's declared size checked before it is read.
+    With a ``stage`` (while a dataset is processed) the edge lists stay on disk, read in
+    chunks by the CSC build (:class:`EdgeSource`), and the features are streamed in row
+    chunks into the staging folder: one ``x`` when every node type has features of one
+    width (the types' rows in global id order, as :meth:`GraphStore.from_typed` joins them),
+    else ``x__<type>`` each; neither counts against the memory check."""
     try:
         with zipfile.ZipFile(path) as zf:
             members = scan_npz(zf, path, max_member_bytes, "dataset.max_member_gb")
-            total, budget = sum(m.nbytes for m in members.values()), memory_budget()
-            if total > budget:
+            streamed = {n for n in members if stage is not None
+                        and n.split(SEP, 1)[0] in ("edge_index", "x")}
+            total = sum(m.nbytes for n, m in members.items() if n not in streamed)
+            if total > memory_budget():
                 raise ConfigError(f"{path}: its arrays declare {size_text(total)}, more than "
                                   "half this host's memory")
-            arrays = {name: read_member(zf, m, path) for name, m in members.items()}
+            arrays = {name: EdgeSource.member(path, m.info, name) if name in streamed
+                      else read_member(zf, m, path) for name, m in members.items()
+                      if not (name in streamed and name.startswith("x"))}  # members' order
+            parts = parts_from_npz(arrays, path)
+            if stage is not None:
+                _stream_features(zf, {n: members[n] for n in streamed if n.startswith("x")},
+                                 parts, stage, path)
     except (zipfile.BadZipFile, OSError, EOFError) as err:
         raise ConfigError(f"{path}: not a readable .npz file ({type(err).__name__}: {err})"
                           ) from err
-    return parts_from_npz(arrays, path)
+    return parts
+
+
+def _stream_features(zf: zipfile.ZipFile, members: dict, parts: dict, stage: Stage,
+                     path: Path) -> None:
+    """Stream the ``x__<type>`` members into ``stage`` and put them into ``parts`` (one
+    ``x`` of every type, each type's rows a view of it, when they share one width)."""
+    nodes = parts["nodes"]
+    for name in members:
+        t = name.split(SEP, 1)[1]
+        if SEP in t:
+            raise ConfigError(f"{path}: member {name!r} is not part of the typed .npz layout")
+        nodes.setdefault(t, {})
+    shapes = {name.split(SEP, 1)[1]: m.shape for name, m in members.items()}
+    cols = {t: math.prod(sh[1:]) if len(sh) > 1 else 1 for t, sh in shapes.items()}
+    order = node_order(parts, path)
+    chunk = stage.chunk_bytes
+    try:
+        if order and set(order) == set(cols) and len(set(cols.values())) == 1:
+            rows = [shapes[t][0] if shapes[t] else 1 for t in order]
+            x = stage.features(
+                (c for t in order for c in member_chunks(zf, members[f"x{SEP}{t}"].info,
+                                                         chunk_bytes=chunk)),
+                sum(rows), cols[order[0]])
+            parts["x"] = x
+            for t, a, b in zip(order, np.cumsum([0, *rows[:-1]]), np.cumsum(rows)):
+                nodes[t]["x"] = x[int(a):int(b)]
+            return
+        for t in cols:
+            sh = shapes[t]
+            nodes[t]["x"] = stage.features(member_chunks(zf, members[f"x{SEP}{t}"].info,
+                                                         chunk_bytes=chunk),
+                                           sh[0] if sh else 1, cols[t], name=f"x{SEP}{t}")
+    except ConfigError as err:  # NaN/Inf values, found while streaming
+        raise ConfigError(f"{path}: {err}") from None
+    except (ValueError, EOFError, zlib.error) as err:
+        raise ConfigError(f"{path}: a feature member cannot be read ({err}): the file is "
+                          "damaged; write it again with np.savez") from err
+
+
+def node_order(parts: dict, path: Path) -> list[str]:
+    """The node types in global id order: ``node_types`` when given (each once), else every
+    type named by a node array or an edge type, sorted."""
+    nodes, edges = parts["nodes"], parts["edges"]
+    named = set(nodes) | {t for et in edges for t in (et[0], et[2])}
+    order = parts.get("node_types")
+    if order is not None:
+        missing = sorted(set(nodes) - set(order))
+        if missing or len(set(order)) != len(order):
+            raise ConfigError(f"{path}: node_types {order} must list each node type once; "
+                              f"{missing or 'a type twice'} (from the arrays) is not")
+        return list(order)
+    return sorted(named)
 
 
 def hetero_classes() -> list:
@@ -168,23 +241,18 @@ def parts_from_hetero(data, path: Path) -> dict:
 
 
 def graph_from_parts(parts: dict, path: Path, symmetrize: bool, train_ratio: float,
-                     val_ratio: float, split_seed: int) -> GraphStore:
-    """Check the typed parts and build the typed graph (one line per problem)."""
+                     val_ratio: float, split_seed: int, stage: Stage | None = None
+                     ) -> GraphStore:
+    """Check the typed parts and build the typed graph (one line per problem; ``stage``:
+    the CSC is built out of core into it, :meth:`GraphStore.from_typed`)."""
     nodes, edges = parts["nodes"], parts["edges"]
-    named = set(nodes) | {t for et in edges for t in (et[0], et[2])}
-    order = parts.get("node_types")
-    if order is not None:
-        missing = sorted(set(nodes) - set(order))
-        if missing or len(set(order)) != len(order):
-            raise ConfigError(f"{path}: node_types {order} must list each node type once; "
-                              f"{missing or 'a type twice'} (from the arrays) is not")
+    node_types = node_order(parts, path)
     for et in edges:
         for end in (et[0], et[2]):
             if end not in nodes:
                 known = ", ".join(sorted(nodes)) or "none"
                 raise ConfigError(f"{path}: edge type {et} names node type {end!r}, which has "
                                   f"no num_nodes, x or y (node types: {known})")
-    node_types = list(order) if order is not None else sorted(named)
     counts, feats, labels = {}, {}, {}
     for t in node_types:
         arr = nodes[t]
@@ -237,12 +305,18 @@ def graph_from_parts(parts: dict, path: Path, symmetrize: bool, train_ratio: flo
         name = SEP.join(et)
         if arr.get("edge_index") is None:
             raise ConfigError(f"{path}: edge type {et} has no edge_index{SEP}{name}")
-        ei = _tensor(arr["edge_index"], f"edge_index{SEP}{name}", path)
-        if ei.is_floating_point() or ei.dtype == torch.bool:
-            raise ConfigError(f"{path}: edge_index{SEP}{name} must hold integer ids, got "
-                              f"{ei.dtype}")
+        ei = arr["edge_index"]
+        if isinstance(ei, EdgeSource):
+            if ei.dtype.kind not in "iu":
+                raise ConfigError(f"{path}: edge_index{SEP}{name} must hold integer ids, got "
+                                  f"{ei.dtype}")
+        else:
+            ei = _tensor(ei, f"edge_index{SEP}{name}", path)
+            if ei.is_floating_point() or ei.dtype == torch.bool:
+                raise ConfigError(f"{path}: edge_index{SEP}{name} must hold integer ids, got "
+                                  f"{ei.dtype}")
         edge_index[et] = ei
-        e = ei.shape[1] if ei.dim() == 2 else -1
+        e = ei.shape[1] if len(ei.shape) == 2 else -1
         for key, store in (("edge_attr", attrs), ("edge_weight", weights)):
             if arr.get(key) is None:
                 continue
@@ -253,12 +327,13 @@ def graph_from_parts(parts: dict, path: Path, symmetrize: bool, train_ratio: flo
             store[et] = a.float()
     num_classes = parts.get("num_classes")
     try:
+        whole = {"x": parts["x"]} if "x" in parts else {}
         return GraphStore.from_typed(
-            counts, edge_index, features=feats, y=labels or None,
+            counts, edge_index, features=None if whole else feats, y=labels or None,
             target_types=tuple(labels), edge_weight=weights or None, edge_attr=attrs or None,
             add_reverse=symmetrize, name=path.stem,
             num_classes=None if num_classes is None else _count(num_classes, "num_classes", path),
             meta={"source": str(path), "inferred_classes": num_classes is None},
-            **{s: v or None for s, v in splits.items()})
+            stage=stage, **whole, **{s: v or None for s, v in splits.items()})
     except (TypeError, ValueError) as err:
         raise ConfigError(f"{path}: {err}") from err
