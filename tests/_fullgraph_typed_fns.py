@@ -63,7 +63,19 @@ def other_typed_model(name: str):
     return make
 
 
+def make_rgat(graph: GraphStore):
+    """R-GAT reading the typed graph's edge features, with keyed dropout on."""
+    from gnnscale.models.rgat import RGAT
+
+    torch.manual_seed(3)
+    model = RGAT(0, graph.num_classes, hidden=8, num_layers=2, dropout=0.5, heads=2,
+                 edge_dim=int(graph.edge_attr.shape[1]))
+    model.bind_graph(graph)
+    return model
+
+
 GRAPHS = {"rgcn": (make_typed_graph, make_typed_model),
+          "rgat": (lambda: _typed_fns.make_typed_graph(edge_features=True), make_rgat),
           **{m: (make_typed_graph, other_typed_model(m)) for m in ("hsage", "hgat", "hgt")},
           "gat_edge": (make_edge_graph, make_edge_model),
           "gine": (make_edge_graph, lambda graph: _data_fns.make_model(graph, "gine"))}

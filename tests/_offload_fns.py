@@ -85,8 +85,8 @@ def case_graph(name: str):
     from gnnscale.data.graph import GraphStore
     from tests import _typed_fns
 
-    if name in _typed_fns.MODELS:
-        return _typed_fns.make_typed_graph()
+    if name in _typed_fns.MODELS or name == "rgat":  # R-GAT: with edge features
+        return _typed_fns.make_typed_graph(edge_features=name == "rgat")
     g = torch.Generator().manual_seed(11)
     n = 120
     ei = torch.randint(0, n, (2, 260), generator=g)
@@ -107,6 +107,13 @@ def case_model(name: str, graph):
 
     if name in _typed_fns.MODELS:  # R-GCN (2 bases) or another typed model
         model = _typed_fns._typed_model(name, graph.num_classes, **kw)
+        model.bind_graph(graph)
+        return model
+    if name == "rgat":
+        from gnnscale.models.rgat import RGAT
+
+        model = RGAT(0, graph.num_classes, heads=2, edge_dim=int(graph.edge_attr.shape[1]),
+                     **kw)
         model.bind_graph(graph)
         return model
     if name == "gine":
@@ -187,6 +194,6 @@ def offload_epochs(topo, cases: list[tuple[str, dict]]) -> list[dict]:
             graph.indices[b.e_id].long(), b.src_ids[b.edge_index[0]]) for b in strat.blocks)
         # every edge a chunk computes (forward, recomputed backward) brings its features
         out["planned_edge_bytes"] = 0 if graph.edge_attr is None else \
-            strat.edges_per_epoch() * EDGE_DIM * 4
+            strat.edges_per_epoch() * graph.edge_attr.shape[1] * 4
         results.append(out)
     return results

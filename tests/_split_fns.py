@@ -144,17 +144,18 @@ def round_parts(topo) -> dict:
 # -- typed graphs and edge features (R-GCN with a featureless type; GAT/GINE with edge_dim) --
 TYPED_STEPS = 3
 #: per model: its graph's batch size (the typed graph trains 40 papers)
-TYPED_BATCH = {"rgcn": 12, "gat_edge": BATCH, "gine": BATCH}
+TYPED_BATCH = {"rgcn": 12, "rgat": 12, "gat_edge": BATCH, "gine": BATCH}
 
 
 def _typed_case(model: str):
     """``(graph, model)`` of a case: R-GCN on the tiny typed graph (a featureless type,
-    per-type widths), or a model reading edge features on a graph that has them."""
+    per-type widths), R-GAT on it with edge features, or a model reading edge features on a
+    homogeneous graph that has them."""
     from tests import _data_fns, _typed_fns
 
-    if model == "rgcn":
-        graph = _typed_fns.make_typed_graph()
-        return graph, _typed_fns.make_model(graph)
+    if model in ("rgcn", "rgat"):  # R-GAT: the typed graph with edge features
+        graph = _typed_fns.make_typed_graph(edge_features=model == "rgat")
+        return graph, _typed_fns.make_model(graph, model)
     graph = _data_fns.graph_for(model)
     return graph, _data_fns.make_model(graph, model)
 

@@ -15,6 +15,7 @@ CASES = [
     ("rgcn", "depcomm", {}),  # overlapped: split by destination, encoded rows exchanged
     ("rgcn", "hybrid", {"overlap": False}),  # some rows replicated, some sent (shuffle)
     ("rgcn", "depcomm", {"vertex_cut": True}),  # R-GCN split: partial sums per relation
+    ("rgat", "depcomm", {}),  # typed edge features and a featureless type
     ("gat_edge", "depcomm", {}),
     ("gat_edge", "depcache", {}),
     ("gine", "depcomm", {"overlap": False}),
@@ -49,7 +50,7 @@ def test_typed_and_edge_feature_fullgraph_on_two_ranks_match_one_process():
             assert all(0 < t <= featureless for t in touched)
             if case[1] != "depcache":  # encoded layer-0 rows and their gradients travel
                 assert all(m["bytes_forward"] > 0 and m["bytes_backward"] > 0 for m in metrics)
-        else:
+        elif case[0] != "rgat":
             graph = T.make_edge_graph()
             row = graph.edge_attr.shape[1] * graph.edge_attr.element_size()
             held = sum(m["bytes_edge_features"] for m in metrics)

@@ -15,6 +15,7 @@ from tests._train import make_cfg
 CASES = [
     ("rgcn", dict(chunks=3, dedup="inter+intra", reorganize=True, intermediate="recompute")),
     ("rgcn", dict(chunks=2, dedup="none", intermediate="auto")),  # layer 1 by the rule
+    ("rgat", dict(chunks=2, dedup="inter", intermediate="recompute")),  # typed edge features
     ("gat_edge", dict(chunks=3, dedup="inter+intra", intermediate="recompute")),
     ("gine", dict(chunks=2, dedup="inter", reorganize=True, intermediate="recompute")),
 ]
@@ -41,8 +42,9 @@ def _check(results: list[dict], cases: list[tuple[str, dict]]) -> None:
         m = got["metrics"]
         assert m["rows_host_loaded"] == got["planned_rows"]
         assert 0 < m["peak_device_bytes"] <= m["device_bound_bytes"]
-        if name == "rgcn":
+        if name in ("rgcn", "rgat"):
             assert m["embedding_rows_held"] == 15  # the featureless type's table
+        if name == "rgcn":
             assert "bytes_edge_features" not in m
         else:
             assert m["bytes_edge_features"] == got["planned_edge_bytes"] > 0
