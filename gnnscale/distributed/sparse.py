@@ -26,6 +26,15 @@ def table_rows(params: list[torch.nn.Parameter]) -> int:
     return sum(p.shape[0] for p in params)
 
 
+def table_stats(params: list[torch.nn.Parameter]) -> dict[str, float]:
+    """``embedding_rows_held`` and ``embedding_bytes`` of the tables a rank holds (none: an
+    empty dict), the figures every strategy that trains types reports."""
+    if not params:
+        return {}
+    return {"embedding_rows_held": float(table_rows(params)),
+            "embedding_bytes": float(sum(p.numel() * p.element_size() for p in params))}
+
+
 def flat_sparse(params: list[torch.nn.Parameter]) -> tuple[torch.Tensor, torch.Tensor]:
     """Every table's sparse gradient as ``(rows, values)``: row ids numbered on across the
     tables in table order, each table's rows coalesced; a table without a gradient adds none."""

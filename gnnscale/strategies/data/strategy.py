@@ -32,7 +32,7 @@ from gnnscale.cache.edges import EdgeFeatures, attach_host
 from gnnscale.cache.store import build_feature_store, typed_inputs
 from gnnscale.distributed import device as device_seam
 from gnnscale.distributed.collectives import group_size
-from gnnscale.distributed.sparse import reduce_sparse
+from gnnscale.distributed.sparse import reduce_sparse, table_stats
 from gnnscale.optim.base import sparse_parameters
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.prefetch import Prefetcher
@@ -197,11 +197,7 @@ class DataParallel(SamplingStrategy):
 
     def embedding_stats(self) -> dict[str, float]:
         """Rows and bytes of the sparse embedding tables this rank holds (none: empty)."""
-        if not self._sparse:
-            return {}
-        return {"embedding_rows_held": float(sum(p.shape[0] for p in self._sparse)),
-                "embedding_bytes": float(sum(p.numel() * p.element_size()
-                                             for p in self._sparse))}
+        return table_stats(self._sparse)
 
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
         """Every global mini-batch of ``epoch``: sample, gather, train this rank's share."""

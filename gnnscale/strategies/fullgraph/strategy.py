@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.distributed.collectives import all_reduce_host, sum_gradients
-from gnnscale.distributed.sparse import reduce_sparse
+from gnnscale.distributed.sparse import reduce_sparse, table_stats
 from gnnscale.optim.base import sparse_parameters
 from gnnscale.sampling.base import TypedInputs
 from gnnscale.strategies.base import RunContext, Strategy
@@ -104,10 +104,7 @@ class FullGraph(Strategy):
                            if not graph.feature_dims.get(t)]
             rows = int(torch.isin(x.node_type.cpu(), torch.tensor(featureless)).sum()) \
                 if isinstance(x, TypedInputs) else 0
-            out = {"embedding_rows_held": float(sum(p.shape[0] for p in self._sparse)),
-                   "embedding_bytes": float(sum(p.numel() * p.element_size()
-                                                for p in self._sparse)),
-                   "embedding_rows_touched": float(rows)}
+            out = {**table_stats(self._sparse), "embedding_rows_touched": float(rows)}
         if self._module.reads_edge_features:
             out["bytes_edge_features"] = float(getattr(self.plan, "edge_bytes", 0))
         return out

@@ -47,7 +47,7 @@ from gnnscale.cache.store import typed_inputs
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed import device as device_seam
 from gnnscale.distributed.collectives import all_reduce_host, sum_gradients
-from gnnscale.distributed.sparse import reduce_sparse
+from gnnscale.distributed.sparse import reduce_sparse, table_stats
 from gnnscale.errors import ConfigError
 from gnnscale.optim.base import sparse_parameters
 from gnnscale.sampling.base import Block
@@ -704,10 +704,7 @@ class Offload(Strategy):
         }
         if self.edges is not None:
             m["bytes_edge_features"] = float(s.edge_features)
-        if self._sparse:  # every rank holds the whole tables; updates its masters' rows
-            m["embedding_rows_held"] = float(sum(p.shape[0] for p in self._sparse))
-            m["embedding_bytes"] = float(sum(p.numel() * p.element_size()
-                                             for p in self._sparse))
+        m.update(table_stats(self._sparse))  # whole on every rank; its masters' rows updated
         for k, modes in enumerate(self.modes):  # this rank's chunks; summed over ranks
             m[f"chunks_cached_l{k}"] = float(modes.count(CACHE))
             m[f"chunks_recomputed_l{k}"] = float(modes.count(RECOMPUTE))

@@ -43,7 +43,7 @@ from gnnscale.cache.store import build_feature_store
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import new_group, sum_gradients
 from gnnscale.distributed.device import Purpose
-from gnnscale.distributed.sparse import reduce_sparse
+from gnnscale.distributed.sparse import reduce_sparse, table_stats
 from gnnscale.optim.base import sparse_parameters
 from gnnscale.sampling import codec
 from gnnscale.sampling.base import MiniBatch
@@ -342,10 +342,7 @@ class SplitParallel(SamplingStrategy):
         m.update(self.store.epoch_stats())
         if self.edges is not None:
             m.update(self.edges.epoch_stats())
-        if self._sparse:
-            m["embedding_rows_held"] = float(sum(p.shape[0] for p in self._sparse))
-            m["embedding_bytes"] = float(sum(p.numel() * p.element_size()
-                                             for p in self._sparse))
+        m.update(table_stats(self._sparse))
         return m
 
     def _run_steps(self, jobs: list, m: dict[str, float], per_rank: list[int],
