@@ -203,17 +203,13 @@ def parts_report(graph, group, leader: bool) -> dict | None:
         return None
     mine = layout.bytes_opened()
     every = [mine]
-    if dist.is_initialized() and group_size(group) > 1:
+    if group_size(group) > 1:
         every = [None] * group_size(group)
         dist.all_gather_object(every, mine, group=group)
     hosts = host_report(every)
     if leader:
         print(format_host_report(hosts, str(layout.root)), flush=True)
     return {"root": str(layout.root), "hosts": hosts, "ranks": every}
-
-
-def _several() -> bool:
-    return dist.is_initialized() and dist.get_world_size() > 1
 
 
 def resume_state(path: Path, resume: bool, topo: Topology) -> dict | None:
@@ -224,7 +220,7 @@ def resume_state(path: Path, resume: bool, topo: Topology) -> dict | None:
     is compared by its digest; nothing is sent when all agree, as on one host). A rank 0
     without a checkpoint starts every rank fresh."""
     mine = checkpoint.load_run(path) if resume and path.exists() else None
-    if not resume or not _several():
+    if not resume or group_size() == 1:
         return mine
     digest = checkpoint.file_digest(path) if mine is not None else None
     digests: list = [None] * topo.world_size
@@ -243,7 +239,7 @@ def resume_state(path: Path, resume: bool, topo: Topology) -> dict | None:
 def check_same_graph(graph, topo: Topology, data_root: str) -> None:
     """Refuse, on every rank, a run whose ranks loaded different graphs (hosts whose data
     folders hold different processed datasets): each names its checksum against rank 0's."""
-    if not _several():
+    if group_size() == 1:
         return
     mine = (graph.meta.get("checksum"), socket.gethostname(), str(data_root))
     every: list = [None] * topo.world_size
