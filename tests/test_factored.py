@@ -348,8 +348,9 @@ def test_shared_queue_with_staleness_equals_routes(switching):
     as on fixed routes, so both queues give the same steps (2 epochs, 1 sampler, 2 trainers);
     with switching the sampler's standby jobs are part of it."""
     args = ("factored", "1", 2, switching, 2, 2, "neighbor")
-    # no prefetch: jobs wait in the ring for a free trainer, so the standby finds some
-    shared = spawn(_factored_fns.train_one_epoch, 3, *args, "shared", 0)
+    # no prefetch and trainer 1 slowed (0.2 s a job): jobs wait in the ring for a free trainer,
+    # so the standby finds some on any host's timing
+    shared = spawn(_factored_fns.train_one_epoch, 3, *args, "shared", 0, 1, 1, 1)
     routes = spawn(_factored_fns.train_one_epoch, 3, "factored", "1", 2, False, 2, 2,
                    "neighbor", "routes")
     want = routes[0]["record"]["grads"]
