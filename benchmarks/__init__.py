@@ -13,6 +13,8 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -39,6 +41,23 @@ def env() -> dict:
         "machine": platform.machine(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
+
+
+def compose_run(overrides: list[str], run_dir: str | Path, data_root: str | Path) -> Any:
+    """The config ``train.py`` composes from ``overrides`` (every component registered), with
+    the suite's run and data folders and progress bars off: one run of a suite."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    from gnnscale import registry
+
+    registry.load_all()
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    with initialize_config_dir(str(configs), version_base=None):
+        cfg = compose("config", overrides=list(overrides))
+    with open_dict(cfg):
+        cfg.run_dir, cfg.data_root, cfg.progress = str(run_dir), str(data_root), False
+    return cfg
 
 
 def median_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:

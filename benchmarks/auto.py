@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks import ratio
+from benchmarks import compose_run, ratio
 
 WORLD = 2
 TARGET = 1.10  # issue 14: the pick's score within 10% of the best separate score
@@ -89,18 +89,7 @@ def pick_ratios(chosen: str, separate: dict[str, dict]) -> dict[str, Any]:
 
 
 def _compose(overrides: list[str], run_dir: Path, data_root: Path):
-    from hydra import compose, initialize_config_dir
-    from omegaconf import open_dict
-
-    from gnnscale import registry
-
-    registry.load_all()
-    configs = Path(__file__).resolve().parents[1] / "configs"
-    with initialize_config_dir(str(configs), version_base=None):
-        cfg = compose("config", overrides=[*COMMON, *overrides])
-    with open_dict(cfg):
-        cfg.run_dir, cfg.data_root, cfg.progress = str(run_dir), str(data_root), False
-    return cfg
+    return compose_run([*COMMON, *overrides], run_dir, data_root)
 
 
 def _run_auto(tmp: Path, preset: str, scale: float, batch: int, plan: tuple) -> dict:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import pyg_missing, ratio
+from benchmarks import compose_run, pyg_missing, ratio
 
 WORLD = 2
 FANOUTS = [15, 10, 5]
@@ -54,22 +54,14 @@ def _pyg_rank(topo, graph_dir: str, epochs: int, batch: int, hidden: int) -> lis
 
 
 def _gnnscale(tmp: Path, scale: float, epochs: int, batch: int, hidden: int) -> dict:
-    from hydra import compose, initialize_config_dir
-    from omegaconf import open_dict
-
     from gnnscale import registry
     from gnnscale.runner.run import run
 
-    registry.load_all()
-    configs = Path(__file__).resolve().parents[1] / "configs"
-    with initialize_config_dir(str(configs), version_base=None):
-        cfg = compose("config", overrides=[
-            "dataset=products_sim", f"dataset.scale={scale}", "model=sage",
-            f"model.hidden={hidden}", "model.num_layers=3", f"sampler.fanouts={FANOUTS}",
-            f"strategy.batch_size={batch}", f"epochs={epochs}", "eval_every=0", "checkpoint=false",
-            f"dist.world_size={WORLD}", "logger=none"])
-    with open_dict(cfg):
-        cfg.run_dir, cfg.data_root, cfg.progress = str(tmp / "run"), str(tmp / "data"), False
+    cfg = compose_run([
+        "dataset=products_sim", f"dataset.scale={scale}", "model=sage",
+        f"model.hidden={hidden}", "model.num_layers=3", f"sampler.fanouts={FANOUTS}",
+        f"strategy.batch_size={batch}", f"epochs={epochs}", "eval_every=0", "checkpoint=false",
+        f"dist.world_size={WORLD}", "logger=none"], tmp / "run", tmp / "data")
     res = run(cfg)
     graph = registry.build(cfg.dataset).load()
     return {"history": res["history"], "processed_dir": str(registry.build(cfg.dataset)

@@ -19,7 +19,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from benchmarks import ratio
+from benchmarks import compose_run, ratio
 
 WORLD = 3
 FANOUTS = [15, 10, 5]
@@ -30,22 +30,13 @@ SAMPLERS = {"neighbor": [f"sampler.fanouts={FANOUTS}"],
 
 
 def _run(tmp: Path, name: str, scale: float, epochs: int, extra: list[str]) -> list[dict]:
-    from hydra import compose, initialize_config_dir
-    from omegaconf import open_dict
-
-    from gnnscale import registry
     from gnnscale.runner.run import run
 
-    registry.load_all()
-    configs = Path(__file__).resolve().parents[1] / "configs"
-    with initialize_config_dir(str(configs), version_base=None):
-        cfg = compose("config", overrides=[
-            "dataset=products_sim", f"dataset.scale={scale}", "model=sage", "model.hidden=256",
-            "model.num_layers=3", "strategy.batch_size=1024",
-            f"epochs={epochs}", "eval_every=0", "checkpoint=false", f"dist.world_size={WORLD}",
-            "logger=none", *extra])
-    with open_dict(cfg):
-        cfg.run_dir, cfg.data_root, cfg.progress = str(tmp / name), str(tmp / "data"), False
+    cfg = compose_run([
+        "dataset=products_sim", f"dataset.scale={scale}", "model=sage", "model.hidden=256",
+        "model.num_layers=3", "strategy.batch_size=1024",
+        f"epochs={epochs}", "eval_every=0", "checkpoint=false", f"dist.world_size={WORLD}",
+        "logger=none", *extra], tmp / name, tmp / "data")
     return run(cfg)["history"]
 
 
@@ -178,26 +169,15 @@ def spin_on(core: int):
 
 
 def _queue_cfg(tmp: Path, name: str, w: dict, queue: str, staleness: int, jobs: int = 1):
-    from hydra import compose, initialize_config_dir
-    from omegaconf import open_dict
-
-    from gnnscale import registry
-
-    registry.load_all()
-    configs = Path(__file__).resolve().parents[1] / "configs"
-    with initialize_config_dir(str(configs), version_base=None):
-        cfg = compose("config", overrides=[
-            "dataset=products_sim", f"dataset.scale={w['scale']}", "model=sage",
-            f"model.hidden={w['hidden']}", f"model.num_layers={len(w['fanouts'])}",
-            f"sampler.fanouts={w['fanouts']}", "strategy=factored", "strategy.samplers=1",
-            f"strategy.batch_size={w['batch']}", f"strategy.queue={queue}",
-            f"strategy.staleness={staleness}", f"strategy.jobs_per_trainer={jobs}",
-            f"epochs={w['epochs']}", "eval_every=0",
-            "checkpoint=false", f"dist.world_size={QUEUE_RANKS}", "dist.threads_per_rank=1",
-            "logger=none"])
-    with open_dict(cfg):
-        cfg.run_dir, cfg.data_root, cfg.progress = str(tmp / name), str(tmp / "data"), False
-    return cfg
+    return compose_run([
+        "dataset=products_sim", f"dataset.scale={w['scale']}", "model=sage",
+        f"model.hidden={w['hidden']}", f"model.num_layers={len(w['fanouts'])}",
+        f"sampler.fanouts={w['fanouts']}", "strategy=factored", "strategy.samplers=1",
+        f"strategy.batch_size={w['batch']}", f"strategy.queue={queue}",
+        f"strategy.staleness={staleness}", f"strategy.jobs_per_trainer={jobs}",
+        f"epochs={w['epochs']}", "eval_every=0",
+        "checkpoint=false", f"dist.world_size={QUEUE_RANKS}", "dist.threads_per_rank=1",
+        "logger=none"], tmp / name, tmp / "data")
 
 
 def _queue_run(cfg, cores: list[int]) -> list[dict]:

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import compose_run
+
 STRATEGIES = ("data", "split", "factored", "fullgraph", "offload")
 WORLD = 2
 
@@ -45,19 +47,11 @@ def _overrides(cfg: dict, strategy: str) -> list[str]:
 
 def _compose(tmp: Path, strategy: str, cfg: dict) -> dict:
     """The config ``train.py`` composes for ``strategy``, validated (data prepared once)."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import OmegaConf
 
-    from gnnscale import registry
     from gnnscale.runner.validate import validate
 
-    registry.load_all()
-    configs = Path(__file__).resolve().parents[1] / "configs"
-    with initialize_config_dir(str(configs), version_base=None):
-        conf = compose("config", overrides=_overrides(cfg, strategy))
-    with open_dict(conf):
-        conf.run_dir, conf.data_root = str(tmp / strategy), str(tmp / "data")
-        conf.progress = False
+    conf = compose_run(_overrides(cfg, strategy), tmp / strategy, tmp / "data")
     validate(conf)
     return OmegaConf.to_container(conf, resolve=True, enum_to_str=True)
 

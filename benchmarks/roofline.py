@@ -46,6 +46,7 @@ from typing import Any
 
 import torch
 
+from benchmarks import compose_run
 from gnnscale.cost import HardwareProfile, Volumes, project, volumes_of_run
 from gnnscale.cost.volumes import layer_widths, output_width
 from gnnscale.data.presets import PRESETS
@@ -217,21 +218,11 @@ def overrides(cfg: dict, strategy: str, deps: str | None, task: str) -> list[str
 
 def run_one(tmp: Path, cfg: dict, strategy: str, deps: str | None, task: str) -> Any:
     """Train one row through the runner; the finished run (:class:`gnnscale.compare.Run`)."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import open_dict
-
-    from gnnscale import registry
     from gnnscale.compare.runs import load_run
     from gnnscale.runner.run import run
 
-    registry.load_all()
-    configs = Path(__file__).resolve().parents[1] / "configs"
-    with initialize_config_dir(str(configs), version_base=None):
-        c = compose("config", overrides=overrides(cfg, strategy, deps, task))
     name = f"{task}-{strategy}" + (f"-{deps}" if deps else "")
-    with open_dict(c):
-        c.run_dir, c.data_root, c.progress = str(tmp / name), str(tmp / "data"), False
-    run(c)
+    run(compose_run(overrides(cfg, strategy, deps, task), tmp / name, tmp / "data"))
     return load_run(tmp / name)
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import pyg_missing, ratio
+from benchmarks import compose_run, pyg_missing, ratio
 
 WORLD = 2
 FANOUTS = [10, 5]
@@ -181,24 +181,15 @@ def _pyg_rank(topo, scale: float, epochs: int) -> list[float]:
 
 
 def _gnnscale(tmp: Path, scale: float, epochs: int) -> dict:
-    from hydra import compose, initialize_config_dir
-    from omegaconf import open_dict
-
-    from gnnscale import registry
     from gnnscale.runner.run import run
 
-    registry.load_all()
-    configs = Path(__file__).resolve().parents[1] / "configs"
-    with initialize_config_dir(str(configs), version_base=None):
-        cfg = compose("config", overrides=[
-            "dataset=hetero_sim", f"dataset.scale={scale}", "model=rgcn",
-            f"model.hidden={HIDDEN}", f"model.num_layers={len(FANOUTS)}",
-            f"model.num_bases={BASES}", "model.dropout=0.0", f"sampler.fanouts={FANOUTS}",
-            "strategy=data", f"strategy.batch_size={BATCH}", f"epochs={epochs}",
-            "eval_every=0", "checkpoint=false", f"dist.world_size={WORLD}", "logger=none"])
-    with open_dict(cfg):
-        cfg.run_dir, cfg.data_root, cfg.progress = str(tmp / "run"), str(tmp / "data"), False
-    return run(cfg)
+    return run(compose_run([
+        "dataset=hetero_sim", f"dataset.scale={scale}", "model=rgcn",
+        f"model.hidden={HIDDEN}", f"model.num_layers={len(FANOUTS)}",
+        f"model.num_bases={BASES}", "model.dropout=0.0", f"sampler.fanouts={FANOUTS}",
+        "strategy=data", f"strategy.batch_size={BATCH}", f"epochs={epochs}",
+        "eval_every=0", "checkpoint=false", f"dist.world_size={WORLD}", "logger=none"],
+        tmp / "run", tmp / "data"))
 
 
 def run(quick: bool = False) -> dict:
