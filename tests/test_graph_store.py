@@ -259,3 +259,29 @@ def test_publish_folder_first_complete_copy_wins_and_cleans(tmp_path):
     assert (dest / "data.txt").read_text() == "c"
     assert oct(dest.stat().st_mode & 0o777) != oct(0o700)  # not mkdtemp's private mode
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temp folders left
+
+
+def test_write_text_atomic_replaces_whole_file_and_leaves_no_temp(tmp_path, monkeypatch):
+    import os
+
+    from gnnscale.data.publish import write_text_atomic
+
+    path = tmp_path / "results.json"
+    path.write_text("old")
+    dead = tmp_path / f".results.json.tmp{2**22 + 7}@{os.uname().nodename}.x.part"
+    dead.write_text("left by a killed writer")
+    write_text_atomic(path, "new")
+    assert path.read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+
+    def half_then_fail(self, text, *a, **k):  # a disk that fills half-way through
+        with open(self, "w") as f:
+            f.write(text[: len(text) // 2])
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(type(path), "write_text", half_then_fail)
+    with pytest.raises(OSError, match="No space"):
+        write_text_atomic(path, "a longer new text")
+    monkeypatch.undo()
+    assert path.read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]

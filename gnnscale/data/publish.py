@@ -105,6 +105,17 @@ def temp_path(path: Path, suffix: str) -> Path:
     return path.parent / f".{path.name}.{_owner_tag('tmp')}{suffix}"
 
 
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader (or a run killed mid-write) sees the old
+    file or the whole new one, never a truncated one."""
+    tmp = temp_path(path, ".part")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def temp_folder(path: Path) -> Path:
     """A new folder beside ``path`` to build it in, named after this process (swept by the
     next writer if this one dies); stale ones of dead writers are removed first."""

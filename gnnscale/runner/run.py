@@ -17,6 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gnnscale import registry
+from gnnscale.data.publish import write_text_atomic
 from gnnscale.distributed.schemas import under_torchrun
 from gnnscale.distributed.threads import quiet_waits
 from gnnscale.errors import ConfigError
@@ -94,7 +95,7 @@ def _launch(cfg: DictConfig, run_dir: Path, phases: Phases,
         return results
     results["startup"] = {**phases.seconds, **results.get("startup", {})}
     results["settled"] = dict(settled or {})
-    (run_dir / "results.json").write_text(json.dumps(results, indent=1))
+    write_text_atomic(run_dir / "results.json", json.dumps(results, indent=1))
     print(f"startup and phases (launcher, rank 0): {Phases.format(results['startup'])}",
           flush=True)
     return results

@@ -14,6 +14,7 @@ import torch.distributed as dist
 from omegaconf import OmegaConf
 
 from gnnscale import registry
+from gnnscale.data.publish import write_text_atomic
 from gnnscale.distributed.collectives import group_rank, group_size
 from gnnscale.distributed.launch import Topology
 from gnnscale.evaluation.footprint import Footprint
@@ -185,7 +186,7 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     if parts is not None:
         results["parts"] = parts
     results["startup"] = phases.seconds
-    (Path(run_dir) / "results.json").write_text(json.dumps(results, indent=1))
+    write_text_atomic(Path(run_dir) / "results.json", json.dumps(results, indent=1))
     phases.add("write_results", time.perf_counter() - t0)
     logger.finish(results["summary"])
     print("\n" + summary_table(history, summary_columns(cfg)), flush=True)
@@ -282,9 +283,7 @@ def graph_shape(graph) -> dict[str, int]:
 def _rewrite_metrics(path: Path, history: list[dict]) -> None:
     """``metrics.jsonl`` = one line per epoch of ``history`` (a resume never duplicates one,
     a fresh run in an old folder starts a fresh file)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in history))
-    os.replace(tmp, path)
+    write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in history))
 
 
 def _progress(cfg, leader: bool, epoch: int, strategy):
