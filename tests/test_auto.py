@@ -331,3 +331,58 @@ def test_auto_profiles_every_candidate_under_link_on_two_ranks(tmp_path, capfd):
     assert [r["name"] for r in decision["candidates"]] == ["data", "factored", "fullgraph",
                                                            "offload", "split"]
     _check_link_decision(res, decision, capfd.readouterr().out)
+
+
+def test_typed_linear_maps_count_each_types_relations():
+    """R-GCN's update per destination: its type's relations plus the root weight; averaged
+    over the node types by node count."""
+    from gnnscale.cost.volumes import typed_linear_maps
+
+    graph = {"node_types": {"a": 10, "b": 30},
+             "edge_type_list": [["a", "r", "b"], ["b", "s", "b"], ["b", "t", "a"]]}
+    rgcn = {"_target_": "gnnscale.models.rgcn.RGCN"}
+    assert typed_linear_maps(graph, rgcn) == pytest.approx((10 * 2 + 30 * 3) / 40)
+    assert typed_linear_maps(graph, {**rgcn, "root_weight": False}) == pytest.approx(70 / 40)
+
+
+def test_auto_ranks_typed_candidates_by_the_cost_model_and_equals_the_pick(tmp_path):
+    """On a typed graph auto profiles the strategies that train types, projects each with the
+    typed volumes (hidden-wide layer 0, the featured types' encodings, embedding rows) and
+    trains the pick, which equals that strategy run directly."""
+    from gnnscale.compare.runs import load_run
+    from gnnscale.cost.volumes import typed_linear_maps, volumes_of_run
+    from gnnscale.runner.run import run
+
+    typed = ("dataset=hetero_sim", "dataset.scale=0.0005", "model=rgcn", "model.hidden=16",
+             "logger=none", "dist.world_size=1", "epochs=1", "eval_batch_size=512")
+    cfg = make_cfg(tmp_path, *typed, "strategy=auto", "strategy.profile_epochs=2",
+                   "strategy.candidates=[data,fullgraph]", "strategy.rematch_rounds=0",
+                   "strategy.criterion=modelled", "strategy.hardware=gsplit_pcie")
+    res = run(cfg)
+    decision = json.loads((Path(cfg.run_dir) / "auto.json").read_text())
+    rows = {r["name"]: r for r in decision["candidates"]}
+    assert all(r["status"] == "ran" and r["projected_epoch_time"] > 0 for r in rows.values())
+    chosen = decision["chosen"]
+    assert chosen == choose(decision["candidates"], "modelled")[0] == res["auto"]["strategy"]
+    for name, r in rows.items():
+        run_ = load_run(r["run_dir"])
+        v = volumes_of_run(run_)
+        assert [w[2:] for w in v.layers] == [(16, 16), (16, 16), (16, 10)]  # hidden-wide input
+        assert v.layer_maps == [typed_linear_maps(run_.graph, run_.config["model"])] * 3
+        assert v.embedding_bytes > 0 and [e[1:] for e in v.encode] == [(128, 16)]
+        gathered = [h.get("bytes_host_to_rank.paper") for h in run_.history]
+        if name == "fullgraph":  # reads no rows per epoch: encodes every row once a pass
+            assert gathered == [None, None]
+            assert v.encode[0][0] == run_.graph["node_types"]["paper"]
+        else:  # the rows it gathered, 128 floats each, and those its cache served
+            served = sum(h["requested"] for h in run_.history) / sum(
+                h["misses"] for h in run_.history)
+            assert served > 1  # cache=presample, data's preferred one
+            assert v.encode[0][0] == pytest.approx(
+                sum(gathered) / len(gathered) / (4 * 128) * served)
+    direct = make_cfg(tmp_path, *typed, f"strategy={chosen}", f"deps={rows[chosen]['deps']}",
+                      f"cache={rows[chosen]['cache']}", run="direct")
+    alone = run(direct)
+    assert [h["train_loss"] for h in res["history"]] == [h["train_loss"]
+                                                         for h in alone["history"]]
+    assert res["summary"]["final_val_acc"] == alone["summary"]["final_val_acc"]

@@ -164,3 +164,55 @@ def test_compare_refuses_a_different_optimizer(two_runs, tmp_path):
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 2
     assert "optim.lr" in proc.stderr and not (tmp_path / "o").exists()
+
+
+def _typed_folder(path: Path, target: str, **bytes_per_epoch: float) -> Path:
+    """A finished typed run folder of the strategy class ``target``: 2 epochs reporting
+    ``bytes_per_epoch`` (plus paper features and one embedding table of 16-wide rows)."""
+    run = _run(str(path), "data", [0.5, 0.7], [1.0, 1.0])
+    run.config["strategy"] = {"_target_": target}
+    for h in run.history:
+        h.update({"bytes_host_to_rank.paper": 8.0, "embedding_rows_held": 100.0,
+                  "embedding_bytes": 100 * 16 * 4.0, "embedding_rows_touched": 40.0,
+                  "bytes_allreduce": 64.0, **bytes_per_epoch})
+    graph = {"num_nodes": 150, "num_edges": 900, "num_features": 0, "num_classes": 3,
+             "num_train": 20, "node_types": {"paper": 50, "author": 100},
+             "feature_dims": {"paper": 4, "author": 0}, "edge_types": 2}
+    path.mkdir(parents=True)
+    (path / "results.json").write_text(json.dumps({"config": run.config, "history": run.history,
+                                                   "summary": run.summary, "graph": graph}))
+    return path
+
+
+def test_compare_shows_the_bytes_typed_runs_move(tmp_path):
+    """Typed runs get a second table: host->rank with each node type's features in it, and
+    hidden rows exchanged from the strategy's declared ``exchange_keys``, ``none`` for a
+    strategy that exchanges none (data); a store's remote feature rows stay features."""
+    from gnnscale.compare.cli import main
+
+    dirs = [_typed_folder(tmp_path / "a", "gnnscale.strategies.data.DataParallel"),
+            _typed_folder(tmp_path / "b", "gnnscale.strategies.split.SplitParallel",
+                          bytes_shuffled=300.0, bytes_rank_to_rank=7.0,
+                          bytes_sample_received=50.0),
+            _typed_folder(tmp_path / "c", "gnnscale.strategies.fullgraph.FullGraph",
+                          bytes_rank_to_rank=500.0, bytes_host_to_rank=0.0)]
+    assert main([*map(str, dirs), "--out", str(tmp_path / "out")]) == 0
+    doc = json.loads((tmp_path / "out" / "compare.json").read_text())
+    typed = {r["strategy"]: r for r in doc["typed"]}
+    assert typed["data"]["bytes_hidden_exchanged"] is None
+    assert typed["split"]["bytes_hidden_exchanged"] == 300.0
+    assert typed["split"]["bytes_features_rank_to_rank"] == 7.0
+    assert typed["split"]["bytes_samples_rank_to_rank"] == 50.0
+    assert typed["fullgraph"]["bytes_hidden_exchanged"] == 500.0
+    assert typed["fullgraph"]["bytes_features_rank_to_rank"] == 0.0
+    assert typed["data"]["bytes_host_to_rank_per_type"] == {"paper": 8.0}
+    assert typed["data"]["embedding_bytes_touched_per_rank"] == 40 * 16 * 4
+    table = (tmp_path / "out" / "compare.md").read_text()
+    assert "of which paper features" in table and "hidden rows exchanged" in table
+    data_line = next(line for line in table.splitlines() if line.startswith("| data |")
+                     and "none" in line)
+    assert "40 of 100" in data_line and "2.56 kB" in data_line
+    homogeneous = [_folder(tmp_path / "h1", "gnnscale.strategies.data.DataParallel")]
+    assert main([*map(str, homogeneous), "--out", str(tmp_path / "h")]) == 0
+    assert "typed" not in json.loads((tmp_path / "h" / "compare.json").read_text())
+    assert "hidden rows exchanged" not in (tmp_path / "h" / "compare.md").read_text()

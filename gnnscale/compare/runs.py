@@ -165,7 +165,7 @@ def assign_labels(runs: list[Run]) -> None:
 COMPONENT_GROUPS = frozenset({"sampler", "cache", "deps", "partition"})
 
 
-def _strategy_class(config: dict[str, Any]) -> Any:
+def strategy_class(config: dict[str, Any]) -> Any:
     """The class the run's ``strategy._target_`` names, or None when it cannot be imported
     here (a run from another version of gnnscale, a strategy package not on the path)."""
     target = str(config.get("strategy", {}).get("_target_", ""))
@@ -181,7 +181,7 @@ def _strategy_class(config: dict[str, Any]) -> Any:
 def strategy_reads(config: dict[str, Any]) -> tuple[str, ...]:
     """The component groups the run's strategy uses (its class's ``reads``); all of them when
     the class cannot be imported here."""
-    cls = _strategy_class(config)
+    cls = strategy_class(config)
     reads = getattr(cls, "reads", None)
     return tuple(reads) if reads is not None else tuple(COMPONENT_GROUPS)
 
@@ -192,7 +192,7 @@ def strategy_name(config: dict[str, Any]) -> str:
     class's module (``gnnscale.strategies.data.DataParallel`` -> ``data``,
     ``my_strategies.replicated.strategy.Replicated`` -> ``replicated``, the layout of
     docs/adding-a-strategy.md)."""
-    name = getattr(_strategy_class(config), "name", None)
+    name = getattr(strategy_class(config), "name", None)
     if isinstance(name, str) and name:
         return name
     parts = str(config.get("strategy", {}).get("_target_", "?")).split(".")

@@ -1,6 +1,20 @@
 """The deterministic volumes of one epoch that the cost model projects: edges and vertex
 updates per layer with their widths (-> bytes of aggregation, FLOPs of update), bytes per tier,
-gradient bytes, sampled edges, ranks. Built from a run folder or given directly."""
+gradient bytes, sampled edges, ranks. Built from a run folder or given directly.
+
+A typed run (its results' ``graph`` names node types) is read as a typed model computes: layer
+0 reads the typed input's ``hidden``-wide rows, not the raw features; each featured type's
+input rows pass its own ``Linear(F_t, hidden)`` (:attr:`Volumes.encode`: the rows the run
+gathered of that type, ``bytes_host_to_rank.<type>``, scaled by requested over missed rows
+for those a cache served, or every row of it once when it reports none: a whole-graph
+strategy encodes each row once a pass); a featureless type's rows are
+embedding rows (:attr:`Volumes.embedding_bytes`: the rows looked up, read forward, their
+sparse gradient written, and SparseAdam's row, two moments and gradient read and written: 8
+row passes, instead of feature rows from the host); R-GCN's update multiplies each
+destination's ``R_t * in``-wide per-relation aggregate (``R_t``: the relations into its type)
+and its own row (the root weight) by ``out``: ``R_t + 1`` linear maps, averaged over the node
+types by node count (:func:`typed_linear_maps`); another typed model is counted as one map per
+relation. The aggregation reads one ``in``-wide row per edge whatever its relation."""
 
 from __future__ import annotations
 
@@ -34,15 +48,25 @@ class Volumes:
     edge_skew: float = 1.0  # slowest rank's edges over the mean
     steps: float = 1.0
     notes: list[str] = field(default_factory=list)
+    #: per conv layer, its linear maps (a typed model's relations); None: ``linear_maps``
+    layer_maps: list[float] | None = None
+    #: a typed input's dense encodings: ``(rows, in width, out width)`` per featured type
+    encode: list[tuple[float, int, int]] = field(default_factory=list)
+    #: device-memory bytes of the embedding tables' lookups and sparse updates
+    embedding_bytes: float = 0.0
 
     def aggregation_bytes(self) -> float:
         """Device-memory bytes of aggregation: forward reads a row per edge, backward reads and
-        scatters one (3 row passes of 4-byte floats)."""
-        return sum(3 * 4 * e * d_in for e, _, d_in, _ in self.layers)
+        scatters one (3 row passes of 4-byte floats); plus the embedding rows' traffic."""
+        return sum(3 * 4 * e * d_in for e, _, d_in, _ in self.layers) + self.embedding_bytes
 
     def update_flops(self) -> float:
-        """FLOPs of the dense updates: 2 per multiply-add, forward + 2x backward."""
-        return sum(3 * 2 * v * d_in * d_out * self.linear_maps for _, v, d_in, d_out in self.layers)
+        """FLOPs of the dense updates (and a typed input's encodings): 2 per multiply-add,
+        forward + 2x backward."""
+        maps = self.layer_maps or [float(self.linear_maps)] * len(self.layers)
+        return (sum(3 * 2 * v * d_in * d_out * m
+                    for (_, v, d_in, d_out), m in zip(self.layers, maps))
+                + sum(3 * 2 * rows * d_in * d_out for rows, d_in, d_out in self.encode))
 
 
 def layer_widths(num_features: int, hidden: int, num_classes: int, num_layers: int
@@ -78,7 +102,10 @@ def volumes_of_run(run: Run) -> Volumes:
                          "it with this version of gnnscale")
     cfg, h = run.config, run.history
     model = cfg["model"]
-    widths = layer_widths(run.graph["num_features"], int(model["hidden"]),
+    typed = bool(run.graph.get("node_types"))
+    # a typed model's layer 0 reads the typed input's hidden-wide rows
+    width_in = int(model["hidden"]) if typed else run.graph["num_features"]
+    widths = layer_widths(width_in, int(model["hidden"]),
                           output_width(cfg, run.graph), int(model["num_layers"]))
     edges = epoch_mean(run, ("edges_computed",))
     reported = any("vertex_updates" in r for r in h)
@@ -91,6 +118,10 @@ def volumes_of_run(run: Run) -> Volumes:
     if not full and len(fanouts or []) != len(widths):
         raise ValueError(f"{run.path}: sampled run without one sampler fanout per layer")
     samplers = int(max(r.get("samplers", 0.0) for r in h))
+    extra: dict = {}
+    if typed:
+        extra = typed_volumes(run, int(model["hidden"]), len(widths),
+                              max(run.world_size - samplers, 1))
     return Volumes(
         ranks=run.world_size,
         layers=split_layers(edges, updates if full else None, widths, fanouts),
@@ -103,7 +134,43 @@ def volumes_of_run(run: Run) -> Volumes:
         edge_skew=max(1.0, epoch_mean(run, ("edge_skew",))) if any("edge_skew" in r for r in h)
         else 1.0,
         steps=epoch_mean(run, ("steps",)) or 1.0,
+        **extra,
     )
+
+
+def typed_linear_maps(graph: dict, model: dict) -> float:
+    """A typed model's linear maps per destination row (see the module docstring): R-GCN's
+    ``R_t`` relation maps plus its root weight, another typed model's ``R_t``; averaged over
+    the node types by node count. ``graph``: a run's graph sizes with ``node_types`` (counts)
+    and ``edge_type_list`` (``[src, rel, dst]``); without the list every type counts all the
+    graph's relations."""
+    counts = graph["node_types"]
+    listed = graph.get("edge_type_list")
+    rels = {t: sum(1 for e in listed if e[2] == t) if listed else int(graph.get("edge_types", 1))
+            for t in counts}
+    root = 1 if _model_name(model) == "rgcn" and model.get("root_weight", True) else 0
+    total = sum(counts.values()) or 1
+    return sum(n * (rels[t] + root) for t, n in counts.items()) / total
+
+
+def typed_volumes(run: Run, hidden: int, layers: int, trainers: int) -> dict:
+    """The typed parts of a run's :class:`Volumes`: per-layer linear maps, the featured types'
+    encodings, the embedding rows' device traffic."""
+    graph, dims = run.graph, run.graph.get("feature_dims", {})
+    misses = epoch_mean(run, ("misses",))
+    # rows read from a cache are encoded too: scale the host rows by requested / missed
+    cached = epoch_mean(run, ("requested",)) / misses if misses else 1.0
+    encode = []
+    for t, d in dims.items():
+        if not d:
+            continue
+        key = f"bytes_host_to_rank.{t}"
+        rows = (epoch_mean(run, (key,)) / (4 * d) * cached
+                if any(key in r for r in run.history) else float(graph["node_types"][t]))
+        encode.append((rows, int(d), hidden))
+    touched = epoch_mean(run, ("embedding_rows_touched",)) * trainers
+    return {"layer_maps": [typed_linear_maps(graph, run.config["model"])] * layers,
+            "encode": encode, "embedding_bytes": 8 * 4 * hidden * touched}
 
 
 def samples(strategy: str) -> bool:

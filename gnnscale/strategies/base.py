@@ -100,6 +100,7 @@ class Strategy(ABC):
     default_cache: ClassVar[str] = "none"
     auto_candidate: ClassVar[bool] = True
     meta: ClassVar[bool] = False
+    exchange_keys: ClassVar[tuple[str, ...]] = ()
     items_per_rank: ClassVar[bool] = False
     reductions: ClassVar[Mapping[str, str]] = StrategyConfig.reductions
     columns: ClassVar[tuple[str, ...]] = StrategyConfig.columns

@@ -41,7 +41,7 @@ from gnnscale.tasks.config import declared_task
 DECLARATIONS = ("name", "samples", "layer_by_layer", "takes_weighted_blocks",
                 "takes_edge_features", "reads", "deps", "default_deps",
                 "default_cache", "auto_candidate", "meta", "items_per_rank", "reductions",
-                "columns", "trains_types")
+                "columns", "trains_types", "exchange_keys")
 
 
 @dataclass
@@ -100,6 +100,11 @@ class StrategyConfig(Options):
     #: Whether it trains typed graphs (several node or edge types) with their types; a
     #: strategy that does not is refused a typed dataset at launch rather than ignoring types.
     trains_types: ClassVar[bool] = False
+    #: Its per-epoch byte counters that count hidden rows (a layer's activations, and their
+    #: gradients) sent between ranks: ``split``'s shuffle, ``fullgraph``'s and ``offload``'s
+    #: exchanges; none for a strategy that exchanges no hidden rows (``data``, ``factored``).
+    #: The comparison tool reads them (``gnnscale/compare/table.py``, its typed bytes table).
+    exchange_keys: ClassVar[tuple[str, ...]] = ()
     #: Whether ``strategy=auto`` may profile it.
     auto_candidate: ClassVar[bool] = True
     #: A meta strategy is resolved in the launcher into runs of concrete ones (``auto``).

@@ -32,6 +32,8 @@ class AutoConfig(StrategyConfig):
     name: ClassVar[str] = "auto"
     meta: ClassVar[bool] = True
     auto_candidate: ClassVar[bool] = False
+    #: a typed graph is profiled under the candidates that train types (the others refused)
+    trains_types: ClassVar[bool] = True
     _target_: str = "gnnscale.strategies.auto.Auto"
     candidates: list[str] = field(default_factory=list)  # empty: every registered candidate
     profile_epochs: int = 3  # epochs each candidate trains; the first is a warm-up

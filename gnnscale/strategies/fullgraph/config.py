@@ -64,6 +64,8 @@ class FullGraphConfig(StrategyConfig):
     default_deps: ClassVar[str] = "hybrid"  # NeutronStar's cost model
     default_cache: ClassVar[str] = "none"
     trains_types: ClassVar[bool] = True  # typed inputs encoded, sparse gradients summed
+    #: DepComm's rows and gradients (``bytes_forward`` + ``bytes_backward``)
+    exchange_keys: ClassVar[tuple[str, ...]] = ("bytes_rank_to_rank",)
     takes_edge_features: ClassVar[bool] = True  # each block's rows, gathered at set-up
     reductions: ClassVar[dict[str, Reduce]] = {
         "edge_skew": Reduce.max,  # the busiest part's

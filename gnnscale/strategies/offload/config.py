@@ -79,7 +79,10 @@ class OffloadConfig(StrategyConfig):
         "replication_alpha": Reduce.mean,  # each rank's replicated share of its rows
         "peak_device_bytes": Reduce.max, "device_bound_bytes": Reduce.max,  # the largest rank's
         "embedding_rows_held": Reduce.max, "embedding_bytes": Reduce.max,  # whole on every rank
+        "embedding_rows_touched": Reduce.mean,  # its masters' featureless rows
     }
+    #: the rows and gradients its Shuffle shares between the ranks of a batch
+    exchange_keys: ClassVar[tuple[str, ...]] = ("bytes_rank_to_rank",)
     _target_: str = "gnnscale.strategies.offload.Offload"
     chunks: int = 8                     # chunks per part; batch b = chunk b of every part
     dedup: str = "inter+intra"          # none | inter | inter+intra

@@ -208,6 +208,8 @@ class Offload(Strategy):
             for _ in range(self.num_layers)]
         self.plan_time = time.perf_counter() - t0
         self.masters = self.masters_all[topo.rank]
+        #: featureless rows among its masters: the embedding rows it encodes every pass
+        self._featureless_masters = float(_featureless(graph, self.masters))
         self.bound, self.bound_where = self._plan_bound()
 
     def _chunk_block(self, t: BatchTransfer) -> Block:
@@ -704,7 +706,10 @@ class Offload(Strategy):
         }
         if self.edges is not None:
             m["bytes_edge_features"] = float(s.edge_features)
-        m.update(table_stats(self._sparse))  # whole on every rank; its masters' rows updated
+        for t, nbytes in s.typed_features.items():  # raw features within host_to_device
+            m[f"bytes_host_to_rank.{t}"] = float(nbytes)
+        if self._sparse:  # whole on every rank; its masters' featureless rows looked up
+            m.update(table_stats(self._sparse), embedding_rows_touched=self._featureless_masters)
         for k, modes in enumerate(self.modes):  # this rank's chunks; summed over ranks
             m[f"chunks_cached_l{k}"] = float(modes.count(CACHE))
             m[f"chunks_recomputed_l{k}"] = float(modes.count(RECOMPUTE))
@@ -747,3 +752,12 @@ class Offload(Strategy):
 
         return self.ctx.task.evaluate_owned(self._module, forward, self.masters, splits,
                                             self.group)
+
+
+def _featureless(graph: Any, ids: torch.Tensor) -> int:
+    """How many of ``ids`` are of a featureless node type (0 on a graph without types)."""
+    if not graph.is_typed:
+        return 0
+    dims = graph.feature_dims
+    none = torch.tensor([dims[t] == 0 for t in graph.node_types])
+    return int(none[graph.node_type_of(ids)].sum())

@@ -37,6 +37,8 @@ class TransferStats:
     rows_reused: int = 0
     rows_intermediate: int = 0   # cached aggregates and destination rows loaded back
     edge_features: int = 0       # edge feature bytes the chunks' blocks brought
+    #: a typed graph's raw feature bytes per node type loaded to the device (in host_to_device)
+    typed_features: dict = field(default_factory=dict)
     recompute_seconds: float = 0.0
     h2d_seconds: float = 0.0     # in host-to-device copies
     d2h_seconds: float = 0.0     # in device-to-host copies
@@ -204,6 +206,9 @@ class DeviceTier:
             device_seam.synchronize(self.device)
         self.stats.h2d_seconds += time.perf_counter() - t0
         self.stats.host_to_device += nbytes
+        for t, x in inputs.features.items():
+            self.stats.typed_features[t] = (self.stats.typed_features.get(t, 0)
+                                            + x.numel() * x.element_size())
         self.track(*_input_tensors(inputs))
         return inputs
 

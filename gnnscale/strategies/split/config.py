@@ -34,7 +34,10 @@ class SplitParallelConfig(SamplingConfig):
     reductions: ClassVar[dict[str, Reduce]] = {
         "local_edge_ratio": Reduce.mean,  # each rank's share of its edges that stay local
         "edge_skew": Reduce.max,  # the busiest rank's edges over the mean
+        "embedding_rows_held": Reduce.max, "embedding_bytes": Reduce.max,  # whole on every rank
+        "embedding_rows_touched": Reduce.mean,  # the featureless rows each rank loaded
     }
+    exchange_keys: ClassVar[tuple[str, ...]] = ("bytes_shuffled",)  # hidden rows by owner
     columns: ClassVar[tuple[str, ...]] = ("local_edge_ratio", "edge_skew", "bytes_shuffled")
     _target_: str = "gnnscale.strategies.split.SplitParallel"
     batch_size: int = 1024  # global mini-batch, split over the ranks by owner
