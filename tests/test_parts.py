@@ -132,8 +132,8 @@ def test_run_checks_refuse_what_is_not_the_layouts(written, tmp_path):
     refused(r"holds small, partitioned from other dataset options .*: set "
             r'dataset.preset="tiny" ', **{"dataset.preset": "small"})
     refused(r"parts=.*nowhere: no such folder", parts=str(tmp_path / "nowhere"))
-    data = ("strategy=data", "deps=depcache", "sampler.fanouts=[5,5]")
-    for over, match in ((data, "strategy=data reads the whole graph"),
+    factored = ("strategy=factored", "deps=depcache", "sampler.fanouts=[5,5]")
+    for over, match in ((factored, "strategy=factored cannot train from parts= yet"),
                         (("deps=hybrid",), "fullgraph needs deps=depcomm")):
         with pytest.raises(ConfigError, match=match):
             validate(make_cfg(tmp_path, *RUN, *over, f"parts={tmp / 'L'}"))

@@ -115,7 +115,7 @@ class DataParallel(SamplingStrategy):
         self.store = build_feature_store(
             ctx.graph, ctx.cache_policy, topo=topo, device=topo.device,
             schedule=self.schedule, sampler=ctx.sampler, part=part, seed=ctx.seed,
-            peak_bytes=self.step_peak_bytes(), hotness=self.hotness,
+            peak_bytes=self.step_peak_bytes(), hotness=self.hotness, group=self.group,
         )
         #: the blocks' edge features, gathered beside the node features (None: not read)
         self.edges = EdgeFeatures(ctx.graph, topo.device) \
