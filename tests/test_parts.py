@@ -122,6 +122,10 @@ def test_a_sampling_rank_holds_the_topology_and_fetches_rows_from_owners(written
         assert not [f for f in files if f"part-{q}/indices" in f]  # its in-edges: in the whole
         stores.append(FeatureStore(view.x, owned[:3], topo=SimpleNamespace(rank=q, world_size=2),
                                    exchange=exchange))
+        alone = FeatureStore(view.x, owned[1:3])  # no peers: its own rows only, never others'
+        assert torch.equal(alone.gather(owned.flip(0)), graph.x[owned.flip(0)])
+        with pytest.raises(NotHeldError, match="not on this host"):
+            alone.gather(torch.arange(graph.num_nodes))
         full = PartLayout(tmp / "L")
         full.open_part(q)  # fullgraph's part: no topology, no labels of other parts
         assert not [f for f in full.bytes_opened()["files"]

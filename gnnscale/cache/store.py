@@ -180,7 +180,8 @@ class FeatureStore:
             return cache
         for start in range(0, cached.numel(), _CHUNK_ROWS):
             part = cached[start:start + _CHUNK_ROWS]
-            cache[start:start + part.numel()] = self._from_host(part).to(self.device)
+            rows = part if self.local is None else self.view.positions(part)  # parts=: its own
+            cache[start:start + part.numel()] = _host_rows(self.host, rows).to(self.device)
         return cache
 
     def _owned_or_fetched(self, ids: torch.Tensor) -> torch.Tensor:
