@@ -93,8 +93,8 @@ class FeatureStore:
             self.view = features
             home = features.owner
             features = features.rows
-            self.local = torch.full((self._num_nodes,), -1, dtype=torch.int64)
-            self.local[held.long()] = torch.arange(held.numel())
+            self.local = torch.full((self._num_nodes,), -1, dtype=torch.int32)
+            self.local[held.long()] = torch.arange(held.numel(), dtype=torch.int32)
             if home is not None and self.world_size > 1:
                 self.home = torch.as_tensor(home).to(torch.int32).to(self.device)
                 self.owner_exchange = exchange if exchange is not None else DistExchange(group)
