@@ -183,6 +183,17 @@ def test_run_checks_refuse_what_is_not_the_layouts(written, tmp_path):
         with pytest.raises(ConfigError, match=match):
             validate(make_cfg(tmp_path, *RUN, *over, f"parts={tmp / 'L'}"))
 
+    g = small_graph()  # edge features stay with their destination's part: not sampled
+    feats = GraphStore(indptr=g.indptr, indices=g.indices, x=g.x, y=g.y,
+                       edge_attr=torch.randn(g.num_edges, 2), train_idx=g.train_idx,
+                       num_classes=3, name="small")
+    write_layout(feats, PartitionBook.from_edge_cut(feats, book.part, 2), tmp_path / "E",
+                 nodes(cfg, "dataset"), nodes(cfg, "partitioner"), log=lambda _m: None)
+    with pytest.raises(ConfigError, match="keeps each edge's features in its destination's "
+                                          "part, but strategy=data samples any edge"):
+        validate(make_cfg(tmp_path, *RUN, "strategy=data", "deps=depcache",
+                          "sampler.fanouts=[5,5]", f"parts={tmp_path / 'E'}"))
+
     host = tmp_path / "host1"  # a host given the top folder and part 0 only
     shutil.copytree(tmp / "L", host, ignore=shutil.ignore_patterns("part-1"))
     with open_dict(cfg):
