@@ -8,6 +8,9 @@ long run during which host 1 vanishes (every process of its namespace SIGKILLed)
 end within the run's deadline naming it. Where namespaces cannot be made the same runs use two
 torchrun "nodes" on 127.0.0.1 (the namespace tests skip, saying why).
 
+``data`` and ``split`` train a second time from a 4-part layout, each host holding only its
+ranks' part folders (``parts=``), and no rank opens a file of another part.
+
 Each strategy is compared with its single-host reference, trained in this process: the
 full-graph strategies (``fullgraph`` edge- and vertex-cut, ``offload``) and ``split`` (one
 whole mini-batch split over the ranks) with one process; ``data`` and ``factored`` (4 micro-
@@ -47,6 +50,9 @@ PLAN = {
     "run-fullgraph-edge": (*BASE, *GCN, "strategy=fullgraph"),
     "run-fullgraph-vertex": (*BASE, *GCN, "strategy=fullgraph", "partitioner=cvc"),
     "run-offload": (*BASE, *GCN, "strategy=offload", "strategy.chunks=2"),
+    # each host holds only its ranks' parts of a 4-part layout (and the global files)
+    "run-data-parts": (*BASE, "strategy=data", *SAMPLING, "parts={host}/parts"),
+    "run-split-parts": (*BASE, "strategy=split", *SAMPLING, "parts={host}/parts"),
 }
 #: ``run-data`` again, stopped after one epoch, then resumed: host 1's run folder has no
 #: checkpoint (rank 0 writes it), so its ranks resume from rank 0's, sent over the network
@@ -69,6 +75,8 @@ REFERENCE = {
                                            "dist.world_size=1")),
     "run-fullgraph-vertex": ("fullgraph-1", None),
     "run-offload": ("fullgraph-1", None),
+    "run-data-parts": ("data-4", None),
+    "run-split-parts": ("split-1", None),
 }
 
 
@@ -81,6 +89,7 @@ def two_hosts(tmp_path_factory) -> dict:
     """Train :data:`PLAN` then :data:`VANISH` on two hosts, and the references here."""
     root = tmp_path_factory.mktemp("hosts")
     ref_root = root / "reference"
+    from gnnscale.partition.cli import run as partition
     from gnnscale.strategies.base import build_task
 
     build_task(make_cfg(ref_root, *PLAN["run-data"]))  # the processed dataset, once
@@ -93,6 +102,12 @@ def two_hosts(tmp_path_factory) -> dict:
     with Hosts(root, kind) as hosts:
         for i in range(2):  # each host its own copy of the processed data
             shutil.copytree(ref_root / "data", hosts.folder(i) / "data")
+        layout = root / "layout"  # and its ranks' parts of one 4-part layout
+        partition(make_cfg(ref_root, *BASE, "dist.world_size=4", f"parts={layout}"),
+                  log=lambda _m: None)
+        for i in range(2):
+            shutil.copytree(layout, hosts.folder(i) / "parts", ignore=shutil.ignore_patterns(
+                *(f"part-{q}" for q in range(4) if q // 2 != i)))
         port = free_port()
         logs = [root / f"host{i}.log" for i in range(2)]
         agents = [hosts.torchrun(i, port, ["-m", "tests._hosts_driver", str(plan),
@@ -159,6 +174,12 @@ def _check(two_hosts: dict, name: str) -> None:
                                                             abs=2e-3), name
     # host 1 wrote nothing of rank 0's: its run folder holds no results
     assert not (two_hosts["root"] / "host1" / name / "results.json").exists()
+    if name.endswith("-parts"):  # every file a rank opened is its own host's, of its parts
+        for rank, opened in enumerate(res["parts"]["ranks"]):
+            host = two_hosts["root"] / f"host{rank // 2}" / "parts"
+            files = [*opened["files"], *opened["mapped"]]
+            assert all(f.startswith(str(host)) for f in files), files
+            assert not [f for f in files if "part-" in f and f"part-{rank}/" not in f], files
 
 
 def test_vanished_host_ends_the_run_naming_it(two_hosts):

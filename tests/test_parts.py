@@ -95,6 +95,51 @@ def test_each_part_holds_its_rows_and_in_edges(written):
     assert layout.info["num_parts"] == 2 and layout.info["graph"]["name"] == "small"
 
 
+def test_a_sampling_rank_holds_the_topology_and_fetches_rows_from_owners(written):
+    """A rank of a sampling strategy gets the whole CSC and labels but only its own feature
+    rows; its feature store serves the others from their owner ranks (the remote owner tier,
+    counted apart), here two in-process ranks over a LocalExchange."""
+    from types import SimpleNamespace
+
+    from gnnscale.cache.exchange import LocalExchange
+    from gnnscale.cache.store import FeatureStore
+
+    tmp, _, graph, book = written
+    stores: list[FeatureStore] = []
+    exchange = LocalExchange(stores)
+    for q in range(2):
+        layout = PartLayout(tmp / "L")
+        view = layout.open_part(q, topology=True)
+        owned = (book.part == q).nonzero().flatten()
+        for name in ("indptr", "indices", "edge_weight", "y", "train_idx"):
+            assert torch.equal(getattr(view, name), getattr(graph, name)), name
+        assert torch.equal(view.x.held, owned) and torch.equal(view.x.owner, book.part)
+        assert torch.equal(view.x[owned], graph.x[owned])
+        with pytest.raises(NotHeldError, match="from its owner"):
+            view.x[int((book.part != q).nonzero()[0])]
+        files = layout.bytes_opened()["files"]
+        assert not [f for f in files if f"part-{1 - q}" in f]
+        assert not [f for f in files if f"part-{q}/indices" in f]  # its in-edges: in the whole
+        stores.append(FeatureStore(view.x, owned[:3], topo=SimpleNamespace(rank=q, world_size=2),
+                                   exchange=exchange))
+        alone = FeatureStore(view.x, owned[1:3])  # no peers: its own rows only, never others'
+        assert torch.equal(alone.gather(owned.flip(0)), graph.x[owned.flip(0)])
+        with pytest.raises(NotHeldError, match="not on this host"):
+            alone.gather(torch.arange(graph.num_nodes))
+        full = PartLayout(tmp / "L")
+        full.open_part(q)  # fullgraph's part: no topology, no labels of other parts
+        assert not [f for f in full.bytes_opened()["files"]
+                    if f.endswith(("L/indices.npy", "L/y.npy"))]
+    ids = torch.arange(graph.num_nodes).flip(0)
+    for q, store in enumerate(stores):
+        assert torch.equal(store.gather(ids), graph.x[ids])
+        away = int((book.part[ids] != q).sum())
+        last = store.last_stats()
+        assert last["remote_owner_rows"] == away and last["local_hits"] == 3
+        assert last["bytes_remote_owner"] == away * store.row_bytes
+        assert last["misses"] == ids.numel() - away - 3  # its own rows, from its own table
+
+
 def test_a_damaged_or_foreign_part_is_named(written, tmp_path):
     src, _, _, _ = written
     copy = tmp_path / "L"
@@ -132,11 +177,22 @@ def test_run_checks_refuse_what_is_not_the_layouts(written, tmp_path):
     refused(r"holds small, partitioned from other dataset options .*: set "
             r'dataset.preset="tiny" ', **{"dataset.preset": "small"})
     refused(r"parts=.*nowhere: no such folder", parts=str(tmp_path / "nowhere"))
-    data = ("strategy=data", "deps=depcache", "sampler.fanouts=[5,5]")
-    for over, match in ((data, "strategy=data reads the whole graph"),
+    factored = ("strategy=factored", "deps=depcache", "sampler.fanouts=[5,5]")
+    for over, match in ((factored, "strategy=factored cannot train from parts= yet"),
                         (("deps=hybrid",), "fullgraph needs deps=depcomm")):
         with pytest.raises(ConfigError, match=match):
             validate(make_cfg(tmp_path, *RUN, *over, f"parts={tmp / 'L'}"))
+
+    g = small_graph()  # edge features stay with their destination's part: not sampled
+    feats = GraphStore(indptr=g.indptr, indices=g.indices, x=g.x, y=g.y,
+                       edge_attr=torch.randn(g.num_edges, 2), train_idx=g.train_idx,
+                       num_classes=3, name="small")
+    write_layout(feats, PartitionBook.from_edge_cut(feats, book.part, 2), tmp_path / "E",
+                 nodes(cfg, "dataset"), nodes(cfg, "partitioner"), log=lambda _m: None)
+    with pytest.raises(ConfigError, match="keeps each edge's features in its destination's "
+                                          "part, but strategy=data samples any edge"):
+        validate(make_cfg(tmp_path, *RUN, "strategy=data", "deps=depcache",
+                          "sampler.fanouts=[5,5]", f"parts={tmp_path / 'E'}"))
 
     host = tmp_path / "host1"  # a host given the top folder and part 0 only
     shutil.copytree(tmp / "L", host, ignore=shutil.ignore_patterns("part-1"))
@@ -178,43 +234,57 @@ def test_the_writer_refuses_what_it_cannot_lay_out(tmp_path):
         write_layout(graph, vcut, tmp_path / "v", {}, {})
 
 
+#: the sampling strategies on the loopback nodes (split: a whole batch per step, so one
+#: process is its reference; data: one micro-batch per rank, so 2 ranks on the whole dataset)
+SAMPLED = ("sampler.fanouts=[5,5]", "strategy.batch_size=128", "model.dropout=0")
+COMMON = tuple(o for o in RUN if not o.startswith(("strategy=", "deps=", "dist.world_size")))
+LOOPBACK = {"fullgraph": RUN, "data": (*COMMON, "strategy=data", *SAMPLED, "dist.world_size=2"),
+            "split": (*COMMON, "strategy=split", *SAMPLED, "dist.world_size=2")}
+
+
 @pytest.mark.slow
 def test_two_hosts_each_with_only_its_part_train_as_one_process(tmp_path):
     """Two torchrun "nodes" on loopback, each given a folder holding the global files and
-    its own part only: their losses equal one process on the whole graph, and neither opened
-    a file of the other's part."""
+    its own part only, train fullgraph, data and split in one launch: their losses equal the
+    single-host reference (one process; data: 2 ranks on the whole dataset), and neither
+    opened a file of the other's part."""
     from gnnscale.distributed import free_port
     from gnnscale.partition.cli import run as partition
     from gnnscale.runner.run import run
 
-    whole = make_cfg(tmp_path, *BASE, "dist.world_size=1", run="one")
-    one = run(whole)
     layout = tmp_path / "L"
     partition(make_cfg(tmp_path, *RUN, f"parts={layout}"), log=lambda _m: None)
     for q in range(2):  # copy each host its folders
-        shutil.copytree(layout, tmp_path / f"host{q}", ignore=shutil.ignore_patterns(
+        shutil.copytree(layout, tmp_path / f"host{q}" / "L", ignore=shutil.ignore_patterns(
             f"part-{1 - q}"))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps([[f"run-{name}", [*o, "parts={host}/L", "progress=false",
+                                        "dist.timeout_s=120"]] for name, o in LOOPBACK.items()]))
     port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node",
            "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}",
-           "--rdzv_id", "gnnscale-parts", "--max_restarts", "0", "train.py", *RUN,
-           f"run_dir={tmp_path / 'two'}", "progress=false", "dist.timeout_s=120"]
-    nodes_ = [subprocess.Popen([*cmd, f"parts={tmp_path / f'host{q}'}",
-                                f"data_root={tmp_path / f'empty{q}'}"], cwd=ROOT, env=env,
+           "--rdzv_id", "gnnscale-parts", "--max_restarts", "0", "-m", "tests._hosts_driver",
+           str(plan)]
+    nodes_ = [subprocess.Popen([*cmd, str(tmp_path / f"host{q}")], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
               for q in range(2)]
+    refs = {name: run(make_cfg(tmp_path, *o[:-1], f"dist.world_size={2 if name == 'data' else 1}",
+                               run=f"ref-{name}")) for name, o in LOOPBACK.items()}
     outs = [p.communicate(timeout=300)[0] for p in nodes_]
     assert [p.returncode for p in nodes_] == [0, 0], "\n".join(outs)
-    two = json.loads((tmp_path / "two" / "results.json").read_text())
-    losses = [[h["train_loss"] for h in r["history"]] for r in (one, two)]
-    assert np.allclose(losses[0], losses[1], rtol=1e-5), losses
-    assert two["summary"]["final_test_acc"] == pytest.approx(one["summary"]["final_test_acc"],
-                                                             abs=2e-3)
-    for q, rank in enumerate(two["parts"]["ranks"]):
-        opened = list(rank["files"]) + list(rank["mapped"])
-        assert all(f.startswith(str(tmp_path / f"host{q}")) for f in opened), opened
-        assert any(f"part-{q}" in f for f in rank["mapped"])
-    assert sum(h["disk_bytes"] for h in two["parts"]["hosts"].values()) > 0
+    for name, ref in refs.items():
+        two = json.loads((tmp_path / "host0" / f"run-{name}" / "results.json").read_text())
+        losses = [[h["train_loss"] for h in r["history"]] for r in (ref, two)]
+        assert np.allclose(losses[0], losses[1], rtol=1e-5), (name, losses)
+        assert two["summary"]["final_test_acc"] == pytest.approx(
+            ref["summary"]["final_test_acc"], abs=2e-3), name
+        for q, rank in enumerate(two["parts"]["ranks"]):
+            opened = list(rank["files"]) + list(rank["mapped"])
+            assert all(f.startswith(str(tmp_path / f"host{q}")) for f in opened), opened
+            assert any(f"part-{q}" in f for f in rank["mapped"])
+        assert sum(h["disk_bytes"] for h in two["parts"]["hosts"].values()) > 0
+        if name == "data":  # rows of the other part came from their owner, counted apart
+            assert two["history"][-1]["bytes_remote_owner"] > 0
     assert "memory-mapped" in outs[0]
-    assert not any((tmp_path / f"empty{q}").exists() for q in range(2))  # no dataset read
+    assert not any((tmp_path / f"host{q}" / "data").exists() for q in range(2))  # no dataset

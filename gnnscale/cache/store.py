@@ -14,6 +14,18 @@ from the host, so ``bytes_host_to_rank == misses * row_bytes`` and
 ``bytes_rank_to_rank == remote_hits * row_bytes`` (counted by the receiving rank). Callers pass
 unique ids (a mini-batch's ``input_nodes`` are unique); a repeated id is counted and moved again.
 
+From a partitioned layout (``parts=``: the features are a part's
+:class:`~gnnscale.partition.parts.RowView`, the rows of its own nodes and every node's owner) the
+host tier holds this rank's own rows only, and a third tier, the remote owner, serves the rest:
+a row no rank caches that this rank does not own is fetched from the rank owning it, over the
+same exchange (one collective fetch per ``gather``, so ``gather`` is collective whenever there
+are several ranks), counted as ``remote_owner_rows`` and ``bytes_remote_owner`` (by the
+receiving rank); ``misses`` and ``bytes_host_to_rank`` count the rows read from this rank's own
+table. ``fetch_remote=False`` fetches nothing from peers: a row another rank owns is then an
+error naming it (``split`` loads only the rows its rank owns). A device tier holding rows this
+rank does not own (replicated placement) is filled from their owners once, when the store is
+built (collective).
+
 On CUDA the device tier lives in GPU memory and host misses are gathered into pinned staging
 memory and copied without blocking; on CPU the device tier is a rank-local contiguous copy.
 
@@ -44,7 +56,8 @@ from gnnscale.sampling.base import Sampler, TypedInputs
 from gnnscale.sampling.schedule import Schedule
 
 COUNTERS = ("requested", "hits", "local_hits", "remote_hits", "misses",
-            "bytes_host_to_rank", "bytes_rank_to_rank", "calls")
+            "bytes_host_to_rank", "bytes_rank_to_rank", "remote_owner_rows",
+            "bytes_remote_owner", "calls")
 _CHUNK_ROWS = 1 << 16
 
 
@@ -58,17 +71,34 @@ def _host_rows(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 class FeatureStore:
     """Serves feature rows of global vertex ids from the local cache, peers or the host."""
 
-    def __init__(self, features: torch.Tensor, cached_ids: torch.Tensor, *,
+    def __init__(self, features: Any, cached_ids: torch.Tensor, *,
                  device: torch.device | str = "cpu", topo: Any = None,
                  owner: torch.Tensor | None = None, exchange: Exchange | None = None,
-                 record_visits: bool = False, fetch_remote: bool = True) -> None:
+                 record_visits: bool = False, fetch_remote: bool = True,
+                 group: dist.ProcessGroup | None = None) -> None:
         if features.dim() != 2:
             raise ValueError(f"features must be a [N, F] table, got shape "
                              f"{tuple(features.shape)}")
-        self.host = features if features.is_contiguous() else features.contiguous()
+        self._num_nodes = int(features.shape[0])
         self.device = torch.device(device)
         self.rank = topo.rank if topo is not None else 0
         self.world_size = topo.world_size if topo is not None else 1
+        #: a part's rows (parts=): global id -> row of :attr:`host` (-1: another rank owns it)
+        self.local: torch.Tensor | None = None
+        #: every node's owning rank (parts=, several ranks): the remote owner tier
+        self.home: torch.Tensor | None = None
+        self.owner_exchange: Exchange | None = None
+        held = getattr(features, "held", None)
+        if held is not None:  # a RowView of a part: its own rows, the others on their owners
+            self.view = features
+            home = features.owner
+            features = features.rows
+            self.local = torch.full((self._num_nodes,), -1, dtype=torch.int32)
+            self.local[held.long()] = torch.arange(held.numel(), dtype=torch.int32)
+            if home is not None and self.world_size > 1:
+                self.home = torch.as_tensor(home).to(torch.int32).to(self.device)
+                self.owner_exchange = exchange if exchange is not None else DistExchange(group)
+        self.host = features if features.is_contiguous() else features.contiguous()
         n = self.num_nodes
         cached = torch.as_tensor(cached_ids).long().cpu().reshape(-1)
         if cached.numel():
@@ -81,6 +111,8 @@ class FeatureStore:
         slot[cached] = torch.arange(cached.numel(), dtype=torch.int32)
         self.slot = slot.to(self.device)
         self.cache = self._load_device_tier(cached)
+        if not fetch_remote:
+            self.owner_exchange = None  # the tier's fill above was the last fetch from peers
         self.owner = None
         self.exchange = None
         if owner is not None:
@@ -98,7 +130,7 @@ class FeatureStore:
             if self.world_size > 1:
                 self.owner = owner.to(torch.int32).to(self.device)
                 if fetch_remote:
-                    self.exchange = exchange if exchange is not None else DistExchange()
+                    self.exchange = exchange if exchange is not None else DistExchange(group)
         self.visits = (torch.zeros(n, dtype=torch.int64, device=self.device)
                        if record_visits else None)
         self.last: dict[str, int] = dict.fromkeys(COUNTERS, 0)
@@ -107,8 +139,8 @@ class FeatureStore:
     # -- properties --------------------------------------------------------------------------
     @property
     def num_nodes(self) -> int:
-        """Vertices in the feature table."""
-        return int(self.host.shape[0])
+        """Vertices in the feature table (all of them, also where this rank holds a part's)."""
+        return self._num_nodes
 
     @property
     def num_features(self) -> int:
@@ -133,19 +165,41 @@ class FeatureStore:
     @property
     def collective(self) -> bool:
         """True when ``gather`` must be called in lockstep by every rank."""
-        return isinstance(self.exchange, DistExchange)
+        return isinstance(self.exchange, DistExchange) or \
+            isinstance(self.owner_exchange, DistExchange)
 
     # -- tiers -------------------------------------------------------------------------------
     def _load_device_tier(self, cached: torch.Tensor) -> torch.Tensor:
         cache = torch.empty(cached.numel(), self.num_features, dtype=self.host.dtype,
                             device=self.device)
+        if self.owner_exchange is not None:  # parts=: rows of other owners fetched (collective)
+            rounds = _agreed_rounds(cached.numel(), self.owner_exchange)
+            for k in range(rounds):
+                ids = cached[k * _CHUNK_ROWS:(k + 1) * _CHUNK_ROWS].to(self.device)
+                cache[k * _CHUNK_ROWS:k * _CHUNK_ROWS + ids.numel()] = self._owned_or_fetched(ids)
+            return cache
         for start in range(0, cached.numel(), _CHUNK_ROWS):
             part = cached[start:start + _CHUNK_ROWS]
-            cache[start:start + part.numel()] = _host_rows(self.host, part).to(self.device)
+            rows = part if self.local is None else self.view.positions(part)  # parts=: its own
+            cache[start:start + part.numel()] = _host_rows(self.host, rows).to(self.device)
         return cache
+
+    def _owned_or_fetched(self, ids: torch.Tensor) -> torch.Tensor:
+        """Rows of ``ids``: this rank's own from its table, the others from their owners
+        (one collective fetch)."""
+        out = torch.empty(ids.numel(), self.num_features, dtype=self.host.dtype,
+                          device=self.device)
+        away = self.local[ids.cpu()].to(self.device) < 0
+        out[~away] = self._from_host(ids[~away])
+        out[away] = self.owner_exchange.fetch(  # peers ask this rank for its own rows only
+            ids[away], self.home[ids[away]], lambda req: self._from_host(req).to(self.device),
+            self.num_features, self.host.dtype)
+        return out
 
     def _from_host(self, ids: torch.Tensor) -> torch.Tensor:
         ids = ids.cpu()
+        if self.local is not None:  # a part's rows: their positions in this rank's table
+            ids = self.view.positions(ids)
         if not device_seam.is_accelerator(self.device):
             return _host_rows(self.host, ids)
         staging = device_seam.host_empty((ids.numel(), self.num_features), self.device,
@@ -154,9 +208,17 @@ class FeatureStore:
         return device_seam.to_device(staging, self.device)
 
     def serve(self, ids: torch.Tensor) -> torch.Tensor:
-        """Rows of ids this rank caches (answers peers' requests)."""
+        """Rows of ids this rank caches (answers peers' requests); from a part (``parts=``):
+        the rows it caches or owns."""
         ids = ids.to(self.device).long()
         slots = self.slot[ids]
+        if self.local is not None:
+            out = torch.empty(ids.numel(), self.num_features, dtype=self.host.dtype,
+                              device=self.device)
+            hit = slots >= 0
+            out[hit] = self.cache[slots[hit].long()]
+            out[~hit] = self._from_host(ids[~hit]).to(self.device)
+            return out
         if ids.numel() and bool((slots < 0).any()):
             bad = ids[slots < 0][:5].tolist()
             raise RuntimeError(f"rank {self.rank} was asked for vertices {bad} it does not cache:"
@@ -190,20 +252,30 @@ class FeatureStore:
             out[rpos] = rows
             remote = int(rpos.numel())
             miss_pos = miss_pos[~is_remote]
+        away = 0
+        if self.owner_exchange is not None:  # parts=: every rank fetches, also nothing
+            far = self.local[ids[miss_pos].cpu()].to(self.device) < 0
+            fpos = miss_pos[far]
+            out[fpos] = self.owner_exchange.fetch(ids[fpos], self.home[ids[fpos]], self.serve,
+                                                  self.num_features, self.host.dtype)
+            away = int(fpos.numel())
+            miss_pos = miss_pos[~far]
         if miss_pos.numel():
             out[miss_pos] = self._from_host(ids[miss_pos])
         if self.visits is not None:
             self.visits += torch.bincount(ids, minlength=self.num_nodes)
-        self._account(int(ids.numel()), int(hit.sum()), remote, int(miss_pos.numel()))
+        self._account(int(ids.numel()), int(hit.sum()), remote, int(miss_pos.numel()), away)
         return out
 
     # -- accounting --------------------------------------------------------------------------
-    def _account(self, requested: int, local: int, remote: int, host: int) -> None:
+    def _account(self, requested: int, local: int, remote: int, host: int,
+                 away: int = 0) -> None:
         self.last = {
             "requested": requested, "hits": local + remote, "local_hits": local,
             "remote_hits": remote, "misses": host,
             "bytes_host_to_rank": host * self.row_bytes,
-            "bytes_rank_to_rank": remote * self.row_bytes, "calls": 1,
+            "bytes_rank_to_rank": remote * self.row_bytes, "remote_owner_rows": away,
+            "bytes_remote_owner": away * self.row_bytes, "calls": 1,
         }
         for k, v in self.last.items():
             self.totals[k] += v
@@ -225,6 +297,48 @@ class FeatureStore:
     def reset_epoch(self) -> None:
         """Zero the counters :meth:`epoch_stats` reports."""
         self.totals = dict.fromkeys(COUNTERS, 0)
+
+
+def owner_rows(view: Any, ids: torch.Tensor, group: dist.ProcessGroup | None = None
+               ) -> torch.Tensor:
+    """Rows of the global ``ids`` of a part's :class:`~gnnscale.partition.parts.RowView`
+    (``parts=``): the ones it holds read from it, the others fetched from their owners (the
+    remote owner tier without a store: collective on ``group``, in rounds every rank agrees
+    on; every rank calls it, also with no ids). Used by the layer-wise evaluation."""
+    from gnnscale.distributed.collectives import group_size
+
+    ids = ids.long().cpu()
+    out = torch.empty(ids.numel(), *view.shape[1:], dtype=view.dtype)
+    mine = view.holds(ids)
+    out[mine] = view.rows[view.positions(ids[mine])]
+    if view.owner is None or not dist.is_initialized() or group_size(group) == 1:
+        if not bool(mine.all()):
+            view.positions(ids)  # names the first row it does not hold
+        return out
+    exchange, dev = DistExchange(group), device_seam.comm_device(group)
+
+    def serve(req: torch.Tensor) -> torch.Tensor:  # peers ask this rank for its own rows only
+        return view.rows[view.positions(req.cpu())].to(dev)
+
+    where = (~mine).nonzero().flatten()
+    for k in range(_agreed_rounds(where.numel(), exchange)):
+        pos = where[k * _CHUNK_ROWS:(k + 1) * _CHUNK_ROWS]
+        chunk = ids[pos]
+        out[pos] = exchange.fetch(chunk.to(dev), view.owner[chunk].int().to(dev), serve,
+                                  int(view.shape[1]), view.dtype).cpu()
+    return out
+
+
+def _agreed_rounds(count: int, exchange: Exchange, chunk: int = _CHUNK_ROWS) -> int:
+    """The rounds of ``chunk`` ids that every rank of ``exchange`` runs to fetch ``count`` rows
+    (the most any rank needs: collective)."""
+    rounds = -(-count // chunk)
+    if not isinstance(exchange, DistExchange):
+        return rounds
+    most = torch.tensor([rounds], dtype=torch.int64,
+                        device=device_seam.comm_device(exchange.group))
+    dist.all_reduce(most, op=dist.ReduceOp.MAX, group=exchange.group)
+    return int(most)
 
 
 def _with_rates(counts: dict[str, int]) -> dict[str, float]:
@@ -292,7 +406,8 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
                         features: torch.Tensor | None = None, peak_bytes: int | None = None,
                         visits: torch.Tensor | None = None, record_visits: bool = False,
                         fetch_remote: bool = True,
-                        hotness: torch.Tensor | None = None) -> FeatureStore:
+                        hotness: torch.Tensor | None = None,
+                        group: dist.ProcessGroup | None = None) -> FeatureStore:
     """Size the cache, rank vertices by ``policy`` and fill this rank's store.
 
     Replicated: every rank caches the same global hottest ``capacity`` vertices (PaGraph).
@@ -305,6 +420,8 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
     host, never from the peer caching it (``split`` routes work to the owner instead).
     ``hotness`` (float ``[N]``), when given, replaces ``policy.hotness``: it was computed
     elsewhere (``strategy=factored``'s samplers pre-sample for ``cache=presample``).
+    ``group``: the process group of the ranks of ``topo`` (None: the world), on which the
+    exchanges run.
     """
     if graph.is_typed and features is None:
         return build_typed_store(graph, policy, topo=topo, device=device, schedule=schedule,
@@ -337,9 +454,9 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
         if not dist.is_initialized():
             raise RuntimeError("partitioned placement over several ranks needs torch.distributed "
                                "(or build the stores yourself with a LocalExchange)")
-        owner = owner_map(all_gather_rows(mine, fill=-1), n)
+        owner = owner_map(all_gather_rows(mine, fill=-1, group=group), n)
     return FeatureStore(x, mine, device=device, topo=topo, owner=owner,
-                        record_visits=record_visits, fetch_remote=fetch_remote)
+                        record_visits=record_visits, fetch_remote=fetch_remote, group=group)
 
 
 # -- typed graphs ----------------------------------------------------------------------------

@@ -13,9 +13,10 @@ from gnnscale.compare.runs import Run, strategy_class
 # Per-epoch byte counters the strategies report, grouped by the link they use. Counters absent
 # from a run are zero for it (e.g. fullgraph loads its features once, before the first epoch).
 HOST_KEYS = ("bytes_host_to_rank",)  # host memory -> rank (PCIe on a GPU)
-# rank -> rank (bytes_pair_exchange: link prediction's endpoint rows, gnnscale/tasks/link/pairs.py)
+# rank -> rank (bytes_pair_exchange: link prediction's endpoint rows, gnnscale/tasks/link/pairs.py;
+# bytes_remote_owner: feature rows fetched from the rank owning them, parts=)
 PEER_KEYS = ("bytes_rank_to_rank", "bytes_shuffled", "bytes_queue_received",
-             "bytes_pair_exchange")
+             "bytes_pair_exchange", "bytes_remote_owner")
 GRAD_KEYS = ("bytes_allreduce",)  # gradient all-reduce (every rank's buffer, summed)
 LOCAL_LAUNCHERS = ("gnnscale.distributed.local.Launcher",)
 # A typed run's feature bytes per node type (the feature stores count them per featured type).

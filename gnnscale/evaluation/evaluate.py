@@ -12,6 +12,8 @@ whole graph instead (every rank the same forward, each keeping its share of the 
 On a typed graph layer 0 reads the typed model's encoded rows (:meth:`RGCN.encode` of every
 vertex's typed inputs: each rank encodes its share, the ranks all-gather them), and every
 block carries its edges' types (the sampler reads them from the graph).
+From a partitioned layout (``parts=``: each rank holds its own feature rows) the rows layer 0
+reads are fetched from their owners once, before it (:func:`gnnscale.cache.store.owner_rows`).
 A model that reads edge features gets each block's ``edge_attr`` (the rows of its edges' ids,
 :mod:`gnnscale.cache.edges`), as in training.
 This is :meth:`Strategy.evaluate`'s default; a strategy may evaluate its own way.
@@ -58,6 +60,8 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
     one_hop = NeighborSampler(fanouts=[-1], with_edge_ids=edges is not None)
     world, rank = group_size(group), group_rank(group)
     h = _encoded(model, graph, device, batch_size, group) if graph.is_typed else graph.x
+    if getattr(h, "held", None) is not None:  # a part's rows (parts=): layer 0's from owners
+        h = _layer0_rows(model, graph, h, nodes, one_hop, reorder, group)
     for layer in range(model.num_layers):
         last = layer == model.num_layers - 1
         targets = nodes if last else torch.arange(graph.num_nodes)
@@ -84,6 +88,27 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
         h = out if last else torch.cat(all_gather_rows(out, group)).cpu()
     model.train(was_training)
     return h
+
+
+def _layer0_rows(model: GNN, graph: GraphStore, view, nodes: torch.Tensor,
+                 one_hop: NeighborSampler, reorder: bool, group: dist.ProcessGroup | None):
+    """The layer-0 rows this rank reads of a part's feature view (``parts=``): its share of
+    the vertices, and their in-neighbours' unless the layer is evaluated reordered, fetched
+    from their owners once (collective), as a view of those rows."""
+    from gnnscale.cache.store import owner_rows
+    from gnnscale.partition.parts import RowView
+
+    world, rank = group_size(group), group_rank(group)
+    targets = nodes if model.num_layers == 1 else torch.arange(graph.num_nodes)
+    mine = torch.tensor_split(targets, world)[rank]
+    if reorder and model.reorders(0):  # _transformed's share, and the rows it updates
+        share = torch.tensor_split(torch.arange(graph.num_nodes), world)[rank]
+        need = torch.cat([share, mine])
+    else:
+        need = one_hop.sample(graph, mine, 0).n_id
+    need = torch.unique(need)
+    return RowView(owner_rows(view, need, group), need, graph.num_nodes, view.what,
+                   view.where)
 
 
 def _encoded(model: GNN, graph: GraphStore, device: torch.device, batch_size: int,

@@ -7,6 +7,9 @@ A layout is one folder written once by ``python -m gnnscale.partition ... parts=
                          dataset option it came from, k, the partitioner (name, seed, config),
                          every part's checksum, and the digests of the global arrays
     DIR/indptr.npy       the whole graph's CSC indptr (O(N): every node's in-degree)
+    DIR/indices.npy      the whole graph's topology (O(E)): the CSC's source ids, and the edge
+    DIR/edge_weight.npy  weights when the graph has them; read by the sampling strategies only
+    DIR/y.npy            every node's label (O(N)): a rank's seeds are anyone's nodes
     DIR/train_idx.npy    the splits, global ids in the dataset's order (O(split) <= O(N):
     DIR/val_idx.npy      the loss divides by the whole training set, the metrics count the
     DIR/test_idx.npy     whole splits)
@@ -20,7 +23,9 @@ the owned rows of ``x`` and ``y``, and, in the CSC order of its in-edges, ``edge
 SHA-256 digest ``part.json`` records, with a checksum over the whole file; ``part.json`` also
 repeats the partitioning's identity (graph checksum, k, partitioner and seed), so a part of
 another partitioning is named, not read. A host needs ``layout.json``, the global arrays,
-``book/`` and the part folders of its ranks (rank r reads ``part-<r>``), nothing else.
+``book/`` and the part folders of its ranks (rank r reads ``part-<r>``), nothing else. The
+full-graph strategy reads ``indptr`` and the splits of the global arrays; the sampling strategies
+(:data:`TOPOLOGY`) read the whole topology and the labels too, never another part's features.
 
 :func:`check_run` is the launcher's check of a run given ``parts=DIR`` (after
 :func:`gnnscale.runner.validate.parts_problem`, which says whether its strategy can train from
@@ -40,12 +45,14 @@ from typing import Any
 from gnnscale.data.metadata import DatasetMeta
 from gnnscale.errors import ConfigError
 
-LAYOUT_FORMAT = 1
+LAYOUT_FORMAT = 2
 LAYOUT_FILE = "layout.json"
 PART_FILE = "part.json"
 BOOK_DIR = "book"
-#: the global arrays in the top folder (the splits only when the graph has them)
-GLOBAL_ARRAYS = ("indptr", "train_idx", "val_idx", "test_idx")
+#: the global arrays in the top folder (edge weights and splits only when the graph has them)
+GLOBAL_ARRAYS = ("indptr", "indices", "edge_weight", "y", "train_idx", "val_idx", "test_idx")
+#: the global arrays only a rank that samples the whole graph reads (the others are O(N) or less)
+TOPOLOGY = ("indices", "edge_weight", "y")
 #: a part's arrays (``edge_weight``, ``edge_attr`` only when the graph has them)
 PART_ARRAYS = ("owned", "indptr", "indices", "x", "y", "edge_weight", "edge_attr")
 #: the partitioning's identity, repeated in every part.json

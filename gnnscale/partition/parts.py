@@ -13,7 +13,12 @@ space built from the layout's global arrays and that part's folder only: ``indpt
 all N nodes (empty for the nodes it does not own), ``indices`` are its in-edges' global
 sources, ``in_degree()`` is the whole graph's, ``num_edges`` the whole graph's (``held_edges``:
 its own), and ``x``/``y`` are :class:`RowView` s that hold the owned rows and name the node
-when asked for another. Every array is memory-mapped copy-on-write and verified like
+when asked for another. A rank of a strategy that samples the whole graph (``data``,
+``split``) opens it with ``topology=True`` instead: a :class:`TopologyGraph`, the whole graph's
+CSC (``indptr``, ``indices``, ``edge_weight``) and labels from the top folder, and only its
+part's ``owned`` ids and ``x`` rows (a :class:`RowView` that also knows every node's owner, from
+the book, so the feature store fetches the other rows from their owners). Every array is
+memory-mapped copy-on-write and verified like
 processed data (digests in ``part.json``/``layout.json``, a stamp so a second load hashes
 nothing unchanged); every file the layout opens is recorded (:attr:`PartLayout.opened`), and
 :func:`host_report` sums, per host, the bytes its ranks opened on disk and mapped.
@@ -43,6 +48,7 @@ from gnnscale.partition.layout import (
     LAYOUT_FILE,
     LAYOUT_FORMAT,
     PART_FILE,
+    TOPOLOGY,
     LayoutError,
     config_hash,
     dataset_identity,
@@ -131,7 +137,10 @@ def write_layout(graph: GraphStore, book: PartitionBook, out: str | os.PathLike,
         identity = {"graph_checksum": graph_checksum(graph), "num_parts": k,
                     "partitioner": partitioner_name(partitioner),
                     "seed": partitioner.get("seed", 0), "config_hash": config_hash(partitioner)}
-        glob = {"indptr": graph.indptr.numpy()}
+        glob = {"indptr": graph.indptr.numpy(), "indices": graph.indices.numpy()}
+        for name in ("edge_weight", "y"):
+            if getattr(graph, name) is not None:
+                glob[name] = getattr(graph, name).numpy()
         for split in ("train_idx", "val_idx", "test_idx"):
             ids = getattr(graph, split)
             if ids is not None:
@@ -173,9 +182,11 @@ class RowView:
     for a row it does not hold is a :class:`NotHeldError` naming the node."""
 
     def __init__(self, rows: torch.Tensor, held: torch.Tensor, num_nodes: int, what: str,
-                 where: str) -> None:
+                 where: str, owner: torch.Tensor | None = None) -> None:
         self.rows, self.held, self.num_nodes = rows, held, num_nodes
         self.what, self.where = what, where
+        #: every node's part (the book's), when the other rows can be fetched from their owners
+        self.owner = owner
 
     @property
     def shape(self) -> torch.Size:
@@ -190,6 +201,22 @@ class RowView:
     def dim(self) -> int:
         """Dimensions of the whole array."""
         return self.rows.dim()
+
+    def element_size(self) -> int:
+        """Bytes of one element."""
+        return self.rows.element_size()
+
+    def new_zeros(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        """As ``Tensor.new_zeros`` of the rows."""
+        return self.rows.new_zeros(*args, **kwargs)
+
+    def holds(self, ids: torch.Tensor) -> torch.Tensor:
+        """Whether each of the global ``ids`` is a row this view holds (bool, ``ids``' shape)."""
+        ids = ids.long()
+        pos = torch.searchsorted(self.held, ids).clamp_(max=max(self.held.numel() - 1, 0))
+        if not self.held.numel():
+            return torch.zeros(ids.shape, dtype=torch.bool)
+        return self.held[pos] == ids
 
     def size(self, d: int | None = None) -> torch.Size | int:
         """As ``Tensor.size``."""
@@ -209,11 +236,13 @@ class RowView:
             raise NotHeldError(
                 f"node {int(bad[0])}'s {self.what} row is not on this host ({bad.numel()} of "
                 f"the {ids.numel()} rows asked for are not): {self.where} holds the rows of its "
-                f"{self.held.numel()} own nodes only; only strategy=fullgraph deps=depcomm "
-                "trains from parts=, other strategies need the whole dataset (drop parts=)")
+                f"{self.held.numel()} own nodes only; another node's row comes from its owner "
+                "(the feature store's remote tier), or drop parts= to read the whole dataset")
         return pos
 
     def __getitem__(self, idx: Any) -> torch.Tensor:
+        if isinstance(idx, slice):
+            idx = torch.arange(self.num_nodes)[idx]
         if isinstance(idx, int | np.integer):
             return self.rows[self.positions(torch.tensor([int(idx)]))[0]]
         ids = torch.as_tensor(idx)
@@ -279,6 +308,19 @@ class PartGraph(GraphStore):
         return self.indptr, self.indices, self.global_edge_ids()
 
 
+@dataclass(eq=False)
+class TopologyGraph(GraphStore):
+    """One part of a layout for a rank that samples the whole graph (module docstring): the
+    whole topology and every label, the feature rows of its own nodes only (``x`` is a
+    :class:`RowView` whose ``owner`` names every node's part, so a feature store fetches the
+    other rows from their owners)."""
+
+    part: int = 0
+    #: global ids of the nodes this part owns, ascending
+    owned: torch.Tensor | None = None
+    layout: Any = field(default=None, repr=False)
+
+
 class PartLayout:
     """A layout folder opened on one host: its verified ``layout.json``, the parts it opens
     (:meth:`open_part`), the book (:meth:`partitions`) and every file it opened."""
@@ -289,10 +331,14 @@ class PartLayout:
         self.info = read_layout(self.root)
         self._book: PartitionBook | None = None
 
-    def _arrays(self, folder: Path, listed: dict, meta_file: str) -> dict[str, np.ndarray]:
-        """``folder``'s arrays, memory-mapped copy-on-write and verified against ``listed``."""
+    def _arrays(self, folder: Path, listed: dict, meta_file: str,
+                skip: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+        """``folder``'s arrays but ``skip``, memory-mapped copy-on-write and verified against
+        ``listed``."""
         out = {}
         for name, spec in listed.items():
+            if name in skip:
+                continue
             file = folder / f"{name}.npy"
             self.opened.append(file)
             try:
@@ -316,8 +362,10 @@ class PartLayout:
             write_stamp(folder, names)
         return out
 
-    def open_part(self, part: int) -> PartGraph:
-        """Part ``part`` as a :class:`PartGraph` (only the global arrays and its folder read)."""
+    def open_part(self, part: int, topology: bool = False) -> PartGraph | TopologyGraph:
+        """Part ``part`` as a :class:`PartGraph` (only the global arrays but the topology, and
+        its folder, read); ``topology=True`` (a strategy that samples the whole graph): as a
+        :class:`TopologyGraph` (the global arrays, and its folder's owned ids and rows)."""
         info = self.info
         if not 0 <= part < info["num_parts"]:
             raise LayoutError(f"rank {part} has no part in {self.root}: it holds "
@@ -325,12 +373,15 @@ class PartLayout:
         folder = part_dir(self.root, part)
         self.opened.append(folder / PART_FILE)
         pinfo = read_part(self.root, part, info)
-        glob = {k: torch.from_numpy(a) for k, a in
-                self._arrays(self.root, info["arrays"], LAYOUT_FILE).items()}
+        glob = {k: torch.from_numpy(a) for k, a in self._arrays(
+            self.root, info["arrays"], LAYOUT_FILE, () if topology else TOPOLOGY).items()}
+        skip = ("indptr", "indices", "y", "edge_weight", "edge_attr") if topology else ()
         own = {k: torch.from_numpy(a) for k, a in
-               self._arrays(folder, pinfo["arrays"], PART_FILE).items()}
+               self._arrays(folder, pinfo["arrays"], PART_FILE, skip).items()}
         g = info["graph"]
         n, owned = int(g["num_nodes"]), own["owned"]
+        if topology:
+            return self._topology(part, glob, own)
         indptr = torch.zeros(n + 1, dtype=torch.int64)  # over all N: empty where not owned
         indptr[owned + 1] = own["indptr"][1:] - own["indptr"][:-1]
         indptr = torch.cumsum(indptr, 0)
@@ -346,6 +397,22 @@ class PartLayout:
             part=part, owned=owned, whole_indptr=glob["indptr"],
             whole_edges=int(g["num_edges"]), layout=self)
         return graph
+
+    def _topology(self, part: int, glob: dict, own: dict) -> TopologyGraph:
+        """The :class:`TopologyGraph` of part ``part`` from the global arrays and its own."""
+        info, g = self.info, self.info["graph"]
+        n, owned = int(g["num_nodes"]), own["owned"]
+        x = None
+        if "x" in own:
+            x = RowView(own["x"], owned, n, "feature", f"part {part} of {self.root}",
+                        owner=self.book().part)
+        return TopologyGraph(
+            indptr=glob["indptr"], indices=glob["indices"], x=x, y=glob.get("y"),
+            edge_weight=glob.get("edge_weight"), train_idx=glob.get("train_idx"),
+            val_idx=glob.get("val_idx"), test_idx=glob.get("test_idx"),
+            num_classes=int(g["num_classes"]), name=g["name"],
+            meta={"checksum": info["graph_checksum"], "parts": str(self.root), "part": part},
+            part=part, owned=owned, layout=self)
 
     def book(self) -> PartitionBook:
         """The layout's partition book, verified, of this layout's graph."""

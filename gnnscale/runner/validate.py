@@ -224,11 +224,27 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
     return settled
 
 
+#: the sampling strategies that train from parts= (the whole topology, their own feature rows,
+#: the others' rows fetched from their owners by the feature store)
+SAMPLING_FROM_PARTS = ("data", "split")
+
+
 def parts_problem(cfg: DictConfig, built: Checked) -> str | None:
-    """Why ``cfg`` cannot train from a partitioned layout (None: it can). Only the full-graph
+    """Why ``cfg`` cannot train from a partitioned layout (None: it can). The full-graph
     strategy with ``deps=depcomm`` (on the layout's edge-cut) reads nothing beyond a part's
-    own rows and in-edges; every other combination reads the whole graph today."""
+    own rows and in-edges; ``data`` and ``split`` read the whole topology and labels, their own
+    feature rows and the others' from their owners."""
     strategy = declared(cfg.strategy).name
+    if strategy in SAMPLING_FROM_PARTS:
+        task = declared_task(cfg).name
+        return None if task == "node" else \
+            f"task={task} is not trained from parts= yet: use task=node or drop parts="
+    if strategy == "factored":
+        return ("strategy=factored cannot train from parts= yet: its trainers gather rows at "
+                "their own pace from the job queue while its sampler ranks sample, so rows "
+                "owned by another rank (fetched in lockstep from their owners) would wait on "
+                "ranks that never serve them; use strategy=data (the same mini-batches), or "
+                "drop parts= and give every host the whole processed dataset")
     if strategy != "fullgraph":
         return (f"strategy={strategy} reads the whole graph on every rank, so it cannot train "
                 "from parts= yet: use strategy=fullgraph deps=depcomm, or drop parts= and give "
@@ -255,7 +271,12 @@ def parts_meta(cfg: DictConfig, built: Checked) -> DatasetMeta:
         raise ConfigError(problem)
     ranks = [int(os.environ["RANK"])] if under_torchrun() else \
         list(range(int(cfg.dist.world_size)))
-    return check_run(cfg, ranks)
+    meta = check_run(cfg, ranks)
+    if declared(cfg.strategy).samples and any(meta.edge_feature_dims):
+        raise ConfigError(f"parts={cfg.parts} keeps each edge's features in its destination's "
+                          f"part, but strategy={declared(cfg.strategy).name} samples any edge: "
+                          "drop parts= to train a graph with edge features by sampling")
+    return meta
 
 
 def prepare_task(cfg: DictConfig, graph: Any) -> Any:

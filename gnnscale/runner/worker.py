@@ -39,6 +39,7 @@ from gnnscale.runner.selection import (
     stop_reason,
 )
 from gnnscale.strategies.base import RunContext, SamplingStrategy, build_model, build_task
+from gnnscale.strategies.config import declared
 from gnnscale.tasks.config import TaskConfig, declared_task
 
 # The fork server preloads this module (distributed/launch.py PRELOAD): importing every option
@@ -66,8 +67,9 @@ def build_context(topo: Topology, cfg, phases: Phases | None = None) -> RunConte
     phases = phases or Phases()
     registry.load_all()
     layout = PartLayout(cfg.parts) if cfg.get("parts") else None  # this rank's part only
-    with phases.time("dataset"):
-        task, graph = build_task(cfg, None if layout is None else layout.open_part(topo.rank))
+    with phases.time("dataset"):  # a sampling strategy: the whole topology, its own rows
+        task, graph = build_task(cfg, None if layout is None else layout.open_part(
+            topo.rank, topology=declared(cfg.strategy).samples))
     with phases.time("model_build"):
         model = build_model(cfg, graph, task)
     provider = layout.partitions() if layout is not None else \

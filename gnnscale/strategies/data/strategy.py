@@ -29,7 +29,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gnnscale.cache.edges import EdgeFeatures, attach_host
-from gnnscale.cache.store import build_feature_store, typed_inputs
+from gnnscale.cache.store import build_feature_store, owner_rows, typed_inputs
 from gnnscale.distributed import device as device_seam
 from gnnscale.distributed.collectives import group_size
 from gnnscale.distributed.sparse import reduce_sparse, table_stats
@@ -115,7 +115,7 @@ class DataParallel(SamplingStrategy):
         self.store = build_feature_store(
             ctx.graph, ctx.cache_policy, topo=topo, device=topo.device,
             schedule=self.schedule, sampler=ctx.sampler, part=part, seed=ctx.seed,
-            peak_bytes=self.step_peak_bytes(), hotness=self.hotness,
+            peak_bytes=self.step_peak_bytes(), hotness=self.hotness, group=self.group,
         )
         #: the blocks' edge features, gathered beside the node features (None: not read)
         self.edges = EdgeFeatures(ctx.graph, topo.device) \
@@ -236,11 +236,14 @@ class DataParallel(SamplingStrategy):
 
     def host_gather(self, mb: MiniBatch) -> torch.Tensor:
         """``mb``'s input rows straight from the host table, on the host (a rank that trains
-        without a feature store: a factored sampler as a standby trainer); each block's
+        without a feature store: a factored sampler as a standby trainer; collective from
+        parts, where rows of other parts come from their owners); each block's
         ``edge_attr`` too when the model reads edge features; a typed graph's typed inputs."""
         if getattr(self.ctx.model, "reads_edge_features", False):
             attach_host(self.ctx.graph, mb.blocks)
         graph = self.ctx.graph
+        if getattr(graph.x, "held", None) is not None:  # parts=: the others' rows from owners
+            return owner_rows(graph.x, mb.input_nodes, self.group)
         return typed_inputs(graph, mb.input_nodes) if graph.is_typed else graph.x[mb.input_nodes]
 
     def reset_edges(self) -> None:
