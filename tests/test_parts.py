@@ -238,15 +238,15 @@ def test_the_writer_refuses_what_it_cannot_lay_out(tmp_path):
 #: process is its reference; data: one micro-batch per rank, so 2 ranks on the whole dataset)
 SAMPLED = ("sampler.fanouts=[5,5]", "strategy.batch_size=128", "model.dropout=0")
 COMMON = tuple(o for o in RUN if not o.startswith(("strategy=", "deps=", "dist.world_size")))
-LOOPBACK = {"fullgraph": RUN, "data": (*COMMON, "strategy=data", *SAMPLED, "dist.world_size=2"),
-            "split": (*COMMON, "strategy=split", *SAMPLED, "dist.world_size=2")}
+# data from parts runs in tests/test_hosts.py (namespace hosts, or its loopback fallback)
+LOOPBACK = {"fullgraph": RUN, "split": (*COMMON, "strategy=split", *SAMPLED, "dist.world_size=2")}
 
 
 @pytest.mark.slow
 def test_two_hosts_each_with_only_its_part_train_as_one_process(tmp_path):
     """Two torchrun "nodes" on loopback, each given a folder holding the global files and
-    its own part only, train fullgraph, data and split in one launch: their losses equal the
-    single-host reference (one process; data: 2 ranks on the whole dataset), and neither
+    its own part only, train fullgraph and split in one launch: their losses equal the
+    single-host reference (one process), and neither
     opened a file of the other's part."""
     from gnnscale.distributed import free_port
     from gnnscale.partition.cli import run as partition
@@ -269,7 +269,7 @@ def test_two_hosts_each_with_only_its_part_train_as_one_process(tmp_path):
     nodes_ = [subprocess.Popen([*cmd, str(tmp_path / f"host{q}")], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
               for q in range(2)]
-    refs = {name: run(make_cfg(tmp_path, *o[:-1], f"dist.world_size={2 if name == 'data' else 1}",
+    refs = {name: run(make_cfg(tmp_path, *o[:-1], "dist.world_size=1",
                                run=f"ref-{name}")) for name, o in LOOPBACK.items()}
     outs = [p.communicate(timeout=300)[0] for p in nodes_]
     assert [p.returncode for p in nodes_] == [0, 0], "\n".join(outs)
