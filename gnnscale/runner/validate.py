@@ -225,15 +225,17 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
 
 
 def parts_problem(cfg: DictConfig, built: Checked) -> str | None:
-    """Why ``cfg`` cannot train from a partitioned layout (None: it can). Only the full-graph
-    strategy with ``deps=depcomm`` (on the layout's edge-cut) reads nothing beyond a part's
-    own rows and in-edges; every other combination reads the whole graph today."""
+    """Why ``cfg`` cannot train from a partitioned layout (None: it can). The full-graph
+    strategy with ``deps=depcomm`` (on an edge-cut or a vertex-cut layout) and ``offload`` (on
+    an edge-cut layout) read nothing beyond a part's own rows and edges; every other
+    combination reads the whole graph today."""
     strategy = declared(cfg.strategy).name
-    if strategy != "fullgraph":
+    if strategy not in ("fullgraph", "offload"):
         return (f"strategy={strategy} reads the whole graph on every rank, so it cannot train "
-                "from parts= yet: use strategy=fullgraph deps=depcomm, or drop parts= and give "
-                "every host the whole processed dataset")
-    if built.deps is None or not type(built.deps).replicates_none:
+                "from parts= yet: use strategy=fullgraph deps=depcomm or strategy=offload, or "
+                "drop parts= and give every host the whole processed dataset")
+    if strategy == "fullgraph" and (built.deps is None or
+                                    not type(built.deps).replicates_none):
         return ("parts= holds each rank's own rows and in-edges only, so fullgraph needs "
                 "deps=depcomm (depcache and hybrid replicate rows of other parts): set "
                 "deps=depcomm")
