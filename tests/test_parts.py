@@ -172,49 +172,116 @@ def test_the_writer_refuses_what_it_cannot_lay_out(tmp_path):
     with pytest.raises(Exception, match="exists and is not a partitioned layout"):
         write_layout(graph, book, tmp_path / "busy", {}, {})
     assert (tmp_path / "busy" / "notes.txt").is_file()  # never removed
-    vcut = PartitionBook.from_vertex_cut(graph, torch.arange(graph.num_nodes) % 2,
-                                         torch.zeros(graph.num_edges, dtype=torch.long), 2)
-    with pytest.raises(Exception, match="from an edge-cut"):
+    other = small_graph(n=50)  # a vertex-cut book of another graph
+    vcut = PartitionBook.from_vertex_cut(other, torch.arange(50) % 2,
+                                         torch.zeros(other.num_edges, dtype=torch.long), 2)
+    with pytest.raises(Exception, match="covers 50 nodes .* belongs to another graph"):
         write_layout(graph, vcut, tmp_path / "v", {}, {})
+
+
+def test_a_vertex_cut_part_holds_its_edges_and_gives_the_same_syncs(tmp_path):
+    """A vertex-cut layout: each part its edges (global ids), the input rows it reads, its
+    masters' labels; the vertex-cut plan built from one part alone has the same sync sets,
+    local order and edges as from the whole graph and book."""
+    from gnnscale.distributed.launch import Topology
+    from gnnscale.models.sage import SAGE
+    from gnnscale.partition.cvc import CvcPartitioner
+    from gnnscale.strategies.fullgraph.vertex_cut import VertexCutPlan
+
+    graph = small_graph()
+    book = CvcPartitioner().partition(graph, 2)
+    book.meta["checksum"] = graph_checksum(graph)
+    logs: list[str] = []
+    write_layout(graph, book, tmp_path / "V", {}, {"_target_": "x.cvc.Cvc"}, log=logs.append)
+    assert "wrote 2 vertex-cut parts" in logs[0]
+    hosts = PartLayout(tmp_path / "V")
+    hbook = hosts.book()
+    assert hbook.kind == "vertex_cut" and hbook.edge_part.numel() == 0  # edges: in the parts
+    assert torch.equal(hbook.part, book.part)
+    model = SAGE(5, 3, hidden=8, num_layers=2)
+    for q in range(2):
+        view = PartLayout(tmp_path / "V").open_part(q)
+        eids = (book.edge_part == q).nonzero().flatten()
+        assert torch.equal(view.global_edge_ids(), eids) and view.held_edges == eids.numel()
+        assert torch.equal(view.indices, graph.indices[eids])
+        assert torch.equal(view.edge_weight, graph.edge_weight[eids])
+        assert torch.equal(view.in_degree(), graph.in_degree())
+        masters = (book.part == q).nonzero().flatten()
+        assert torch.equal(view.y[masters], graph.y[masters])
+        read = torch.unique(torch.cat([masters, graph.indices[eids]]))
+        assert torch.equal(view.x[read], graph.x[read])
+        unread = torch.ones(graph.num_nodes, dtype=torch.bool)
+        unread[read] = False
+        if bool(unread.any()):
+            with pytest.raises(NotHeldError, match="feature row is not on this host"):
+                view.x[unread.nonzero()[0]]
+        topo = Topology(q, 2, q, 2, torch.device("cpu"))
+        whole, mine = (VertexCutPlan(g, b, model, topo) for g, b in ((graph, book),
+                                                                      (view, hbook)))
+        for a, b in ((whole.bcast, mine.bcast), (whole.reduce, mine.reduce)):
+            assert torch.equal(a.send_idx, b.send_idx) and torch.equal(a.recv_ids, b.recv_ids)
+            assert (a.send_counts, a.recv_counts, a.active) == \
+                (b.send_counts, b.recv_counts, b.active)
+        assert torch.equal(whole.local_ids, mine.local_ids)
+        assert torch.equal(whole.x, mine.x)
+        order = lambda ei: ei[:, torch.argsort(ei[0] * 10**6 + ei[1])]  # noqa: E731
+        assert torch.equal(order(whole.block.edge_index), order(mine.block.edge_index))
+        files = view.layout.bytes_opened()["files"]
+        assert not [f for f in files if f"part-{1 - q}" in f]
+
+
+#: the runs of the two-host test, each from its layout: (name, layout, overrides)
+FULL = ("model=gcn", "model.gcn_norm=graph", "model.dropout=0")
+HOST_RUNS = (("depcomm", "L", (*RUN, *FULL)),
+             ("offload", "L", (*RUN, *FULL, "strategy=offload", "strategy.chunks=2",
+                               "strategy.reorganize=true")),
+             ("vertex", "C", (*RUN, *FULL, "partitioner=cvc")))
 
 
 @pytest.mark.slow
 def test_two_hosts_each_with_only_its_part_train_as_one_process(tmp_path):
     """Two torchrun "nodes" on loopback, each given a folder holding the global files and
-    its own part only: their losses equal one process on the whole graph, and neither opened
-    a file of the other's part."""
+    its own part only of an edge-cut layout and of a vertex-cut one, train fullgraph deps=
+    depcomm and offload from the first, fullgraph vertex-cut from the second (one launch per
+    node: tests._hosts_driver): their losses equal one process on the whole graph, and
+    neither opened a file of the other's parts."""
     from gnnscale.distributed import free_port
     from gnnscale.partition.cli import run as partition
     from gnnscale.runner.run import run
 
-    whole = make_cfg(tmp_path, *BASE, "dist.world_size=1", run="one")
-    one = run(whole)
-    layout = tmp_path / "L"
-    partition(make_cfg(tmp_path, *RUN, f"parts={layout}"), log=lambda _m: None)
-    for q in range(2):  # copy each host its folders
-        shutil.copytree(layout, tmp_path / f"host{q}", ignore=shutil.ignore_patterns(
-            f"part-{1 - q}"))
+    one = run(make_cfg(tmp_path, *BASE, *FULL, "dist.world_size=1", run="one"))
+    for layout, over in (("L", ()), ("C", ("partitioner=cvc",))):
+        partition(make_cfg(tmp_path, *RUN, *over, f"parts={tmp_path / layout}"),
+                  log=lambda _m: None)
+        for q in range(2):  # copy each host its folders
+            shutil.copytree(tmp_path / layout, tmp_path / f"host{q}" / layout,
+                            ignore=shutil.ignore_patterns(f"part-{1 - q}"))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps([[name, [*over, f"parts={{host}}/{layout}", "progress=false",
+                                        "dist.timeout_s=120"]]
+                                for name, layout, over in HOST_RUNS]))
     port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node",
            "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}",
-           "--rdzv_id", "gnnscale-parts", "--max_restarts", "0", "train.py", *RUN,
-           f"run_dir={tmp_path / 'two'}", "progress=false", "dist.timeout_s=120"]
-    nodes_ = [subprocess.Popen([*cmd, f"parts={tmp_path / f'host{q}'}",
-                                f"data_root={tmp_path / f'empty{q}'}"], cwd=ROOT, env=env,
+           "--rdzv_id", "gnnscale-parts", "--max_restarts", "0", "-m", "tests._hosts_driver",
+           str(plan)]
+    nodes_ = [subprocess.Popen([*cmd, str(tmp_path / f"host{q}")], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
               for q in range(2)]
     outs = [p.communicate(timeout=300)[0] for p in nodes_]
     assert [p.returncode for p in nodes_] == [0, 0], "\n".join(outs)
-    two = json.loads((tmp_path / "two" / "results.json").read_text())
-    losses = [[h["train_loss"] for h in r["history"]] for r in (one, two)]
-    assert np.allclose(losses[0], losses[1], rtol=1e-5), losses
-    assert two["summary"]["final_test_acc"] == pytest.approx(one["summary"]["final_test_acc"],
-                                                             abs=2e-3)
-    for q, rank in enumerate(two["parts"]["ranks"]):
-        opened = list(rank["files"]) + list(rank["mapped"])
-        assert all(f.startswith(str(tmp_path / f"host{q}")) for f in opened), opened
-        assert any(f"part-{q}" in f for f in rank["mapped"])
-    assert sum(h["disk_bytes"] for h in two["parts"]["hosts"].values()) > 0
+    for name, layout, _ in HOST_RUNS:
+        two = json.loads((tmp_path / "host0" / name / "results.json").read_text())
+        losses = [[h["train_loss"] for h in r["history"]] for r in (one, two)]
+        assert np.allclose(losses[0], losses[1], rtol=1e-5), (name, losses)
+        assert two["summary"]["final_test_acc"] == pytest.approx(
+            one["summary"]["final_test_acc"], abs=2e-3), name
+        for q, rank in enumerate(two["parts"]["ranks"]):
+            opened = list(rank["files"]) + list(rank["mapped"])
+            assert all(f.startswith(str(tmp_path / f"host{q}" / layout)) for f in opened), \
+                (name, opened)
+            assert any(f"part-{q}" in f for f in rank["mapped"])
+        assert sum(h["disk_bytes"] for h in two["parts"]["hosts"].values()) > 0
     assert "memory-mapped" in outs[0]
-    assert not any((tmp_path / f"empty{q}").exists() for q in range(2))  # no dataset read
+    assert not any((tmp_path / f"host{q}" / "data").exists() for q in range(2))  # no dataset
