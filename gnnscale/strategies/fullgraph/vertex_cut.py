@@ -58,6 +58,7 @@ from gnnscale.distributed.launch import Topology
 from gnnscale.models.base import GNN
 from gnnscale.partition._graph import edge_src
 from gnnscale.partition.book import PartitionBook
+from gnnscale.partition.vc_parts import mirror_keys
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.fullgraph.overlap import SourceGroups, WeightCache, partial
 from gnnscale.strategies.fullgraph.plan import (
@@ -78,13 +79,6 @@ class SyncPlan:
     recv_counts: list[int]
     recv_ids: torch.Tensor  # global ids of the received rows, in order
     active: bool  # some rank sends something (identical on every rank)
-
-
-def _mirror_keys(holder: torch.Tensor, end: torch.Tensor, master: torch.Tensor,
-                 n: int) -> torch.Tensor:
-    """Sorted unique ``holder * n + vertex`` over edges whose end is mastered elsewhere."""
-    away = holder != master[end]
-    return torch.unique(holder[away] * n + end[away])
 
 
 def _sync(keys: torch.Tensor, master: torch.Tensor, n: int, world: int, rank: int,
@@ -197,7 +191,7 @@ class VertexCutPlan(FullGraphPlan):
         """One direction's (holder, node) keys this rank's sync reads: from every edge, or on
         a part of a vertex-cut layout from its own edges and its masters' mirror list (the
         keys of the other holders of its masters: all :func:`_sync` reads of them)."""
-        keys = _mirror_keys(ep, end, master, graph.num_nodes)
+        keys = mirror_keys(ep, end, master, graph.num_nodes)
         part = getattr(graph, "sync_keys", None)
         return keys if part is None else torch.unique(torch.cat([keys, part[direction]]))
 
