@@ -20,7 +20,10 @@ the owned rows of ``x`` and ``y``, and, in the CSC order of its in-edges, ``edge
 SHA-256 digest ``part.json`` records, with a checksum over the whole file; ``part.json`` also
 repeats the partitioning's identity (graph checksum, k, partitioner and seed), so a part of
 another partitioning is named, not read. A host needs ``layout.json``, the global arrays,
-``book/`` and the part folders of its ranks (rank r reads ``part-<r>``), nothing else.
+``book/`` and the part folders of its ranks (rank r reads ``part-<r>``), nothing else. A
+vertex-cut partitioner's layout (``kind: vertex_cut`` in ``layout.json``) has other part
+arrays and a book without ``edge_part``: :mod:`gnnscale.partition.vc_parts` writes and opens
+it.
 
 :func:`check_run` is the launcher's check of a run given ``parts=DIR`` (after
 :func:`gnnscale.runner.validate.parts_problem`, which says whether its strategy can train from

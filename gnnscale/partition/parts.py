@@ -209,9 +209,9 @@ class RowView:
             bad = ids[~ok]
             raise NotHeldError(
                 f"node {int(bad[0])}'s {self.what} row is not on this host ({bad.numel()} of "
-                f"the {ids.numel()} rows asked for are not): {self.where} holds the rows of its "
-                f"{self.held.numel()} own nodes only; only strategy=fullgraph deps=depcomm "
-                "trains from parts=, other strategies need the whole dataset (drop parts=)")
+                f"the {ids.numel()} rows asked for are not): {self.where} holds "
+                f"{self.held.numel()} rows only; strategy=fullgraph deps=depcomm and offload "
+                "train from parts=, other strategies need the whole dataset (drop parts=)")
         return pos
 
     def __getitem__(self, idx: Any) -> torch.Tensor:
