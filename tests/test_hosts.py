@@ -8,6 +8,11 @@ long run during which host 1 vanishes (every process of its namespace SIGKILLed)
 end within the run's deadline naming it. Where namespaces cannot be made the same runs use two
 torchrun "nodes" on 127.0.0.1 (the namespace tests skip, saying why).
 
+``offload`` and ``fullgraph`` on a vertex-cut also train from parts (``parts=``): partitioned
+once into a 4-part layout (METIS edge-cut, CVC vertex-cut), each host given only its two ranks'
+part folders, and each rank checked to have opened nothing outside its host's folder and no
+part but its own.
+
 Each strategy is compared with its single-host reference, trained in this process: the
 full-graph strategies (``fullgraph`` edge- and vertex-cut, ``offload``) and ``split`` (one
 whole mini-batch split over the ranks) with one process; ``data`` and ``factored`` (4 micro-
@@ -23,6 +28,7 @@ import shutil
 import time
 
 import pytest
+from omegaconf import open_dict
 
 from gnnscale.distributed import free_port
 from gnnscale.runner.run import run
@@ -48,6 +54,11 @@ PLAN = {
     "run-fullgraph-vertex": (*BASE, *GCN, "strategy=fullgraph", "partitioner=cvc"),
     "run-offload": (*BASE, *GCN, "strategy=offload", "strategy.chunks=2"),
 }
+#: layout folder -> the run whose options it is partitioned with (4 parts: 2 per host)
+LAYOUTS = {"L-metis": "run-offload", "L-cvc": "run-fullgraph-vertex"}
+#: the same runs from parts: each host given only its own ranks' parts (``{host}``: its folder)
+PLAN.update({f"{name}-parts": (*PLAN[name], f"parts={{host}}/{layout}")
+             for layout, name in LAYOUTS.items()})
 #: ``run-data`` again, stopped after one epoch, then resumed: host 1's run folder has no
 #: checkpoint (rank 0 writes it), so its ranks resume from rank 0's, sent over the network
 RESUME = [("run-resume", (*BASE[:-3], "epochs=1", "checkpoint=true", "dist.timeout_s=60",
@@ -69,6 +80,8 @@ REFERENCE = {
                                            "dist.world_size=1")),
     "run-fullgraph-vertex": ("fullgraph-1", None),
     "run-offload": ("fullgraph-1", None),
+    "run-offload-parts": ("fullgraph-1", None),
+    "run-fullgraph-vertex-parts": ("fullgraph-1", None),
 }
 
 
@@ -84,6 +97,13 @@ def two_hosts(tmp_path_factory) -> dict:
     from gnnscale.strategies.base import build_task
 
     build_task(make_cfg(ref_root, *PLAN["run-data"]))  # the processed dataset, once
+    from gnnscale.partition.cli import run as partition
+
+    for layout, name in LAYOUTS.items():  # partitioned once, into 4 parts
+        cfg = make_cfg(ref_root, *PLAN[name], "dist.world_size=4", f"parts={root / layout}")
+        with open_dict(cfg):  # its books apart: the hosts' data folders get none of them
+            cfg.cache_root = str(root / "layout-books")
+        partition(cfg, log=lambda _m: None)
     plan = root / "plan.json"
     plan.write_text(json.dumps([[name, list(o)] for name, o in [*PLAN.items(), *RESUME, VANISH]]))
     kind = hosts_kind()[0]
@@ -93,6 +113,10 @@ def two_hosts(tmp_path_factory) -> dict:
     with Hosts(root, kind) as hosts:
         for i in range(2):  # each host its own copy of the processed data
             shutil.copytree(ref_root / "data", hosts.folder(i) / "data")
+            for layout in LAYOUTS:  # and only its own ranks' parts (2 i, 2 i + 1)
+                shutil.copytree(root / layout, hosts.folder(i) / layout,
+                                ignore=shutil.ignore_patterns(
+                                    *(f"part-{q}" for q in range(4) if q // 2 != i)))
         port = free_port()
         logs = [root / f"host{i}.log" for i in range(2)]
         agents = [hosts.torchrun(i, port, ["-m", "tests._hosts_driver", str(plan),
@@ -159,6 +183,14 @@ def _check(two_hosts: dict, name: str) -> None:
                                                             abs=2e-3), name
     # host 1 wrote nothing of rank 0's: its run folder holds no results
     assert not (two_hosts["root"] / "host1" / name / "results.json").exists()
+    if name.endswith("-parts"):  # each rank opened its own host's folder, and its own part
+        layout = next(o for o in PLAN[name] if o.startswith("parts=")).rsplit("/", 1)[1]
+        for r, rank in enumerate(res["parts"]["ranks"]):
+            mine = str(two_hosts["root"] / f"host{r // 2}" / layout)
+            opened = list(rank["files"]) + list(rank["mapped"])
+            assert all(f.startswith(mine + "/") for f in opened), (name, r, opened)
+            assert any(f"/part-{r}/" in f for f in rank["mapped"]), (name, r)
+            assert not any(f"/part-{q}/" in f for q in range(4) if q != r for f in opened)
 
 
 def test_vanished_host_ends_the_run_naming_it(two_hosts):
