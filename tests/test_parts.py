@@ -179,22 +179,26 @@ def test_the_writer_refuses_what_it_cannot_lay_out(tmp_path):
         write_layout(graph, vcut, tmp_path / "v", {}, {})
 
 
-def test_a_vertex_cut_part_holds_its_edges_and_gives_the_same_syncs(tmp_path):
+@pytest.mark.parametrize("cut", ["cvc", "oec"])  # 2 parts: the broadcast, the reduce
+def test_a_vertex_cut_part_holds_its_edges_and_gives_the_same_syncs(tmp_path, cut):
     """A vertex-cut layout: each part its edges (global ids), the input rows it reads, its
     masters' labels; the vertex-cut plan built from one part alone has the same sync sets,
     local order and edges as from the whole graph and book."""
     from gnnscale.distributed.launch import Topology
     from gnnscale.models.sage import SAGE
     from gnnscale.partition.cvc import CvcPartitioner
+    from gnnscale.partition.oec import OecPartitioner
     from gnnscale.strategies.fullgraph.vertex_cut import VertexCutPlan
 
     graph = small_graph()
-    book = CvcPartitioner().partition(graph, 2)
+    book = {"cvc": CvcPartitioner, "oec": OecPartitioner}[cut]().partition(graph, 2)
     book.meta["checksum"] = graph_checksum(graph)
     logs: list[str] = []
-    write_layout(graph, book, tmp_path / "V", {}, {"_target_": "x.cvc.Cvc"}, log=logs.append)
+    write_layout(graph, book, tmp_path / "V", {}, {"_target_": f"x.{cut}.P"}, log=logs.append)
     assert "wrote 2 vertex-cut parts" in logs[0]
     hosts = PartLayout(tmp_path / "V")
+    sync = json.loads((tmp_path / "V" / "part-0" / "part.json").read_text())["sync"]
+    assert sync == {"bcast": cut == "cvc", "reduce": cut == "oec"}  # on 2 parts
     hbook = hosts.book()
     assert hbook.kind == "vertex_cut" and hbook.edge_part.numel() == 0  # edges: in the parts
     assert torch.equal(hbook.part, book.part)
