@@ -234,26 +234,29 @@ def test_a_vertex_cut_part_holds_its_edges_and_gives_the_same_syncs(tmp_path, cu
         assert not [f for f in files if f"part-{1 - q}" in f]
 
 
-#: the runs of the two-host test, each from its layout: (name, layout, overrides)
+#: the full-graph runs on the loopback nodes (a full-graph epoch equals one process, their
+#: reference), each from the layout LAYOUT names (default: the edge-cut one, ``L``)
 FULL = ("model=gcn", "model.gcn_norm=graph", "model.dropout=0")
-HOST_RUNS = (("depcomm", "L", (*RUN, *FULL)),
-             ("offload", "L", (*RUN, *FULL, "strategy=offload", "strategy.chunks=2",
-                               "strategy.reorganize=true")),
-             ("vertex", "C", (*RUN, *FULL, "partitioner=cvc")))
+COMMON = tuple(o for o in RUN if not o.startswith(("strategy=", "deps=", "dist.world_size")))
+LOOPBACK = {"fullgraph": RUN,
+            "offload": (*COMMON, *FULL, "strategy=offload", "strategy.chunks=2",
+                        "strategy.reorganize=true", "dist.world_size=2"),
+            "vertex": (*COMMON, *FULL, "strategy=fullgraph", "partitioner=cvc",
+                       "dist.world_size=2")}
+LAYOUT = {"vertex": "C"}  # the vertex-cut layout
 
 
 @pytest.mark.slow
 def test_two_hosts_each_with_only_its_part_train_as_one_process(tmp_path):
     """Two torchrun "nodes" on loopback, each given a folder holding the global files and
     its own part only of an edge-cut layout and of a vertex-cut one, train fullgraph deps=
-    depcomm and offload from the first, fullgraph vertex-cut from the second (one launch per
-    node: tests._hosts_driver): their losses equal one process on the whole graph, and
-    neither opened a file of the other's parts."""
+    depcomm and offload from the first and fullgraph vertex-cut from the second in one launch:
+    their losses equal one process on the whole graph, and neither opened a file of the
+    other's parts."""
     from gnnscale.distributed import free_port
     from gnnscale.partition.cli import run as partition
     from gnnscale.runner.run import run
 
-    one = run(make_cfg(tmp_path, *BASE, *FULL, "dist.world_size=1", run="one"))
     for layout, over in (("L", ()), ("C", ("partitioner=cvc",))):
         partition(make_cfg(tmp_path, *RUN, *over, f"parts={tmp_path / layout}"),
                   log=lambda _m: None)
@@ -261,9 +264,9 @@ def test_two_hosts_each_with_only_its_part_train_as_one_process(tmp_path):
             shutil.copytree(tmp_path / layout, tmp_path / f"host{q}" / layout,
                             ignore=shutil.ignore_patterns(f"part-{1 - q}"))
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps([[name, [*over, f"parts={{host}}/{layout}", "progress=false",
-                                        "dist.timeout_s=120"]]
-                                for name, layout, over in HOST_RUNS]))
+    plan.write_text(json.dumps([[f"run-{name}", [*o, f"parts={{host}}/{LAYOUT.get(name, 'L')}",
+                                                 "progress=false", "dist.timeout_s=120"]]
+                                for name, o in LOOPBACK.items()]))
     port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node",
@@ -273,17 +276,21 @@ def test_two_hosts_each_with_only_its_part_train_as_one_process(tmp_path):
     nodes_ = [subprocess.Popen([*cmd, str(tmp_path / f"host{q}")], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
               for q in range(2)]
+    refs = {name: run(make_cfg(tmp_path, *o[:-1], "dist.world_size=1", run=f"ref-{name}"))
+            for name, o in LOOPBACK.items() if name != "vertex"}  # vertex: fullgraph's, in 1
+    refs["vertex"] = refs["offload"]  # the same model, one process on the whole graph
     outs = [p.communicate(timeout=300)[0] for p in nodes_]
     assert [p.returncode for p in nodes_] == [0, 0], "\n".join(outs)
-    for name, layout, _ in HOST_RUNS:
-        two = json.loads((tmp_path / "host0" / name / "results.json").read_text())
-        losses = [[h["train_loss"] for h in r["history"]] for r in (one, two)]
+    for name, ref in refs.items():
+        two = json.loads((tmp_path / "host0" / f"run-{name}" / "results.json").read_text())
+        losses = [[h["train_loss"] for h in r["history"]] for r in (ref, two)]
         assert np.allclose(losses[0], losses[1], rtol=1e-5), (name, losses)
         assert two["summary"]["final_test_acc"] == pytest.approx(
-            one["summary"]["final_test_acc"], abs=2e-3), name
+            ref["summary"]["final_test_acc"], abs=2e-3), name
+        folder = LAYOUT.get(name, "L")
         for q, rank in enumerate(two["parts"]["ranks"]):
             opened = list(rank["files"]) + list(rank["mapped"])
-            assert all(f.startswith(str(tmp_path / f"host{q}" / layout)) for f in opened), \
+            assert all(f.startswith(str(tmp_path / f"host{q}" / folder)) for f in opened), \
                 (name, opened)
             assert any(f"part-{q}" in f for f in rank["mapped"])
         assert sum(h["disk_bytes"] for h in two["parts"]["hosts"].values()) > 0
