@@ -3,8 +3,8 @@
 ``python -m tests._hosts_driver PLAN.json HOST_ROOT`` (under torchrun) reads the plan, a JSON
 list of ``[name, [override, ...]]``, and for each entry composes the config exactly as
 ``train.py`` does (``tests._train.make_cfg``: data in ``HOST_ROOT/data``, the run folder
-``HOST_ROOT/<name>``; ``{host}`` in an override stands for ``HOST_ROOT``, e.g. a host's own
-``parts={host}/L``) and trains it with :func:`gnnscale.runner.run.run`. Every run joins and
+``HOST_ROOT/<name>``; ``{host}`` in an override is ``HOST_ROOT``, e.g. ``parts={host}/L``) and
+trains it with :func:`gnnscale.runner.run.run`. Every run joins and
 leaves torchrun's process group in turn, so one launch per host trains every strategy: the
 ranks import torch, PyG and gnnscale once (most of a launch's cost on a small host).
 """
@@ -34,7 +34,7 @@ def main(plan_file: str, host_root: str) -> int:
     root = Path(host_root)
     rank = os.environ.get("RANK", "?")
     for name, overrides in json.loads(Path(plan_file).read_text()):
-        cfg = make_cfg(root, *(o.replace("{host}", host_root) for o in overrides), run=name)
+        cfg = make_cfg(root, *(o.replace("{host}", str(root)) for o in overrides), run=name)
         t0 = time.perf_counter()
         try:
             run(cfg)

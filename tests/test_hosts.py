@@ -8,10 +8,9 @@ long run during which host 1 vanishes (every process of its namespace SIGKILLed)
 end within the run's deadline naming it. Where namespaces cannot be made the same runs use two
 torchrun "nodes" on 127.0.0.1 (the namespace tests skip, saying why).
 
-``offload`` and ``fullgraph`` on a vertex-cut also train from parts (``parts=``): partitioned
-once into a 4-part layout (METIS edge-cut, CVC vertex-cut), each host given only its two ranks'
-part folders, and each rank checked to have opened nothing outside its host's folder and no
-part but its own.
+``offload`` and ``fullgraph`` on a vertex-cut train a second time from a 4-part layout (METIS
+edge-cut, CVC vertex-cut), each host holding only its ranks' part folders (``parts=``), and no
+rank opens a file of another part.
 
 Each strategy is compared with its single-host reference, trained in this process: the
 full-graph strategies (``fullgraph`` edge- and vertex-cut, ``offload``) and ``split`` (one
@@ -28,7 +27,6 @@ import shutil
 import time
 
 import pytest
-from omegaconf import open_dict
 
 from gnnscale.distributed import free_port
 from gnnscale.runner.run import run
@@ -53,12 +51,12 @@ PLAN = {
     "run-fullgraph-edge": (*BASE, *GCN, "strategy=fullgraph"),
     "run-fullgraph-vertex": (*BASE, *GCN, "strategy=fullgraph", "partitioner=cvc"),
     "run-offload": (*BASE, *GCN, "strategy=offload", "strategy.chunks=2"),
+    # each host holds only its ranks' parts of a 4-part layout (and the global files)
+    "run-offload-parts": (*BASE, *GCN, "strategy=offload", "strategy.chunks=2",
+                          "parts={host}/parts"),
+    "run-fullgraph-vertex-parts": (*BASE, *GCN, "strategy=fullgraph", "partitioner=cvc",
+                                   "parts={host}/parts-cvc"),
 }
-#: layout folder -> the run whose options it is partitioned with (4 parts: 2 per host)
-LAYOUTS = {"L-metis": "run-offload", "L-cvc": "run-fullgraph-vertex"}
-#: the same runs from parts: each host given only its own ranks' parts (``{host}``: its folder)
-PLAN.update({f"{name}-parts": (*PLAN[name], f"parts={{host}}/{layout}")
-             for layout, name in LAYOUTS.items()})
 #: ``run-data`` again, stopped after one epoch, then resumed: host 1's run folder has no
 #: checkpoint (rank 0 writes it), so its ranks resume from rank 0's, sent over the network
 RESUME = [("run-resume", (*BASE[:-3], "epochs=1", "checkpoint=true", "dist.timeout_s=60",
@@ -94,16 +92,10 @@ def two_hosts(tmp_path_factory) -> dict:
     """Train :data:`PLAN` then :data:`VANISH` on two hosts, and the references here."""
     root = tmp_path_factory.mktemp("hosts")
     ref_root = root / "reference"
+    from gnnscale.partition.cli import run as partition
     from gnnscale.strategies.base import build_task
 
     build_task(make_cfg(ref_root, *PLAN["run-data"]))  # the processed dataset, once
-    from gnnscale.partition.cli import run as partition
-
-    for layout, name in LAYOUTS.items():  # partitioned once, into 4 parts
-        cfg = make_cfg(ref_root, *PLAN[name], "dist.world_size=4", f"parts={root / layout}")
-        with open_dict(cfg):  # its books apart: the hosts' data folders get none of them
-            cfg.cache_root = str(root / "layout-books")
-        partition(cfg, log=lambda _m: None)
     plan = root / "plan.json"
     plan.write_text(json.dumps([[name, list(o)] for name, o in [*PLAN.items(), *RESUME, VANISH]]))
     kind = hosts_kind()[0]
@@ -113,10 +105,18 @@ def two_hosts(tmp_path_factory) -> dict:
     with Hosts(root, kind) as hosts:
         for i in range(2):  # each host its own copy of the processed data
             shutil.copytree(ref_root / "data", hosts.folder(i) / "data")
-            for layout in LAYOUTS:  # and only its own ranks' parts (2 i, 2 i + 1)
-                shutil.copytree(root / layout, hosts.folder(i) / layout,
-                                ignore=shutil.ignore_patterns(
-                                    *(f"part-{q}" for q in range(4) if q // 2 != i)))
+        layout = root / "layout"  # and its ranks' parts of one 4-part layout
+        partition(make_cfg(ref_root, *BASE, "dist.world_size=4", f"parts={layout}"),
+                  log=lambda _m: None)
+        for i in range(2):
+            shutil.copytree(layout, hosts.folder(i) / "parts", ignore=shutil.ignore_patterns(
+                *(f"part-{q}" for q in range(4) if q // 2 != i)))
+        vertex = root / "layout-cvc"  # and of a 4-part vertex-cut layout
+        partition(make_cfg(ref_root, *BASE, "partitioner=cvc", "dist.world_size=4",
+                           f"parts={vertex}"), log=lambda _m: None)
+        for i in range(2):
+            shutil.copytree(vertex, hosts.folder(i) / "parts-cvc", ignore=shutil.ignore_patterns(
+                *(f"part-{q}" for q in range(4) if q // 2 != i)))
         port = free_port()
         logs = [root / f"host{i}.log" for i in range(2)]
         agents = [hosts.torchrun(i, port, ["-m", "tests._hosts_driver", str(plan),
