@@ -95,6 +95,29 @@ def test_each_part_holds_its_rows_and_in_edges(written):
     assert layout.info["num_parts"] == 2 and layout.info["graph"]["name"] == "small"
 
 
+@pytest.mark.parametrize("level2", ["range", "metis"])
+def test_offload_chunks_each_part_from_its_own_and_gathers_the_rest(written, level2):
+    """offload's chunking on ranks given only their parts (each chunks its own, the others'
+    gathered) is the chunking planned from the whole graph, reorganized schedule included."""
+    from gnnscale.strategies.offload.chunks import two_level
+
+    tmp, _, graph, book = written
+    views = [PartLayout(tmp / "L").open_part(q) for q in range(2)]
+    mine = []
+    for q, view in enumerate(views):  # what each rank contributes to the gather
+        two_level(view, book.part, 2, 3, True, level2, q, lambda m: mine.append(m) or [m, m])
+    whole = two_level(graph, book.part, 2, 3, True, level2)
+    alone = two_level(views[0], book.part, 2, 3, True, level2)  # part 1 unseen: its loads lack
+    assert not all(torch.equal(a, b) for a, b in zip(alone.load[1], whole.load[1]))  # halos
+    for q, view in enumerate(views):
+        got = two_level(view, book.part, 2, 3, True, level2, q, lambda m, q=q: (
+            [m if p == q else mine[p] for p in range(2)]))
+        assert (got.assign, got.order) == (whole.assign, whole.order)
+        for p in range(2):
+            for a, b in zip(got.dst[p] + got.load[p], whole.dst[p] + whole.load[p]):
+                assert torch.equal(a, b)
+
+
 def test_a_damaged_or_foreign_part_is_named(written, tmp_path):
     src, _, _, _ = written
     copy = tmp_path / "L"
