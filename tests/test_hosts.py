@@ -8,8 +8,9 @@ long run during which host 1 vanishes (every process of its namespace SIGKILLed)
 end within the run's deadline naming it. Where namespaces cannot be made the same runs use two
 torchrun "nodes" on 127.0.0.1 (the namespace tests skip, saying why).
 
-``data`` and ``split`` train a second time from a 4-part layout, each host holding only its
-ranks' part folders (``parts=``), and no rank opens a file of another part.
+``data``, ``split``, ``offload`` and ``fullgraph`` on a vertex-cut train a second time from a
+4-part layout (METIS edge-cut, CVC vertex-cut), each host holding only its ranks' part folders
+(``parts=``), and no rank opens a file of another part.
 
 Each strategy is compared with its single-host reference, trained in this process: the
 full-graph strategies (``fullgraph`` edge- and vertex-cut, ``offload``) and ``split`` (one
@@ -53,6 +54,10 @@ PLAN = {
     # each host holds only its ranks' parts of a 4-part layout (and the global files)
     "run-data-parts": (*BASE, "strategy=data", *SAMPLING, "parts={host}/parts"),
     "run-split-parts": (*BASE, "strategy=split", *SAMPLING, "parts={host}/parts"),
+    "run-offload-parts": (*BASE, *GCN, "strategy=offload", "strategy.chunks=2",
+                          "parts={host}/parts"),
+    "run-fullgraph-vertex-parts": (*BASE, *GCN, "strategy=fullgraph", "partitioner=cvc",
+                                   "parts={host}/parts-cvc"),
 }
 #: ``run-data`` again, stopped after one epoch, then resumed: host 1's run folder has no
 #: checkpoint (rank 0 writes it), so its ranks resume from rank 0's, sent over the network
@@ -77,6 +82,8 @@ REFERENCE = {
     "run-offload": ("fullgraph-1", None),
     "run-data-parts": ("data-4", None),
     "run-split-parts": ("split-1", None),
+    "run-offload-parts": ("fullgraph-1", None),
+    "run-fullgraph-vertex-parts": ("fullgraph-1", None),
 }
 
 
@@ -107,6 +114,12 @@ def two_hosts(tmp_path_factory) -> dict:
                   log=lambda _m: None)
         for i in range(2):
             shutil.copytree(layout, hosts.folder(i) / "parts", ignore=shutil.ignore_patterns(
+                *(f"part-{q}" for q in range(4) if q // 2 != i)))
+        vertex = root / "layout-cvc"  # and of a 4-part vertex-cut layout
+        partition(make_cfg(ref_root, *BASE, "partitioner=cvc", "dist.world_size=4",
+                           f"parts={vertex}"), log=lambda _m: None)
+        for i in range(2):
+            shutil.copytree(vertex, hosts.folder(i) / "parts-cvc", ignore=shutil.ignore_patterns(
                 *(f"part-{q}" for q in range(4) if q // 2 != i)))
         port = free_port()
         logs = [root / f"host{i}.log" for i in range(2)]
@@ -174,12 +187,14 @@ def _check(two_hosts: dict, name: str) -> None:
                                                             abs=2e-3), name
     # host 1 wrote nothing of rank 0's: its run folder holds no results
     assert not (two_hosts["root"] / "host1" / name / "results.json").exists()
-    if name.endswith("-parts"):  # every file a rank opened is its own host's, of its parts
-        for rank, opened in enumerate(res["parts"]["ranks"]):
-            host = two_hosts["root"] / f"host{rank // 2}" / "parts"
-            files = [*opened["files"], *opened["mapped"]]
-            assert all(f.startswith(str(host)) for f in files), files
-            assert not [f for f in files if "part-" in f and f"part-{rank}/" not in f], files
+    if name.endswith("-parts"):  # each rank opened its own host's folder, and its own part
+        layout = next(o for o in PLAN[name] if o.startswith("parts=")).rsplit("/", 1)[1]
+        for r, rank in enumerate(res["parts"]["ranks"]):
+            mine = str(two_hosts["root"] / f"host{r // 2}" / layout)
+            opened = list(rank["files"]) + list(rank["mapped"])
+            assert all(f.startswith(mine + "/") for f in opened), (name, r, opened)
+            assert any(f"/part-{r}/" in f for f in rank["mapped"]), (name, r)
+            assert not any(f"/part-{q}/" in f for q in range(4) if q != r for f in opened)
 
 
 def test_vanished_host_ends_the_run_naming_it(two_hosts):

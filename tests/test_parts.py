@@ -140,6 +140,29 @@ def test_a_sampling_rank_holds_the_topology_and_fetches_rows_from_owners(written
         assert last["misses"] == ids.numel() - away - 3  # its own rows, from its own table
 
 
+@pytest.mark.parametrize("level2", ["range", "metis"])
+def test_offload_chunks_each_part_from_its_own_and_gathers_the_rest(written, level2):
+    """offload's chunking on ranks given only their parts (each chunks its own, the others'
+    gathered) is the chunking planned from the whole graph, reorganized schedule included."""
+    from gnnscale.strategies.offload.chunks import two_level
+
+    tmp, _, graph, book = written
+    views = [PartLayout(tmp / "L").open_part(q) for q in range(2)]
+    mine = []
+    for q, view in enumerate(views):  # what each rank contributes to the gather
+        two_level(view, book.part, 2, 3, True, level2, q, lambda m: mine.append(m) or [m, m])
+    whole = two_level(graph, book.part, 2, 3, True, level2)
+    alone = two_level(views[0], book.part, 2, 3, True, level2)  # part 1 unseen: its loads lack
+    assert not all(torch.equal(a, b) for a, b in zip(alone.load[1], whole.load[1]))  # halos
+    for q, view in enumerate(views):
+        got = two_level(view, book.part, 2, 3, True, level2, q, lambda m, q=q: (
+            [m if p == q else mine[p] for p in range(2)]))
+        assert (got.assign, got.order) == (whole.assign, whole.order)
+        for p in range(2):
+            for a, b in zip(got.dst[p] + got.load[p], whole.dst[p] + whole.load[p]):
+                assert torch.equal(a, b)
+
+
 def test_a_damaged_or_foreign_part_is_named(written, tmp_path):
     src, _, _, _ = written
     copy = tmp_path / "L"
@@ -228,38 +251,104 @@ def test_the_writer_refuses_what_it_cannot_lay_out(tmp_path):
     with pytest.raises(Exception, match="exists and is not a partitioned layout"):
         write_layout(graph, book, tmp_path / "busy", {}, {})
     assert (tmp_path / "busy" / "notes.txt").is_file()  # never removed
-    vcut = PartitionBook.from_vertex_cut(graph, torch.arange(graph.num_nodes) % 2,
-                                         torch.zeros(graph.num_edges, dtype=torch.long), 2)
-    with pytest.raises(Exception, match="from an edge-cut"):
+    other = small_graph(n=50)  # a vertex-cut book of another graph
+    vcut = PartitionBook.from_vertex_cut(other, torch.arange(50) % 2,
+                                         torch.zeros(other.num_edges, dtype=torch.long), 2)
+    with pytest.raises(Exception, match="covers 50 nodes .* belongs to another graph"):
         write_layout(graph, vcut, tmp_path / "v", {}, {})
 
 
-#: the sampling strategies on the loopback nodes (split: a whole batch per step, so one
-#: process is its reference; data: one micro-batch per rank, so 2 ranks on the whole dataset)
+@pytest.mark.parametrize("cut", ["cvc", "oec"])  # 2 parts: the broadcast, the reduce
+def test_a_vertex_cut_part_holds_its_edges_and_gives_the_same_syncs(tmp_path, cut):
+    """A vertex-cut layout: each part its edges (global ids), the input rows it reads, its
+    masters' labels; the vertex-cut plan built from one part alone has the same sync sets,
+    local order and edges as from the whole graph and book."""
+    from gnnscale.distributed.launch import Topology
+    from gnnscale.models.sage import SAGE
+    from gnnscale.partition.cvc import CvcPartitioner
+    from gnnscale.partition.oec import OecPartitioner
+    from gnnscale.strategies.fullgraph.vertex_cut import VertexCutPlan
+
+    graph = small_graph()
+    book = {"cvc": CvcPartitioner, "oec": OecPartitioner}[cut]().partition(graph, 2)
+    book.meta["checksum"] = graph_checksum(graph)
+    logs: list[str] = []
+    write_layout(graph, book, tmp_path / "V", {}, {"_target_": f"x.{cut}.P"}, log=logs.append)
+    assert "wrote 2 vertex-cut parts" in logs[0]
+    hosts = PartLayout(tmp_path / "V")
+    sync = json.loads((tmp_path / "V" / "part-0" / "part.json").read_text())["sync"]
+    assert sync == {"bcast": cut == "cvc", "reduce": cut == "oec"}  # on 2 parts
+    hbook = hosts.book()
+    assert hbook.kind == "vertex_cut" and hbook.edge_part.numel() == 0  # edges: in the parts
+    assert torch.equal(hbook.part, book.part)
+    model = SAGE(5, 3, hidden=8, num_layers=2)
+    for q in range(2):
+        view = PartLayout(tmp_path / "V").open_part(q)
+        eids = (book.edge_part == q).nonzero().flatten()
+        assert torch.equal(view.global_edge_ids(), eids) and view.held_edges == eids.numel()
+        assert torch.equal(view.indices, graph.indices[eids])
+        assert torch.equal(view.edge_weight, graph.edge_weight[eids])
+        assert torch.equal(view.in_degree(), graph.in_degree())
+        masters = (book.part == q).nonzero().flatten()
+        assert torch.equal(view.y[masters], graph.y[masters])
+        read = torch.unique(torch.cat([masters, graph.indices[eids]]))
+        assert torch.equal(view.x[read], graph.x[read])
+        unread = torch.ones(graph.num_nodes, dtype=torch.bool)
+        unread[read] = False
+        if bool(unread.any()):
+            with pytest.raises(NotHeldError, match="feature row is not on this host"):
+                view.x[unread.nonzero()[0]]
+        topo = Topology(q, 2, q, 2, torch.device("cpu"))
+        whole, mine = (VertexCutPlan(g, b, model, topo) for g, b in ((graph, book),
+                                                                      (view, hbook)))
+        for a, b in ((whole.bcast, mine.bcast), (whole.reduce, mine.reduce)):
+            assert torch.equal(a.send_idx, b.send_idx) and torch.equal(a.recv_ids, b.recv_ids)
+            assert (a.send_counts, a.recv_counts, a.active) == \
+                (b.send_counts, b.recv_counts, b.active)
+        assert torch.equal(whole.local_ids, mine.local_ids)
+        assert torch.equal(whole.x, mine.x)
+        order = lambda ei: ei[:, torch.argsort(ei[0] * 10**6 + ei[1])]  # noqa: E731
+        assert torch.equal(order(whole.block.edge_index), order(mine.block.edge_index))
+        files = view.layout.bytes_opened()["files"]
+        assert not [f for f in files if f"part-{1 - q}" in f]
+
+
+#: the runs on the loopback nodes, each from the layout LAYOUT names (default: the edge-cut
+#: one, ``L``); each equals one process on the whole graph (split: a whole batch per step;
+#: data from parts runs in tests/test_hosts.py, on namespace hosts or its loopback fallback)
 SAMPLED = ("sampler.fanouts=[5,5]", "strategy.batch_size=128", "model.dropout=0")
+FULL = ("model=gcn", "model.gcn_norm=graph", "model.dropout=0")
 COMMON = tuple(o for o in RUN if not o.startswith(("strategy=", "deps=", "dist.world_size")))
-# data from parts runs in tests/test_hosts.py (namespace hosts, or its loopback fallback)
-LOOPBACK = {"fullgraph": RUN, "split": (*COMMON, "strategy=split", *SAMPLED, "dist.world_size=2")}
+LOOPBACK = {"fullgraph": RUN,
+            "offload": (*COMMON, *FULL, "strategy=offload", "strategy.chunks=2",
+                        "strategy.reorganize=true", "dist.world_size=2"),
+            "vertex": (*COMMON, *FULL, "strategy=fullgraph", "partitioner=cvc",
+                       "dist.world_size=2"),
+            "split": (*COMMON, "strategy=split", *SAMPLED, "dist.world_size=2")}
+LAYOUT = {"vertex": "C"}  # the vertex-cut layout
 
 
 @pytest.mark.slow
 def test_two_hosts_each_with_only_its_part_train_as_one_process(tmp_path):
     """Two torchrun "nodes" on loopback, each given a folder holding the global files and
-    its own part only, train fullgraph and split in one launch: their losses equal the
-    single-host reference (one process), and neither
-    opened a file of the other's part."""
+    its own part only of an edge-cut layout and of a vertex-cut one, train fullgraph deps=
+    depcomm, offload and split from the first and fullgraph vertex-cut from the second in one
+    launch: their losses equal one process on the whole graph, and neither opened a file of
+    the other's parts."""
     from gnnscale.distributed import free_port
     from gnnscale.partition.cli import run as partition
     from gnnscale.runner.run import run
 
-    layout = tmp_path / "L"
-    partition(make_cfg(tmp_path, *RUN, f"parts={layout}"), log=lambda _m: None)
-    for q in range(2):  # copy each host its folders
-        shutil.copytree(layout, tmp_path / f"host{q}" / "L", ignore=shutil.ignore_patterns(
-            f"part-{1 - q}"))
+    for layout, over in (("L", ()), ("C", ("partitioner=cvc",))):
+        partition(make_cfg(tmp_path, *RUN, *over, f"parts={tmp_path / layout}"),
+                  log=lambda _m: None)
+        for q in range(2):  # copy each host its folders
+            shutil.copytree(tmp_path / layout, tmp_path / f"host{q}" / layout,
+                            ignore=shutil.ignore_patterns(f"part-{1 - q}"))
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps([[f"run-{name}", [*o, "parts={host}/L", "progress=false",
-                                        "dist.timeout_s=120"]] for name, o in LOOPBACK.items()]))
+    plan.write_text(json.dumps([[f"run-{name}", [*o, f"parts={{host}}/{LAYOUT.get(name, 'L')}",
+                                                 "progress=false", "dist.timeout_s=120"]]
+                                for name, o in LOOPBACK.items()]))
     port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node",
@@ -269,8 +358,9 @@ def test_two_hosts_each_with_only_its_part_train_as_one_process(tmp_path):
     nodes_ = [subprocess.Popen([*cmd, str(tmp_path / f"host{q}")], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
               for q in range(2)]
-    refs = {name: run(make_cfg(tmp_path, *o[:-1], "dist.world_size=1",
-                               run=f"ref-{name}")) for name, o in LOOPBACK.items()}
+    refs = {name: run(make_cfg(tmp_path, *o[:-1], "dist.world_size=1", run=f"ref-{name}"))
+            for name, o in LOOPBACK.items() if name != "vertex"}  # vertex: fullgraph's, in 1
+    refs["vertex"] = refs["offload"]  # the same model, one process on the whole graph
     outs = [p.communicate(timeout=300)[0] for p in nodes_]
     assert [p.returncode for p in nodes_] == [0, 0], "\n".join(outs)
     for name, ref in refs.items():
@@ -279,12 +369,12 @@ def test_two_hosts_each_with_only_its_part_train_as_one_process(tmp_path):
         assert np.allclose(losses[0], losses[1], rtol=1e-5), (name, losses)
         assert two["summary"]["final_test_acc"] == pytest.approx(
             ref["summary"]["final_test_acc"], abs=2e-3), name
+        folder = LAYOUT.get(name, "L")
         for q, rank in enumerate(two["parts"]["ranks"]):
             opened = list(rank["files"]) + list(rank["mapped"])
-            assert all(f.startswith(str(tmp_path / f"host{q}")) for f in opened), opened
+            assert all(f.startswith(str(tmp_path / f"host{q}" / folder)) for f in opened), \
+                (name, opened)
             assert any(f"part-{q}" in f for f in rank["mapped"])
         assert sum(h["disk_bytes"] for h in two["parts"]["hosts"].values()) > 0
-        if name == "data":  # rows of the other part came from their owner, counted apart
-            assert two["history"][-1]["bytes_remote_owner"] > 0
     assert "memory-mapped" in outs[0]
     assert not any((tmp_path / f"host{q}" / "data").exists() for q in range(2))  # no dataset

@@ -26,6 +26,9 @@ another partitioning is named, not read. A host needs ``layout.json``, the globa
 ``book/`` and the part folders of its ranks (rank r reads ``part-<r>``), nothing else. The
 full-graph strategy reads ``indptr`` and the splits of the global arrays; the sampling strategies
 (:data:`TOPOLOGY`) read the whole topology and the labels too, never another part's features.
+A vertex-cut partitioner's layout (``kind: vertex_cut`` in ``layout.json``) has other part
+arrays and a book without ``edge_part``: :mod:`gnnscale.partition.vc_parts` writes and opens
+it.
 
 :func:`check_run` is the launcher's check of a run given ``parts=DIR`` (after
 :func:`gnnscale.runner.validate.parts_problem`, which says whether its strategy can train from

@@ -1,6 +1,7 @@
 """Write a partitioned layout (:mod:`gnnscale.partition.layout`) and open one host's view of it.
 
-:func:`write_layout` writes the layout of a graph and its edge-cut book one part at a time:
+:func:`write_layout` writes the layout of a graph and its edge-cut book one part at a time (a
+vertex-cut book's layout is :mod:`gnnscale.partition.vc_parts`'):
 part q's arrays are gathered (its owned rows of features and labels, the in-edges of its
 owned nodes with their weights and edge features), hashed, written and dropped before part
 q + 1, so the writer holds the graph (memory-mapped when processed) plus one part, never k
@@ -110,10 +111,6 @@ def _check_writable(graph: GraphStore, book: PartitionBook, out: Path) -> None:
     if graph.is_typed or graph.type_features or graph.type_edge_attr:
         raise UserError(f"{graph.name} is a typed graph; the partitioned layout writes "
                         "homogeneous graphs only so far: train it from the processed dataset")
-    if book.kind != "edge_cut":
-        raise UserError("the partitioned layout is written from an edge-cut (each node owned "
-                        "by one part with its in-edges): use partitioner=metis|random|range|"
-                        "ldg|fennel")
     if book.num_nodes != graph.num_nodes:
         raise UserError(f"the partition book covers {book.num_nodes} nodes, {graph.name} has "
                         f"{graph.num_nodes}: it belongs to another graph")
@@ -129,6 +126,10 @@ def write_layout(graph: GraphStore, book: PartitionBook, out: str | os.PathLike,
     from (recorded, and compared with a run's). Returns the layout's ``layout.json``."""
     from gnnscale.partition.store import graph_checksum
 
+    if book.kind == "vertex_cut":  # its own layout (gnnscale/partition/vc_parts.py)
+        from gnnscale.partition.vc_parts import write_vc_layout
+
+        return write_vc_layout(graph, book, out, dataset, partitioner, log)
     out = Path(os.path.expanduser(str(out)))
     _check_writable(graph, book, out)
     tmp = temp_folder(out)
@@ -370,6 +371,10 @@ class PartLayout:
         if not 0 <= part < info["num_parts"]:
             raise LayoutError(f"rank {part} has no part in {self.root}: it holds "
                               f"{info['num_parts']} parts, one per rank")
+        if info.get("kind") == "vertex_cut":  # its own layout (gnnscale/partition/vc_parts.py)
+            from gnnscale.partition.vc_parts import open_vc_part
+
+            return open_vc_part(self, part)
         folder = part_dir(self.root, part)
         self.opened.append(folder / PART_FILE)
         pinfo = read_part(self.root, part, info)

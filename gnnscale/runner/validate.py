@@ -27,7 +27,7 @@ from omegaconf import DictConfig, open_dict
 from gnnscale import registry
 from gnnscale.data.metadata import DatasetMeta
 from gnnscale.errors import ConfigError, UserError
-from gnnscale.strategies.config import Checked, StrategyConfig, declared
+from gnnscale.strategies.config import Checked, StrategyConfig, declared, partition_kind
 from gnnscale.tasks.config import TaskConfig, declared_task
 
 #: The largest ``seed``: numpy's legacy generators and 64-bit RNG counters mixed with it.
@@ -231,11 +231,16 @@ SAMPLING_FROM_PARTS = ("data", "split")
 
 def parts_problem(cfg: DictConfig, built: Checked) -> str | None:
     """Why ``cfg`` cannot train from a partitioned layout (None: it can). The full-graph
-    strategy with ``deps=depcomm`` (on the layout's edge-cut) reads nothing beyond a part's
-    own rows and in-edges; ``data`` and ``split`` read the whole topology and labels, their own
-    feature rows and the others' from their owners."""
+    strategy with ``deps=depcomm`` (on an edge-cut or a vertex-cut layout) and ``offload`` (on
+    an edge-cut layout) read nothing beyond a part's own rows and edges; ``data`` and
+    ``split`` read the whole topology and labels, their own feature rows and the others' from
+    their owners."""
     strategy = declared(cfg.strategy).name
     if strategy in SAMPLING_FROM_PARTS:
+        if partition_kind(cfg) != "edge_cut":
+            return (f"strategy={strategy} samples from the whole topology, which a vertex-cut "
+                    "layout does not hold: partition with an edge-cut partitioner (e.g. "
+                    "partitioner=metis) for parts=")
         task = declared_task(cfg).name
         return None if task == "node" else \
             f"task={task} is not trained from parts= yet: use task=node or drop parts="
@@ -245,11 +250,12 @@ def parts_problem(cfg: DictConfig, built: Checked) -> str | None:
                 "owned by another rank (fetched in lockstep from their owners) would wait on "
                 "ranks that never serve them; use strategy=data (the same mini-batches), or "
                 "drop parts= and give every host the whole processed dataset")
-    if strategy != "fullgraph":
+    if strategy not in ("fullgraph", "offload"):
         return (f"strategy={strategy} reads the whole graph on every rank, so it cannot train "
-                "from parts= yet: use strategy=fullgraph deps=depcomm, or drop parts= and give "
-                "every host the whole processed dataset")
-    if built.deps is None or not type(built.deps).replicates_none:
+                "from parts= yet: use strategy=fullgraph deps=depcomm or strategy=offload, or "
+                "drop parts= and give every host the whole processed dataset")
+    if strategy == "fullgraph" and (built.deps is None or
+                                    not type(built.deps).replicates_none):
         return ("parts= holds each rank's own rows and in-edges only, so fullgraph needs "
                 "deps=depcomm (depcache and hybrid replicate rows of other parts): set "
                 "deps=depcomm")

@@ -56,8 +56,9 @@ from gnnscale.deps.pipeline import PeerExchange
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.launch import Topology
 from gnnscale.models.base import GNN
-from gnnscale.partition._graph import edge_dst, edge_src
+from gnnscale.partition._graph import edge_src
 from gnnscale.partition.book import PartitionBook
+from gnnscale.partition.vc_parts import mirror_keys
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.fullgraph.overlap import SourceGroups, WeightCache, partial
 from gnnscale.strategies.fullgraph.plan import (
@@ -78,13 +79,6 @@ class SyncPlan:
     recv_counts: list[int]
     recv_ids: torch.Tensor  # global ids of the received rows, in order
     active: bool  # some rank sends something (identical on every rank)
-
-
-def _mirror_keys(holder: torch.Tensor, end: torch.Tensor, master: torch.Tensor,
-                 n: int) -> torch.Tensor:
-    """Sorted unique ``holder * n + vertex`` over edges whose end is mastered elsewhere."""
-    away = holder != master[end]
-    return torch.unique(holder[away] * n + end[away])
 
 
 def _sync(keys: torch.Tensor, master: torch.Tensor, n: int, world: int, rank: int,
@@ -127,7 +121,9 @@ class VertexCutPlan(FullGraphPlan):
     awaited at once, to measure what overlapping hides), ``cached=False`` to aggregate with
     ``model.aggregate`` (the matrix rebuilt and transposed by torch's backward on every call;
     to measure what caching saves). Set-up needs no communication: every rank derives all
-    sync sets from the book.
+    sync sets from the book. ``graph`` may be one part of a vertex-cut layout
+    (:class:`~gnnscale.partition.vc_parts.VertexCutPart`: its edges, the rows it reads, its
+    masters' mirror lists): the same sync sets, from the part alone.
     """
 
     def __init__(self, graph: GraphStore, book: PartitionBook, model: GNN, topo: Topology,
@@ -139,11 +135,19 @@ class VertexCutPlan(FullGraphPlan):
         self.group, self.device, self.num_layers = group, topo.device, model.num_layers
         self.ring = ring
         self.shuffle_stats = stats if stats is not None else ShuffleStats()
-        master, ep = book.part, book.edge_part.long()
-        src, dst = edge_src(graph), edge_dst(graph)
+        master = book.part
+        src = edge_src(graph)
+        dst = torch.repeat_interleave(torch.arange(n), graph.indptr[1:] - graph.indptr[:-1])
+        keys = getattr(graph, "sync_keys", None)  # a part of a vertex-cut layout
+        ep = book.edge_part.long() if keys is None else torch.full_like(src, rank)
         self.masters = torch.nonzero(master == rank).flatten()
-        self.bcast = _sync(_mirror_keys(ep, src, master, n), master, n, world, rank, False)
-        self.reduce = _sync(_mirror_keys(ep, dst, master, n), master, n, world, rank, True)
+        self.bcast = _sync(self._keys(ep, src, master, graph, "bcast"), master, n, world, rank,
+                           False)
+        self.reduce = _sync(self._keys(ep, dst, master, graph, "reduce"), master, n, world,
+                            rank, True)
+        if keys is not None:  # whether any rank sends: the layout's, not this part's
+            self.bcast.active = graph.sync_active["bcast"]
+            self.reduce.active = graph.sync_active["reduce"]
         # local vertex order: masters, broadcast-received mirrors, aggregate-only mirrors
         local = torch.zeros(n, dtype=torch.bool)
         local[self.masters] = True
@@ -180,6 +184,16 @@ class VertexCutPlan(FullGraphPlan):
                                          [self.num_read], nl).to(self.device) if cached else None
         if self.overlap:
             self._pipelined(ei, model.num_layers, world)
+
+    @staticmethod
+    def _keys(ep: torch.Tensor, end: torch.Tensor, master: torch.Tensor, graph: GraphStore,
+              direction: str) -> torch.Tensor:
+        """One direction's (holder, node) keys this rank's sync reads: from every edge, or on
+        a part of a vertex-cut layout from its own edges and its masters' mirror list (the
+        keys of the other holders of its masters: all :func:`_sync` reads of them)."""
+        keys = mirror_keys(ep, end, master, graph.num_nodes)
+        part = getattr(graph, "sync_keys", None)
+        return keys if part is None else torch.unique(torch.cat([keys, part[direction]]))
 
     def _pipelined(self, ei: torch.Tensor, layers: int, world: int) -> None:
         """The overlapped syncs of every layer (own tags) and the local edges by source group
@@ -346,7 +360,9 @@ def check_vertex_cut(graph: GraphStore, book: PartitionBook, model: GNN, world: 
     if book.num_parts != world:
         raise ValueError(f"the partition book has {book.num_parts} parts but the run has "
                          f"{world} ranks: repartition with num_parts={world}")
-    if book.num_nodes != graph.num_nodes or book.edge_part.numel() != graph.num_edges:
+    part = getattr(graph, "sync_keys", None) is not None  # its edges are the part's own
+    if book.num_nodes != graph.num_nodes or \
+            not part and book.edge_part.numel() != graph.num_edges:
         raise ValueError(f"the partition book covers {book.num_nodes} vertices and "
                          f"{book.edge_part.numel()} edges, the graph has {graph.num_nodes} and "
                          f"{graph.num_edges}: it belongs to another graph, repartition")

@@ -7,6 +7,9 @@ choice, which relies on ids that carry locality, as real graphs' crawl orders do
 whatever the ids). A chunk is its destinations with all their in-edges, so a conv on a chunk
 is a full-neighbour aggregation.
 Batch ``b`` runs chunk ``assign[p][b]`` of every part ``p`` at once, batches in ``order``.
+A part's chunks and load sets depend on its own masters' in-edges only, so a rank that holds
+only its part (``parts=``) chunks that part and gathers the others' from their ranks
+(``gather``): the same chunking as planned from the whole graph.
 
 Without reorganisation ``assign[p][b] = b`` and ``order = 0..C-1``. With it, phase 1 gives each
 batch, part after part, the chunk sharing the most neighbours with the batch's transition set
@@ -16,6 +19,7 @@ ones share the most transition vertices (intra-rank reuse).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -113,18 +117,27 @@ def load_set(graph: GraphStore, dst: torch.Tensor) -> torch.Tensor:
     return torch.cat([dst, (read & ~is_dst).nonzero().flatten()])
 
 
+#: ``gather(mine)`` -> every rank's ``mine``, in rank order (a collective over the ranks)
+Gather = Callable[[tuple[list[torch.Tensor], list[torch.Tensor]]],
+                  list[tuple[list[torch.Tensor], list[torch.Tensor]]]]
+
+
 def two_level(graph: GraphStore, part: torch.Tensor, world: int, chunks: int,
-              reorganize: bool = False, level2: str = "range") -> Chunking:
+              reorganize: bool = False, level2: str = "range", rank: int = 0,
+              gather: Gather | None = None) -> Chunking:
     """Chunk every part of ``part`` (one per rank) by ``level2`` (:data:`LEVEL2`) and schedule
-    the chunks into batches."""
+    the chunks into batches. With ``gather`` (``graph`` holding the in-edges of part ``rank``
+    only) this rank chunks its own part and ``gather`` brings every part's chunks."""
     if level2 not in LEVEL2:
         raise ValueError(f"strategy.level2 must be one of {', '.join(LEVEL2)}, got {level2!r}")
-    dst, load = [], []
-    for p in range(world):
+
+    def chunked(p: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         masters = (part == p).nonzero().flatten()
         cs = (split_part if level2 == "range" else metis_part)(graph, masters, chunks)
-        dst.append(cs)
-        load.append([load_set(graph, c) for c in cs])
+        return cs, [load_set(graph, c) for c in cs]
+
+    every = gather(chunked(rank)) if gather is not None else [chunked(p) for p in range(world)]
+    dst, load = [cs for cs, _ in every], [ls for _, ls in every]
     assign = [list(range(chunks)) for _ in range(world)]
     order = list(range(chunks))
     if reorganize and chunks > 1:

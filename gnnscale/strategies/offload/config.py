@@ -122,5 +122,6 @@ class OffloadConfig(StrategyConfig):
     @classmethod
     def checks_built(cls, cfg: Any) -> bool:
         """With ``strategy.device_budget_gb``: every rank's chunks are planned in the launcher
-        (``Offload.check_built``) to name the smallest budget that fits."""
-        return cfg.strategy.get("device_budget_gb") is not None
+        (``Offload.check_built``) to name the smallest budget that fits; from ``parts=`` the
+        launcher has no graph to plan with and the ranks check it (``Offload._check_budget``)."""
+        return cfg.strategy.get("device_budget_gb") is not None and not cfg.get("parts")

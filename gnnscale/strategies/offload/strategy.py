@@ -2,7 +2,11 @@
 visit the device.
 
 Every rank owns one part of an edge-cut book (its masters); each part is cut into ``chunks``
-chunks and batch ``b`` runs one chunk of every part at once (:mod:`.chunks`).
+chunks and batch ``b`` runs one chunk of every part at once (:mod:`.chunks`). A rank given
+only its part (``parts=``: its masters' rows and in-edges) chunks its part and gathers the
+other parts' chunks from their ranks; the halo rows arrive from their owners as always, so it
+reads nothing beyond its part, and checks ``device_budget_gb`` itself (the largest bound over
+the ranks), which the launcher, without the graph, cannot.
 Every layer's rows and gradients live in host buffers (:class:`~.tiers.HostStore`).
 Forward, layer by layer, batch by batch: the owners load the rows the batch reads
 (deduplicated per ``dedup``, :mod:`.transfers`), share them over the Shuffle,
@@ -50,6 +54,7 @@ from gnnscale.distributed.collectives import all_reduce_host, sum_gradients
 from gnnscale.distributed.sparse import reduce_sparse, table_stats
 from gnnscale.errors import ConfigError
 from gnnscale.optim.base import sparse_parameters
+from gnnscale.partition.parts import PartGraph
 from gnnscale.sampling.base import Block
 from gnnscale.strategies.base import RunContext, Strategy
 from gnnscale.strategies.offload import compute, rule
@@ -183,9 +188,10 @@ class Offload(Strategy):
                                                                dtype=torch.int64)
         self.part = part
         self.masters_all = [(part == p).nonzero().flatten() for p in range(world)]
+        #: a rank given only its part (``parts=``): it chunks its part, gathers the others'
+        self.from_part = isinstance(graph, PartGraph) and world > 1
         try:
-            self.chunking: Chunking = two_level(graph, part, world, self.chunks,
-                                                self.reorganize, self.level2)
+            self.chunking: Chunking = self._two_level(self.chunks)
         except ValueError as e:
             raise ConfigError(str(e)) from None
         self.reads_edges = bool(getattr(self._module, "reads_edge_features", False))
@@ -211,6 +217,28 @@ class Offload(Strategy):
         #: featureless rows among its masters: the embedding rows it encodes every pass
         self._featureless_masters = float(_featureless(graph, self.masters))
         self.bound, self.bound_where = self._plan_bound()
+
+    def _two_level(self, chunks: int) -> Chunking:
+        """Every part's chunks (from a part: this rank's, the others' gathered: collective)."""
+        ctx = self.ctx
+        gather = self._gather if self.from_part else None
+        return two_level(ctx.graph, self.part, ctx.topo.world_size, chunks, self.reorganize,
+                         self.level2, ctx.topo.rank, gather)
+
+    def _gather(self, mine: Any) -> list[Any]:
+        """Every rank's ``mine``, in rank order (collective)."""
+        every: list[Any] = [None] * self.ctx.topo.world_size
+        dist.all_gather_object(every, mine, group=self.group)
+        return every
+
+    def _most(self, bound: int) -> int:
+        """The largest of every rank's ``bound`` from a part (collective), else ``bound``: the
+        ranks given parts= check the budget themselves, and agree."""
+        if not self.from_part:
+            return bound
+        t = torch.tensor([bound], dtype=torch.float64)
+        all_reduce_host(t, op=dist.ReduceOp.MAX, group=self.group)
+        return int(t[0])
 
     def _chunk_block(self, t: BatchTransfer) -> Block:
         """A batch's block on the host: its edges, sources' ids, and with edge ids (a typed
@@ -304,9 +332,9 @@ class Offload(Strategy):
     def _check_budget(self, need: int | None = None) -> None:
         """Refuse a plan whose device bound exceeds the budget; ``need`` is the smallest
         budget that fits every rank (the launcher's figure), else this rank's bound."""
-        if self.budget_gb is None or self.bound <= self.budget_gb * GB:
+        if self.budget_gb is None or self._most(self.bound) <= self.budget_gb * GB:
             return
-        need = self.bound if need is None else need
+        need = self._most(self.bound) if need is None else need
         k, i = self.bound_where
         fits = self._smallest_chunks()
         hint = (f"or use strategy.chunks={fits} (its bound fits)" if fits else
@@ -326,12 +354,11 @@ class Offload(Strategy):
             while chunks < most:
                 chunks = min(2 * chunks, most)
                 self.chunks = chunks
-                self.chunking = two_level(ctx.graph, self.part, ctx.topo.world_size, chunks,
-                                          self.reorganize, self.level2)
+                self.chunking = self._two_level(chunks)
                 self.transfers = plan_transfers(self.chunking, self.part, self.masters_all,
                                                 ctx.topo.rank, self.dedup, ctx.graph,
                                                 edge_ids=ctx.graph.is_typed or self.reads_edges)
-                if self._plan_bound()[0] <= budget:
+                if self._most(self._plan_bound()[0]) <= budget:
                     return chunks
             return None
         finally:
