@@ -201,8 +201,10 @@ def test_run_checks_refuse_what_is_not_the_layouts(written, tmp_path):
             r'dataset.preset="tiny" ', **{"dataset.preset": "small"})
     refused(r"parts=.*nowhere: no such folder", parts=str(tmp_path / "nowhere"))
     factored = ("strategy=factored", "deps=depcache", "sampler.fanouts=[5,5]")
+    vcut = ("strategy=data", "deps=depcache", "sampler.fanouts=[5,5]", "partitioner=cvc")
     for over, match in ((factored, "strategy=factored cannot train from parts= yet"),
-                        (("deps=hybrid",), "fullgraph needs deps=depcomm")):
+                        (("deps=hybrid",), "fullgraph needs deps=depcomm"),
+                        (vcut, "a vertex-cut layout does not hold")):
         with pytest.raises(ConfigError, match=match):
             validate(make_cfg(tmp_path, *RUN, *over, f"parts={tmp / 'L'}"))
 
