@@ -1,25 +1,14 @@
 """strategy=fullgraph on a typed graph (R-GCN: per-type widths, a featureless type's sparse
-embedding table) and with edge features (GAT's edge_dim, GINE), on real gloo ranks against one
-process training on the whole graph; and what the launcher accepts and refuses."""
+embedding table) and with edge features (GAT's edge_dim, GINE), on 2 and 4 real gloo ranks
+against one process training on the whole graph; and what the launcher accepts and refuses."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from gnnscale.distributed import spawn
 from tests import _fullgraph_typed_fns as T
-
-CASES = [
-    ("rgcn", "depcache", {}),
-    ("rgcn", "depcomm", {}),  # overlapped: split by destination, encoded rows exchanged
-    ("rgcn", "hybrid", {"overlap": False}),  # some rows replicated, some sent (shuffle)
-    ("rgcn", "depcomm", {"vertex_cut": True}),  # R-GCN split: partial sums per relation
-    ("rgat", "depcomm", {}),  # typed edge features and a featureless type
-    ("gat_edge", "depcomm", {}),
-    ("gat_edge", "depcache", {}),
-    ("gine", "depcomm", {"overlap": False}),
-]
+from tests import _typed_ranks
 
 
 def _close(got: list[torch.Tensor], want: list[torch.Tensor], what: tuple) -> None:
@@ -28,10 +17,15 @@ def _close(got: list[torch.Tensor], want: list[torch.Tensor], what: tuple) -> No
 
 
 @pytest.mark.slow
-def test_typed_and_edge_feature_fullgraph_on_two_ranks_match_one_process():
-    ranks = spawn(T.strategy_epochs, 2, CASES, timeout_s=240.0)
-    refs = {m: T.reference(m) for m in {c[0] for c in CASES}}
-    for i, case in enumerate(CASES):
+@pytest.mark.parametrize("world", [2, 4])
+def test_typed_and_edge_feature_fullgraph_match_one_process(world):
+    """The cases of ``_typed_ranks.FULLGRAPH`` on 2 ranks; on 4 R-GCN on an edge cut (depcomm)
+    and on the vertex cut, and R-GAT: every epoch's loss and gradients and the final
+    parameters equal one process's."""
+    cases = _typed_ranks.PLANS[world]["fullgraph"]
+    ranks = [r["fullgraph"] for r in _typed_ranks.runs(world)]
+    refs = {m: _typed_ranks.reference(T.reference, m) for m in {c[0] for c in cases}}
+    for i, case in enumerate(cases):
         ref = refs[case[0]]
         for rank in ranks:
             res = rank[i]
