@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests import _fullgraph_typed_fns as T
-from tests import _typed_ranks
+from tests import _typed_fns, _typed_ranks
 
 
 def _close(got: list[torch.Tensor], want: list[torch.Tensor], what: tuple) -> None:
@@ -40,8 +40,13 @@ def test_typed_and_edge_feature_fullgraph_match_one_process(world):
             assert all(m["embedding_rows_held"] == featureless for m in metrics)
             touched = [m["embedding_rows_touched"] for m in metrics]
             if case[1] == "depcomm" and not case[2]:  # each rank looks up its own rows: a split
-                assert sum(touched) == featureless
-            assert all(0 < t <= featureless for t in touched)
+                lo = int(graph.node_type_offset[graph.node_types.index("field")])
+                part = _typed_fns.skew_types(graph, T.part_of(graph, world), world)
+                own = part[lo:lo + featureless]
+                assert touched == [int((own == r).sum()) for r in range(world)]
+                assert (0 in touched) == (world == 4)  # on 4 ranks, some own none of the type
+            else:
+                assert all(0 < t <= featureless for t in touched)
             if case[1] != "depcache":  # encoded layer-0 rows and their gradients travel
                 assert all(m["bytes_forward"] > 0 and m["bytes_backward"] > 0 for m in metrics)
         elif case[0] != "rgat":
