@@ -1,7 +1,7 @@
 """Every strategy's typed equivalence run in one spawn per world size (module level, so spawn
 can import it): the typed tests of data, factored, split, fullgraph and offload read their part
 of :func:`runs`, so the ranks start once for 2 ranks and once for 4, not once per strategy;
-:func:`reference` computes each one-process reference once, on one thread.
+:func:`reference` computes each one-process reference once.
 
 :data:`PLANS` says what each world size runs: on 2 ranks every case of the typed tests (every
 typed model under data; R-GCN, R-GAT, GAT with edge_dim and GINE under split; the full-graph
@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cache
 from typing import Any
-
-import torch
 
 from gnnscale.distributed import spawn
 from tests import _fullgraph_typed_fns, _offload_fns, _split_fns, _typed_fns
@@ -76,12 +74,6 @@ def runs(world: int) -> list[dict[str, Any]]:
 
 @cache
 def reference(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)``, a one-process reference, once per session, on one intra-op thread as
-    each rank runs: on graphs this small a second thread only waits for the first (on a loaded
-    host, seconds per reference)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return fn(*args)
-    finally:
-        torch.set_num_threads(threads)
+    """``fn(*args)``, a one-process reference, once per session (the fullgraph and offload
+    ones serve 2 and 4 ranks alike)."""
+    return fn(*args)

@@ -10,6 +10,8 @@ import torch
 from tests import _fullgraph_typed_fns as T
 from tests import _typed_fns, _typed_ranks
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny graphs: see conftest
+
 
 def _close(got: list[torch.Tensor], want: list[torch.Tensor], what: tuple) -> None:
     for a, b in zip(got, want, strict=True):

@@ -12,6 +12,8 @@ from tests import _offload_fns as O
 from tests import _typed_ranks
 from tests._train import make_cfg
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny graphs: see conftest
+
 CASES = _typed_ranks.OFFLOAD  # (model, options)
 
 

@@ -19,6 +19,8 @@ from gnnscale.strategies.split.splitter import (
 from tests import _split_fns, _typed_fns, _typed_ranks
 from tests._train import make_cfg
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny graphs: see conftest
+
 # targets {0, 1}; inputs {0, 1, 2, 3}; block edges 2->0, 3->0, 1->0, 3->1; rank = id % 2
 COUNTS = torch.tensor([2, 4])
 EDGES = [torch.tensor([[2, 3, 1, 3], [0, 0, 0, 1]])]

@@ -21,6 +21,8 @@ from gnnscale.strategies.data.strategy import DataParallel
 from gnnscale.tasks.node import NodeTask
 from tests import _typed_fns, _typed_ranks
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny graphs: see conftest
+
 CPU = Topology(0, 1, 0, 1, torch.device("cpu"))
 
 
