@@ -8,6 +8,9 @@ typed model under data; R-GCN, R-GAT, GAT with edge_dim and GINE under split; th
 deps, the vertex cut and the offload options); on 4 ranks the tiny typed graph's own models (R-GCN
 with its featureless type's sparse table, R-GAT reading the typed edge features) under each
 strategy, the full graph on an edge cut and on the vertex cut, and factored with both queues.
+The other typed models stay on 2 ranks: HGAT's ``lin_dst`` has an exactly zero gradient (a
+softmax over a destination's in-edges ignores what is constant per destination), whose rounding
+noise Adam scales to learning-rate-sized steps, and 4 ranks sum that noise in another order.
 """
 
 from __future__ import annotations
@@ -65,11 +68,22 @@ def every_strategy(topo, plan: dict[str, list]) -> dict[str, Any]:
     return {name: RUNS[name](topo, cases) for name, cases in plan.items()}
 
 
-@cache
+_RUNS: dict[int, list[dict[str, Any]] | Exception] = {}
+
+
 def runs(world: int) -> list[dict[str, Any]]:
     """Per rank (rank order), every strategy's results on ``world`` ranks (:data:`PLANS`);
-    spawned once per world size and session."""
-    return spawn(every_strategy, world, PLANS[world], timeout_s=420.0)
+    spawned once per world size and session, a failure too (each test reading it fails at
+    once instead of spawning, and maybe waiting out the timeout, again)."""
+    if world not in _RUNS:
+        try:
+            _RUNS[world] = spawn(every_strategy, world, PLANS[world], timeout_s=420.0)
+        except Exception as err:  # noqa: BLE001 - kept, and re-raised by every reader
+            _RUNS[world] = err
+    got = _RUNS[world]
+    if isinstance(got, Exception):
+        raise RuntimeError(f"the typed tests' {world}-rank spawn failed: {got}") from got
+    return got
 
 
 @cache
