@@ -160,11 +160,12 @@ def whole_graph_epochs(name: str) -> dict:
 
 def offload_epochs(topo, cases: list[tuple[str, dict]]) -> list[dict]:
     """Per case ``(model, options)``: TYPED_EPOCHS offloaded epochs on this rank (``topo``;
-    None: one process), vertex ``v`` owned by rank ``v % world``; per epoch the loss and the
-    reduced gradients (dense), then the parameters and the last epoch's figures (and the
-    planned edge feature bytes of an epoch)."""
+    None: one process), vertex ``v`` owned by rank ``v % world`` (on 4 ranks of the typed graph
+    ranks 2 and 3 own no row of two of its types); per epoch the loss and the reduced gradients
+    (dense), then the parameters and the last epoch's figures (and the planned edge feature
+    bytes of an epoch)."""
     from gnnscale.distributed.topology import Topology
-    from tests._typed_fns import dense_grads
+    from tests._typed_fns import dense_grads, skew_types
 
     if topo is None:
         topo = Topology(rank=0, world_size=1, local_rank=0, local_world_size=1,
@@ -172,7 +173,7 @@ def offload_epochs(topo, cases: list[tuple[str, dict]]) -> list[dict]:
     results = []
     for name, opts in cases:
         graph = case_graph(name)
-        part = torch.arange(graph.num_nodes) % topo.world_size
+        part = skew_types(graph, torch.arange(graph.num_nodes) % topo.world_size, topo.world_size)
         provider = FixedPartition(PartitionBook.from_edge_cut(graph, part, topo.world_size))
         ctx = RunContext(topo=topo, graph=graph, model=case_model(name, graph), sampler=None,
                          cache_policy=NoCache(), deps=DepComm(), partition=provider,

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.distributed.guard import run_temp_dir
@@ -55,3 +56,14 @@ def tiny_graph() -> GraphStore:
     from gnnscale.data.synthetic import generate
 
     return generate("tiny", seed=0)
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """The test on one intra-op thread, as each spawned rank on 2 cores runs: on tiny graphs a
+    second thread only waits for the first, and on a loaded host each wait costs milliseconds
+    (a tiny test, seconds). Tests of thread counts set their own."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -1,25 +1,16 @@
 """strategy=fullgraph on a typed graph (R-GCN: per-type widths, a featureless type's sparse
-embedding table) and with edge features (GAT's edge_dim, GINE), on real gloo ranks against one
-process training on the whole graph; and what the launcher accepts and refuses."""
+embedding table) and with edge features (GAT's edge_dim, GINE), on 2 and 4 real gloo ranks
+against one process training on the whole graph; and what the launcher accepts and refuses."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from gnnscale.distributed import spawn
 from tests import _fullgraph_typed_fns as T
+from tests import _typed_fns, _typed_ranks
 
-CASES = [
-    ("rgcn", "depcache", {}),
-    ("rgcn", "depcomm", {}),  # overlapped: split by destination, encoded rows exchanged
-    ("rgcn", "hybrid", {"overlap": False}),  # some rows replicated, some sent (shuffle)
-    ("rgcn", "depcomm", {"vertex_cut": True}),  # R-GCN split: partial sums per relation
-    ("rgat", "depcomm", {}),  # typed edge features and a featureless type
-    ("gat_edge", "depcomm", {}),
-    ("gat_edge", "depcache", {}),
-    ("gine", "depcomm", {"overlap": False}),
-]
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny graphs: see conftest
 
 
 def _close(got: list[torch.Tensor], want: list[torch.Tensor], what: tuple) -> None:
@@ -28,10 +19,15 @@ def _close(got: list[torch.Tensor], want: list[torch.Tensor], what: tuple) -> No
 
 
 @pytest.mark.slow
-def test_typed_and_edge_feature_fullgraph_on_two_ranks_match_one_process():
-    ranks = spawn(T.strategy_epochs, 2, CASES, timeout_s=240.0)
-    refs = {m: T.reference(m) for m in {c[0] for c in CASES}}
-    for i, case in enumerate(CASES):
+@pytest.mark.parametrize("world", [2, 4])
+def test_typed_and_edge_feature_fullgraph_match_one_process(world):
+    """The cases of ``_typed_ranks.FULLGRAPH`` on 2 ranks; on 4 R-GCN on an edge cut (depcomm)
+    and on the vertex cut, and R-GAT: every epoch's loss and gradients and the final
+    parameters equal one process's."""
+    cases = _typed_ranks.PLANS[world]["fullgraph"]
+    ranks = [r["fullgraph"] for r in _typed_ranks.runs(world)]
+    refs = {m: _typed_ranks.reference(T.reference, m) for m in {c[0] for c in cases}}
+    for i, case in enumerate(cases):
         ref = refs[case[0]]
         for rank in ranks:
             res = rank[i]
@@ -46,8 +42,13 @@ def test_typed_and_edge_feature_fullgraph_on_two_ranks_match_one_process():
             assert all(m["embedding_rows_held"] == featureless for m in metrics)
             touched = [m["embedding_rows_touched"] for m in metrics]
             if case[1] == "depcomm" and not case[2]:  # each rank looks up its own rows: a split
-                assert sum(touched) == featureless
-            assert all(0 < t <= featureless for t in touched)
+                lo = int(graph.node_type_offset[graph.node_types.index("field")])
+                part = _typed_fns.skew_types(graph, T.part_of(graph, world), world)
+                own = part[lo:lo + featureless]
+                assert touched == [int((own == r).sum()) for r in range(world)]
+                assert (0 in touched) == (world == 4)  # on 4 ranks, some own none of the type
+            else:
+                assert all(0 < t <= featureless for t in touched)
             if case[1] != "depcache":  # encoded layer-0 rows and their gradients travel
                 assert all(m["bytes_forward"] > 0 and m["bytes_backward"] > 0 for m in metrics)
         elif case[0] != "rgat":

@@ -1,5 +1,5 @@
 """strategy=offload on a typed graph (R-GCN: typed chunks, encoded layer-0 rows, a sparse
-embedding table) and with edge features (GAT with edge_dim, GINE) on 2 gloo ranks, against
+embedding table) and with edge features (GAT with edge_dim, GINE) on 2 and 4 gloo ranks, against
 one process training on the whole graph; and what its launcher checks now let through."""
 
 from __future__ import annotations
@@ -7,18 +7,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnnscale.distributed import spawn
 from gnnscale.errors import ConfigError
 from tests import _offload_fns as O
+from tests import _typed_ranks
 from tests._train import make_cfg
 
-CASES = [
-    ("rgcn", dict(chunks=3, dedup="inter+intra", reorganize=True, intermediate="recompute")),
-    ("rgcn", dict(chunks=2, dedup="none", intermediate="auto")),  # layer 1 by the rule
-    ("rgat", dict(chunks=2, dedup="inter", intermediate="recompute")),  # typed edge features
-    ("gat_edge", dict(chunks=3, dedup="inter+intra", intermediate="recompute")),
-    ("gine", dict(chunks=2, dedup="inter", reorganize=True, intermediate="recompute")),
-]
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny graphs: see conftest
+
+CASES = _typed_ranks.OFFLOAD  # (model, options)
 
 
 def _close(got: list[torch.Tensor], want: list[torch.Tensor]) -> None:
@@ -31,7 +27,8 @@ def _check(results: list[dict], cases: list[tuple[str, dict]]) -> None:
     final parameters equal one process's on the whole graph; the chunks' blocks carry their
     edges' CSC positions and types; edge features visit the device with every chunk that
     computes (counted)."""
-    refs = {name: O.whole_graph_epochs(name) for name in {c[0] for c in cases}}
+    refs = {name: _typed_ranks.reference(O.whole_graph_epochs, name)
+            for name in {c[0] for c in cases}}
     for got, (name, opts) in zip(results, cases, strict=True):
         ref = refs[name]
         assert got["losses"] == pytest.approx(ref["losses"], rel=1e-5), (name, opts)
@@ -56,10 +53,13 @@ def test_one_rank_equals_one_process():
 
 
 @pytest.mark.slow
-def test_two_ranks_equal_one_process():
-    """R-GCN's sparse table gets each rank's masters' rows, summed over the ranks."""
-    for r in spawn(O.offload_epochs, 2, CASES, timeout_s=300.0):
-        _check(r, CASES)
+@pytest.mark.parametrize("world", [2, 4])
+def test_ranks_equal_one_process(world):
+    """Every case on 2 ranks; R-GCN (3 chunks) and R-GAT on 4. R-GCN's sparse table gets each
+    rank's masters' rows, summed over the ranks."""
+    cases = _typed_ranks.PLANS[world]["offload"]
+    for r in _typed_ranks.runs(world):
+        _check(r["offload"], cases)
 
 
 def test_the_launcher_lets_offload_train_types_and_edge_features(tmp_path):

@@ -12,6 +12,8 @@ from gnnscale.models.schemas import SimpleHGNConfig
 from gnnscale.sampling.neighbor import NeighborSampler
 from tests import _typed_fns
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny graphs: see conftest
+
 CPU = Topology(0, 1, 0, 1, torch.device("cpu"))
 
 

@@ -1,12 +1,11 @@
 """strategy=split on typed graphs and with edge features: the native split says where each local
 edge came from (only when asked), so each rank's local blocks carry the sample's ``e_id`` and
 ``edge_type``; R-GCN (a featureless type, per-type widths) and models that read edge features
-(GAT with edge_dim, GINE) on 2 gloo ranks equal one process; the launcher accepts them."""
+(GAT with edge_dim, GINE) on 2 and 4 gloo ranks equal one process; the launcher accepts them."""
 
 import pytest
 import torch
 
-from gnnscale.distributed import spawn
 from gnnscale.errors import ConfigError
 from gnnscale.ops.split import split_sample as native_split
 from gnnscale.sampling.neighbor import NeighborSampler
@@ -17,8 +16,10 @@ from gnnscale.strategies.split.splitter import (
     split_sample_all,
     unpack_plan,
 )
-from tests import _split_fns, _typed_fns
+from tests import _split_fns, _typed_fns, _typed_ranks
 from tests._train import make_cfg
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny graphs: see conftest
 
 # targets {0, 1}; inputs {0, 1, 2, 3}; block edges 2->0, 3->0, 1->0, 3->1; rank = id % 2
 COUNTS = torch.tensor([2, 4])
@@ -97,15 +98,17 @@ def test_the_launcher_accepts_split_with_edge_features_and_typed_graphs(tmp_path
 
 
 @pytest.mark.slow
-def test_split_trains_typed_graphs_and_edge_features_like_one_process():
-    """2 ranks, a scattered partition: per step the loss, the summed gradients (the
-    embedding table's sparse rows included) and the final parameters equal one process
-    training on the whole mini-batch; the edge feature bytes are the local blocks' rows."""
-    models = ["rgcn", "rgat", "gat_edge", "gine"]
-    ranks = spawn(_split_fns.typed_split_steps, 2, models)
+@pytest.mark.parametrize("world", [2, 4])
+def test_split_trains_typed_graphs_and_edge_features_like_one_process(world):
+    """2 ranks (R-GCN, R-GAT, GAT with edge_dim, GINE) and 4 (R-GCN, R-GAT), a scattered
+    partition: per step the loss, the summed gradients (the embedding table's sparse rows
+    included) and the final parameters equal one process training on the whole mini-batch;
+    the edge feature bytes are the local blocks' rows."""
+    models = _typed_ranks.PLANS[world]["split"]
+    ranks = [r["split"] for r in _typed_ranks.runs(world)]
     for name in models:
-        ref = _split_fns.typed_reference_steps(name, 2)
-        for rank in range(2):
+        ref = _typed_ranks.reference(_split_fns.typed_reference_steps, name, world)
+        for rank in range(world):
             got = ranks[rank][name]
             for step in range(_split_fns.TYPED_STEPS):
                 assert got["losses"][step] == pytest.approx(ref["losses"][step], rel=1e-5)
@@ -116,7 +119,7 @@ def test_split_trains_typed_graphs_and_edge_features_like_one_process():
                 torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
         # the first step's local blocks: together the sample's edges, each once
         for i, want in enumerate(ref["e_ids"]):
-            both = torch.cat([ranks[r][name]["e_ids"][i] for r in range(2)])
+            both = torch.cat([ranks[r][name]["e_ids"][i] for r in range(world)])
             assert torch.equal(both.sort().values, want.sort().values), (name, i)
         if name in ("rgcn", "rgat"):
             assert ranks[0][name]["sparse"] == 1  # the featureless type's table

@@ -16,6 +16,8 @@ from gnnscale.tasks.link import LinkTask, edge_types
 from gnnscale.tasks.link.edge_split import type_edges
 from tests import _typed_link_fns as T
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny graphs: see conftest
+
 CPU = Topology(0, 1, 0, 1, torch.device("cpu"))
 TOL = dict(rtol=1e-4, atol=1e-6)
 

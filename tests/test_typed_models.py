@@ -19,6 +19,8 @@ from gnnscale.sampling.base import Block
 from gnnscale.sampling.neighbor import NeighborSampler
 from tests import _typed_fns
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny graphs: see conftest
+
 TYPED = ("hsage", "hgat", "hgt")
 CPU = Topology(0, 1, 0, 1, torch.device("cpu"))
 

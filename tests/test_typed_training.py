@@ -1,8 +1,8 @@
 """Typed training (issue 36's first slice): R-GCN with a typed input under strategy=data.
 
 A typed graph's store gathers typed inputs; featureless types train sparse embedding rows (an
-epoch updates only the rows it sampled); two ranks equal one process; launch checks refuse a
-homogeneous model on a typed graph and R-GCN on a homogeneous one."""
+epoch updates only the rows it sampled); two and four ranks equal one process; launch checks
+refuse a homogeneous model on a typed graph and R-GCN on a homogeneous one."""
 
 import pytest
 import torch
@@ -19,7 +19,9 @@ from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.strategies.base import RunContext
 from gnnscale.strategies.data.strategy import DataParallel
 from gnnscale.tasks.node import NodeTask
-from tests import _typed_fns
+from tests import _typed_fns, _typed_ranks
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny graphs: see conftest
 
 CPU = Topology(0, 1, 0, 1, torch.device("cpu"))
 
@@ -103,22 +105,25 @@ def test_launch_refuses_a_homogeneous_model_on_a_typed_graph_and_rgcn_on_a_homog
 
 
 @pytest.mark.slow
-def test_typed_data_parallel_on_two_ranks_matches_one_process():
-    """Every typed model (R-GAT reading edge features) on one set of 2 ranks: each step's
-    losses and gradients and the final parameters equal one process's."""
-    models = (*_typed_fns.MODELS, "rgat", "simplehgn")
-    runs = spawn(_typed_fns.typed_data_steps_of, 2, models)
+@pytest.mark.parametrize("world", [2, 4])
+def test_typed_data_parallel_matches_one_process(world):
+    """On 2 ranks every typed model (R-GAT reading edge features), on 4 R-GCN and R-GAT: each
+    step's losses and gradients (the embedding table's included) and the final parameters
+    equal one process's."""
+    models = _typed_ranks.PLANS[world]["data"]
+    runs = [r["data"] for r in _typed_ranks.runs(world)]
     for i, model in enumerate(models):
         ranks = [r[i] for r in runs]
-        ref = _typed_fns.typed_reference_steps(2, model=model)
+        ref = _typed_ranks.reference(_typed_fns.typed_reference_steps, world, _typed_fns.STEPS,
+                                     model)
         assert ref["losses"][-1][0] != ref["losses"][0][0], model  # it trains
         for step in range(_typed_fns.STEPS):
-            for rank in range(2):
+            for rank in range(world):
                 assert ranks[rank]["losses"][step] == pytest.approx(ref["losses"][step][rank],
                                                                     rel=1e-5), model
                 for got, want in zip(ranks[rank]["grads"][step], ref["grads"][step]):
                     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
-        for rank in range(2):
+        for rank in range(world):
             for got, want in zip(ranks[rank]["params"], ref["params"]):
                 torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
@@ -128,7 +133,7 @@ def _assert_factored_matches_one_process(ranks: list[dict], model: str = "rgcn")
     and final parameters equal one process averaging the step's jobs."""
     trainers = [r for r in ranks if r["trainer"]]
     jobs, steps = trainers[0]["jobs"], trainers[0]["steps"]
-    ref = _typed_fns.typed_reference_steps(jobs, steps, model)
+    ref = _typed_ranks.reference(_typed_fns.typed_reference_steps, jobs, steps, model)
     for step in range(steps):
         got: dict[int, float] = {}
         for r in trainers:
@@ -162,11 +167,18 @@ def test_factored_refuses_switching_and_routed_staleness_with_embedding_tables()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("queue,world,samplers", [("shared", 3, "1"), ("routes", 4, "2")])
+@pytest.mark.parametrize("queue,world,samplers", [("shared", 3, "1"), ("shared", 4, "1"),
+                                                   ("routes", 4, "2")])
 def test_typed_factored_matches_one_process(queue, world, samplers):
-    # 2 trainers: the shared queue cuts a step into 4 jobs (2 per trainer), routes into 2
-    _assert_factored_matches_one_process(spawn(_typed_fns.typed_factored_steps, world, queue,
-                                               samplers))
+    """The shared queue cuts a step into 2 jobs per trainer (2 trainers on 3 ranks, 3 on 4),
+    routes into 1 per trainer (2 trainers); the 4-rank runs come from the typed tests' shared
+    spawn."""
+    if world == 4:
+        at = _typed_ranks.FACTORED.index((queue, samplers))
+        ranks = [r["factored"][at] for r in _typed_ranks.runs(4)]
+    else:
+        ranks = spawn(_typed_fns.typed_factored_steps, world, queue, samplers)
+    _assert_factored_matches_one_process(ranks)
 
 
 def _featureless_graph():
