@@ -196,6 +196,8 @@ def _check(two_hosts: dict, name: str) -> None:
     if name.endswith("-parts"):  # each rank opened its own host's folder, and its own part
         layout = next(o for o in PLAN[name] if o.startswith("parts=")).rsplit("/", 1)[1]
         assert len(res["parts"]["ranks"]) == 4  # every rank's files, samplers' too
+        if name in ("run-data-parts", "run-factored-parts"):  # rows of the other parts came
+            assert res["history"][-1]["bytes_remote_owner"] > 0  # from their owners
         for r, rank in enumerate(res["parts"]["ranks"]):
             mine = str(two_hosts["root"] / f"host{r // 2}" / layout)
             opened = list(rank["files"]) + list(rank["mapped"])
