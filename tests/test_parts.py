@@ -1,6 +1,7 @@
 """The partitioned layout (gnnscale/partition/layout.py, parts.py): written one part at a time,
 opened as a host's view of its part, verified, refused with one line when it is not the run's;
-and a host given only its part's folder training fullgraph deps=depcomm under torchrun."""
+the row servers a factored run fetches other parts' rows through; and a host given only its
+part's folder training fullgraph deps=depcomm under torchrun."""
 
 from __future__ import annotations
 
