@@ -14,7 +14,8 @@ status (1: served, 0: it could not read the rows, said in its log) on ``2 * tag`
 on ``2 * tag + 1``. The asker posts its receives before it sends the request, so an owner never
 waits for it; each request of a process has its own tag, so several threads of one rank may
 fetch at once. A fetch waits under the groups' deadline (``dist.timeout_s``): an owner that
-stops answering ends the run.
+stops answering ends the run. A server waits for the next request up to a week (the longest
+``dist.timeout_s``): a rank whose rows nobody needs for a while is not an error.
 
 :meth:`ServedExchange.close` says ``(-1, 0)`` (done) to every peer and waits until each peer has
 said it too (a rank keeps serving while any other may still ask: a sampler rank serves the
@@ -44,8 +45,9 @@ _IDLE = timedelta(seconds=MAX_TIMEOUT_S)  # the server waits this long for a req
 class ServedExchange(Exchange):
     """This rank's row server (its ``view``'s rows, in a thread) and its client: not collective.
 
-    ``groups``: the requests' and the replies' process groups, both of every rank of the
-    world in rank order (made by every rank, in the same order, before this)."""
+    ``groups``: the requests' and the replies' process groups, of the same ranks (every rank
+    of the world in rank order: :func:`served_groups`); owners are named by their rank in
+    them."""
 
     def __init__(self, view: Any, groups: tuple[dist.ProcessGroup, dist.ProcessGroup]) -> None:
         self.view = view
@@ -55,7 +57,6 @@ class ServedExchange(Exchange):
         self._lock = threading.Lock()
         self.done: set[int] = set()  # peers that said they ask no more
         self.error: BaseException | None = None
-        self.rows_served = 0
         self.closed = False
         self.thread = threading.Thread(target=self._run, name="gnnscale-row-server",
                                        daemon=True)
@@ -89,7 +90,6 @@ class ServedExchange(Exchange):
             return
         self.reply.send([torch.ones(1, dtype=torch.int64)], src, 2 * tag).wait()
         self.reply.send([rows], src, 2 * tag + 1).wait()
-        self.rows_served += count
 
     # -- the client ------------------------------------------------------------------------------
     def _tag(self) -> int:
