@@ -141,7 +141,7 @@ def test_a_sampling_rank_holds_the_topology_and_fetches_rows_from_owners(written
         assert last["misses"] == ids.numel() - away - 3  # its own rows, from its own table
 
 
-def test_row_servers_answer_whatever_their_owners_are_doing(written):
+def test_row_servers_answer_whatever_their_owners_are_doing(written, monkeypatch):
     """Three ranks (threads, each with its own gloo groups) from their parts' rows: rank 0's
     store (a one-rank trainers' group) and evaluation fetch from ranks 1 and 2 while rank 1
     fetches from four threads at once and rank 2 asks nothing; each close waits for the
@@ -154,7 +154,10 @@ def test_row_servers_answer_whatever_their_owners_are_doing(written):
 
     from gnnscale.cache.served import ServedExchange
     from gnnscale.cache.store import FeatureStore, owner_rows
+    from gnnscale.distributed.device import listener_env
 
+    for key, value in listener_env().items():  # the groups' listeners on loopback
+        monkeypatch.setenv(key, value)
     _, _, graph, _ = written
     n, world = graph.num_nodes, 3
     owner = torch.arange(n) % world
