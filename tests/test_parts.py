@@ -192,7 +192,7 @@ def test_row_servers_answer_whatever_their_owners_are_doing(written, monkeypatch
         rows.close()
         out[f"alive{r}"] = rows.thread.is_alive()
 
-    ranks = [threading.Thread(target=rank, args=(r,)) for r in range(world)]
+    ranks = [threading.Thread(target=rank, args=(r,), daemon=True) for r in range(world)]
     for t in ranks:
         t.start()
     for t in ranks:
