@@ -8,9 +8,10 @@ long run during which host 1 vanishes (every process of its namespace SIGKILLed)
 end within the run's deadline naming it. Where namespaces cannot be made the same runs use two
 torchrun "nodes" on 127.0.0.1 (the namespace tests skip, saying why).
 
-``data``, ``split``, ``offload`` and ``fullgraph`` on a vertex-cut train a second time from a
-4-part layout (METIS edge-cut, CVC vertex-cut), each host holding only its ranks' part folders
-(``parts=``), and no rank opens a file of another part.
+``data``, ``split``, ``factored``, ``offload`` and ``fullgraph`` on a vertex-cut train a second
+time from a 4-part layout (METIS edge-cut, CVC vertex-cut), each host holding only its ranks'
+part folders (``parts=``), and no rank (a factored sampler included) opens a file of another
+part.
 
 Each strategy is compared with its single-host reference, trained in this process: the
 full-graph strategies (``fullgraph`` edge- and vertex-cut, ``offload``) and ``split`` (one
@@ -54,6 +55,10 @@ PLAN = {
     # each host holds only its ranks' parts of a 4-part layout (and the global files)
     "run-data-parts": (*BASE, "strategy=data", *SAMPLING, "parts={host}/parts"),
     "run-split-parts": (*BASE, "strategy=split", *SAMPLING, "parts={host}/parts"),
+    # host 1's samplers own parts 2 and 3: host 0's trainers fetch those rows from their
+    # row servers while they sample
+    "run-factored-parts": (*BASE, "strategy=factored", *SAMPLING, "strategy.samplers=2",
+                           "strategy.jobs_per_trainer=2", "parts={host}/parts"),
     "run-offload-parts": (*BASE, *GCN, "strategy=offload", "strategy.chunks=2",
                           "parts={host}/parts"),
     "run-fullgraph-vertex-parts": (*BASE, *GCN, "strategy=fullgraph", "partitioner=cvc",
@@ -82,6 +87,7 @@ REFERENCE = {
     "run-offload": ("fullgraph-1", None),
     "run-data-parts": ("data-4", None),
     "run-split-parts": ("split-1", None),
+    "run-factored-parts": ("data-4", None),
     "run-offload-parts": ("fullgraph-1", None),
     "run-fullgraph-vertex-parts": ("fullgraph-1", None),
 }
@@ -189,6 +195,9 @@ def _check(two_hosts: dict, name: str) -> None:
     assert not (two_hosts["root"] / "host1" / name / "results.json").exists()
     if name.endswith("-parts"):  # each rank opened its own host's folder, and its own part
         layout = next(o for o in PLAN[name] if o.startswith("parts=")).rsplit("/", 1)[1]
+        assert len(res["parts"]["ranks"]) == 4  # every rank's files, samplers' too
+        if name in ("run-data-parts", "run-factored-parts"):  # rows of the other parts came
+            assert res["history"][-1]["bytes_remote_owner"] > 0  # from their owners
         for r, rank in enumerate(res["parts"]["ranks"]):
             mine = str(two_hosts["root"] / f"host{r // 2}" / layout)
             opened = list(rank["files"]) + list(rank["mapped"])

@@ -1,6 +1,7 @@
 """The partitioned layout (gnnscale/partition/layout.py, parts.py): written one part at a time,
 opened as a host's view of its part, verified, refused with one line when it is not the run's;
-and a host given only its part's folder training fullgraph deps=depcomm under torchrun."""
+the row servers a factored run fetches other parts' rows through; and a host given only its
+part's folder training fullgraph deps=depcomm under torchrun."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from gnnscale.errors import ConfigError
 from gnnscale.ops.deps import in_edges
 from gnnscale.partition.book import PartitionBook
 from gnnscale.partition.layout import LayoutError, check_run
-from gnnscale.partition.parts import NotHeldError, PartLayout, write_layout
+from gnnscale.partition.parts import NotHeldError, PartLayout, RowView, write_layout
 from gnnscale.partition.store import graph_checksum
 from gnnscale.runner.validate import validate
 from tests._train import make_cfg
@@ -140,6 +141,67 @@ def test_a_sampling_rank_holds_the_topology_and_fetches_rows_from_owners(written
         assert last["misses"] == ids.numel() - away - 3  # its own rows, from its own table
 
 
+def test_row_servers_answer_whatever_their_owners_are_doing(written, monkeypatch):
+    """Three ranks (threads, each with its own gloo groups) from their parts' rows: rank 0's
+    store (a one-rank trainers' group) and evaluation fetch from ranks 1 and 2 while rank 1
+    fetches from four threads at once and rank 2 asks nothing; each close waits for the
+    others, and no server thread is left."""
+    import datetime
+    import threading
+    from types import SimpleNamespace
+
+    import torch.distributed as dist
+
+    from gnnscale.cache.served import ServedExchange
+    from gnnscale.cache.store import FeatureStore, owner_rows
+    from gnnscale.distributed.device import listener_env
+
+    for key, value in listener_env().items():  # the groups' listeners on loopback
+        monkeypatch.setenv(key, value)
+    _, _, graph, _ = written
+    n, world = graph.num_nodes, 3
+    owner = torch.arange(n) % world
+    store = dist.HashStore()
+    out: dict = {}
+
+    def rank(r: int) -> None:
+        groups = tuple(dist.ProcessGroupGloo(dist.PrefixStore(name, store), r, world,
+                                             datetime.timedelta(seconds=20))
+                       for name in ("ask", "reply"))
+        held = (owner == r).nonzero().flatten()
+        view = RowView(graph.x[held], held, n, "feature", f"part {r}", owner=owner)
+        view.remote = rows = ServedExchange(view, groups)
+        ids = torch.arange(n).flip(0)
+        if r == 0:  # caches rows of other owners, gathers the rest from them
+            fs = FeatureStore(view, held[:2].flip(0).tolist() + [1, 2],
+                              topo=SimpleNamespace(rank=0, world_size=1))
+            out["store"] = torch.equal(fs.gather(ids), graph.x[ids])
+            out["away"] = fs.last_stats()["remote_owner_rows"]
+            few = ids[::3].contiguous()
+            out["eval"] = torch.equal(owner_rows(view, few), graph.x[few])
+        elif r == 1:
+            got: list = []
+            threads = [threading.Thread(target=lambda k=k: got.append(torch.equal(
+                rows.fetch(ids[k::4], owner[ids[k::4]], None, 5, graph.x.dtype),
+                graph.x[ids[k::4]]))) for k in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            out["threads"] = got
+        rows.close()
+        out[f"alive{r}"] = rows.thread.is_alive()
+
+    ranks = [threading.Thread(target=rank, args=(r,), daemon=True) for r in range(world)]
+    for t in ranks:
+        t.start()
+    for t in ranks:
+        t.join(timeout=60)
+    assert out["store"] and out["eval"] and out["threads"] == [True] * 4, out
+    assert out["away"] == int((owner != 0).sum()) - 2  # rows 1 and 2 come from the cache
+    assert not any(out[f"alive{r}"] for r in range(world))
+
+
 @pytest.mark.parametrize("level2", ["range", "metis"])
 def test_offload_chunks_each_part_from_its_own_and_gathers_the_rest(written, level2):
     """offload's chunking on ranks given only their parts (each chunks its own, the others'
@@ -201,9 +263,9 @@ def test_run_checks_refuse_what_is_not_the_layouts(written, tmp_path):
             r'dataset.preset="tiny" ', **{"dataset.preset": "small"})
     refused(r"parts=.*nowhere: no such folder", parts=str(tmp_path / "nowhere"))
     factored = ("strategy=factored", "deps=depcache", "sampler.fanouts=[5,5]")
-    vcut = ("strategy=data", "deps=depcache", "sampler.fanouts=[5,5]", "partitioner=cvc")
-    for over, match in ((factored, "strategy=factored cannot train from parts= yet"),
-                        (("deps=hybrid",), "fullgraph needs deps=depcomm"),
+    validate(make_cfg(tmp_path, *RUN, *factored, f"parts={tmp / 'L'}"))  # row servers
+    vcut = ("strategy=factored", "deps=depcache", "sampler.fanouts=[5,5]", "partitioner=cvc")
+    for over, match in ((("deps=hybrid",), "fullgraph needs deps=depcomm"),
                         (vcut, "a vertex-cut layout does not hold")):
         with pytest.raises(ConfigError, match=match):
             validate(make_cfg(tmp_path, *RUN, *over, f"parts={tmp / 'L'}"))

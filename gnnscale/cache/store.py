@@ -21,10 +21,12 @@ a row no rank caches that this rank does not own is fetched from the rank owning
 same exchange (one collective fetch per ``gather``, so ``gather`` is collective whenever there
 are several ranks), counted as ``remote_owner_rows`` and ``bytes_remote_owner`` (by the
 receiving rank); ``misses`` and ``bytes_host_to_rank`` count the rows read from this rank's own
-table. ``fetch_remote=False`` fetches nothing from peers: a row another rank owns is then an
+table. When the view's ``remote`` is a :class:`~gnnscale.cache.served.ServedExchange`
+(``strategy=factored``) the owners' row servers answer instead, and nothing is collective.
+``fetch_remote=False`` fetches nothing from peers: a row another rank owns is then an
 error naming it (``split`` loads only the rows its rank owns). A device tier holding rows this
 rank does not own (replicated placement) is filled from their owners once, when the store is
-built (collective).
+built (collective, unless the owners serve).
 
 On CUDA the device tier lives in GPU memory and host misses are gathered into pinned staging
 memory and copied without blocking; on CPU the device tier is a rank-local contiguous copy.
@@ -95,9 +97,11 @@ class FeatureStore:
             features = features.rows
             self.local = torch.full((self._num_nodes,), -1, dtype=torch.int32)
             self.local[held.long()] = torch.arange(held.numel(), dtype=torch.int32)
-            if home is not None and self.world_size > 1:
+            served = getattr(self.view, "remote", None)  # owners that answer at any time
+            if home is not None and (self.world_size > 1 or served is not None):
                 self.home = torch.as_tensor(home).to(torch.int32).to(self.device)
-                self.owner_exchange = exchange if exchange is not None else DistExchange(group)
+                self.owner_exchange = exchange if exchange is not None else \
+                    served if served is not None else DistExchange(group)
         self.host = features if features.is_contiguous() else features.contiguous()
         n = self.num_nodes
         cached = torch.as_tensor(cached_ids).long().cpu().reshape(-1)
@@ -304,18 +308,22 @@ def owner_rows(view: Any, ids: torch.Tensor, group: dist.ProcessGroup | None = N
     """Rows of the global ``ids`` of a part's :class:`~gnnscale.partition.parts.RowView`
     (``parts=``): the ones it holds read from it, the others fetched from their owners (the
     remote owner tier without a store: collective on ``group``, in rounds every rank agrees
-    on; every rank calls it, also with no ids). Used by the layer-wise evaluation."""
+    on; every rank calls it, also with no ids; not collective when the view's ``remote`` is a
+    :class:`~gnnscale.cache.served.ServedExchange`). Used by the layer-wise evaluation."""
     from gnnscale.distributed.collectives import group_size
 
     ids = ids.long().cpu()
     out = torch.empty(ids.numel(), *view.shape[1:], dtype=view.dtype)
     mine = view.holds(ids)
     out[mine] = view.rows[view.positions(ids[mine])]
-    if view.owner is None or not dist.is_initialized() or group_size(group) == 1:
+    served = getattr(view, "remote", None)  # owners that answer at any time: not collective
+    if view.owner is None or served is None and (not dist.is_initialized() or
+                                                 group_size(group) == 1):
         if not bool(mine.all()):
             view.positions(ids)  # names the first row it does not hold
         return out
-    exchange, dev = DistExchange(group), device_seam.comm_device(group)
+    exchange = served if served is not None else DistExchange(group)
+    dev = torch.device("cpu") if served is not None else device_seam.comm_device(group)
 
     def serve(req: torch.Tensor) -> torch.Tensor:  # peers ask this rank for its own rows only
         return view.rows[view.positions(req.cpu())].to(dev)

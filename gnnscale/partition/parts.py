@@ -188,6 +188,10 @@ class RowView:
         self.what, self.where = what, where
         #: every node's part (the book's), when the other rows can be fetched from their owners
         self.owner = owner
+        #: how the other rows are fetched when their owners answer at any time (a
+        #: :class:`~gnnscale.cache.served.ServedExchange`, set by ``strategy=factored``); None:
+        #: collectively, over the caller's group
+        self.remote: Any = None
 
     @property
     def shape(self) -> torch.Size:

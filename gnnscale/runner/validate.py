@@ -225,16 +225,17 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
 
 
 #: the sampling strategies that train from parts= (the whole topology, their own feature rows,
-#: the others' rows fetched from their owners by the feature store)
-SAMPLING_FROM_PARTS = ("data", "split")
+#: the others' rows fetched from their owners by the feature store: in lockstep under data and
+#: split, from every rank's row server under factored)
+SAMPLING_FROM_PARTS = ("data", "split", "factored")
 
 
 def parts_problem(cfg: DictConfig, built: Checked) -> str | None:
     """Why ``cfg`` cannot train from a partitioned layout (None: it can). The full-graph
     strategy with ``deps=depcomm`` (on an edge-cut or a vertex-cut layout) and ``offload`` (on
-    an edge-cut layout) read nothing beyond a part's own rows and edges; ``data`` and
-    ``split`` read the whole topology and labels, their own feature rows and the others' from
-    their owners."""
+    an edge-cut layout) read nothing beyond a part's own rows and edges; ``data``, ``split``
+    and ``factored`` read the whole topology and labels, their own feature rows and the
+    others' from their owners."""
     strategy = declared(cfg.strategy).name
     if strategy in SAMPLING_FROM_PARTS:
         if partition_kind(cfg) != "edge_cut":
@@ -244,12 +245,6 @@ def parts_problem(cfg: DictConfig, built: Checked) -> str | None:
         task = declared_task(cfg).name
         return None if task == "node" else \
             f"task={task} is not trained from parts= yet: use task=node or drop parts="
-    if strategy == "factored":
-        return ("strategy=factored cannot train from parts= yet: its trainers gather rows at "
-                "their own pace from the job queue while its sampler ranks sample, so rows "
-                "owned by another rank (fetched in lockstep from their owners) would wait on "
-                "ranks that never serve them; use strategy=data (the same mini-batches), or "
-                "drop parts= and give every host the whole processed dataset")
     if strategy not in ("fullgraph", "offload"):
         return (f"strategy={strategy} reads the whole graph on every rank, so it cannot train "
                 "from parts= yet: use strategy=fullgraph deps=depcomm or strategy=offload, or "

@@ -107,7 +107,7 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     phases.add("strategy_setup", time.perf_counter() - t0 - phases.seconds.get("partition", 0))
     group, reports = strategy.group, strategy.reports
     leader = topo.rank == 0
-    parts = parts_report(ctx.graph, group, leader)
+    parts = parts_report(ctx.graph, None, leader)  # every rank's: a factored sampler's too
     if leader and not reports:
         raise RuntimeError(f"{type(strategy).__name__}: rank 0 must report (it leads the run)")
     history: list[dict] = []
@@ -199,7 +199,8 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
 
 def parts_report(graph, group, leader: bool) -> dict | None:
     """On a run given ``parts=``: every rank's files of the layout (opened, memory-mapped:
-    :meth:`~gnnscale.partition.parts.PartLayout.bytes_opened`) gathered over ``group``, and
+    :meth:`~gnnscale.partition.parts.PartLayout.bytes_opened`) gathered over ``group`` (the
+    runner passes the world: ranks that do not report opened parts too), and
     per host the bytes on disk and mapped, printed by rank 0 one line per host (collective);
     None otherwise."""
     layout = getattr(graph, "layout", None)

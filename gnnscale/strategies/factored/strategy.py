@@ -27,6 +27,13 @@ routes and ``strategy.switching=true`` (GNNLab's behaviour; off by default) or
 ``strategy.staleness > 0`` every rank joins each step's gradient reduction and a finished
 sampler may train jobs as a standby trainer: see :mod:`~gnnscale.strategies.factored.sync`.
 
+From a partitioned layout (``parts=``) every rank holds the whole topology and its own part's
+feature rows; each rank runs a row server (:mod:`gnnscale.cache.served`) that answers requests
+for its rows whatever it is doing, so a trainer's feature store fetches the rows it neither
+caches nor owns from their owners at its own pace (``bytes_remote_owner``), sampler ranks
+included, and so do a standby trainer and the trainers' evaluation. A rank's close waits until
+every other rank is done asking it.
+
 On a typed graph the trainers gather typed inputs through the same feature store as ``data``
 and the typed blocks (``edge_type``, ``e_id``) travel through the queue in the mini-batch
 codec. A typed model's sparse embedding tables (featureless node types) are reduced over the
@@ -46,6 +53,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from gnnscale.cache.served import ServedExchange, served_groups
 from gnnscale.distributed import ring as job_ring
 from gnnscale.distributed.collectives import new_group
 from gnnscale.distributed.device import Purpose
@@ -107,6 +115,7 @@ class Factored(DataParallel):
         self.job_log: list[tuple[int, int, int]] = []  # (epoch, step, trainer) handled here
         self.trained_log: list[tuple[int, int, int]] = []  # jobs this rank trained (synced)
         self.record: dict | None = None  # tests: {"losses": [(job, loss)], "grads": [step's]}
+        self.rows: ServedExchange | None = None  # parts=: this rank's row server and client
 
     # -- roles ----------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -115,6 +124,12 @@ class Factored(DataParallel):
         self.queue_group = None
         if topo.world_size > 1:
             self.queue_group = new_group(range(topo.world_size), purpose=Purpose.host)
+        view = self.ctx.graph.x
+        if topo.world_size > 1 and getattr(view, "held", None) is not None:
+            # parts=: each rank serves its own rows whatever it is doing, so a trainer (or a
+            # standby sampler, or the allocation's profile) fetches at its own pace
+            self.rows = ServedExchange(view, served_groups(topo.world_size))
+            view.remote = self.rows
         self.shared = self._use_shared_queue()
         tables = bool(sparse_parameters(self.ctx.model))
         if tables:  # sparse embedding tables: the shared queue's reduction, or data's (routes)
@@ -193,11 +208,15 @@ class Factored(DataParallel):
         return self.hosts.jobs(self.hosts.ring_of(self.ctx.topo.rank), steps)
 
     def close(self) -> None:
-        """Close this rank's view of the ring (the memory goes with the last rank)."""
+        """Close this rank's view of the ring (the memory goes with the last rank) and, from
+        parts, its row server once every peer is done asking."""
         if self.ring is not None:
             self.ring.close()
             self.ring = None
         super().close()
+        if self.rows is not None:  # serves until every peer is done asking (parts=)
+            self.rows.close()
+            self.rows = None
 
     def _allocation(self) -> Allocation:
         """Fixed, or profiled on rank 0 and broadcast (``samplers=auto``)."""
