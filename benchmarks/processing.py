@@ -115,7 +115,7 @@ def status():
         if k in ("VmRSS", "VmHWM", "RssAnon"):
             out[k] = int(v.split()[0]) * 1024
     return out
-from gnnscale.data import bounded, checks
+from gnnscale.data import base, bounded, typed_input
 from gnnscale.data.graph import GraphStore
 peak_anon, phase, phases, phases_rss = [0], ["other"], {}, {}
 def sample():
@@ -141,7 +141,10 @@ for owner, name, label in ((bounded.Stage, "features", "features"),
                            (bounded, "external_csc", "csc"), (processed, "save", "save"),
                            (processed, "load", "load"),
                            (GraphStore, "__post_init__", "graph_checks"),
-                           (checks, "check_task", "task_checks")):
+                           (CustomDataset, "check", "task_checks"),
+                           (OgbNodeDataset, "check", "task_checks"),
+                           (typed_input, "read_typed_npz", "read"),
+                           (base, "normalize_features", "normalize")):
     watch(owner, name, label)
 base = status()
 threading.Thread(target=sample, daemon=True).start()

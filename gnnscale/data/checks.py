@@ -23,8 +23,9 @@ from gnnscale.errors import ConfigError
 SPLITS = ("train", "val", "test")
 
 
-#: bytes of features checked at a time (no temporary of the whole matrix's size)
-CHECK_CHUNK_BYTES = 32 << 20
+#: bytes of features checked at a time (no temporary of the whole matrix's size; the
+#: check's temporaries take about twice a chunk)
+CHECK_CHUNK_BYTES = 8 << 20
 
 
 def check_features(x: torch.Tensor | None, where: str, what: str = "x") -> None:
@@ -32,7 +33,7 @@ def check_features(x: torch.Tensor | None, where: str, what: str = "x") -> None:
     time)."""
     if x is None or not x.is_floating_point():
         return
-    from gnnscale.data.bounded import FINITE
+    from gnnscale.data.bounded import FINITE, trim
 
     if FINITE.get(id(x)) is x:  # streamed to disk and checked chunk by chunk as it was
         return
@@ -48,6 +49,8 @@ def check_features(x: torch.Tensor | None, where: str, what: str = "x") -> None:
         per_row = bad.any(dim=1) if bad.dim() == 2 else bad
         values, rows = values + int(bad.sum()), rows + int(per_row.sum())
         first = a + int(per_row.nonzero()[0]) if first is None else first
+    bad = None
+    trim()  # the chunks' temporaries, kept by the allocator otherwise
     if first is not None:
         raise ConfigError(f"{where}: {what} holds {values} NaN/Inf values in "
                           f"{rows} rows (first: row {first}); replace them, e.g. "

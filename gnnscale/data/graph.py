@@ -278,10 +278,10 @@ class GraphStore:
         for c in range(0, self.num_edges, step):
             c1 = min(self.num_edges, c + step)
             types = torch.zeros(c1 - c, dtype=torch.long) if tpe is None else tpe[c:c1].long()
-            src = self.indices[c:c1].long()
-            release(tpe, c, c1)
-            release(self.indices, c, c1)
+            src = self.indices[c:c1].long()  # int64 indices: a view of the mapped file
             bad = (src < off[src_t][types]) | (src >= off[src_t + 1][types])
+            release(tpe, c, c1)  # this chunk's pages given back once read
+            release(self.indices, c, c1)
             if bool(bad.any()):
                 break
         else:
