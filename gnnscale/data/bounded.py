@@ -11,19 +11,24 @@ were written, so no output array is ever held whole in memory, copied or re-read
   (:meth:`Stage.features`: ``x``, or ``x__<type>`` per node type);
 * edge lists stay on disk (:class:`EdgeSource`: a ``.npy`` file or a stored ``.npz`` member
   read in place, a compressed member through two decompressing readers, a CSV parsed once in
-  blocks and spilled as int64 pairs) and are read a chunk of edges at a time;
+  blocks and spilled as int64 pairs) and are read a chunk of edges at a time, and so are
+  edge features (:class:`RowSource`: an ``.npz`` member's rows, in step with their edges);
 * the CSC is built out of core from such chunks (:func:`external_csc`): one pass counts each
   destination's in-edges, a second appends every edge to the bucket file of its destination
-  range (buckets sized to the memory budget), then each bucket alone is sorted by
-  (destination, edge type, source), deduplicated and appended to ``indices.npy`` (and
-  ``edge_weight.npy``, ``type_per_edge.npy``). The result is bit-identical to the in-memory
-  :func:`gnnscale.data.graph.csc_order` (the same stable order, the first of repeated edges
-  kept): within a bucket the edges keep their input order.
+  range (buckets sized to the memory budget), its feature row to the bucket's row file, then
+  each bucket alone is sorted by (destination, edge type, source), deduplicated and appended
+  to ``indices.npy`` (and ``edge_weight.npy``, ``type_per_edge.npy``, the rows gathered in
+  that order to ``edge_attr.npy`` or, per edge type, ``edge_attr__<k>.npy``). The result is
+  bit-identical to the in-memory :func:`gnnscale.data.graph.csc_order` (the same stable
+  order, the first of repeated edges kept): within a bucket the edges keep their input order.
+  The staged files are mapped shared and registered with :mod:`gnnscale.data.pages`, so the
+  chunked checks give their pages back.
 
 ``dataset.memory_budget`` (bytes, or ``"8GB"``, ``"512MiB"``; every dataset option takes it)
 bounds the working set: the per-node arrays (in-degrees, their sums, ``indptr``: 24 bytes a
-node) plus a bucket of edges (about :data:`BYTES_PER_EDGE` bytes each) plus a chunk (an eighth
-of the budget at most). Without a budget the out-of-core build is used once the edges pass
+node) plus a bucket of edges (about :data:`BYTES_PER_EDGE` bytes each, plus twice a feature
+row) plus a chunk (an eighth of the budget at most). Without a budget the out-of-core build
+is used once the edges pass
 :data:`AUTO_EDGES` (a budget of a quarter of the indices, 64 MiB at least, then). A budget
 that cannot hold the per-node arrays or one feature row is refused in one line naming what it
 needs; a loader that must read its source whole (:attr:`Dataset.streams` false) refuses one

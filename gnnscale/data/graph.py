@@ -611,7 +611,8 @@ class GraphStore:
         :class:`gnnscale.data.bounded.Stage` while it is processed; with a memory budget (or
         a large graph) the CSC is then built out of core into it, bit-identical.
         ``edge_index`` may be a :class:`gnnscale.data.bounded.EdgeSource` (edges on disk): the
-        out-of-core build then reads it in chunks, never whole.
+        out-of-core build then reads it in chunks, never whole; ``edge_attr`` likewise a
+        :class:`gnnscale.data.bounded.RowSource` (rows moved with their edges).
         """
         if _is_source(edge_index):
             built = cls._from_source(edge_index, num_nodes, symmetrize, self_loops, dedupe,
@@ -757,10 +758,12 @@ class GraphStore:
         ``(dst, "rev_" + relation, src)`` for every edge type (after all given types, with the
         same weights and edge features); ``dedupe`` keeps one copy of an edge repeated within
         its type (the first one's weight and features win). An edge list may be a
-        :class:`gnnscale.data.bounded.EdgeSource`; with a ``stage`` (a dataset being
+        :class:`gnnscale.data.bounded.EdgeSource` and edge features a
+        :class:`gnnscale.data.bounded.RowSource`; with a ``stage`` (a dataset being
         processed) the fused CSC is then built out of core from the chunks of every type
-        (:meth:`from_edge_index`'s rule), bit-identical. ``x`` (in ``fields``): every type's
-        features already as one matrix (streamed to disk), instead of ``features``.
+        (:meth:`from_edge_index`'s rule), edge features moved with their edges,
+        bit-identical. ``x`` (in ``fields``): every type's features already as one matrix
+        (streamed to disk), instead of ``features``.
         """
         x_whole = fields.pop("x", None)
         node_types = tuple(num_nodes)
