@@ -375,6 +375,8 @@ def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetriz
     spill.mkdir(exist_ok=True)
     if nb > 1:  # pass 2: every edge appended to its bucket's file, in input order
         for s, d, w, t, a in stream():
+            if not s.size:  # every edge of the chunk was a dropped self loop
+                continue
             b = np.searchsorted(bounds, d, side="right") - 1
             order = np.argsort(b, kind="stable")
             b = b[order]
