@@ -1,5 +1,6 @@
 """Suite ``processing``: peak memory of processing a custom ``.npz`` into the processed layout
-(and, part ``loaders``, :func:`run_loaders`: the OGB raw and typed ``.npz`` layouts).
+(and, part ``loaders``, :func:`run_loaders`: the OGB raw and typed ``.npz`` layouts, the
+typed one also with edge features).
 
 Writes a custom ``.npz`` (float32 features ``[N, F]``, random edges, labels) and processes it
 in a child process each way, reading the child's peak resident memory (``VmHWM``, which
@@ -114,13 +115,16 @@ def status():
         if k in ("VmRSS", "VmHWM", "RssAnon"):
             out[k] = int(v.split()[0]) * 1024
     return out
-from gnnscale.data import bounded
-peak_anon, phase, phases = [0], ["other"], {}
+from gnnscale.data import base, bounded, typed_input
+from gnnscale.data.graph import GraphStore
+peak_anon, phase, phases, phases_rss = [0], ["other"], {}, {}
 def sample():
     while True:
-        a = status()["RssAnon"]
+        now = status()
+        a = now["RssAnon"]
         peak_anon[0] = max(peak_anon[0], a)
         phases[phase[0]] = max(phases.get(phase[0], 0), a)
+        phases_rss[phase[0]] = max(phases_rss.get(phase[0], 0), now["VmRSS"])
         time.sleep(0.005)
 def watch(owner, name, label):
     f = getattr(owner, name)
@@ -135,7 +139,12 @@ for owner, name, label in ((bounded.Stage, "features", "features"),
                            (bounded.EdgeSource, "csv", "edge_csv"),
                            (bounded.EdgeSource, "span", "edge_span"),
                            (bounded, "external_csc", "csc"), (processed, "save", "save"),
-                           (processed, "load", "load")):
+                           (processed, "load", "load"),
+                           (GraphStore, "__post_init__", "graph_checks"),
+                           (CustomDataset, "check", "task_checks"),
+                           (OgbNodeDataset, "check", "task_checks"),
+                           (typed_input, "read_typed_npz", "read"),
+                           (base, "normalize_features", "normalize")):
     watch(owner, name, label)
 base = status()
 threading.Thread(target=sample, daemon=True).start()
@@ -159,6 +168,7 @@ print(json.dumps({"peak_bytes": end["VmHWM"], "base_bytes": base["VmRSS"],
                   "base_anon_bytes": base["RssAnon"], "largest_array_bytes": largest,
                   "num_edges": meta["num_edges"], "checksum": digest,
                   "phase_anon_above_base": {k: v - base["RssAnon"] for k, v in phases.items()},
+                  "phase_rss_above_base": {k: v - base["VmRSS"] for k, v in phases_rss.items()},
                   "time_s": time.perf_counter() - t0}))
 """
 
@@ -213,20 +223,29 @@ def write_ogb_raw(folder: Path, n: int, f: int, e: int, seed: int = 0) -> Path:
 
 
 def write_typed_npz(file: Path, papers: int, authors: int, f: int, writes: int, cites: int,
-                    seed: int = 0) -> None:
+                    seed: int = 0, edge_dim: int = 0) -> None:
     """A typed ``.npz`` (paper and author features of one width, labelled papers, two edge
-    types, stored uncompressed)."""
+    types, stored uncompressed; ``edge_dim`` > 0: float32 edge features of that width on
+    both edge types)."""
     rng = np.random.default_rng(seed)
+    attrs = {} if not edge_dim else {
+        "edge_attr__author__writes__paper": rng.random((writes, edge_dim), dtype=np.float32),
+        "edge_attr__paper__cites__paper": rng.random((cites, edge_dim), dtype=np.float32)}
     np.savez(file, x__paper=rng.random((papers, f), dtype=np.float32),
              x__author=rng.random((authors, f), dtype=np.float32),
              y__paper=rng.integers(0, 40, papers),
              edge_index__author__writes__paper=np.stack([rng.integers(0, authors, writes),
                                                          rng.integers(0, papers, writes)]),
-             edge_index__paper__cites__paper=rng.integers(0, papers, (2, cites)))
+             edge_index__paper__cites__paper=rng.integers(0, papers, (2, cites)), **attrs)
+
+
+#: width of the float32 edge features of the ``typed_edge_attr`` graph (both edge types)
+EDGE_DIM = 4
 
 
 def run_loaders(quick: bool = False) -> dict:
-    """Peak memory of processing the OGB raw layout and the typed ``.npz`` layout: streamed
+    """Peak memory of processing the OGB raw layout and the typed ``.npz`` layout (without
+    and with edge features, :data:`EDGE_DIM` float32 per edge): streamed
     (no budget), streamed under ``dataset.memory_budget``, and (quick) read whole. Each way
     reports its peak RSS (``VmHWM``: with the pages of libraries loaded on the way, pyarrow's
     ~21 MiB) and its peak anonymous memory (``RssAnon`` sampled every 5 ms: the working set),
@@ -243,11 +262,13 @@ def run_loaders(quick: bool = False) -> dict:
         t0 = time.perf_counter()
         raw = write_ogb_raw(folder / "ogbn_products", *ogb)
         write_typed_npz(folder / "typed.npz", *typed)
+        write_typed_npz(folder / "typed_edge_attr.npz", *typed, edge_dim=EDGE_DIM)
         write_s = time.perf_counter() - t0
         ways = {"bounded": "", "budget": budget}
         if quick:
             ways = {"in_memory": "", **ways}
-        for kind, source in (("ogb", raw), ("typed", folder / "typed.npz")):
+        for kind, source in (("ogb", raw), ("typed", folder / "typed.npz"),
+                             ("typed_edge_attr", folder / "typed_edge_attr.npz")):
             results[kind] = {way: _loader_child(kind, way, source, folder / f"{kind}-{way}", b)
                              for way, b in ways.items()}
     finally:
@@ -270,6 +291,7 @@ def run_loaders(quick: bool = False) -> dict:
     config = {"ogb": dict(zip(("num_nodes", "num_features", "num_edges"), ogb)),
               "typed": dict(zip(("papers", "authors", "num_features", "writes", "cites"),
                                 typed)),
+              "typed_edge_attr": {"edge_dim": EDGE_DIM, "edge_dtype": "float32"},
               "memory_budget": budget, "write_s": write_s}
     return {"config": config, "results": results, "ratios": ratios, "targets": targets}
 

@@ -26,16 +26,55 @@ def _edges(n: int = 2000, e: int = 30000) -> tuple[torch.Tensor, torch.Tensor]:
 def test_out_of_core_csc_is_bit_identical_with_many_buckets(tmp_path, symmetrize, self_loops,
                                                             dedupe):
     ei, w = _edges()
+    attr = torch.from_numpy(np.random.default_rng(2).random((ei.shape[1], 3)).astype(np.float32))
     ref = GraphStore.from_edge_index(ei, 2000, symmetrize=symmetrize, self_loops=self_loops,
-                                     dedupe=dedupe, edge_weight=w)
+                                     dedupe=dedupe, edge_weight=w, edge_attr=attr)
     stage = bounded.Stage(tmp_path)
     budget = 600_000  # a few thousand edges a bucket: about 15 buckets here
-    indptr, indices, wts = bounded.staged_csc(stage, ei[0], ei[1], w, 2000, symmetrize,
-                                              self_loops, dedupe, budget, torch.int64, "t")
+    indptr, indices, wts, rows = bounded.staged_csc(stage, ei[0], ei[1], w, 2000, symmetrize,
+                                                    self_loops, dedupe, budget, torch.int64,
+                                                    "t", attr)  # feature rows move too
     assert torch.equal(indptr, ref.indptr) and torch.equal(indices, ref.indices)
-    assert torch.equal(wts, ref.edge_weight)
+    assert torch.equal(wts, ref.edge_weight) and torch.equal(rows, ref.edge_attr)
     assert stage.files["indices"][1] == processed.array_digest(ref.indices.numpy())
     assert stage.files["edge_weight"][1] == processed.array_digest(ref.edge_weight.numpy())
+    assert stage.files["edge_attr"][1] == processed.array_digest(ref.edge_attr.numpy())
+
+
+def test_out_of_core_typed_csc_moves_edge_features_read_in_chunks(tmp_path):
+    """Typed edge features read a chunk at a time from an .npz (every type one width: one
+    matrix; only some types, or several widths: per type) move with their edges through
+    the on-disk buckets: the graph equals the in-memory build, checksum included."""
+    import zipfile
+
+    rng = np.random.default_rng(3)
+    p, a = 1500, 1000
+    writes = np.stack([rng.integers(0, a, 9000), rng.integers(0, p, 9000)])
+    writes[:, :300] = writes[:, 300:600]  # repeated edges: the first one's row must win
+    np.savez(tmp_path / "e.npz", w=writes, c=rng.integers(0, p, (2, 6000)),
+             aw=rng.random((9000, 3)), ac=rng.random((6000, 3)), ac5=rng.random((6000, 5)))
+    info = {i.filename[:-4]: i for i in zipfile.ZipFile(tmp_path / "e.npz").infolist()}
+    arrays = np.load(tmp_path / "e.npz")
+    wt, ct = ("author", "writes", "paper"), ("paper", "cites", "paper")
+    for label, names in (("one", {wt: "aw", ct: "ac"}), ("some", {wt: "aw"}),
+                         ("widths", {wt: "aw", ct: "ac5"})):
+        ref = GraphStore.from_typed(
+            {"paper": p, "author": a}, {wt: arrays["w"], ct: arrays["c"]}, add_reverse=True,
+            edge_attr={et: torch.from_numpy(arrays[n]).float() for et, n in names.items()})
+        (tmp_path / label).mkdir()
+        stage = bounded.Stage(tmp_path / label, memory_budget=700_000)  # about 20 buckets
+        got = GraphStore.from_typed(
+            {"paper": p, "author": a}, {wt: bounded.EdgeSource.member(
+                tmp_path / "e.npz", info["w"], "w"), ct: bounded.EdgeSource.member(
+                tmp_path / "e.npz", info["c"], "c")}, add_reverse=True, stage=stage,
+            edge_attr={et: bounded.RowSource(tmp_path / "e.npz", info[n], n)
+                       for et, n in names.items()})
+        assert any(n.startswith("edge_attr") for n in stage.files), label  # built out of core
+        assert processed.checksum(got) == processed.checksum(ref), label
+        assert torch.equal(got.indices, ref.indices) and set(got.edge_attrs) == \
+            set(ref.edge_attrs), label
+        for et, rows in ref.edge_attrs.items():
+            assert torch.equal(got.edge_attrs[et], rows), (label, et)
 
 
 def _npz(path, n: int = 600, f: int = 24):
@@ -89,8 +128,9 @@ def test_metis_refuses_a_graph_beyond_the_available_memory(monkeypatch):
 def test_streaming_partitioner_on_the_out_of_core_graph_is_unchanged(tmp_path):
     ei, _ = _edges()
     ref = GraphStore.from_edge_index(ei, 2000, symmetrize=True)
-    indptr, indices, _ = bounded.staged_csc(bounded.Stage(tmp_path), ei[0], ei[1], None, 2000,
-                                            True, "keep", True, 600_000, torch.int64, "t")
+    indptr, indices, _, _ = bounded.staged_csc(bounded.Stage(tmp_path), ei[0], ei[1], None,
+                                               2000, True, "keep", True, 600_000, torch.int64,
+                                               "t")
     mapped = GraphStore(indptr=indptr, indices=indices)  # indices memory-mapped from disk
     assert torch.equal(LdgPartitioner().assign(mapped, 4), LdgPartitioner().assign(ref, 4))
 
@@ -204,3 +244,26 @@ def test_a_budget_too_small_for_one_feature_row_is_one_line(tmp_path):
                                           r"features takes 4,800,000 bytes") as err:
         stage.features(iter([]), 1, 300_000)
     assert "\n" not in str(err.value)
+
+
+def test_released_pages_of_a_mapped_file_leave_rss_and_read_back_unchanged(tmp_path):
+    """The chunked checks give a mapped file's pages back (RSS drops by them), the values read
+    back the same, and a tensor that is no registered mapping is left alone."""
+    from gnnscale.data import pages
+
+    def file_rss() -> int:
+        return int([ln for ln in open("/proc/self/status") if ln.startswith("RssFile")][0]
+                   .split()[1]) * 1024
+    ref = np.arange(2 << 20, dtype=np.int64)  # 16 MiB
+    np.save(tmp_path / "a.npy", ref)
+    array = np.load(tmp_path / "a.npy", mmap_mode="c")
+    t = torch.from_numpy(array)
+    with pages.releasing([(t, array)]):
+        assert int(t.sum()) == int(ref.sum())  # every page touched
+        before = file_rss()
+        pages.release(t, 0, t.numel() // 2)
+        assert before - file_rss() >= 6 << 20
+        assert torch.equal(t, torch.from_numpy(ref))  # read again from the page cache
+    plain = torch.from_numpy(ref.copy())
+    pages.release(plain)  # not registered: untouched
+    assert torch.equal(plain, torch.from_numpy(ref))

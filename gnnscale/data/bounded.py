@@ -11,19 +11,24 @@ were written, so no output array is ever held whole in memory, copied or re-read
   (:meth:`Stage.features`: ``x``, or ``x__<type>`` per node type);
 * edge lists stay on disk (:class:`EdgeSource`: a ``.npy`` file or a stored ``.npz`` member
   read in place, a compressed member through two decompressing readers, a CSV parsed once in
-  blocks and spilled as int64 pairs) and are read a chunk of edges at a time;
+  blocks and spilled as int64 pairs) and are read a chunk of edges at a time, and so are
+  edge features (:class:`RowSource`: an ``.npz`` member's rows, in step with their edges);
 * the CSC is built out of core from such chunks (:func:`external_csc`): one pass counts each
   destination's in-edges, a second appends every edge to the bucket file of its destination
-  range (buckets sized to the memory budget), then each bucket alone is sorted by
-  (destination, edge type, source), deduplicated and appended to ``indices.npy`` (and
-  ``edge_weight.npy``, ``type_per_edge.npy``). The result is bit-identical to the in-memory
-  :func:`gnnscale.data.graph.csc_order` (the same stable order, the first of repeated edges
-  kept): within a bucket the edges keep their input order.
+  range (buckets sized to the memory budget), its feature row to the bucket's row file, then
+  each bucket alone is sorted by (destination, edge type, source), deduplicated and appended
+  to ``indices.npy`` (and ``edge_weight.npy``, ``type_per_edge.npy``, the rows gathered in
+  that order to ``edge_attr.npy`` or, per edge type, ``edge_attr__<k>.npy``). The result is
+  bit-identical to the in-memory :func:`gnnscale.data.graph.csc_order` (the same stable
+  order, the first of repeated edges kept): within a bucket the edges keep their input order.
+  The staged files are mapped shared and registered with :mod:`gnnscale.data.pages`, so the
+  chunked checks give their pages back.
 
 ``dataset.memory_budget`` (bytes, or ``"8GB"``, ``"512MiB"``; every dataset option takes it)
 bounds the working set: the per-node arrays (in-degrees, their sums, ``indptr``: 24 bytes a
-node) plus a bucket of edges (about :data:`BYTES_PER_EDGE` bytes each) plus a chunk (an eighth
-of the budget at most). Without a budget the out-of-core build is used once the edges pass
+node) plus a bucket of edges (about :data:`BYTES_PER_EDGE` bytes each, plus twice a feature
+row) plus a chunk (an eighth of the budget at most). Without a budget the out-of-core build
+is used once the edges pass
 :data:`AUTO_EDGES` (a budget of a quarter of the indices, 64 MiB at least, then). A budget
 that cannot hold the per-node arrays or one feature row is refused in one line naming what it
 needs; a loader that must read its source whole (:attr:`Dataset.streams` false) refuses one
@@ -40,14 +45,15 @@ import shutil
 import weakref
 import zipfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from gnnscale.data import pages
 from gnnscale.data.graph import KEY_LIMIT
-from gnnscale.data.metadata import FEATURES_PREFIX
+from gnnscale.data.metadata import EDGE_ATTR, EDGE_ATTR_PREFIX, FEATURES_PREFIX
 from gnnscale.data.schemas import parse_budget  # noqa: F401 (re-exported)
 from gnnscale.errors import ConfigError
 
@@ -154,7 +160,7 @@ class Stage:
     def mapped(self, name: str, writer: NpyWriter) -> torch.Tensor:
         """Close ``writer``, record its file as array ``name`` and memory-map it."""
         self.files[name] = (writer.file, writer.close())
-        out = torch.from_numpy(np.load(writer.file, mmap_mode="r+"))
+        out = _shared_map(writer.file)
         self._address[name] = out.data_ptr()
         return out
 
@@ -163,8 +169,14 @@ class Stage:
         name is the mapped file itself, not a transformed copy)."""
         out = {}
         for name, entry in self.files.items():
-            a = graph.type_features.get(name[len(FEATURES_PREFIX):]) \
-                if name.startswith(FEATURES_PREFIX) else getattr(graph, name, None)
+            if name.startswith(FEATURES_PREFIX):
+                a = graph.type_features.get(name[len(FEATURES_PREFIX):])
+            elif name.startswith(EDGE_ATTR_PREFIX):
+                k = int(name[len(EDGE_ATTR_PREFIX):])
+                a = graph.type_edge_attr.get(graph.edge_types[k]) \
+                    if k < len(graph.edge_types) else None
+            else:
+                a = getattr(graph, name, None)
             if torch.is_tensor(a) and a.data_ptr() == self._address.get(name):
                 out[name] = entry
         return out
@@ -242,10 +254,11 @@ def staging(processed_dir: Path, feature_norm: str, memory_budget: int | None
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def edge_rows(budget: int | None) -> int:
-    """Edges per chunk of a pass over an edge stream under ``budget``."""
+def edge_rows(budget: int | None, attr_bytes: int = 0) -> int:
+    """Edges per chunk of a pass over an edge stream under ``budget`` (``attr_bytes``: the
+    bytes of an edge's feature row carried with it)."""
     budget = budget if budget is not None else 1 << 62
-    return max(1 << 12, min(CHUNK_BYTES, budget // 8) // 48)
+    return max(1 << 12, min(CHUNK_BYTES, budget // 8) // (48 + 3 * attr_bytes))
 
 
 def budget_for(stage: Stage | None, num_edges: int) -> int | None:
@@ -259,42 +272,68 @@ def budget_for(stage: Stage | None, num_edges: int) -> int | None:
     return max(64 << 20, num_edges * 8 // 4) if num_edges >= AUTO_EDGES else None
 
 
-#: one chunk of an edge stream: sources, destinations, weights (or None), edge types (or None)
-Chunk = tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]
+#: one chunk of an edge stream: sources, destinations, weights (or None), edge types (or
+#: None), edge feature rows (or None)
+Chunk = tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None]
+#: edge features carried through the out-of-core build: ``(width, dtype)`` of one matrix (every
+#: edge has a row), or ``{edge type id: (width, dtype)}`` (those types' edges have rows)
+AttrSpec = tuple[int, np.dtype] | dict[int, tuple[int, np.dtype]] | None
+
+
+def attr_row_bytes(attr: AttrSpec) -> int:
+    """Bytes of the widest edge feature row ``attr`` describes (0 without)."""
+    if attr is None:
+        return 0
+    specs = attr.values() if isinstance(attr, dict) else [attr]
+    return max((int(w) * np.dtype(t).itemsize for w, t in specs), default=0)
 
 
 def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetrize: bool,
                  self_loops: str, dedupe: bool, budget: int, folder: Path,
                  index_dtype: torch.dtype, weighted: bool = False, num_types: int = 1,
-                 what: str = "graph"
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None,
-                            torch.Tensor | None, dict[str, NpyWriter]]:
+                 what: str = "graph", attr: AttrSpec = None
+                 ) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, NpyWriter]]:
     """The CSC of an edge stream built out of core within ``budget`` bytes (see the module
-    docstring): ``(indptr, indices, weights or None, edge types or None, files)``, the
-    per-edge arrays memory-mapped from ``folder``; ``files``: their closed writers (with
-    digests) by array name (``indices``, ``edge_weight``, ``type_per_edge``).
+    docstring): ``(indptr, per-edge arrays, files)``, the per-edge arrays (``indices``,
+    ``edge_weight``, ``type_per_edge``, ``edge_attr`` or ``edge_attr__<type id>``)
+    memory-mapped from ``folder``; ``files``: their closed writers (with digests) by name.
     ``edges()`` yields :data:`Chunk` s in input order and may be called several times
     (``weighted``: every chunk has weights; ``num_types`` > 1: every chunk has edge types,
-    in-edges are then sorted by (edge type, source) as :func:`csc_order` sorts them).
+    in-edges are then sorted by (edge type, source) as :func:`csc_order` sorts them;
+    ``attr``: every chunk has feature rows for its edges (one matrix: ``(width, dtype)``), or,
+    per type (``{type id: (width, dtype)}``), a chunk of one edge type has rows when its type
+    has features; each row moves with its edge into CSC order, within its type).
     Same semantics as :meth:`GraphStore.from_edge_index`: ``symmetrize`` appends every
-    reverse edge after all forward ones, ``self_loops`` keep/remove/add (added loops last),
-    ``dedupe`` keeps the first of repeated edges (of one type)."""
+    reverse edge after all forward ones (with its row), ``self_loops`` keep/remove/add (added
+    loops last, zero rows), ``dedupe`` keeps the first of repeated edges (of one type)."""
     n, k_types = num_nodes, max(1, int(num_types))
     nodes_bytes = BYTES_PER_NODE * (n + 1)
-    chunk = edge_rows(budget)
-    need = nodes_bytes + 48 * chunk + BYTES_PER_EDGE * 1024
+    row_bytes = attr_row_bytes(attr)
+    per_type = isinstance(attr, dict)
+    chunk = edge_rows(budget, row_bytes)
+    need = nodes_bytes + (48 + 3 * row_bytes) * chunk + (BYTES_PER_EDGE + 2 * row_bytes) * 1024
     if budget < need:
         raise ConfigError(f"dataset.memory_budget={budget:,} bytes is too small to process "
                           f"{what}: its {n:,} nodes alone need {nodes_bytes:,} bytes for the "
                           f"per-node arrays; give at least {math.ceil(need / 2**20)}MiB")
     typed = k_types > 1
+    if per_type and not typed:
+        raise ValueError("per-type edge features need edge types")
+    one = attr if attr is not None and not per_type else None
 
     def stream() -> Iterator[Chunk]:
         for flip in ([False, True] if symmetrize else [False]):
-            for s, d, w, t in edges():
+            for s, d, w, t, a in edges():
                 s, d = np.asarray(s, dtype=np.int64), np.asarray(d, dtype=np.int64)
                 w = None if not weighted else np.asarray(w, dtype=np.float32)
                 t = None if not typed else np.asarray(t, dtype=np.int64)
+                if a is not None:
+                    if per_type and s.size and (t[0] not in attr or (t != t[0]).any()):
+                        raise ValueError("a chunk with edge feature rows holds edges of one "
+                                         "featured type")
+                    a = np.asarray(a).reshape(s.size, -1)
+                elif one is not None:
+                    raise ValueError("every chunk carries edge feature rows")
                 if flip:
                     s, d = d, s
                 if self_loops in ("remove", "add"):
@@ -302,17 +341,20 @@ def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetriz
                     s, d = s[keep], d[keep]
                     w = None if w is None else w[keep]
                     t = None if t is None else t[keep]
-                yield s, d, w, t
+                    a = None if a is None else a[keep]
+                yield s, d, w, t, a
         if self_loops == "add":
             for a in range(0, n, chunk):
                 loop = np.arange(a, min(n, a + chunk), dtype=np.int64)
                 yield (loop, loop, np.ones(loop.size, np.float32) if weighted else None,
-                       np.zeros(loop.size, np.int64) if typed else None)
+                       np.zeros(loop.size, np.int64) if typed else None,
+                       None if one is None else np.zeros((loop.size, one[0]), one[1]))
 
     counts = np.zeros(n, dtype=np.int64)  # pass 1: raw in-degrees
-    for _, d, _, _ in stream():
+    for _, d, _, _, _ in stream():
         counts += np.bincount(d, minlength=n)
-    cap = max(1024, (budget - nodes_bytes - 48 * chunk) // BYTES_PER_EDGE)
+    per_edge = BYTES_PER_EDGE + 2 * row_bytes + (16 if per_type else 0)
+    cap = max(1024, (budget - nodes_bytes - (48 + 3 * row_bytes) * chunk) // per_edge)
     # buckets: runs of destinations whose raw in-edges fit ``cap`` (one heavy vertex alone)
     csum = np.cumsum(counts)
     bounds, base = [0], 0
@@ -332,12 +374,16 @@ def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetriz
     spill = folder / "csc_buckets"
     spill.mkdir(exist_ok=True)
     if nb > 1:  # pass 2: every edge appended to its bucket's file, in input order
-        for s, d, w, t in stream():
+        for s, d, w, t, a in stream():
+            if not s.size:  # every edge of the chunk was a dropped self loop
+                continue
             b = np.searchsorted(bounds, d, side="right") - 1
             order = np.argsort(b, kind="stable")
             b = b[order]
             rec = np.stack([s[order], d[order]] + ([t[order]] if typed else [])).T
             w = None if w is None else w[order]
+            a = None if a is None else a[order]
+            ak = "a" if a is None or not per_type else f"a{int(t[0])}"
             cuts = np.flatnonzero(np.diff(b)) + 1
             for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), b.size]):
                 k = int(b[lo])
@@ -346,15 +392,24 @@ def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetriz
                 if w is not None:
                     with open(spill / f"{k}.w", "ab") as f:
                         f.write(w[lo:hi].tobytes())
+                if a is not None:
+                    with open(spill / f"{k}.{ak}", "ab") as f:
+                        f.write(np.ascontiguousarray(a[lo:hi]).tobytes())
+            del rec, a
     trim()
     indptr = torch.zeros(n + 1, dtype=torch.int64)
     raws = {"indices": folder / "csc_indices.raw", "edge_weight": folder / "csc_weights.raw",
             "type_per_edge": folder / "csc_types.raw"}
+    slots = {} if attr is None else {EDGE_ATTR: one} if not per_type else \
+        {f"{EDGE_ATTR_PREFIX}{j}": spec for j, spec in attr.items()}
+    raws.update({name: folder / f"csc_{name}.raw" for name in slots})
+    rows_of = dict.fromkeys(slots, 0)
     total = 0
-    with open(raws["indices"], "wb") as fi, open(raws["edge_weight"], "wb") as fw, \
-            open(raws["type_per_edge"], "wb") as ft:
+    with ExitStack() as stack:
+        out_f = {name: stack.enter_context(open(raw, "wb")) for name, raw in raws.items()}
         for k in range(nb):  # pass 3: each bucket sorted alone, appended in order
             d0, d1 = int(bounds[k]), int(bounds[k + 1])
+            ab: dict[str, np.ndarray] = {}  # the bucket's feature rows, in input order
             if nb > 1:
                 sd_file = spill / f"{k}.sd"
                 held = [np.fromfile(sd_file, dtype=np.int64).reshape(-1, cols)
@@ -366,6 +421,11 @@ def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetriz
                     wb = torch.from_numpy(np.fromfile(wf, dtype=np.float32)) if wf.exists() \
                         else torch.empty(0)
                     wf.unlink(missing_ok=True)
+                for name, (width, dt) in slots.items():
+                    af = spill / f"{k}.{'a' if not per_type else 'a' + name.rsplit('_', 1)[1]}"
+                    ab[name] = np.fromfile(af, dtype=dt).reshape(-1, width) if af.exists() \
+                        else np.empty((0, width), dt)
+                    af.unlink(missing_ok=True)
             else:
                 parts = list(stream())
                 rec = np.empty((sum(p[0].size for p in parts), cols), dtype=np.int64)
@@ -377,37 +437,66 @@ def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetriz
                     a += p[0].size
                 wb = torch.from_numpy(np.concatenate([p[2] for p in parts]) if parts else
                                       np.empty(0, np.float32)) if weighted else None
+                for name, (width, dt) in slots.items():
+                    j = None if not per_type else int(name.rsplit("_", 1)[1])
+                    got = [p[4] for p in parts if p[4] is not None and p[0].size and
+                           (j is None or int(p[3][0]) == j)]
+                    ab[name] = np.concatenate(got).reshape(-1, width).astype(dt, copy=False) \
+                        if got else np.empty((0, width), dt)
                 del parts
                 held = [rec]
                 del rec
+            rank = None
+            if per_type:  # each edge's row among its type's rows of this bucket
+                tcol = held[0][:, 2]
+                rank = np.zeros(tcol.size, dtype=np.int64)
+                for name in slots:
+                    mine = np.flatnonzero(tcol == int(name.rsplit("_", 1)[1]))
+                    rank[mine] = np.arange(mine.size)
+                    del mine
+                del tcol
             src, dst_local, tt, order = _bucket_sort(held, d0, d1 - d0, n, k_types, dedupe)
             ptr = torch.zeros(d1 - d0 + 1, dtype=torch.int64)
             ptr[1:] = torch.cumsum(torch.bincount(dst_local, minlength=d1 - d0), 0)
             del dst_local
             indptr[d0 + 1:d1 + 1] = ptr[1:] + total
             total += src.numel()
-            fi.write(memoryview(src.to(index_dtype).numpy()))
+            out_f["indices"].write(memoryview(src.to(index_dtype).numpy()))
             del src
             if wb is not None:
-                fw.write(memoryview(wb[order].numpy()))
+                out_f["edge_weight"].write(memoryview(wb[order].numpy()))
+            on = order.numpy()
+            for name, rows in ab.items():
+                if per_type:
+                    j = int(name.rsplit("_", 1)[1])
+                    rows = rows[rank[on[tt.numpy() == j]]]
+                else:
+                    rows = rows[on]
+                rows_of[name] += rows.shape[0]
+                out_f[name].write(memoryview(np.ascontiguousarray(rows).reshape(-1)
+                                             .view(np.uint8)))
+            ab = rank = rows = None
             if tt is not None:
-                ft.write(memoryview(tt.to(torch.int16).numpy()))
-            del order, wb, tt
+                out_f["type_per_edge"].write(memoryview(tt.to(torch.int16).numpy()))
+            del order, wb, tt, on
             trim()
     shutil.rmtree(spill, ignore_errors=True)
-    dtypes = {"indices": index_dtype, "edge_weight": torch.float32,
-              "type_per_edge": torch.int16}
+    dtypes = {"indices": _np_dtype(index_dtype), "edge_weight": np.dtype(np.float32),
+              "type_per_edge": np.dtype(np.int16)}
+    shapes = {name: (total,) for name in dtypes}
+    for name, (width, dt) in slots.items():
+        dtypes[name], shapes[name] = np.dtype(dt), (rows_of[name], int(width))
     keep = {"indices", *(["edge_weight"] if weighted else []),
-            *(["type_per_edge"] if typed else [])}
+            *(["type_per_edge"] if typed else []), *slots}
     files, out = {}, {}
     for name, raw in raws.items():
         if name in keep:
-            files[name] = _npy_from_raw(raw, folder / f"{name}.npy", total, dtypes[name])
-            out[name] = torch.from_numpy(np.load(files[name].file, mmap_mode="r+"))
+            files[name] = _npy_from_raw(raw, folder / f"{name}.npy", shapes[name], dtypes[name])
+            out[name] = _shared_map(files[name].file)
         else:
             raw.unlink(missing_ok=True)
     trim()
-    return indptr, out["indices"], out.get("edge_weight"), out.get("type_per_edge"), files
+    return indptr, out, files
 
 
 def _bucket_sort(held: list[np.ndarray], d0: int, span: int, n: int, k: int, dedupe: bool
@@ -469,14 +558,27 @@ def trim() -> None:
 _LIBC = None
 
 
-def _npy_from_raw(raw: Path, file: Path, count: int, dtype: torch.dtype) -> NpyWriter:
-    """The raw bytes of ``count`` values prefixed with their ``.npy`` header (copied in chunks;
-    the raw file is removed)."""
-    np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
-    writer = NpyWriter(file, (count,), np_dtype)
+def _shared_map(file: Path) -> torch.Tensor:
+    """A staged ``.npy`` memory-mapped shared, registered so that the chunked checks give its
+    pages back (:mod:`gnnscale.data.pages`; a shared mapping's pages are the file's)."""
+    array = np.load(file, mmap_mode="r+")
+    out = torch.from_numpy(array)
+    pages.mapped(out, array)
+    return out
+
+
+def _np_dtype(dtype: torch.dtype) -> np.dtype:
+    return torch.empty(0, dtype=dtype).numpy().dtype
+
+
+def _npy_from_raw(raw: Path, file: Path, shape: tuple[int, ...], dtype: np.dtype
+                  ) -> NpyWriter:
+    """The raw bytes of a C-order array of ``shape`` prefixed with their ``.npy`` header
+    (copied in chunks; the raw file is removed)."""
+    writer = NpyWriter(file, shape, dtype)
     with open(raw, "rb") as f:
         while block := f.read(CHUNK_BYTES):
-            writer.write(np.frombuffer(block, dtype=np.uint8).view(np_dtype))
+            writer.write(np.frombuffer(block, dtype=dtype))
     writer.close()
     os.unlink(raw)
     return writer
@@ -484,36 +586,38 @@ def _npy_from_raw(raw: Path, file: Path, count: int, dtype: torch.dtype) -> NpyW
 
 def staged_csc(stage: Stage, src: torch.Tensor, dst: torch.Tensor, w: torch.Tensor | None,
                num_nodes: int, symmetrize: bool, self_loops: str, dedupe: bool, budget: int,
-               index_dtype: torch.dtype, what: str
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """:func:`external_csc` of in-memory edge lists into ``stage`` (its files recorded as
-    ``indices`` and ``edge_weight``)."""
-    chunk = edge_rows(budget)
+               index_dtype: torch.dtype, what: str, attr: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """:func:`external_csc` of in-memory edge lists (and ``attr``: their ``[E, D]`` feature
+    rows) into ``stage``: ``(indptr, indices, weights, edge features)``."""
+    an = None if attr is None else attr.numpy()
+    spec = None if an is None else (an.shape[1], an.dtype)
+    chunk = edge_rows(budget, attr_row_bytes(spec))
 
     def edges() -> Iterator[Chunk]:
         s, d = src.numpy(), dst.numpy()
         wn = None if w is None else w.numpy()
         for a in range(0, s.size, chunk):
-            yield s[a:a + chunk], d[a:a + chunk], None if wn is None else wn[a:a + chunk], None
-    indptr, indices, wts, _ = stage_csc(stage, edges, num_nodes, symmetrize, self_loops, dedupe,
-                                        budget, index_dtype, w is not None, 1, what)
-    return indptr, indices, wts
+            yield (s[a:a + chunk], d[a:a + chunk], None if wn is None else wn[a:a + chunk],
+                   None, None if an is None else an[a:a + chunk])
+    indptr, out = stage_csc(stage, edges, num_nodes, symmetrize, self_loops, dedupe, budget,
+                            index_dtype, w is not None, 1, what, spec)
+    return indptr, out["indices"], out.get("edge_weight"), out.get("edge_attr")
 
 
 def stage_csc(stage: Stage, edges: Callable[[], Iterator[Chunk]], num_nodes: int,
               symmetrize: bool, self_loops: str, dedupe: bool, budget: int,
-              index_dtype: torch.dtype, weighted: bool, num_types: int, what: str
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """:func:`external_csc` into ``stage``: ``(indptr, indices, weights, edge types)``, its
-    per-edge files recorded in the stage as the arrays they hold."""
-    indptr, indices, wts, types, files = external_csc(
+              index_dtype: torch.dtype, weighted: bool, num_types: int, what: str,
+              attr: AttrSpec = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """:func:`external_csc` into ``stage``: ``(indptr, per-edge arrays by name)``, their files
+    recorded in the stage as the arrays they hold."""
+    indptr, out, files = external_csc(
         edges, num_nodes, symmetrize, self_loops, dedupe, budget, stage.folder, index_dtype,
-        weighted, num_types, what)
-    for name, tensor in (("indices", indices), ("edge_weight", wts), ("type_per_edge", types)):
-        if name in files:
-            stage.files[name] = (files[name].file, files[name].digest)
-            stage._address[name] = tensor.data_ptr()
-    return indptr, indices, wts, types
+        weighted, num_types, what, attr)
+    for name, tensor in out.items():
+        stage.files[name] = (files[name].file, files[name].digest)
+        stage._address[name] = tensor.data_ptr()
+    return indptr, out
 
 
 # ---- edge lists read in chunks -------------------------------------------------------------
@@ -654,6 +758,39 @@ class EdgeSource:
         for s, d in self.chunks(CHUNK_BYTES // 64):
             out[0, a:a + s.size], out[1, a:a + s.size] = s, d
             a += s.size
+        return torch.from_numpy(out)
+
+
+class RowSource:
+    """The rows of an ``[E, D]`` (or ``[E]``) ``.npz`` member (edge features), read in order a
+    chunk at a time and converted to ``dtype``, never whole: the out-of-core CSC build moves
+    each row with its edge (:func:`external_csc`); :meth:`whole` reads it into memory for the
+    in-memory build."""
+
+    def __init__(self, path: Path, info: zipfile.ZipInfo, what: str,
+                 dtype: np.dtype | type = np.float32) -> None:
+        with zipfile.ZipFile(path) as zf, zf.open(info) as f:
+            shape, fortran, stored = _npy_header(f)
+        if len(shape) not in (1, 2) or (fortran and len(shape) == 2 and shape[1] > 1):
+            raise ValueError(f"{what} must be a C-order [E, D] or [E] array, got "
+                             f"{tuple(shape)}")
+        self.path, self.info, self.what, self.dtype = Path(path), info, what, np.dtype(dtype)
+        self.shape = (shape[0], shape[1] if len(shape) == 2 else 1)
+        self._row_bytes = max(1, self.shape[1] * stored.itemsize)
+
+    def chunks(self, rows: int) -> Iterator[np.ndarray]:
+        """``[k, D]`` row chunks in order, ``rows`` at a time (fewer only in the last)."""
+        with zipfile.ZipFile(self.path) as zf:
+            for block in member_chunks(zf, self.info, chunk_bytes=rows * self._row_bytes):
+                yield np.asarray(block.reshape(len(block), -1), dtype=self.dtype)
+
+    def whole(self) -> torch.Tensor:
+        """Every row, in memory, ``[E, D]``."""
+        out = np.empty(self.shape, dtype=self.dtype)
+        a = 0
+        for block in self.chunks(max(1, CHUNK_BYTES // max(1, self.shape[1] * 8))):
+            out[a:a + len(block)] = block
+            a += len(block)
         return torch.from_numpy(out)
 
 

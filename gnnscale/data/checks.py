@@ -17,13 +17,15 @@ import warnings
 import torch
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.data.pages import release
 from gnnscale.errors import ConfigError
 
 SPLITS = ("train", "val", "test")
 
 
-#: bytes of features checked at a time (no temporary of the whole matrix's size)
-CHECK_CHUNK_BYTES = 32 << 20
+#: bytes of features checked at a time (no temporary of the whole matrix's size; the
+#: check's temporaries take about twice a chunk)
+CHECK_CHUNK_BYTES = 8 << 20
 
 
 def check_features(x: torch.Tensor | None, where: str, what: str = "x") -> None:
@@ -31,7 +33,7 @@ def check_features(x: torch.Tensor | None, where: str, what: str = "x") -> None:
     time)."""
     if x is None or not x.is_floating_point():
         return
-    from gnnscale.data.bounded import FINITE
+    from gnnscale.data.bounded import FINITE, trim
 
     if FINITE.get(id(x)) is x:  # streamed to disk and checked chunk by chunk as it was
         return
@@ -41,11 +43,14 @@ def check_features(x: torch.Tensor | None, where: str, what: str = "x") -> None:
     first = None
     for a in range(0, x.shape[0] if x.dim() else 1, step):
         bad = ~torch.isfinite(x[a:a + step] if x.dim() else x)
+        release(x, a, a + step)  # a mapped file's pages given back once read
         if not bool(bad.any()):
             continue
         per_row = bad.any(dim=1) if bad.dim() == 2 else bad
         values, rows = values + int(bad.sum()), rows + int(per_row.sum())
         first = a + int(per_row.nonzero()[0]) if first is None else first
+    bad = None
+    trim()  # the chunks' temporaries, kept by the allocator otherwise
     if first is not None:
         raise ConfigError(f"{where}: {what} holds {values} NaN/Inf values in "
                           f"{rows} rows (first: row {first}); replace them, e.g. "
@@ -57,10 +62,16 @@ def check_edge_weight(w: torch.Tensor | None, where: str) -> None:
     them (NaN and negative ones fail only when sampling, +inf silently takes every draw)."""
     if w is None or not w.is_floating_point():
         return
-    bad = ~torch.isfinite(w) | (w < 0)
-    if bool(bad.any()):
-        first = int(bad.nonzero()[0])
-        raise ConfigError(f"{where}: edge_weight holds {int(bad.sum())} values that are NaN, "
+    count, first = 0, None
+    for a in range(0, w.numel(), CHECK_CHUNK_BYTES // 4):  # a chunk at a time
+        part = w[a:a + CHECK_CHUNK_BYTES // 4]
+        bad = ~torch.isfinite(part) | (part < 0)
+        release(w, a, a + part.numel())
+        if bool(bad.any()):
+            count += int(bad.sum())
+            first = a + int(bad.nonzero()[0]) if first is None else first
+    if first is not None:
+        raise ConfigError(f"{where}: edge_weight holds {count} values that are NaN, "
                           f"infinite or negative (first: edge {first}, {float(w[first])}); "
                           "edge weights must be finite and >= 0")
 

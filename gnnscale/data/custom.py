@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from gnnscale.data.base import Dataset
-from gnnscale.data.bounded import EdgeSource, Stage, member_chunks
+from gnnscale.data.bounded import EdgeSource, RowSource, Stage, member_chunks
 from gnnscale.data.checks import check_num_classes, check_task
 from gnnscale.data.convert import (
     DatasetNotFoundError,
@@ -128,7 +128,8 @@ def read_npz(path: Path, max_member_bytes: int = 64 << 30, stage: Stage | None =
     try:
         with zipfile.ZipFile(path) as zf:
             members = scan_npz(zf, path, max_member_bytes, CEILING_KEY, KNOWN)
-            streamed = {"x", "edge_index"} & set(members) if stage is not None else set()
+            streamed = {"x", "edge_index", "edge_attr"} & set(members) if stage is not None \
+                else set()
             total = sum(m.nbytes for n, m in members.items() if n not in streamed)
             budget = memory_budget()
             if total > budget:
@@ -150,6 +151,8 @@ def read_npz(path: Path, max_member_bytes: int = 64 << 30, stage: Stage | None =
             if "edge_index" in streamed:  # read in chunks by the CSC build, never whole
                 out["edge_index"] = EdgeSource.member(path, members["edge_index"].info,
                                                       "edge_index")
+            if "edge_attr" in streamed:  # rows moved with their edges, a chunk at a time
+                out["edge_attr"] = RowSource(path, members["edge_attr"].info, "edge_attr")
             if "x" in streamed:
                 x = members["x"]
                 rows, cols = x.shape[0], math.prod(x.shape[1:])
@@ -396,7 +399,8 @@ def graph_from_arrays(arrays: dict, path: Path, symmetrize: bool, train_ratio: f
     try:
         return GraphStore.from_edge_index(
             ei, num_nodes, symmetrize=symmetrize, edge_weight=arrays.get("edge_weight"),
-            edge_attr=None if arrays.get("edge_attr") is None else
+            edge_attr=None if arrays.get("edge_attr") is None else arrays["edge_attr"]
+            if isinstance(arrays["edge_attr"], RowSource) else
             _tensor(arrays["edge_attr"], "edge_attr", path).float(),
             x=x, y=y, train_idx=split["train"], val_idx=split["val"], test_idx=split["test"],
             num_classes=num_classes, name=path.stem, links=links, stage=stage,

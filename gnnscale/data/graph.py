@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from gnnscale.data.pages import release
+
 SELF_LOOP_MODES = ("keep", "remove", "add")
 #: Link-prediction split edges a graph may carry (``GraphStore.links``), each ``[2, E]`` int64.
 LINK_ARRAYS = ("train_pos", "val_pos", "val_neg", "test_pos", "test_neg")
@@ -85,10 +87,25 @@ def check_ids(ids: torch.Tensor | None, num_nodes: int, what: str) -> None:
 def _check_range(ids: torch.Tensor, num_nodes: int, subject: str) -> None:
     """Every id in ``[0, num_nodes)``, else a ValueError: ``<subject> ids in [lo, hi] ...``."""
     if ids.numel():
-        lo, hi = torch.aminmax(ids)
+        if ids.dim() == 1 and ids.numel() > CHECK_EDGES:  # a chunk at a time, pages given back
+            lo, hi = _chunked_aminmax(ids)
+        else:
+            lo, hi = torch.aminmax(ids)
         if int(lo) < 0 or int(hi) >= num_nodes:
             raise ValueError(f"{subject} ids in [{int(lo)}, {int(hi)}] but there are "
                              f"{num_nodes} nodes")
+
+
+def _chunked_aminmax(a: torch.Tensor) -> tuple[int, int]:
+    """``(min, max)`` of a 1-D tensor read :data:`CHECK_EDGES` values at a time, the pages of
+    each chunk of a mapped file given back once read (:func:`gnnscale.data.pages.release`)."""
+    lo = hi = None
+    for c in range(0, a.numel(), CHECK_EDGES):
+        m, x = torch.aminmax(a[c:c + CHECK_EDGES])
+        lo = int(m) if lo is None else min(lo, int(m))
+        hi = int(x) if hi is None else max(hi, int(x))
+        release(a, c, c + CHECK_EDGES)
+    return lo, hi
 
 
 def check_link_edges(edges: torch.Tensor, num_nodes: int, name: str) -> None:
@@ -242,9 +259,9 @@ class GraphStore:
         dst_t = torch.tensor([tix[et[2]] for et in self.edge_types])
         indptr, tpe = self.indptr, self.type_per_edge
         if tpe is not None:
-            lo, hi = torch.aminmax(tpe) if tpe.numel() else (torch.tensor(0), torch.tensor(0))
-            if int(lo) < 0 or int(hi) >= k:
-                raise ValueError(f"type_per_edge holds [{int(lo)}, {int(hi)}] but there are "
+            lo, hi = _chunked_aminmax(tpe) if tpe.numel() else (0, 0)
+            if lo < 0 or hi >= k:
+                raise ValueError(f"type_per_edge holds [{lo}, {hi}] but there are "
                                  f"{k} edge types")
         step = CHECK_EDGES  # a chunk of edges at a time: no per-edge array of the graph's size
         for d, t in enumerate(self.node_types):  # the in-edges of type t's nodes: one slice
@@ -252,6 +269,7 @@ class GraphStore:
             for c in range(a, b, step):
                 types = torch.zeros(min(step, b - c), dtype=torch.long) if tpe is None else \
                     tpe[c:min(b, c + step)].long()
+                release(tpe, c, min(b, c + step))
                 wrong = dst_t[types] != d
                 if bool(wrong.any()):
                     et = self.edge_types[int(types[wrong][0])]
@@ -260,8 +278,10 @@ class GraphStore:
         for c in range(0, self.num_edges, step):
             c1 = min(self.num_edges, c + step)
             types = torch.zeros(c1 - c, dtype=torch.long) if tpe is None else tpe[c:c1].long()
-            src = self.indices[c:c1].long()
+            src = self.indices[c:c1].long()  # int64 indices: a view of the mapped file
             bad = (src < off[src_t][types]) | (src >= off[src_t + 1][types])
+            release(tpe, c, c1)  # this chunk's pages given back once read
+            release(self.indices, c, c1)
             if bool(bad.any()):
                 break
         else:
@@ -274,18 +294,22 @@ class GraphStore:
             raise ValueError(f"edge {e} of type {et} starts at node {s} of type {st!r}; edges "
                              f"of that type start at {et[0]!r} nodes (global ids "
                              f"[{int(off[tix[et[0]]])}, {int(off[tix[et[0]] + 1])}))")
-        if tpe is not None and self.num_edges > 1:
-            down = (tpe[1:] < tpe[:-1]).nonzero().reshape(-1) + 1
-            if down.numel():
-                starts = torch.zeros(self.num_edges + 1, dtype=torch.bool)
-                starts[indptr] = True
-                unsorted = down[~starts[down]]
-                if unsorted.numel():
-                    e = int(unsorted[0])
-                    v = int(torch.searchsorted(indptr, torch.tensor(e), right=True)) - 1
-                    raise ValueError(f"the in-edges of node {v} are not grouped by edge type "
-                                     f"(edge {e}): within each destination they are sorted by "
-                                     "(edge type, source)")
+        for c in range(1, self.num_edges if tpe is not None else 0, step):
+            c1 = min(self.num_edges, c + step)  # edges [c, c1) against the ones before them
+            down = (tpe[c:c1] < tpe[c - 1:c1 - 1]).nonzero().reshape(-1) + c
+            release(tpe, c - 1, c1 - 1)
+            if not down.numel():
+                continue
+            # a type may fall only where a destination's in-edges start
+            at = torch.searchsorted(indptr, down)
+            starts = (at < indptr.numel()) & (indptr[at.clamp(max=indptr.numel() - 1)] == down)
+            unsorted = down[~starts]
+            if unsorted.numel():
+                e = int(unsorted[0])
+                v = int(torch.searchsorted(indptr, torch.tensor(e), right=True)) - 1
+                raise ValueError(f"the in-edges of node {v} are not grouped by edge type "
+                                 f"(edge {e}): within each destination they are sorted by "
+                                 "(edge type, source)")
 
     def _check_type_features(self) -> None:
         if not self.type_features:
@@ -397,6 +421,7 @@ class GraphStore:
         for c in range(0, self.num_edges, CHECK_EDGES):  # no int64 copy of every edge's type
             counts += torch.bincount(self.type_per_edge[c:c + CHECK_EDGES].long(),
                                      minlength=len(self.edge_types))
+            release(self.type_per_edge, c, c + CHECK_EDGES)
         return counts.tolist()
 
     # ---- ids ---------------------------------------------------------------------------------
@@ -586,7 +611,8 @@ class GraphStore:
         :class:`gnnscale.data.bounded.Stage` while it is processed; with a memory budget (or
         a large graph) the CSC is then built out of core into it, bit-identical.
         ``edge_index`` may be a :class:`gnnscale.data.bounded.EdgeSource` (edges on disk): the
-        out-of-core build then reads it in chunks, never whole.
+        out-of-core build then reads it in chunks, never whole; ``edge_attr`` likewise a
+        :class:`gnnscale.data.bounded.RowSource` (rows moved with their edges).
         """
         if _is_source(edge_index):
             built = cls._from_source(edge_index, num_nodes, symmetrize, self_loops, dedupe,
@@ -613,19 +639,20 @@ class GraphStore:
         w = None if edge_weight is None else torch.as_tensor(edge_weight).float().reshape(-1)
         if w is not None and w.numel() != ei.shape[1]:
             raise ValueError("edge_weight must have one entry per edge")
-        a = None if edge_attr is None else _edge_rows(edge_attr, ei.shape[1], "edge_attr")
+        a = None if edge_attr is None else \
+            _whole_rows(_edge_rows(edge_attr, ei.shape[1], "edge_attr"))
         src, dst = ei[0], ei[1]
-        if stage is not None and a is None:
+        if stage is not None:
             from gnnscale.data import bounded
 
             raw = ei.shape[1] * (2 if symmetrize else 1) + (num_nodes if self_loops == "add"
                                                              else 0)
             budget = bounded.budget_for(stage, raw)
             if budget is not None:
-                indptr, indices, w = bounded.staged_csc(
+                indptr, indices, w, a = bounded.staged_csc(
                     stage, src, dst, w, num_nodes, symmetrize, self_loops, dedupe, budget,
-                    index_dtype, fields.get("name", "graph"))
-                return cls(indptr=indptr, indices=indices, edge_weight=w, **fields)
+                    index_dtype, fields.get("name", "graph"), a)
+                return cls(indptr=indptr, indices=indices, edge_weight=w, edge_attr=a, **fields)
         if symmetrize:
             src, dst = torch.cat([src, dst]), torch.cat([dst, src])
             w = None if w is None else torch.cat([w, w])
@@ -652,8 +679,9 @@ class GraphStore:
     def _from_source(cls, source, num_nodes: int | None, symmetrize: bool, self_loops: str,
                      dedupe: bool, edge_weight, edge_attr, index_dtype: torch.dtype, stage,
                      fields: dict) -> GraphStore | None:
-        """:meth:`from_edge_index` of an edge source read in chunks into ``stage`` (None when
-        the in-memory build applies: no stage, no budget, or edge features to move)."""
+        """:meth:`from_edge_index` of an edge source read in chunks into ``stage``, edge
+        features moved with their edges (None when the in-memory build applies: no stage or
+        no budget)."""
         from gnnscale.data import bounded
 
         if self_loops not in SELF_LOOP_MODES:
@@ -663,8 +691,7 @@ class GraphStore:
         if num_nodes is None:
             num_nodes = max(span[1], span[3]) + 1 if span else 0
         raw = e * (2 if symmetrize else 1) + (num_nodes if self_loops == "add" else 0)
-        budget = None if stage is None or edge_attr is not None else \
-            bounded.budget_for(stage, raw)
+        budget = None if stage is None else bounded.budget_for(stage, raw)
         if budget is None:
             return None
         for name in ("x", "y"):
@@ -679,17 +706,22 @@ class GraphStore:
         w = None if edge_weight is None else torch.as_tensor(edge_weight).float().reshape(-1)
         if w is not None and w.numel() != e:
             raise ValueError("edge_weight must have one entry per edge")
-        rows = bounded.edge_rows(budget)
+        attr = None if edge_attr is None else _edge_rows(edge_attr, e, "edge_attr")
+        spec = None if attr is None else _attr_spec(attr)
+        rows = bounded.edge_rows(budget, bounded.attr_row_bytes(spec))
 
         def edges():
             a = 0
+            rows_of = _row_chunks(attr, rows) if attr is not None else None
             for s, d in source.chunks(rows):
-                yield s, d, None if w is None else w[a:a + s.size].numpy(), None
+                yield (s, d, None if w is None else w[a:a + s.size].numpy(), None,
+                       None if rows_of is None else _next_rows(rows_of, s.size))
                 a += s.size
-        indptr, indices, w, _ = bounded.stage_csc(
+        indptr, out = bounded.stage_csc(
             stage, edges, num_nodes, symmetrize, self_loops, dedupe, budget, index_dtype,
-            w is not None, 1, fields.get("name", "graph"))
-        return cls(indptr=indptr, indices=indices, edge_weight=w, **fields)
+            w is not None, 1, fields.get("name", "graph"), spec)
+        return cls(indptr=indptr, indices=out["indices"], edge_weight=out.get("edge_weight"),
+                   edge_attr=out.get("edge_attr"), **fields)
 
     @classmethod
     def from_typed(
@@ -726,10 +758,12 @@ class GraphStore:
         ``(dst, "rev_" + relation, src)`` for every edge type (after all given types, with the
         same weights and edge features); ``dedupe`` keeps one copy of an edge repeated within
         its type (the first one's weight and features win). An edge list may be a
-        :class:`gnnscale.data.bounded.EdgeSource`; with a ``stage`` (a dataset being
+        :class:`gnnscale.data.bounded.EdgeSource` and edge features a
+        :class:`gnnscale.data.bounded.RowSource`; with a ``stage`` (a dataset being
         processed) the fused CSC is then built out of core from the chunks of every type
-        (:meth:`from_edge_index`'s rule), bit-identical. ``x`` (in ``fields``): every type's
-        features already as one matrix (streamed to disk), instead of ``features``.
+        (:meth:`from_edge_index`'s rule), edge features moved with their edges,
+        bit-identical. ``x`` (in ``fields``): every type's features already as one matrix
+        (streamed to disk), instead of ``features``.
         """
         x_whole = fields.pop("x", None)
         node_types = tuple(num_nodes)
@@ -776,10 +810,10 @@ class GraphStore:
         streamed = _typed_source_csc(parts, edge_types, ws, ats, start, n, dedupe,
                                      index_dtype, stage, fields.get("name", "graph"))
         if streamed is not None:
-            indptr, indices, w, et_id = streamed
-            one_attr, type_attr = None, {}
+            indptr, indices, w, et_id, one_attr, type_attr = streamed
         else:
             parts = [_edge_array(p.whole(), "edges") if _is_source(p) else p for p in parts]
+            ats = [_whole_rows(a) for a in ats]
             src = torch.cat([p[0] + start[et[0]] for et, p in zip(edge_types, parts)])
             dst = torch.cat([p[1] + start[et[2]] for et, p in zip(edge_types, parts)])
             et_id = torch.repeat_interleave(torch.arange(len(edge_types)),
@@ -857,8 +891,49 @@ def _is_source(edges) -> bool:
     return hasattr(edges, "span") and hasattr(edges, "chunks")
 
 
+def _is_rows(attr) -> bool:
+    """Whether ``attr`` is a :class:`gnnscale.data.bounded.RowSource` (rows read in chunks)."""
+    return not torch.is_tensor(attr) and hasattr(attr, "chunks") and hasattr(attr, "whole")
+
+
+def _whole_rows(attr):
+    """``attr`` in memory (a row source read whole; anything else as it is)."""
+    return attr.whole() if _is_rows(attr) else attr
+
+
+def _attr_spec(attr) -> tuple[int, np.dtype]:
+    """``(width, numpy dtype)`` of edge feature rows (a tensor or a row source)."""
+    if _is_rows(attr):
+        return int(attr.shape[1]), attr.dtype
+    return int(attr.shape[1]), torch.empty(0, dtype=attr.dtype).numpy().dtype
+
+
+def _row_chunks(attr, rows: int):
+    """The ``[k, D]`` chunks of edge feature rows, ``rows`` at a time, in order."""
+    if _is_rows(attr):
+        yield from attr.chunks(rows)
+        return
+    a = attr.numpy()
+    for b in range(0, a.shape[0], rows):
+        yield a[b:b + rows]
+
+
+def _next_rows(chunks, count: int) -> np.ndarray:
+    """The next chunk of feature rows, which must hold ``count`` rows (one per edge)."""
+    block = next(chunks, None)
+    if block is None or len(block) != count:
+        raise ValueError(f"edge features end before their edges ({count} rows expected)")
+    return block
+
+
 def _edge_rows(attr: torch.Tensor | np.ndarray, edges: int, what: str) -> torch.Tensor:
-    """Edge features ``[E, D]`` (``[E]``: one column), one row per edge of their list."""
+    """Edge features ``[E, D]`` (``[E]``: one column), one row per edge of their list (a
+    :class:`gnnscale.data.bounded.RowSource` checked by its shape and kept as it is)."""
+    if _is_rows(attr):
+        if attr.shape[0] != edges:
+            raise ValueError(f"{what} has shape {tuple(attr.shape)}: {edges} rows expected, "
+                             "one per edge of that type")
+        return attr
     a = torch.as_tensor(np.asarray(attr) if not torch.is_tensor(attr) else attr)
     a = a.reshape(-1, 1) if a.dim() == 1 else a
     if a.dim() != 2 or a.shape[0] != edges:
@@ -917,34 +992,42 @@ class _Flipped:
 def _typed_source_csc(parts: list, edge_types: tuple[EdgeType, ...],
                       ws: list[torch.Tensor | None], ats: list, start: dict[str, int], n: int,
                       dedupe: bool, index_dtype: torch.dtype, stage, what: str):
-    """The fused CSC of typed parts built out of core into ``stage`` from their chunks
-    (``(indptr, indices, weights, edge types)``), or None for the in-memory build: no stage,
-    no edge source among the parts, no budget, or edge features to move."""
-    if stage is None or not any(_is_source(p) for p in parts) or any(a is not None for a in ats):
+    """The fused CSC of typed parts built out of core into ``stage`` from their chunks, edge
+    features moved with their edges (``(indptr, indices, weights, edge types, edge_attr,
+    type_edge_attr)`` as :func:`_typed_edge_attr` arranges them), or None for the in-memory
+    build: no stage, no edge source among the parts, or no budget."""
+    if stage is None or not any(_is_source(p) for p in parts):
         return None
     from gnnscale.data import bounded
 
     budget = bounded.budget_for(stage, sum(int(p.shape[1]) for p in parts))
     if budget is None:
         return None
-    rows = bounded.edge_rows(budget)
+    specs = {k: _attr_spec(a) for k, a in enumerate(ats) if a is not None}
+    one = len(specs) == len(ats) and len(set(specs.values())) == 1
+    spec = None if not specs else next(iter(specs.values())) if one else specs
+    rows = bounded.edge_rows(budget, bounded.attr_row_bytes(spec))
     weighted = any(v is not None for v in ws)
 
     def edges():
-        for k, (et, p, v) in enumerate(zip(edge_types, parts, ws)):
+        for k, (et, p, v, at) in enumerate(zip(edge_types, parts, ws, ats)):
             a = 0
             chunks = p.chunks(rows) if _is_source(p) else (
                 (p[0, b:b + rows].numpy(), p[1, b:b + rows].numpy())
                 for b in range(0, p.shape[1], rows))
+            rows_of = None if at is None else _row_chunks(at, rows)
             for s, d in chunks:
                 w = None if not weighted else np.ones(s.size, np.float32) if v is None else \
                     v[a:a + s.size].numpy()
                 a += s.size
-                yield s + start[et[0]], d + start[et[2]], w, np.full(s.size, k, np.int64)
-    indptr, indices, w, types = bounded.stage_csc(stage, edges, n, False, "keep", dedupe,
-                                                  budget, index_dtype, weighted,
-                                                  len(edge_types), what)
-    return indptr, indices, w, types
+                yield (s + start[et[0]], d + start[et[2]], w, np.full(s.size, k, np.int64),
+                       None if rows_of is None else _next_rows(rows_of, s.size))
+    indptr, out = bounded.stage_csc(stage, edges, n, False, "keep", dedupe, budget,
+                                    index_dtype, weighted, len(edge_types), what, spec)
+    type_attr = {edge_types[k]: out[f"edge_attr__{k}"] for k in specs} if specs and not one \
+        else {}
+    return (indptr, out["indices"], out.get("edge_weight"), out.get("type_per_edge"),
+            out.get("edge_attr"), type_attr)
 
 
 def _local_edges(edges, et: EdgeType, count: dict[str, int]):

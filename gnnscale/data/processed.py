@@ -60,6 +60,7 @@ import numpy as np
 import torch
 
 from gnnscale.data import graph as _graph
+from gnnscale.data import pages
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.metadata import (
     ARRAYS,
@@ -447,6 +448,18 @@ def load(path: str | os.PathLike, mmap: bool = True, verify: bool | None = None)
                 {n for n in arrays if f"{n}.npy" in todo})
         write_stamp(path, names)
     tensors = {k: torch.from_numpy(a) for k, a in arrays.items() if not is_side(k)}
+    # the checks below read the mapped arrays a chunk at a time and give each chunk's pages
+    # back (nothing has written them yet): RSS stays at the working set, not the files
+    scope = pages.releasing([(t, arrays[k]) for k, t in tensors.items()])
+    with scope:
+        graph = _built(path, meta, tensors)
+    graph.meta["checksum"] = meta["checksum"]
+    graph.meta["processed_dir"] = str(path.resolve())  # sampler workers map the same files
+    return graph
+
+
+def _built(path: Path, meta: dict, tensors: dict[str, torch.Tensor]) -> GraphStore:
+    """The graph of a processed folder's mapped arrays, checked against meta.json."""
     types = meta.get("types")
     typed = {} if types is None else {
         "node_types": tuple(types["node_types"]),
@@ -469,8 +482,6 @@ def load(path: str | os.PathLike, mmap: bool = True, verify: bool | None = None)
         raise ProcessedDataError(path / "meta.json", path, "field types.num_nodes or "
                                  "types.num_edges disagrees with node_type_offset or "
                                  "type_per_edge")
-    graph.meta["checksum"] = meta["checksum"]
-    graph.meta["processed_dir"] = str(path.resolve())  # sampler workers map the same files
     return graph
 
 

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnnscale.data.bounded import EdgeSource, Stage, member_chunks
+from gnnscale.data.bounded import EdgeSource, RowSource, Stage, member_chunks
 from gnnscale.data.convert import (
     memory_budget,
     ratio_split,
@@ -136,12 +136,12 @@ def read_typed_npz(path: Path, max_member_bytes: int, stage: Stage | None = None
         with zipfile.ZipFile(path) as zf:
             members = scan_npz(zf, path, max_member_bytes, "dataset.max_member_gb")
             streamed = {n for n in members if stage is not None
-                        and n.split(SEP, 1)[0] in ("edge_index", "x")}
+                        and n.split(SEP, 1)[0] in ("edge_index", "x", "edge_attr")}
             total = sum(m.nbytes for n, m in members.items() if n not in streamed)
             if total > memory_budget():
                 raise ConfigError(f"{path}: its arrays declare {size_text(total)}, more than "
                                   "half this host's memory")
-            arrays = {name: EdgeSource.member(path, m.info, name) if name in streamed
+            arrays = {name: _streamed(path, m, name) if name in streamed
                       else read_member(zf, m, path) for name, m in members.items()
                       if not (name in streamed and name.startswith("x"))}  # members' order
             parts = parts_from_npz(arrays, path)
@@ -152,6 +152,16 @@ def read_typed_npz(path: Path, max_member_bytes: int, stage: Stage | None = None
         raise ConfigError(f"{path}: not a readable .npz file ({type(err).__name__}: {err})"
                           ) from err
     return parts
+
+
+def _streamed(path: Path, member, name: str) -> EdgeSource | RowSource:
+    """An edge list or edge features left on disk, read in chunks by the CSC build."""
+    if name.startswith(f"edge_attr{SEP}"):
+        try:
+            return RowSource(path, member.info, name)
+        except ValueError as err:
+            raise ConfigError(f"{path}: {err}") from None
+    return EdgeSource.member(path, member.info, name)
 
 
 def _stream_features(zf: zipfile.ZipFile, members: dict, parts: dict, stage: Stage,
@@ -320,11 +330,12 @@ def graph_from_parts(parts: dict, path: Path, symmetrize: bool, train_ratio: flo
         for key, store in (("edge_attr", attrs), ("edge_weight", weights)):
             if arr.get(key) is None:
                 continue
-            a = _tensor(arr[key], f"{key}{SEP}{name}", path)
+            a = arr[key] if isinstance(arr[key], RowSource) else \
+                _tensor(arr[key], f"{key}{SEP}{name}", path)
             if a.shape[0] != e or (key == "edge_weight" and a.numel() != e):
                 raise ConfigError(f"{path}: {key}{SEP}{name} has {a.shape[0]} rows for the "
                                   f"{e} edges of {et}: one per edge")
-            store[et] = a.float()
+            store[et] = a if isinstance(a, RowSource) else a.float()
     num_classes = parts.get("num_classes")
     try:
         whole = {"x": parts["x"]} if "x" in parts else {}
