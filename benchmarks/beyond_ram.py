@@ -424,9 +424,11 @@ def _peaks(w: dict) -> dict:
 # ---- the suite -------------------------------------------------------------------------------
 
 def run(quick: bool = False, scale: float | None = None, root: str | None = None,
-        keep: bool = False) -> dict:
+        keep: bool = False, resume: dict | None = None) -> dict:
     """Every phase at ``scale`` (default: 1, or :data:`QUICK_SCALE` with ``quick``) under
-    ``root`` (default: a folder in the run's temp dir), removed afterwards unless ``keep``."""
+    ``root`` (default: a folder in the run's temp dir), removed afterwards unless ``keep``.
+    ``resume``: the ``results`` of an earlier run of the same scale and root (kept): its
+    phases are taken as they are and the graph on disk reused; the others run."""
     import tempfile
 
     scale = float(scale if scale is not None else QUICK_SCALE if quick else 1.0)
@@ -434,16 +436,19 @@ def run(quick: bool = False, scale: float | None = None, root: str | None = None
     work = base / f"beyond_ram-{scale:g}"
     ds = dataset_overrides(scale)
     mem = _meminfo()["MemTotal"]
-    results: dict = {}
+    results: dict = {k: v for k, v in (resume or {}).items() if k != "train"}
     t0 = time.perf_counter()
     try:
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
-        results["process"] = run_process(work, ds)
-        _log(f"process: {results['process']['time_s']:.0f}s")
-        results["partition"] = run_partition(results["process"]["processed_dir"],
-                                             work / "ldg_book.npy")
-        _log(f"partition: {results['partition']['phase_wall_s']:.0f}s")
+        if "process" not in results:
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            results["process"] = run_process(work, ds)
+            _log(f"process: {results['process']['time_s']:.0f}s")
+        if "partition" not in results:
+            results["partition"] = run_partition(results["process"]["processed_dir"],
+                                                 work / "ldg_book.npy")
+            _log(f"partition: {results['partition']['phase_wall_s']:.0f}s")
+        shutil.rmtree(work / "run", ignore_errors=True)
         results["train"] = run_train(work, ds, FULL["steps"],
                                      Path(results["process"]["processed_dir"]) / "x.npy")
         _log(f"train: {results['train']['wall_s']:.0f}s")
@@ -482,11 +487,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", type=float, default=1.0, help="graph size (1: the full graph)")
     p.add_argument("--root", default=None, help="folder for the graph (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the graph afterwards")
+    p.add_argument("--resume", default=None,
+                   help="JSON of an earlier run's results (same scale, --root, --keep): its "
+                        "process and partition phases are reused, training runs again")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     run_temp_dir()
+    resume = None
+    if args.resume:
+        resume = json.loads(Path(args.resume).read_text())
+        resume = resume.get("results", resume)
     report = {"suite": "beyond_ram", "quick": args.scale < 1,
-              **run(scale=args.scale, root=args.root, keep=args.keep), "env": benchmarks.env()}
+              **run(scale=args.scale, root=args.root, keep=args.keep, resume=resume),
+              "env": benchmarks.env()}
+    if resume:
+        report["resumed_phases"] = sorted(k for k in resume if k != "train")
     show(report)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,9 @@ from the host, so ``bytes_host_to_rank == misses * row_bytes`` and
 ``bytes_rank_to_rank == remote_hits * row_bytes`` (counted by the receiving rank). Callers pass
 unique ids (a mini-batch's ``input_nodes`` are unique); a repeated id is counted and moved again.
 
+The host tier is marked as read at random (:func:`advise_random`): a table memory-mapped from
+a processed copy larger than memory is then read from disk a page per missing row.
+
 On CUDA the device tier lives in GPU memory and host misses are gathered into pinned staging
 memory and copied without blocking; on CPU the device tier is a rank-local contiguous copy.
 
@@ -29,6 +32,9 @@ epoch's gathers asked for: the embedding rows the epoch updates) and per-type
 
 from __future__ import annotations
 
+import ctypes
+import mmap
+import sys
 from typing import Any
 
 import torch
@@ -55,6 +61,34 @@ def _host_rows(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return torch.index_select(table, 0, ids)
 
 
+def advise_random(table: torch.Tensor) -> bool:
+    """Tell the kernel that ``table``'s pages are read at random (``madvise(MADV_RANDOM)``):
+    a host table memory-mapped from a processed copy larger than memory is then read a page
+    per missing row, instead of the read-around and readahead windows meant for sequential
+    reads, which read the whole 24.6 GB table to gather 20,000 rows (docs/benchmarks.md, "A
+    graph larger than memory"). No effect on a table in anonymous memory; False where
+    ``madvise`` is not available."""
+    global _LIBC
+    if table.device.type != "cpu" or not table.numel() or not sys.platform.startswith("linux"):
+        return False
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL(None, use_errno=True)
+            _LIBC.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if not _LIBC:
+        return False
+    page = mmap.PAGESIZE
+    start = table.data_ptr() // page * page
+    end = table.data_ptr() + table.numel() * table.element_size()
+    return _LIBC.madvise(start, end - start, _MADV_RANDOM) == 0
+
+
+_LIBC = None
+_MADV_RANDOM = 1  # <sys/mman.h> on Linux
+
+
 class FeatureStore:
     """Serves feature rows of global vertex ids from the local cache, peers or the host."""
 
@@ -66,6 +100,7 @@ class FeatureStore:
             raise ValueError(f"features must be a [N, F] table, got shape "
                              f"{tuple(features.shape)}")
         self.host = features if features.is_contiguous() else features.contiguous()
+        advise_random(self.host)
         self.device = torch.device(device)
         self.rank = topo.rank if topo is not None else 0
         self.world_size = topo.world_size if topo is not None else 1
