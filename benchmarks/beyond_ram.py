@@ -56,7 +56,7 @@ IN_ALL = False
 
 #: the full-size graph (scale 1) and the run's fixed knobs
 FULL = {"num_nodes": 24_000_000, "num_features": 256, "avg_degree": 16.0, "steps": 20,
-        "batch_size": 1024, "fanouts": [10, 10, 10], "memory_budget": "4GiB"}
+        "batch_size": 1024, "fanouts": [10, 10], "memory_budget": "4GiB"}
 PRESET_NODES = 2_449_029  # products_sim's nodes at scale 1
 QUICK_SCALE = 0.002
 
@@ -349,7 +349,8 @@ def run_train(root: Path, ds: dict, steps: int, features: Path | None = None) ->
     run_dir = root / "run"
     fanouts = ",".join(str(f) for f in FULL["fanouts"])
     cmd = [sys.executable, "train.py", "dataset=products_sim", *over, "model=sage",
-           "model.num_layers=3", f"sampler.fanouts=[{fanouts}]", "strategy=data",
+           f"model.num_layers={len(FULL['fanouts'])}", f"sampler.fanouts=[{fanouts}]",
+           "strategy=data",
            f"strategy.batch_size={FULL['batch_size']}", "dist.world_size=2", "epochs=1",
            "eval_every=0", f"eval_batch_size={FULL['batch_size']}", "checkpoint=false",
            "progress=false", f"data_root={root}", f"hydra.run.dir={run_dir}"]
@@ -468,7 +469,8 @@ def run(quick: bool = False, scale: float | None = None, root: str | None = None
               "num_features": results["process"]["num_features"],
               "processed_bytes": processed_bytes, "mem_total_bytes": mem,
               "partitioner": "ldg (natural order, imbalance 1.05), 2 parts",
-              "model": "sage, 3 layers", "strategy": "data, 2 ranks, no feature cache",
+              "model": f"sage, {len(FULL['fanouts'])} layers",
+              "strategy": "data, 2 ranks, no feature cache",
               "total_s": time.perf_counter() - t0}
     return {"config": config, "results": results, "ratios": ratios, "targets": targets}
 
