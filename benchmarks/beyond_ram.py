@@ -25,9 +25,10 @@ touched, ``RssAnon``: its own memory, sampled) and the bytes it read from storag
 * ``train``: ``train.py strategy=data dist.world_size=2 epochs=1`` over the processed copy:
   the features are the memory-mapped ``.npy`` (the feature store's host tier; no cache), so
   every row gathered is read from the file. The split holds ``steps`` global batches of
-  training nodes (one epoch = ``steps`` steps a rank) and one evaluation batch each of
-  validation and test nodes. Disk bytes per step: the ranks' ``read_bytes`` over the epoch's
-  window (located from the epoch line's arrival less the evaluation time), over the steps.
+  training nodes (one epoch = ``steps`` steps a rank); ``eval_every=-1``: no evaluation (the
+  layer-wise inference over every vertex would hold a hidden row per vertex: more than the
+  machine's memory). Disk bytes per step: the ranks' ``read_bytes`` over the epoch's window
+  (located from the epoch line's arrival), over the steps.
 
 The features file's pages are dropped from the page cache before training (``evict``:
 ``POSIX_FADV_DONTNEED``; dropping the whole cache needs root), so the epoch starts cold for
@@ -352,7 +353,7 @@ def run_train(root: Path, ds: dict, steps: int, features: Path | None = None) ->
            f"model.num_layers={len(FULL['fanouts'])}", f"sampler.fanouts=[{fanouts}]",
            "strategy=data",
            f"strategy.batch_size={FULL['batch_size']}", "dist.world_size=2", "epochs=1",
-           "eval_every=0", f"eval_batch_size={FULL['batch_size']}", "checkpoint=false",
+           "eval_every=-1", "checkpoint=false",
            "progress=false", f"data_root={root}", f"hydra.run.dir={run_dir}"]
     evicted = evict(features) if features is not None else False
     cache = _meminfo()
