@@ -156,7 +156,7 @@ def watch(cmd: list[str], env: dict, disk: Path | None = None, period: float = 0
             if not st:
                 continue
             row = procs.setdefault(pid, {"hwm": 0, "anon": 0, "read_bytes": 0,
-                                         "cmd": _cmdline(pid)})
+                                         "cmd": _cmdline(pid), "ppid": st.get("PPid", 0)})
             row["hwm"] = max(row["hwm"], st.get("VmHWM", 0))
             row["anon"] = max(row["anon"], st.get("RssAnon", 0))
             if rb is not None:
@@ -367,8 +367,10 @@ def run_train(root: Path, ds: dict, steps: int, features: Path | None = None) ->
     t_end = epoch_line - float(h.get("eval_time", 0.0))
     t_start = t_end - float(h["epoch_time"])
     read = _window(w["series"], t_start, t_end)
-    ranks = {pid: r for pid, r in w["procs"].items() if "worker" in r["cmd"]
-             or "multiprocessing" in r["cmd"]}
+    # the ranks: the fork server's children (a process's read_bytes also counts its reaped
+    # children's, so the fork server and the launcher count the ranks' reads again at exit)
+    server = {pid for pid, r in w["procs"].items() if "forkserver" in r["cmd"]}
+    ranks = {pid: r for pid, r in w["procs"].items() if r["ppid"] in server}
     rank_steps = float(h["steps"]) / 2  # summed over the two ranks
     row_bytes = 4 * FULL["num_features"]
     out = {
@@ -386,7 +388,7 @@ def run_train(root: Path, ds: dict, steps: int, features: Path | None = None) ->
         "rows_gathered_per_step": float(h.get("misses", 0.0)) / max(rank_steps, 1),
         "row_bytes": row_bytes,
         "disk_bytes_over_row_bytes": read / max(1.0, float(h.get("bytes_host_to_rank", 0))),
-        "disk_read_bytes_whole_run": w["series"][-1][1] if w["series"] else 0,
+        "disk_read_bytes_ranks_whole_run": sum(r["read_bytes"] for r in ranks.values()),
         "features_evicted_at_start": evicted,
         "page_cache_gib_at_start": cache.get("Cached", 0) / 2**30,
         "mem_available_gib_at_start": cache.get("MemAvailable", 0) / 2**30,
