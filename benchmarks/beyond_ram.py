@@ -133,7 +133,7 @@ def _folder_bytes(folder: Path) -> int:
 
 def watch(cmd: list[str], env: dict, disk: Path | None = None, period: float = 0.25) -> dict:
     """Run ``cmd`` under ``nice -n 19``; per process of its tree the peak ``VmHWM``, peak
-    sampled ``RssAnon`` and last ``read_bytes``; the series of the tree's read bytes; its
+    sampled ``RssAnon`` and last ``read_bytes``; the series of every process's read bytes; its
     output lines with their arrival times; the peak bytes under ``disk``."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(["nice", "-n", "19", *cmd], stdout=subprocess.PIPE,
@@ -146,7 +146,7 @@ def watch(cmd: list[str], env: dict, disk: Path | None = None, period: float = 0
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     procs: dict[int, dict] = {}
-    series: list[tuple[float, int]] = []
+    series: list[tuple[float, dict[int, int]]] = []
     disk_peak, last_disk = 0, -10.0
     while True:
         done = proc.poll() is not None
@@ -161,7 +161,7 @@ def watch(cmd: list[str], env: dict, disk: Path | None = None, period: float = 0
             row["anon"] = max(row["anon"], st.get("RssAnon", 0))
             if rb is not None:
                 row["read_bytes"] = rb
-        series.append((now, sum(r["read_bytes"] for r in procs.values())))
+        series.append((now, {pid: r["read_bytes"] for pid, r in procs.items()}))
         if disk is not None and now - last_disk >= 2.0:
             disk_peak, last_disk = max(disk_peak, _folder_bytes(disk)), now
         if done:
@@ -366,11 +366,12 @@ def run_train(root: Path, ds: dict, steps: int, features: Path | None = None) ->
     epoch_line = next(t for t, line in w["lines"] if line.lstrip().startswith("epoch   0"))
     t_end = epoch_line - float(h.get("eval_time", 0.0))
     t_start = t_end - float(h["epoch_time"])
-    read = _window(w["series"], t_start, t_end)
     # the ranks: the fork server's children (a process's read_bytes also counts its reaped
     # children's, so the fork server and the launcher count the ranks' reads again at exit)
     server = {pid for pid, r in w["procs"].items() if "forkserver" in r["cmd"]}
     ranks = {pid: r for pid, r in w["procs"].items() if r["ppid"] in server}
+    read = _window([(t, sum(v for pid, v in snap.items() if pid in ranks))
+                    for t, snap in w["series"]], t_start, t_end)
     rank_steps = float(h["steps"]) / 2  # summed over the two ranks
     row_bytes = 4 * FULL["num_features"]
     out = {
