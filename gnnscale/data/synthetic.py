@@ -23,6 +23,12 @@ the papers' graphs at a trainable size: ``products_like``, ``papers_like``, ``re
 average degree is kept). ``test_ratio`` caps the test split (1: the rest); ``train_region`` < 1
 draws the splits from whole communities holding that share of the nodes first (a clustered
 training set, as papers100M's labelled arXiv papers).
+
+Processed through :class:`SyntheticDataset` the graph is generated into the staging folder
+(:func:`generate_params` with a stage): features in row chunks, and under the memory budget
+(or from :data:`bounded.AUTO_EDGES` edges) the edges deduplicated in key buckets on disk and
+the CSC built out of core, so memory is per node plus the budget whatever the edge count; the
+graph is bit-identical to the in-memory one for any budget.
 """
 
 from __future__ import annotations
