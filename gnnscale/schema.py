@@ -127,7 +127,7 @@ class RootConfig:
     experiment: Any = None
     seed: int = 0
     epochs: int = 3
-    eval_every: int = 1  # 0: evaluate only after the last epoch
+    eval_every: int = 1  # 0: evaluate only after the last epoch; -1: never (training only)
     eval_batch_size: int = 4096
     metric: Metric = Metric.auto
     select: Select = Select.metric  # the epoch reported: best val metric | lowest val loss | last

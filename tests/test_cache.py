@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
 
@@ -263,3 +266,21 @@ def test_presample_counts_split_into_shards_sum_exactly():
         pre.counts(g, shard=(3, 3), **kw)
     with pytest.raises(ValueError, match="one entry per vertex"):
         pre.rank(g, whole[:-1])
+
+
+def test_host_tier_mapped_from_disk_is_read_at_random(tmp_path):
+    """The feature store advises the kernel that its memory-mapped host table is read at
+    random (no read-around: a page per missing row), as the VMA's flags show."""
+    from gnnscale.data.pages import advise_random
+
+    np.save(tmp_path / "x.npy", np.zeros((4096, 8), dtype=np.float32))
+    x = torch.from_numpy(np.load(tmp_path / "x.npy", mmap_mode="c"))
+
+    def flags() -> list[str]:
+        text = Path("/proc/self/smaps").read_text()
+        block = text[text.index(str(tmp_path / "x.npy")):]
+        return next(line for line in block.splitlines() if line.startswith("VmFlags")).split()
+    assert "rr" not in flags()
+    FeatureStore(x, torch.empty(0, dtype=torch.long))
+    assert "rr" in flags()
+    assert not advise_random(torch.empty(0))

@@ -99,6 +99,19 @@ def test_fanouts_must_match_layers(tmp_path):
     assert not (tmp_path / "data").exists()
 
 
+def test_eval_every_minus_one_trains_without_evaluating(tmp_path):
+    """eval_every=-1: training only (no layer-wise inference over the whole graph, even after
+    the last epoch); below -1 is refused by the config alone."""
+    from gnnscale.runner.run import run
+
+    with pytest.raises(ConfigError, match="eval_every must be >= -1"):
+        check_config(make_cfg(tmp_path, *TINY, "eval_every=-2"))
+    res = run(make_cfg(tmp_path, *TINY, "epochs=1", "eval_every=-1", "checkpoint=false"))
+    assert [h["epoch"] for h in res["history"]] == [0]
+    assert not any("val_acc" in h or "eval_time" in h for h in res["history"])
+    assert res["summary"].get("final_val_acc") is None and res["history"][-1]["train_loss"] > 0
+
+
 def test_world_larger_than_training_set(tmp_path):
     cfg = make_cfg(tmp_path, *TINY)
     graph = registry.build(cfg.dataset).load()

@@ -76,6 +76,26 @@ def test_synthetic_is_deterministic_for_a_seed(tiny_graph):
     assert np.array_equal(communities("tiny", seed=0), communities("tiny", seed=0))
 
 
+def test_synthetic_streamed_is_the_same_graph_for_any_chunking(tmp_path):
+    """Generation into a stage (features in row chunks, edges deduplicated in key buckets on
+    disk and the CSC built out of core) gives the in-memory graph, whatever the budget."""
+    from gnnscale.data.bounded import Stage
+    from gnnscale.data.synthetic import _KeyBuckets, generate_params
+
+    p = resolve("small", 0.1)
+    ref = generate("small", 0.1, seed=3)
+    for budget in (520_000, 1 << 21):
+        assert _KeyBuckets(tmp_path / "kb", p.num_nodes, p.num_undirected_edges,
+                           budget).bounds.size > 1  # several buckets at this budget
+        folder = tmp_path / str(budget)
+        folder.mkdir()
+        got = generate_params(p, 3, stage=Stage(folder, "none", budget))
+        for k in ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx"):
+            assert torch.equal(getattr(got, k), getattr(ref, k)), (budget, k)
+        assert mapped_file(got.x.data_ptr()) is not None  # written to the stage, not held in memory
+    assert not (tmp_path / "520000" / "synthetic_keys").exists()  # key buckets removed
+
+
 def test_synthetic_tiny_shape_and_split(tiny_graph):
     g = tiny_graph
     p = resolve("tiny")

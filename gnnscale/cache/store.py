@@ -27,6 +27,8 @@ table. When the view's ``remote`` is a :class:`~gnnscale.cache.served.ServedExch
 error naming it (``split`` loads only the rows its rank owns). A device tier holding rows this
 rank does not own (replicated placement) is filled from their owners once, when the store is
 built (collective, unless the owners serve).
+The host tier is marked as read at random (:func:`gnnscale.data.pages.advise_random`): a table
+memory-mapped from a processed copy larger than memory is then read a page per missing row.
 
 On CUDA the device tier lives in GPU memory and host misses are gathered into pinned staging
 memory and copied without blocking; on CPU the device tier is a rank-local contiguous copy.
@@ -52,6 +54,7 @@ from gnnscale import ops
 from gnnscale.cache.base import CachePolicy
 from gnnscale.cache.exchange import DistExchange, Exchange
 from gnnscale.data.graph import GraphStore
+from gnnscale.data.pages import advise_random
 from gnnscale.distributed import device as device_seam
 from gnnscale.distributed.collectives import all_gather_rows
 from gnnscale.sampling.base import Sampler, TypedInputs
@@ -68,6 +71,8 @@ def _host_rows(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     if table.device.type == "cpu" and ops.available():
         return ops.gather_rows(table, ids)
     return torch.index_select(table, 0, ids)
+
+
 
 
 class FeatureStore:
@@ -103,6 +108,7 @@ class FeatureStore:
                 self.owner_exchange = exchange if exchange is not None else \
                     served if served is not None else DistExchange(group)
         self.host = features if features.is_contiguous() else features.contiguous()
+        advise_random(self.host)
         n = self.num_nodes
         cached = torch.as_tensor(cached_ids).long().cpu().reshape(-1)
         if cached.numel():

@@ -10,13 +10,16 @@ next access), never anonymous memory. Registration is explicit and scoped:
 :func:`gnnscale.data.processed.load` registers the arrays it maps copy-on-write while the
 graph is built and checked (nothing has written them yet), the staging folder
 (:mod:`gnnscale.data.bounded`) the files it maps shared. Any other tensor passes through
-:func:`release` untouched: one dict lookup.
+:func:`release` untouched: one dict lookup. :func:`advise_random` marks a table read at random
+(``MADV_RANDOM``: the feature store's host tier), so a gather reads a page per missing row,
+not the readahead window.
 """
 
 from __future__ import annotations
 
 import ctypes
 import mmap
+import sys
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -27,6 +30,7 @@ import torch
 #: data address -> (the mapped array, weakly; its bytes): the arrays whose pages may be dropped
 _MAPPED: dict[int, tuple[weakref.ref, int]] = {}
 _MADV_DONTNEED = 4
+_MADV_RANDOM = 1  # <sys/mman.h> on Linux
 _LIBC = None
 
 
@@ -78,6 +82,24 @@ def release(tensor: torch.Tensor | None, start: int = 0, stop: int | None = None
     libc = _libc()
     if libc and hi > lo:
         libc.madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), _MADV_DONTNEED)
+
+
+def advise_random(table: torch.Tensor) -> bool:
+    """Tell the kernel that ``table``'s pages are read at random (``madvise(MADV_RANDOM)``):
+    a host table memory-mapped from a processed copy larger than memory is then read a page
+    per missing row, instead of the read-around and readahead windows meant for sequential
+    reads, which read the whole 24.6 GB table to gather 20,000 rows (docs/benchmarks.md, "A
+    graph larger than memory"). No effect on a table in anonymous memory; False where
+    ``madvise`` is not available."""
+    if table.device.type != "cpu" or not table.numel() or not sys.platform.startswith("linux"):
+        return False
+    libc = _libc()
+    if not libc:
+        return False
+    page = mmap.PAGESIZE
+    start = table.data_ptr() // page * page
+    end = table.data_ptr() + table.numel() * table.element_size()
+    return libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_RANDOM) == 0
 
 
 def _libc():

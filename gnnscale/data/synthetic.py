@@ -23,15 +23,26 @@ the papers' graphs at a trainable size: ``products_like``, ``papers_like``, ``re
 average degree is kept). ``test_ratio`` caps the test split (1: the rest); ``train_region`` < 1
 draws the splits from whole communities holding that share of the nodes first (a clustered
 training set, as papers100M's labelled arXiv papers).
+
+Processed through :class:`SyntheticDataset` the graph is generated into the staging folder
+(:func:`generate_params` with a stage): features in row chunks, and under the memory budget
+(or from :data:`bounded.AUTO_EDGES` edges) the edges deduplicated in key buckets on disk and
+the CSC built out of core, so memory is per node plus the budget whatever the edge count; the
+graph is bit-identical to the in-memory one for any budget.
 """
 
 from __future__ import annotations
 
+import math
+import shutil
+from collections.abc import Iterator
 from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from gnnscale.data import bounded
 from gnnscale.data.base import Dataset
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.presets import (  # noqa: F401 - PRESETS re-exported
@@ -86,28 +97,30 @@ def _region(p: SyntheticParams, rng, starts: np.ndarray) -> np.ndarray:
 
 
 def _stubs(p: SyntheticParams, rng, starts: np.ndarray):
-    """Per-node edge-end tables ("stubs"), intra-community ones grouped by community.
+    """Per-node edge-end counts ("stubs") as cumulative sums, intra-community ones grouped by
+    community: stub ``s`` of a table belongs to the node ``searchsorted(cum, s, "right")``
+    (the table ``repeat(ids, counts)`` never materialised: memory O(nodes), not O(edges)).
 
     Node ``u`` (internal id) gets a Pareto-distributed expected degree; ``p_intra`` of its stubs
     are intra-community, at most ``max_intra_share`` of its community's size (hubs spill over
     into inter-community edges instead of repeating edges inside a small community).
-    Returns (intra table, its per-community offsets, inter table).
+    Returns (intra cumulative counts, their per-community offsets, inter cumulative counts).
     """
     n = p.num_nodes
     w = (1.0 - rng.random(n)) ** (-1.0 / (p.degree_exponent - 1.0))
     np.minimum(w, p.max_degree_ratio * w.mean(), out=w)
     want = w * (2.0 * p.num_undirected_edges / w.sum())
+    del w
     deg = np.floor(want).astype(np.int64)
     deg += rng.random(n) < (want - deg)
+    del want
     sizes = np.diff(starts)
     cap = np.floor(p.max_intra_share * np.maximum(sizes - 1, 0)).astype(np.int64)
     intra = _intra_stubs(deg, np.repeat(cap, sizes), p.p_intra)
-    dtype = np.int32 if n < 2**31 else np.int64
-    ids = np.arange(n, dtype=dtype)
-    intra_table = np.repeat(ids, intra)
     offsets = np.zeros(p.num_communities + 1, dtype=np.int64)
     np.cumsum(np.add.reduceat(intra, starts[:-1]) * (sizes > 0), out=offsets[1:])
-    return intra_table, offsets, np.repeat(ids, deg - intra)
+    deg -= intra
+    return np.cumsum(intra), offsets, np.cumsum(deg)
 
 
 def _intra_stubs(deg: np.ndarray, cap: np.ndarray, p_intra: float) -> np.ndarray:
@@ -122,33 +135,52 @@ def _intra_stubs(deg: np.ndarray, cap: np.ndarray, p_intra: float) -> np.ndarray
     return np.minimum(np.rint(hi * deg), cap).astype(np.int64)
 
 
-def _sample_pairs(p, rng, count, tables, comm_internal) -> np.ndarray:
-    """``count`` canonical keys ``min * n + max`` (internal ids), self-loops dropped.
+def _pair_chunks(p, rng, count, tables, comm_internal) -> Iterator[np.ndarray]:
+    """``count`` canonical keys ``min * n + max`` (internal ids), self-loops dropped, drawn
+    :data:`_EDGE_CHUNK` pairs at a time (the chunk is part of the graph's definition: the
+    draws of one chunk are interleaved).
 
     The first end is a uniform stub; an intra stub pairs with a uniform intra stub of the same
     community, an inter stub with a uniform inter stub anywhere.
     """
     n = p.num_nodes
-    intra, offsets, inter = tables
-    out = []
+    cum_intra, offsets, cum_inter = tables
+    n_intra = int(cum_intra[-1]) if cum_intra.size else 0
+    n_inter = int(cum_inter[-1]) if cum_inter.size else 0
     for lo in range(0, count, _EDGE_CHUNK):
         k = min(_EDGE_CHUNK, count - lo)
-        slot = (rng.random(k) * (intra.size + inter.size)).astype(np.int64)
+        slot = (rng.random(k) * (n_intra + n_inter)).astype(np.int64)
         r = rng.random(k)
-        is_intra = slot < intra.size
+        is_intra = slot < n_intra
         u = np.empty(k, dtype=np.int64)
         v = np.empty(k, dtype=np.int64)
-        s_in = slot[is_intra]
-        u[is_intra] = intra[s_in]
+        u[is_intra] = _owners(cum_intra, slot[is_intra])
         c = comm_internal[u[is_intra]]
         a = offsets[c]
-        v[is_intra] = intra[a + (r[is_intra] * (offsets[c + 1] - a)).astype(np.int64)]
+        v[is_intra] = _owners(cum_intra, a + (r[is_intra] * (offsets[c + 1] - a)).astype(np.int64))
+        del c, a
         is_inter = ~is_intra
-        u[is_inter] = inter[slot[is_inter] - intra.size]
-        v[is_inter] = inter[(r[is_inter] * inter.size).astype(np.int64)]
+        u[is_inter] = _owners(cum_inter, slot[is_inter] - n_intra)
+        v[is_inter] = _owners(cum_inter, (r[is_inter] * n_inter).astype(np.int64))
+        del slot, r, is_intra, is_inter
         keep = u != v
         u, v = u[keep], v[keep]
-        out.append(np.minimum(u, v) * n + np.maximum(u, v))
+        yield np.minimum(u, v) * n + np.maximum(u, v)
+
+
+def _owners(cum: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """``searchsorted(cum, slots, "right")``: the node owning each stub slot, the slots
+    looked up in sorted order (consecutive searches then touch nearby entries of ``cum``,
+    which random slots over a large graph's ``cum`` would miss in the CPU cache every time)."""
+    order = np.argsort(slots)
+    out = np.empty(slots.size, dtype=np.int64)
+    out[order] = np.searchsorted(cum, slots[order], side="right")
+    return out
+
+
+def _sample_pairs(p, rng, count, tables, comm_internal) -> np.ndarray:
+    """The keys of :func:`_pair_chunks`, in memory."""
+    out = list(_pair_chunks(p, rng, count, tables, comm_internal))
     return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
 
 
@@ -169,7 +201,7 @@ def _edges(p: SyntheticParams, rng, starts: np.ndarray) -> np.ndarray:
     if target == 0:
         return np.empty(0, dtype=np.int64)
     tables = _stubs(p, rng, starts)
-    if tables[0].size + tables[2].size < 2:
+    if _stub_count(tables) < 2:
         raise ValueError(f"avg_degree {p.avg_degree} gives no edges for {p.num_nodes} nodes")
     comm_internal = np.repeat(np.arange(p.num_communities), np.diff(starts))
     keys = _sorted_unique(_sample_pairs(p, rng, target, tables, comm_internal))
@@ -187,6 +219,10 @@ def _edges(p: SyntheticParams, rng, starts: np.ndarray) -> np.ndarray:
         keep[drop] = False
         keys = keys[keep]
     return keys
+
+
+def _stub_count(tables) -> int:
+    return sum(int(t[-1]) for t in (tables[0], tables[2]) if t.size)
 
 
 def _csc(keys: np.ndarray, perm: np.ndarray, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -214,16 +250,28 @@ def _labels(p: SyntheticParams, rng, comm: np.ndarray) -> tuple[np.ndarray, np.n
     return comm_class, y
 
 
-def _features(p: SyntheticParams, rng, comm: np.ndarray, comm_class: np.ndarray) -> np.ndarray:
+def _feature_chunks(p: SyntheticParams, rng, comm: np.ndarray, comm_class: np.ndarray,
+                    rows: int = _ROW_CHUNK) -> Iterator[np.ndarray]:
+    """The feature matrix ``rows`` rows at a time (the same values for any ``rows``: the
+    noise is drawn row after row from one stream)."""
     f = p.num_features
     centroid = rng.standard_normal((p.num_classes, f), dtype=np.float32) * p.feature_signal
     offset = rng.standard_normal((p.num_communities, f), dtype=np.float32) * p.community_signal
     base = centroid[comm_class] + offset  # per community
-    x = np.empty((p.num_nodes, f), dtype=np.float32)
-    for lo in range(0, p.num_nodes, _ROW_CHUNK):
-        hi = min(lo + _ROW_CHUNK, p.num_nodes)
-        rng.standard_normal((hi - lo, f), dtype=np.float32, out=x[lo:hi])
-        x[lo:hi] += base[comm[lo:hi]]
+    del centroid, offset
+    for lo in range(0, p.num_nodes, rows):
+        hi = min(lo + rows, p.num_nodes)
+        block = rng.standard_normal((hi - lo, f), dtype=np.float32)
+        block += base[comm[lo:hi]]
+        yield block
+
+
+def _features(p: SyntheticParams, rng, comm: np.ndarray, comm_class: np.ndarray) -> np.ndarray:
+    x = np.empty((p.num_nodes, p.num_features), dtype=np.float32)
+    lo = 0
+    for block in _feature_chunks(p, rng, comm, comm_class):
+        x[lo:lo + len(block)] = block
+        lo += len(block)
     return x
 
 
@@ -244,25 +292,143 @@ def _split(p: SyntheticParams, rng, in_region: np.ndarray) -> tuple[torch.Tensor
     return tuple(torch.from_numpy(np.sort(part).astype(np.int64)) for part in parts)
 
 
-def generate_params(p: SyntheticParams, seed: int = 0, name: str = "synthetic") -> GraphStore:
-    """The graph for fully resolved parameters ``p``."""
+def generate_params(p: SyntheticParams, seed: int = 0, name: str = "synthetic",
+                    stage: bounded.Stage | None = None) -> GraphStore:
+    """The graph for fully resolved parameters ``p``. ``stage`` (a dataset's staging folder
+    while it is processed): the features are written there in row chunks and, under its
+    memory budget (or once the graph passes :data:`bounded.AUTO_EDGES` edges), the edges are
+    deduplicated and turned into the CSC out of core (:func:`_streamed_csc`): the same graph,
+    in memory bounded by the budget plus per-node arrays."""
     check_params(p)
     r_comm, r_edge, r_label, r_feat, r_split = _streams(seed)
     comm, perm, starts = _communities(p, r_comm)
     region = _region(p, r_comm, starts)
-    keys = _edges(p, r_edge, starts)
-    indptr, indices = _csc(keys, perm, p.num_nodes)
-    del keys
+    budget = None if stage is None else \
+        bounded.budget_for(stage, 2 * p.num_undirected_edges)
+    if budget is None:
+        keys = _edges(p, r_edge, starts)
+        indptr, indices = _csc(keys, perm, p.num_nodes)
+        del keys
+    else:
+        indptr, indices = _streamed_csc(p, r_edge, starts, perm, stage, budget, name)
+    del perm
     comm_class, y = _labels(p, r_label, comm)
-    x = _features(p, r_feat, comm, comm_class)
+    if stage is None:
+        x = torch.from_numpy(_features(p, r_feat, comm, comm_class))
+    else:
+        rows = max(1, min(_ROW_CHUNK, stage.chunk_bytes // (4 * p.num_features)))
+        x = stage.features(_feature_chunks(p, r_feat, comm, comm_class, rows), p.num_nodes,
+                           p.num_features)
     train_idx, val_idx, test_idx = _split(p, r_split, region[comm])
     return GraphStore(
-        indptr=indptr, indices=indices, x=torch.from_numpy(x), y=torch.from_numpy(y),
+        indptr=indptr, indices=indices, x=x, y=torch.from_numpy(y),
         train_idx=train_idx, val_idx=val_idx, test_idx=test_idx,
         num_classes=p.num_classes, name=name,
         meta={"generator": "synthetic", "version": GENERATOR_VERSION, "seed": seed,
               "params": asdict(p)},
     )
+
+
+class _KeyBuckets:
+    """Canonical edge keys on disk, one file per key range (ranges of the smaller end's id,
+    sized so that a bucket's expected keys take a fraction of ``budget`` while sorted)."""
+
+    def __init__(self, folder: Path, n: int, target: int, budget: int) -> None:
+        self.folder, self.n = folder, n
+        folder.mkdir(parents=True, exist_ok=True)
+        cap = max(1 << 10, budget // 40)  # keys a bucket holds while sorted (~22 bytes each)
+        nb = max(1, min(n, math.ceil(2 * target / cap)))
+        # the smaller end of a uniform pair falls below x * n with probability 1 - (1 - x)^2
+        lo = np.floor((1.0 - np.sqrt(1.0 - np.arange(nb) / nb)) * n).astype(np.int64)
+        self.bounds = np.unique(lo) * n  # first key of each bucket
+        self.counts = np.zeros(self.bounds.size, dtype=np.int64)
+
+    def file(self, b: int) -> Path:
+        return self.folder / f"{b}.keys"
+
+    def add(self, keys: np.ndarray) -> None:
+        """Append ``keys`` to their buckets' files."""
+        b = np.searchsorted(self.bounds, keys, side="right") - 1
+        order = np.argsort(b, kind="stable")
+        b, keys = b[order], keys[order]
+        cuts = np.flatnonzero(np.diff(b)) + 1
+        for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), b.size]):
+            if hi > lo:
+                with open(self.file(int(b[lo])), "ab") as f:
+                    f.write(keys[lo:hi].tobytes())
+
+    def dedupe(self) -> int:
+        """Sort and deduplicate every bucket in place; returns the distinct keys in all."""
+        for b in range(self.bounds.size):
+            if self.file(b).exists():
+                keys = _sorted_unique(np.fromfile(self.file(b), dtype=np.int64))
+                keys.tofile(self.file(b))
+                self.counts[b] = keys.size
+                del keys
+                bounded.trim()
+        return int(self.counts.sum())
+
+    def drop(self, positions: np.ndarray) -> None:
+        """Remove the keys at sorted global ``positions`` (in key order)."""
+        ends = np.cumsum(self.counts)
+        for b in range(self.bounds.size):
+            a, e = int(ends[b] - self.counts[b]), int(ends[b])
+            mine = positions[(positions >= a) & (positions < e)] - a
+            if mine.size:
+                keys = np.fromfile(self.file(b), dtype=np.int64)
+                keep = np.ones(keys.size, dtype=bool)
+                keep[mine] = False
+                keys = keys[keep]
+                keys.tofile(self.file(b))
+                self.counts[b] = keys.size
+                del keys, keep
+
+    def chunks(self, rows: int) -> Iterator[np.ndarray]:
+        """Every key in order, ``rows`` at a time."""
+        for b in range(self.bounds.size):
+            for a in range(0, int(self.counts[b]), rows):
+                yield np.fromfile(self.file(b), dtype=np.int64, count=rows, offset=8 * a)
+
+
+def _streamed_csc(p: SyntheticParams, rng, starts: np.ndarray, perm: np.ndarray,
+                  stage: bounded.Stage, budget: int, name: str
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_edges` then :func:`_csc` out of core, bit-identical: the sampled keys are
+    appended to bucket files by key range (:class:`_KeyBuckets`), each bucket deduplicated
+    alone, resampled and trimmed exactly as in memory, then streamed (relabelled to ids) into
+    :func:`bounded.stage_csc`, which writes ``indices`` into the stage."""
+    n, target = p.num_nodes, p.num_undirected_edges
+    folder = stage.folder / "synthetic_keys"
+    kb = _KeyBuckets(folder, n, target, budget)
+    if target:
+        tables = _stubs(p, rng, starts)
+        if _stub_count(tables) < 2:
+            raise ValueError(f"avg_degree {p.avg_degree} gives no edges for {n} nodes")
+        comm_internal = np.repeat(np.arange(p.num_communities), np.diff(starts))
+        count = target
+        for _ in range(51):
+            for keys in _pair_chunks(p, rng, count, tables, comm_internal):
+                kb.add(keys)
+            bounded.trim()
+            total = kb.dedupe()
+            if total >= target:
+                break
+            count = int((target - total) * 1.5) + 64
+        else:
+            raise ValueError(f"could not place {target} distinct edges: lower avg_degree or "
+                             "p_intra")
+        del tables, comm_internal
+        if total > target:
+            kb.drop(np.sort(rng.choice(total, total - target, replace=False)))
+    rows = bounded.edge_rows(budget)
+
+    def edges() -> Iterator[bounded.Chunk]:
+        for keys in kb.chunks(rows):
+            yield perm[keys // n], perm[keys % n], None, None
+    indptr, indices, _, _ = bounded.stage_csc(stage, edges, n, True, "keep", False, budget,
+                                              torch.int64, False, 1, name)
+    shutil.rmtree(folder, ignore_errors=True)
+    return indptr, indices
 
 
 def generate(preset: str = "small", scale: float = 1.0, seed: int = 0, **overrides) -> GraphStore:
@@ -275,7 +441,10 @@ def _name(preset: str, scale: float) -> str:
 
 
 class SyntheticDataset(Dataset):
-    """The generator behind the Dataset interface: generated once, then memory-mapped."""
+    """The generator behind the Dataset interface: generated once (streamed into the staging
+    folder: :func:`generate_params` with a stage), then memory-mapped."""
+
+    streams = True
 
     def __init__(self, root: str = "data", preset: str = "small", scale: float = 1.0,
                  seed: int = 0, feature_norm: str = "none",
@@ -291,6 +460,7 @@ class SyntheticDataset(Dataset):
 
     def process(self) -> GraphStore:
         """Read the raw files into a graph (called once; the result is saved and memory-mapped)."""
-        return generate_params(self.params, self.seed, name=_name(self.preset, self.scale))
+        return generate_params(self.params, self.seed, name=_name(self.preset, self.scale),
+                               stage=self.stage)
 
 

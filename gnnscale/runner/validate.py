@@ -47,9 +47,9 @@ def check_config(cfg: DictConfig) -> dict[str, Any]:
                           f"and the native RNG counters), got {cfg.seed}")
     if cfg.epochs < 1:
         raise ConfigError(f"epochs must be >= 1, got {cfg.epochs}")
-    if cfg.eval_every < 0:
-        raise ConfigError(f"eval_every must be >= 0 (0 = only after the last epoch), "
-                          f"got {cfg.eval_every}")
+    if cfg.eval_every < -1:
+        raise ConfigError(f"eval_every must be >= -1 (0 = only after the last epoch, -1 = "
+                          f"never), got {cfg.eval_every}")
     if cfg.eval_batch_size < 1:
         raise ConfigError(f"eval_batch_size must be >= 1, got {cfg.eval_batch_size}")
     check_early_stop(cfg)

@@ -159,7 +159,8 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
                 if similarity is not None:  # from the second epoch on
                     record["footprint_similarity"] = similarity
             last = epoch == cfg.epochs - 1
-            if last or (cfg.eval_every and (epoch + 1) % cfg.eval_every == 0):
+            if cfg.eval_every >= 0 and (last or (cfg.eval_every and
+                                                 (epoch + 1) % cfg.eval_every == 0)):
                 t0 = time.perf_counter()
                 record.update(strategy.evaluate(cfg.eval_batch_size))
                 record["eval_time"] = time.perf_counter() - t0
