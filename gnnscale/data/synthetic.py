@@ -424,11 +424,11 @@ def _streamed_csc(p: SyntheticParams, rng, starts: np.ndarray, perm: np.ndarray,
 
     def edges() -> Iterator[bounded.Chunk]:
         for keys in kb.chunks(rows):
-            yield perm[keys // n], perm[keys % n], None, None
-    indptr, indices, _, _ = bounded.stage_csc(stage, edges, n, True, "keep", False, budget,
-                                              torch.int64, False, 1, name)
+            yield perm[keys // n], perm[keys % n], None, None, None
+    indptr, out = bounded.stage_csc(stage, edges, n, True, "keep", False, budget, torch.int64,
+                                    False, 1, name)
     shutil.rmtree(folder, ignore_errors=True)
-    return indptr, indices
+    return indptr, out["indices"]
 
 
 def generate(preset: str = "small", scale: float = 1.0, seed: int = 0, **overrides) -> GraphStore:
