@@ -209,13 +209,7 @@ PROCESS_CHILD = r"""
 import json, sys, threading, time
 root, ds = sys.argv[1], json.loads(sys.argv[2])
 from gnnscale.data import bounded, processed, synthetic
-def status():
-    out = {}
-    for line in open("/proc/self/status"):
-        k, _, v = line.partition(":")
-        if k in ("VmRSS", "VmHWM", "RssAnon"):
-            out[k] = int(v.split()[0]) * 1024
-    return out
+from benchmarks._proc import status
 phase, phases, times = ["other"], {}, {}
 def sample():
     while True:
@@ -261,13 +255,7 @@ import numpy as np, torch
 folder, out, parts = sys.argv[1], sys.argv[2], int(sys.argv[3])
 from gnnscale.data import processed
 from gnnscale.partition.ldg import LdgPartitioner
-def status():
-    out = {}
-    for line in open("/proc/self/status"):
-        k, _, v = line.partition(":")
-        if k in ("VmRSS", "VmHWM", "RssAnon"):
-            out[k] = int(v.split()[0]) * 1024
-    return out
+from benchmarks._proc import status
 base = status()
 t0 = time.perf_counter()
 g = processed.load(folder)  # memory-mapped, verified by its stamp

@@ -108,13 +108,7 @@ from gnnscale.data import processed
 from gnnscale.data.base import normalize_features
 from gnnscale.data.custom import CustomDataset
 from gnnscale.data.ogb import OgbNodeDataset
-def status():
-    out = {}
-    for line in open("/proc/self/status"):
-        k, _, v = line.partition(":")
-        if k in ("VmRSS", "VmHWM", "RssAnon"):
-            out[k] = int(v.split()[0]) * 1024
-    return out
+from benchmarks._proc import status
 from gnnscale.data import base, bounded, typed_input
 from gnnscale.data.graph import GraphStore
 peak_anon, phase, phases, phases_rss = [0], ["other"], {}, {}
