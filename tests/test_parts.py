@@ -243,7 +243,7 @@ def test_a_damaged_or_foreign_part_is_named(written, tmp_path):
         PartLayout(copy).open_part(0)
 
 
-def test_run_checks_refuse_what_is_not_the_layouts(written, tmp_path):
+def test_run_checks_refuse_what_is_not_the_layouts(written, tmp_path, monkeypatch):
     tmp, cfg, graph, book = written
     validate(cfg)  # the layout of this run: accepted without the dataset
     assert not (tmp / "data").exists()  # neither read nor processed
@@ -261,7 +261,16 @@ def test_run_checks_refuse_what_is_not_the_layouts(written, tmp_path):
             **{"partitioner.seed": 4})
     refused(r"holds small, partitioned from other dataset options .*: set "
             r'dataset.preset="tiny" ', **{"dataset.preset": "small"})
+    auto = cfg.copy()
+    with open_dict(auto):
+        auto.parts = str(tmp_path / "auto")
+    validate(auto)  # a single-host launch writes a missing layout first, then checks it
+    assert PartLayout(tmp_path / "auto").info["num_parts"] == 2
+    for key, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"),
+                       ("MASTER_PORT", "29500")):  # under torchrun each host brings its own
+        monkeypatch.setenv(key, value)
     refused(r"parts=.*nowhere: no such folder", parts=str(tmp_path / "nowhere"))
+    monkeypatch.undo()
     factored = ("strategy=factored", "deps=depcache", "sampler.fanouts=[5,5]")
     validate(make_cfg(tmp_path, *RUN, *factored, f"parts={tmp / 'L'}"))  # row servers
     vcut = ("strategy=factored", "deps=depcache", "sampler.fanouts=[5,5]", "partitioner=cvc")

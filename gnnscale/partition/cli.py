@@ -33,9 +33,10 @@ def num_parts(cfg) -> int:
     return world if world > 1 else 4
 
 
-def run(cfg, log: Callable[[str], None] = print):
-    """Load ``cfg.dataset``, partition it with ``cfg.partitioner`` (cached), report quality;
-    with ``cfg.parts`` write the layout there. Returns the book."""
+def run(cfg, log: Callable[[str], None] = print, parts: int | None = None):
+    """Load ``cfg.dataset``, partition it with ``cfg.partitioner`` (cached) into ``parts``
+    parts (default :func:`num_parts`), report quality; with ``cfg.parts`` write the layout
+    there. Returns the book."""
     from omegaconf import OmegaConf
 
     from gnnscale.partition import get_partition
@@ -43,7 +44,7 @@ def run(cfg, log: Callable[[str], None] = print):
     registry.load_all()
     graph = registry.build(cfg.dataset).load()
     log(graph.summary())
-    k = num_parts(cfg)
+    k = parts or num_parts(cfg)
     root = cfg.get("cache_root", None) or Path(str(cfg.data_root)) / "partitions"
     book = get_partition(graph, cfg.partitioner, k, cache_root=root, log=log)
     log(book.report())

@@ -270,6 +270,8 @@ def parts_meta(cfg: DictConfig, built: Checked) -> DatasetMeta:
     problem = parts_problem(cfg, built)
     if problem:
         raise ConfigError(problem)
+    if not under_torchrun():
+        write_missing_layout(cfg)
     ranks = [int(os.environ["RANK"])] if under_torchrun() else \
         list(range(int(cfg.dist.world_size)))
     meta = check_run(cfg, ranks)
@@ -278,6 +280,28 @@ def parts_meta(cfg: DictConfig, built: Checked) -> DatasetMeta:
                           f"part, but strategy={declared(cfg.strategy).name} samples any edge: "
                           "drop parts= to train a graph with edge features by sampling")
     return meta
+
+
+def write_missing_layout(cfg: DictConfig) -> bool:
+    """On a single-host launch, write the layout ``cfg.parts`` names when there is none yet
+    (a missing or empty folder): the run's dataset cut by its partitioner into one part per
+    rank, as ``python -m gnnscale.partition`` with the run's overrides writes it. True when
+    written. Under torchrun every host must be given its folders (each host's processes
+    would write their own copies), so a missing layout is refused there by the checks."""
+    from pathlib import Path
+
+    from gnnscale.partition.layout import LAYOUT_FILE
+
+    root = Path(os.path.expanduser(str(cfg.parts)))
+    if (root / LAYOUT_FILE).is_file() or (root.is_dir() and any(root.iterdir())):
+        return False
+    from gnnscale.partition.cli import run as partition
+
+    world = int(cfg.dist.world_size)
+    print(f"parts={root} holds no layout yet: partitioning the dataset into {world} parts "
+          "there first (python -m gnnscale.partition with this run's overrides)", flush=True)
+    partition(cfg, log=lambda _m: None, parts=world)
+    return True
 
 
 def prepare_task(cfg: DictConfig, graph: Any) -> Any:
