@@ -8,8 +8,8 @@ long run during which host 1 vanishes (every process of its namespace SIGKILLed)
 end within the run's deadline naming it. Where namespaces cannot be made the same runs use two
 torchrun "nodes" on 127.0.0.1 (the namespace tests skip, saying why).
 
-``data``, ``split``, ``factored``, ``offload`` and ``fullgraph`` on a vertex-cut train a second
-time from a 4-part layout (METIS edge-cut, CVC vertex-cut), each host holding only its ranks'
+``data``, ``split``, ``factored``, ``offload`` and ``fullgraph`` (``deps=depcomm`` on the
+edge-cut, and on a vertex-cut) train a second time from a 4-part layout (METIS edge-cut, CVC vertex-cut), each host holding only its ranks'
 part folders (``parts=``), and no rank (a factored sampler included) opens a file of another
 part.
 
@@ -59,6 +59,8 @@ PLAN = {
     # row servers while they sample
     "run-factored-parts": (*BASE, "strategy=factored", *SAMPLING, "strategy.samplers=2",
                            "strategy.jobs_per_trainer=2", "parts={host}/parts"),
+    "run-fullgraph-edge-parts": (*BASE, *GCN, "strategy=fullgraph", "deps=depcomm",
+                                 "parts={host}/parts"),
     "run-offload-parts": (*BASE, *GCN, "strategy=offload", "strategy.chunks=2",
                           "parts={host}/parts"),
     "run-fullgraph-vertex-parts": (*BASE, *GCN, "strategy=fullgraph", "partitioner=cvc",
@@ -88,6 +90,7 @@ REFERENCE = {
     "run-data-parts": ("data-4", None),
     "run-split-parts": ("split-1", None),
     "run-factored-parts": ("data-4", None),
+    "run-fullgraph-edge-parts": ("fullgraph-1", None),
     "run-offload-parts": ("fullgraph-1", None),
     "run-fullgraph-vertex-parts": ("fullgraph-1", None),
 }
