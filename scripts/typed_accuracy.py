@@ -196,37 +196,78 @@ def hgb_run(name: str, variant: str, seed: int, data_root: Path, runs: Path) -> 
 
 
 def hgb_main(args: argparse.Namespace) -> None:
-    """Run the HGB experiments and write (merge into) ``--out``."""
+    """Run the HGB experiments, merging each finished seed into ``--out`` as it ends.
+
+    Resumable: a seed already in ``--out`` for its experiment and variant is skipped, so an
+    interrupted run loses at most the seed in progress; several processes may run different
+    experiments or variants at once (each merge holds a lock on ``--out``'s ``.lock`` file
+    and re-reads the file before writing it).
+    """
     out = Path(args.out or ROOT / "docs/results/hgb_accuracy.json")
-    doc = json.loads(out.read_text()) if out.is_file() else {"results": {}}
-    doc["protocol"] = {"split": "HGB's (ACM: label.dat / label.dat.test; DBLP: hgb_split), 20% "
-                                "of the training nodes validate (seeded)",
-                       "metric": "test Macro-F1 / Micro-F1 (%) at the selected epoch",
-                       "overrides": {k: hgb_overrides(k, 0, Path("DATA"))[:-2] for k in HGB},
-                       "variants": HGB_VARIANTS}
-    doc["host"] = {"machine": platform.machine(), "torch": torch.__version__}
+    protocol = {"split": "HGB's (ACM: label.dat / label.dat.test; DBLP: hgb_split), 20% "
+                         "of the training nodes validate (seeded)",
+                "metric": "test Macro-F1 / Micro-F1 (%) at the selected epoch",
+                "overrides": {k: hgb_overrides(k, 0, Path("DATA"))[:-2] for k in HGB},
+                "variants": HGB_VARIANTS}
+    seeds = list(range(args.seeds)) if args.seed_list is None else args.seed_list
     with tempfile.TemporaryDirectory(prefix="hgb-acc-") as tmp:
         data_root = Path(args.data_root or Path(tmp) / "data").absolute()
         for name in args.hgb_runs:
-            entry = doc["results"].setdefault(name, {"published": HGB[name][2], "variants": {}})
-            entry["published"] = HGB[name][2]
             for variant in args.hgb_variants:
-                t0, runs = time.perf_counter(), []
-                for seed in range(args.seeds):
-                    runs.append(hgb_run(name, variant, seed, data_root, Path(tmp) / "runs"))
-                    print(f"{name} {variant} seed {seed}: {runs[-1]}", flush=True)
-                entry["variants"][variant] = {
-                    **{m: summary([r[m] for r in runs]) for m in ("macro_f1", "micro_f1")},
-                    "epochs": [r["epoch"] for r in runs],
-                    "epochs_run": [r["epochs_run"] for r in runs],
-                    "seconds": round(time.perf_counter() - t0, 1)}
-                s = entry["variants"][variant]
-                print(f"{name} {variant}: Macro-F1 {s['macro_f1']['mean']:.2f} +- "
-                      f"{s['macro_f1']['std']:.2f}, Micro-F1 {s['micro_f1']['mean']:.2f} +- "
-                      f"{s['micro_f1']['std']:.2f}", flush=True)
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(json.dumps(doc, indent=2) + "\n")  # after every variant
+                done = _hgb_seeds(_hgb_read(out), name, variant)
+                for seed in seeds:
+                    if str(seed) in done:
+                        print(f"{name} {variant} seed {seed}: already in {out}", flush=True)
+                        continue
+                    t0 = time.perf_counter()
+                    run = hgb_run(name, variant, seed, data_root, Path(tmp) / "runs")
+                    run["seconds"] = round(time.perf_counter() - t0, 1)
+                    print(f"{name} {variant} seed {seed}: {run}", flush=True)
+                    s = _hgb_merge(out, protocol, name, variant, seed, run)
+                    print(f"{name} {variant} ({s['n_seeds']} seeds): Macro-F1 "
+                          f"{s['macro_f1']['mean']:.2f} +- {s['macro_f1']['std']:.2f}, "
+                          f"Micro-F1 {s['micro_f1']['mean']:.2f} +- "
+                          f"{s['micro_f1']['std']:.2f}", flush=True)
     print(f"wrote {out}")
+
+
+def _hgb_read(out: Path) -> dict:
+    """``out``'s document (an empty one when it does not exist)."""
+    return json.loads(out.read_text()) if out.is_file() else {"results": {}}
+
+
+def _hgb_seeds(doc: dict, name: str, variant: str) -> dict:
+    """The per-seed runs recorded for ``name`` / ``variant``: seed (str) -> run."""
+    return doc["results"].get(name, {}).get("variants", {}).get(variant, {}).get("seeds", {})
+
+
+def _hgb_merge(out: Path, protocol: dict, name: str, variant: str, seed: int,
+               run: dict) -> dict:
+    """Add one seed's run to ``out`` under a lock; returns the variant's new summary."""
+    import fcntl
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        doc = _hgb_read(out)
+        doc["protocol"] = protocol
+        doc["host"] = {"machine": platform.machine(), "torch": torch.__version__}
+        entry = doc["results"].setdefault(name, {"published": HGB[name][2], "variants": {}})
+        entry["published"] = HGB[name][2]
+        per_seed = {**_hgb_seeds(doc, name, variant), str(seed): run}
+        order = sorted(per_seed, key=int)
+        runs = [per_seed[k] for k in order]
+        entry["variants"][variant] = {
+            "n_seeds": len(runs), "seed_list": [int(k) for k in order],
+            **{m: summary([r[m] for r in runs]) for m in ("macro_f1", "micro_f1")},
+            "epochs": [r["epoch"] for r in runs],
+            "epochs_run": [r["epochs_run"] for r in runs],
+            "seconds": round(sum(r.get("seconds", 0.0) for r in runs), 1),
+            "seeds": per_seed}
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        tmp.replace(out)
+        return entry["variants"][variant]
 
 
 def summary(values: list[float]) -> dict:
@@ -255,6 +296,8 @@ def main() -> None:
     ap.add_argument("--hgb-runs", nargs="+", default=list(HGB), choices=list(HGB))
     ap.add_argument("--hgb-variants", nargs="+", default=list(HGB_VARIANTS),
                     choices=list(HGB_VARIANTS))
+    ap.add_argument("--seed-list", nargs="+", type=int, default=None,
+                    help="--hgb: these seeds instead of 0 .. --seeds - 1")
     args = ap.parse_args()
     if args.hgb:
         hgb_main(args)
