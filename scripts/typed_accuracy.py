@@ -270,6 +270,55 @@ def _hgb_merge(out: Path, protocol: dict, name: str, variant: str, seed: int,
         return entry["variants"][variant]
 
 
+#: Rows of the HGB table: experiment -> (dataset, model and input).
+HGB_ROWS = {
+    "acm_rgcn": ("ACM", "R-GCN, ids only (HGB's code default)"),
+    "acm_rgcn_target": ("ACM", "R-GCN, paper features (`acm_rgcn_target`)"),
+    "dblp_rgcn": ("DBLP", "R-GCN, ids only (HGB's code default)"),
+    "dblp_rgcn_target": ("DBLP", "R-GCN, author features (`dblp_rgcn_target`)"),
+    "acm_simplehgn": ("ACM", "Simple-HGN, paper features (`acm_simplehgn`)"),
+    "dblp_simplehgn": ("DBLP", "Simple-HGN, ids only (`dblp_simplehgn`)"),
+}
+
+
+def hgb_table(out: Path, full: int = 5) -> str:
+    """The markdown table of ``out``: per experiment and variant Macro-F1 / Micro-F1 mean +-
+    sample std over the seeds run, the seeds when fewer than ``full``, the gap of the means
+    to HGB's published figure and whether both lie within 1.5 points."""
+    doc = _hgb_read(out)["results"]
+    head = ("| dataset | model, input | published Macro / Micro (HGB) | 1 rank | gap | "
+            "within 1.5 | 2 ranks `data` | 2 ranks `factored` |\n|---|---|---|---|---|---|---|---|")
+    rows = [head]
+
+    def cell(s: dict | None, pub: dict) -> tuple[str, str, str]:
+        if not s:
+            return "not run", "-", "-"
+        ma, mi = s["macro_f1"], s["micro_f1"]
+        n = s.get("n_seeds", len(ma["runs"]))
+        seeds = "" if n >= full else f" ({n} of {full} seeds)"
+        std = (lambda m: f" +- {m['std']:.2f}") if n > 1 else (lambda m: "")
+        fig = f"{ma['mean']:.2f}{std(ma)} / {mi['mean']:.2f}{std(mi)}{seeds}"
+        g = [ma["mean"] - pub["macro_f1"][0], mi["mean"] - pub["micro_f1"][0]]
+        ok = "yes" if max(abs(v) for v in g) <= 1.5 else "no"
+        ok += "" if n >= full else f" ({n} seed{'s' * (n > 1)})"
+        return fig, f"{g[0]:+.2f} / {g[1]:+.2f}", ok
+
+    for name, (data, label) in HGB_ROWS.items():
+        if name not in doc:
+            continue
+        pub, var = doc[name]["published"], doc[name]["variants"]
+        published = (f"{pub['macro_f1'][0]:.2f} +- {pub['macro_f1'][1]:.2f} / "
+                     f"{pub['micro_f1'][0]:.2f} +- {pub['micro_f1'][1]:.2f}")
+        one, gap, ok = cell(var.get("ours_1rank"), pub)
+        two = []
+        for v in ("ours_2ranks_data", "ours_2ranks_factored"):
+            fig, g, _ = cell(var.get(v), pub)
+            two.append(fig if g == "-" else f"{fig}, gap {g}")
+        rows.append(f"| {data} | {label} | {published} | {one} | {gap} | {ok} | {two[0]} | "
+                    f"{two[1]} |")
+    return "\n".join(rows)
+
+
 def summary(values: list[float]) -> dict:
     """Runs, mean and sample std."""
     return {"runs": [round(v, 4) for v in values], "mean": statistics.mean(values),
@@ -298,7 +347,12 @@ def main() -> None:
                     choices=list(HGB_VARIANTS))
     ap.add_argument("--seed-list", nargs="+", type=int, default=None,
                     help="--hgb: these seeds instead of 0 .. --seeds - 1")
+    ap.add_argument("--hgb-table", action="store_true",
+                    help="print the markdown table of --out's HGB results and exit")
     args = ap.parse_args()
+    if args.hgb_table:
+        print(hgb_table(Path(args.out or ROOT / "docs/results/hgb_accuracy.json"), args.seeds))
+        return
     if args.hgb:
         hgb_main(args)
         return
