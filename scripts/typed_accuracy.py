@@ -1,6 +1,7 @@
 """R-GCN's and Simple-HGN's published figures on the shared typed datasets:
 ``python scripts/typed_accuracy.py [--quick] [--seeds 5] [--out docs/results/typed_accuracy.json]``,
-``python scripts/typed_accuracy.py --hgb [--seeds 5] [--hgb-runs ...] [--hgb-variants ...]``.
+``python scripts/typed_accuracy.py --hgb [--seeds 5] [--hgb-runs ...] [--hgb-variants ...]``,
+``python scripts/typed_accuracy.py --hgb-table``.
 
 Runs R-GCN (Schlichtkrull et al., 2018) on AIFB and MUTAG with the paper's protocol (the
 settings of its code, tkipf/relational-gcn: 2 layers, 16 hidden units, featureless one-hot
@@ -46,7 +47,10 @@ runs them): full-neighbourhood full-batch training (``sampler=full``, one step p
   and test the epoch of the lowest.
 
 Variants: ``ours_1rank``, ``ours_2ranks_data``, ``ours_2ranks_factored``
-(``--hgb-variants``); ``--hgb-runs acm_simplehgn ...`` picks the experiments.
+(``--hgb-variants``); ``--hgb-runs acm_simplehgn ...`` picks the experiments. Each seed is
+merged into the JSON as it finishes and seeds already there are skipped (resumable; several
+processes may fill different cells at once). ``--hgb-table`` prints docs/accuracy.md's table
+from the JSON.
 """
 
 from __future__ import annotations
