@@ -246,10 +246,16 @@ class FeatureStore:
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.num_nodes):
             raise IndexError(f"ids must lie in [0, {self.num_nodes}), got "
                              f"[{int(ids.min())}, {int(ids.max())}]")
-        out = torch.empty(ids.numel(), self.num_features, dtype=self.host.dtype,
-                          device=self.device)
         slots = self.slot[ids]
         hit = slots >= 0
+        if self.exchange is None and ids.numel() and not bool(hit.any()):
+            out = self._from_host(ids)  # every row from the host: no buffer to scatter into
+            if self.visits is not None:
+                self.visits += torch.bincount(ids, minlength=self.num_nodes)
+            self._account(int(ids.numel()), 0, 0, int(ids.numel()))
+            return out
+        out = torch.empty(ids.numel(), self.num_features, dtype=self.host.dtype,
+                          device=self.device)
         out[hit] = self.cache[slots[hit].long()]
         miss_pos = (~hit).nonzero().flatten()
         remote = 0
