@@ -177,7 +177,7 @@ class Check:
                 else:
                     r0 = time.perf_counter()
                     try:
-                        rows[key] = (self.pyg(task, data_root) if name == "pyg"
+                        rows[key] = (self.pyg_row(task, data_root) if name == "pyg"
                                      else self.strategy(task, name, data_root))
                     except Exception as e:  # noqa: BLE001 - a row's failure is recorded
                         rows[key] = {"failed": f"{type(e).__name__}: {e}"}
@@ -236,6 +236,15 @@ class Check:
                                   for r in hist),
                 "train_loss": [float(r["train_loss"]) for r in hist],
                 "epochs": [float(r["epoch_time"]) for r in hist]}
+
+    def pyg_row(self, task: str, data_root: Path) -> dict[str, Any]:
+        """:meth:`pyg` with this process's temp files in a folder removed after it: PyG writes
+        the modules it generates for its convs there and leaves them (gnnscale's ranks get
+        such a folder from their launcher)."""
+        from gnnscale.distributed.launch import temp_dir_as
+
+        with tempfile.TemporaryDirectory(prefix="gpu-check-pyg-") as tmp, temp_dir_as(tmp):
+            return self.pyg(task, data_root)
 
     def pyg(self, task: str, data_root: Path) -> dict[str, Any]:
         """PyG's loader and GraphSAGE on the same graph and device (or the reason it cannot)."""
