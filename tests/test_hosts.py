@@ -9,9 +9,9 @@ end within the run's deadline naming it. Where namespaces cannot be made the sam
 torchrun "nodes" on 127.0.0.1 (the namespace tests skip, saying why).
 
 ``data``, ``split``, ``factored``, ``offload`` and ``fullgraph`` (``deps=depcomm`` on the
-edge-cut, and on a vertex-cut) train a second time from a 4-part layout (METIS edge-cut, CVC vertex-cut), each host holding only its ranks'
-part folders (``parts=``), and no rank (a factored sampler included) opens a file of another
-part.
+edge-cut, and on a vertex-cut) train a second time from a 4-part layout (METIS edge-cut, CVC
+vertex-cut), each host holding only its ranks' part folders (``parts=``), and no rank (a
+factored sampler included) opens a file of another part.
 
 Each strategy is compared with its single-host reference, trained in this process: the
 full-graph strategies (``fullgraph`` edge- and vertex-cut, ``offload``) and ``split`` (one

@@ -23,7 +23,7 @@ def test_conv_is_gatconv_fed_relation_embeddings_and_outputs_are_unit_rows():
     mb = NeighborSampler(_typed_fns.FANOUTS).sample(graph, torch.arange(12), 0)
     h = model.encode(typed_inputs(graph, mb.input_nodes))
     for i, block in enumerate(mb.blocks):
-        src, dst, rel = model.edges(block)
+        src, dst, rel, _ = model.edges(block)
         assert int((src == dst).sum()) == block.num_dst  # one self loop each, relation R
         assert bool((rel[src == dst] == len(graph.edge_types)).all())
         conv, emb = model.convs[i], model.relations[i].weight
@@ -59,3 +59,31 @@ def test_simplehgn_options_are_checked():
     with pytest.raises(ConfigError, match="model.node_residual"):
         SimpleHGNConfig(residual=True).check()
     assert SimpleHGNConfig(hidden=64, heads=8, num_layers=3).widths(0, 3) == [64, 512, 512, 3]
+
+
+def test_keyed_attention_dropout_masks_each_edge_by_its_global_id():
+    """Under keyed dropout (full-graph strategies) an edge's attention is dropped by its
+    global edge id and a self loop by its destination's id: the same mask whatever order or
+    partition a block holds the edges in, so ranks agree with one process."""
+    graph = _typed_fns.make_typed_graph()
+    model = _typed_fns.make_model(graph, "simplehgn")
+    model.train()
+    model.convs[0].dropout = 0.5
+    model.set_dropout_key(3, 1)
+    block = NeighborSampler(_typed_fns.FANOUTS).sample(graph, torch.arange(12), 0).blocks[-1]
+    x = torch.randn(block.size[0], model.hidden)
+    want = model.conv(0, x, block)
+    torch.testing.assert_close(model.conv(0, x, block), want)  # the same key, the same mask
+    perm = torch.randperm(block.edge_index.shape[1], generator=torch.Generator().manual_seed(0))
+    shuffled = type(block)(block.edge_index[:, perm], block.size, src_ids=block.src_ids,
+                           e_id=block.e_id[perm], edge_type=block.edge_type[perm])
+    torch.testing.assert_close(model.conv(0, x, shuffled), want, rtol=1e-5, atol=1e-6)
+    model.set_dropout_key(3, 2)  # another epoch, another mask
+    assert not torch.allclose(model.conv(0, x, block), want)
+    model.set_dropout_key(None)
+    torch.manual_seed(0)
+    assert not torch.allclose(model.conv(0, x, block), want)  # torch's draw: not the keyed one
+    no_ids = type(block)(block.edge_index, block.size, edge_type=block.edge_type)
+    model.set_dropout_key(3, 1)
+    with pytest.raises(ValueError, match="needs blocks that carry e_id and src_ids"):
+        model.conv(0, x, no_ids)

@@ -45,9 +45,14 @@ from torch_geometric.utils import softmax
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.models.base import GNN, csr_matrix
+from gnnscale.models.dropout import keyed_dropout, stream_key
 from gnnscale.models.schemas import SimpleHGNConfig
 from gnnscale.models.typed_input import TypedInput, input_dims
 from gnnscale.sampling.base import Block, TypedInputs
+
+#: keyed attention dropout's streams: layer i draws from ``ATTN_STREAM - i`` (the layers'
+#: own streams are 0.., -1 and -2 the inputs', 1000.. the residual blocks')
+ATTN_STREAM = -100
 
 
 class _HeadSum(torch.autograd.Function):
@@ -182,12 +187,9 @@ class SimpleHGN(GNN):
         if block.edge_type is None:
             raise ValueError("Simple-HGN needs blocks that carry edge_type (sampled from a "
                              "typed graph)")
-        if self.training and self.attn_dropout > 0 and self.dropout_key is not None:
-            raise ValueError("model.attn_dropout > 0 drops attention with torch's generator, "
-                             "which replicas cannot agree on: set model.attn_dropout=0 with a "
-                             "strategy that keys dropout")
         conv: GATConv = self.convs[layer]
-        src, dst, rel = self.edges(block)
+        keyed = self.training and conv.dropout > 0 and self.dropout_key is not None
+        src, dst, rel, keys = self.edges(block, keyed)
         heads, width, n_dst = conv.heads, conv.out_channels, block.num_dst
         h = conv.lin(x).view(-1, heads, width)
         score_src = (h * conv.att_src).sum(-1)
@@ -197,16 +199,23 @@ class SimpleHGN(GNN):
         alpha = F.leaky_relu(score_src[src] + score_dst[dst] + score_rel[rel],
                              conv.negative_slope)
         alpha = softmax(alpha, dst, num_nodes=n_dst)
-        alpha = F.dropout(alpha, p=conv.dropout, training=self.training)
+        if keyed:  # each (edge, head) kept by its global edge id: any partition, one mask
+            alpha = keyed_dropout(alpha, conv.dropout,
+                                  stream_key(*self.dropout_key, ATTN_STREAM - layer), keys)
+        else:
+            alpha = F.dropout(alpha, p=conv.dropout, training=self.training)
         out = _HeadSum.apply(alpha, h, src, dst, n_dst)
         out = out.reshape(n_dst, heads * width) if conv.concat else out.mean(dim=1)
         if conv.res is not None:
             out = out + conv.res(x[:n_dst])
         return out
 
-    def edges(self, block: Block) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(src, dst, relation)`` of the block's edges without its self loops, plus one
-        self loop per destination (relation ``num_relations``), grouped by destination."""
+    def edges(self, block: Block, keyed: bool = False
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """``(src, dst, relation, keys)`` of the block's edges without its self loops, plus
+        one self loop per destination (relation ``num_relations``), grouped by destination;
+        ``keyed``: ``keys`` names each edge the same on any partition (its global edge id, a
+        self loop ``-1 - `` its destination's global id), else None."""
         src, dst = block.edge_index
         rel = block.edge_type.long()
         keep = src != dst
@@ -215,7 +224,14 @@ class SimpleHGN(GNN):
         dst = torch.cat([dst[keep], loops])
         rel = torch.cat([rel[keep], torch.full_like(loops, self.num_relations)])
         order = torch.argsort(dst, stable=True)
-        return src[order], dst[order], rel[order]
+        keys = None
+        if keyed:
+            if block.e_id is None or block.src_ids is None:
+                raise ValueError("keyed attention dropout needs blocks that carry e_id and "
+                                 "src_ids (the edges' and rows' global ids)")
+            keys = torch.cat([block.e_id.long()[keep],
+                              -1 - block.src_ids[: block.num_dst].long()])[order]
+        return src[order], dst[order], rel[order], keys
 
     def post(self, i: int, h: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
         """Hidden layers: the base's activation and dropout; the last: rows L2-normalised."""
