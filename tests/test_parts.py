@@ -139,6 +139,15 @@ def test_a_sampling_rank_holds_the_topology_and_fetches_rows_from_owners(written
         assert last["remote_owner_rows"] == away and last["local_hits"] == 3
         assert last["bytes_remote_owner"] == away * store.row_bytes
         assert last["misses"] == ids.numel() - away - 3  # its own rows, from its own table
+    bare: list[FeatureStore] = []  # no cache at all: every other part's row from its owner
+    for q in range(2):
+        bare.append(FeatureStore(PartLayout(tmp / "L").open_part(q, topology=True).x,
+                                 torch.empty(0, dtype=torch.long),
+                                 topo=SimpleNamespace(rank=q, world_size=2),
+                                 exchange=LocalExchange(bare)))
+    for q, store in enumerate(bare):
+        assert torch.equal(store.gather(ids), graph.x[ids])
+        assert store.last_stats()["remote_owner_rows"] == int((book.part[ids] != q).sum())
 
 
 def test_row_servers_answer_whatever_their_owners_are_doing(written, monkeypatch):

@@ -248,7 +248,8 @@ class FeatureStore:
                              f"[{int(ids.min())}, {int(ids.max())}]")
         slots = self.slot[ids]
         hit = slots >= 0
-        if self.exchange is None and ids.numel() and not bool(hit.any()):
+        if (self.exchange is None and self.owner_exchange is None and ids.numel()
+                and not bool(hit.any())):
             out = self._from_host(ids)  # every row from the host: no buffer to scatter into
             if self.visits is not None:
                 self.visits += torch.bincount(ids, minlength=self.num_nodes)
