@@ -99,7 +99,14 @@ def part_arrays(graph: GraphStore, part: torch.Tensor, q: int) -> dict[str, np.n
     held = int(indptr[-1])
     eids = torch.repeat_interleave(start - indptr[:-1], deg) + torch.arange(held)
     out = {"owned": owned, "indptr": indptr, "indices": graph.indices[eids]}
-    for name, rows, ids in (("x", graph.x, owned), ("y", graph.y, owned),
+    return with_rows(graph, out, owned, owned, eids)
+
+
+def with_rows(graph: GraphStore, out: dict[str, torch.Tensor], x_ids: torch.Tensor,
+              y_ids: torch.Tensor, eids: torch.Tensor) -> dict[str, np.ndarray]:
+    """``out`` plus the rows a part holds (``x`` of ``x_ids``, ``y`` of ``y_ids``, the edge
+    weights and features of ``eids``: those the graph has), as numpy arrays to write."""
+    for name, rows, ids in (("x", graph.x, x_ids), ("y", graph.y, y_ids),
                             ("edge_weight", graph.edge_weight, eids),
                             ("edge_attr", graph.edge_attr, eids)):
         if rows is not None:
@@ -107,13 +114,20 @@ def part_arrays(graph: GraphStore, part: torch.Tensor, q: int) -> dict[str, np.n
     return {k: v.numpy() for k, v in out.items()}
 
 
-def _check_writable(graph: GraphStore, book: PartitionBook, out: Path) -> None:
+def check_writable(graph: GraphStore, book: PartitionBook, out: Path) -> None:
+    """Refuse, in one line, a typed graph, a book of another graph (its nodes, and for a
+    vertex-cut its edges) and an ``out`` folder that holds something other than a layout."""
     if graph.is_typed or graph.type_features or graph.type_edge_attr:
         raise UserError(f"{graph.name} is a typed graph; the partitioned layout writes "
                         "homogeneous graphs only so far: train it from the processed dataset")
-    if book.num_nodes != graph.num_nodes:
-        raise UserError(f"the partition book covers {book.num_nodes} nodes, {graph.name} has "
-                        f"{graph.num_nodes}: it belongs to another graph")
+    edges = book.kind == "vertex_cut" and book.edge_part.numel() != graph.num_edges
+    if book.num_nodes != graph.num_nodes or edges:
+        what = f"{book.num_nodes} nodes" + (f" and {book.edge_part.numel()} edges"
+                                            if book.kind == "vertex_cut" else "")
+        has = f"{graph.num_nodes}" + (f" and {graph.num_edges}" if book.kind == "vertex_cut"
+                                      else "")
+        raise UserError(f"the partition book covers {what}, {graph.name} has {has}: it "
+                        "belongs to another graph")
     if out.exists() and not (out / LAYOUT_FILE).is_file() and any(out.iterdir()):
         raise UserError(f"parts={out} exists and is not a partitioned layout: give a new or "
                         "empty folder (a layout there is replaced)")
@@ -131,7 +145,7 @@ def write_layout(graph: GraphStore, book: PartitionBook, out: str | os.PathLike,
 
         return write_vc_layout(graph, book, out, dataset, partitioner, log)
     out = Path(os.path.expanduser(str(out)))
-    _check_writable(graph, book, out)
+    check_writable(graph, book, out)
     tmp = temp_folder(out)
     try:
         k = book.num_parts

@@ -44,7 +44,6 @@ import torch
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.metadata import DatasetMeta
 from gnnscale.data.publish import publish_folder, temp_folder
-from gnnscale.errors import UserError
 from gnnscale.partition._graph import edge_src
 from gnnscale.partition.book import PartitionBook
 from gnnscale.partition.layout import (
@@ -59,7 +58,15 @@ from gnnscale.partition.layout import (
     partitioner_name,
     read_part,
 )
-from gnnscale.partition.parts import PartGraph, PartLayout, RowView, _save_arrays, _write_info
+from gnnscale.partition.parts import (
+    PartGraph,
+    PartLayout,
+    RowView,
+    _save_arrays,
+    _write_info,
+    check_writable,
+    with_rows,
+)
 
 #: the directions of master/mirror traffic, as the mirror lists name them
 SYNCS = ("bcast", "reduce")
@@ -95,25 +102,7 @@ def vc_part_arrays(graph: GraphStore, book: PartitionBook, q: int,
     for d in SYNCS:
         k = keys[d]
         out[f"{d}_keys"] = k[master[k % n] == q]
-    for name, rows, ids in (("x", graph.x, read), ("y", graph.y, masters),
-                            ("edge_weight", graph.edge_weight, eids),
-                            ("edge_attr", graph.edge_attr, eids)):
-        if rows is not None:
-            out[name] = rows[ids]
-    return {k: v.numpy() for k, v in out.items()}
-
-
-def _check_writable(graph: GraphStore, book: PartitionBook, out: Path) -> None:
-    if graph.is_typed or graph.type_features or graph.type_edge_attr:
-        raise UserError(f"{graph.name} is a typed graph; the partitioned layout writes "
-                        "homogeneous graphs only so far: train it from the processed dataset")
-    if book.num_nodes != graph.num_nodes or book.edge_part.numel() != graph.num_edges:
-        raise UserError(f"the partition book covers {book.num_nodes} nodes and "
-                        f"{book.edge_part.numel()} edges, {graph.name} has {graph.num_nodes} "
-                        f"and {graph.num_edges}: it belongs to another graph")
-    if out.exists() and not (out / LAYOUT_FILE).is_file() and any(out.iterdir()):
-        raise UserError(f"parts={out} exists and is not a partitioned layout: give a new or "
-                        "empty folder (a layout there is replaced)")
+    return with_rows(graph, out, read, masters, eids)
 
 
 def write_vc_layout(graph: GraphStore, book: PartitionBook, out: str | os.PathLike,
@@ -124,7 +113,7 @@ def write_vc_layout(graph: GraphStore, book: PartitionBook, out: str | os.PathLi
     from gnnscale.partition.store import graph_checksum
 
     out = Path(os.path.expanduser(str(out)))
-    _check_writable(graph, book, out)
+    check_writable(graph, book, out)
     tmp = temp_folder(out)
     try:
         k, n = book.num_parts, graph.num_nodes
