@@ -105,8 +105,10 @@ def test_strategy_counts_every_trained_micro_batch():
 @pytest.mark.slow
 @pytest.mark.parametrize("overrides", [
     ("strategy=split", "dist.world_size=2"),  # one shared sample per step
+    # standby jobs counted too: a wide model makes a job's training outlast its sampling,
+    # so the sampler is ahead with jobs waiting and its standby trainer takes some
     ("strategy=factored", "dist.world_size=2", "strategy.samplers=1",
-     "strategy.switching=true", "strategy.batch_size=64"),  # standby jobs counted too
+     "strategy.switching=true", "strategy.batch_size=64", "model.hidden=512"),
 ], ids=["split", "factored-switching"])
 def test_footprint_metric_across_ranks(tmp_path, overrides):
     """The same draws as one process (split samples once per step; factored with one trainer
