@@ -95,7 +95,7 @@ def run(quick: bool = False) -> dict:
             from gnnscale.distributed import spawn
 
             per_rank = spawn(_pyg_rank, WORLD, ours["processed_dir"], epochs, batch, hidden,
-                             timeout_s=3600)
+                             timeout_s=3600, cores="auto")
             times = [max(ts) for ts in zip(*per_rank)][1:]
             results["pyg_epoch_s"] = statistics.median(times)
         else:

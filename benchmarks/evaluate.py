@@ -71,7 +71,8 @@ def run(quick: bool) -> dict:
     ratios: dict = {}
     for name in cfg["graphs"]:
         for world in (1, 2):
-            out = spawn(_ranks, world, name, cfg, threads_per_rank=1, timeout_s=1800.0)[0]
+            out = spawn(_ranks, world, name, cfg, threads_per_rank=1, timeout_s=1800.0,
+                        cores="auto")[0]
             results[f"{name}_{world}_ranks"] = out
             ratios[f"{name}_{world}_ranks_conv_over_reordered"] = ratio(
                 out["seconds"]["conv"], out["seconds"]["reordered"])

@@ -241,7 +241,8 @@ def measure_rows(graph, parts: list[str], models: list[str], hiddens: list[int],
                 for d in (edge_deps if books[p].kind == "edge_cut" else ("depcomm",))]
     if options:  # NeutronStar's ring against plain depcomm
         variants += [(models[0], hiddens[-1], parts[0], d) for d in OPTIONS]
-    per_rank = spawn(_rank, WORLD, graph, books, variants, epochs, twins, timeout_s=3000.0)
+    per_rank = spawn(_rank, WORLD, graph, books, variants, epochs, twins, timeout_s=3000.0,
+                     cores="auto")
     rows: dict = {}
     for m, h, p, d in variants:
         for v in ([d + t for t in TWINS] if twins else (d,)):

@@ -129,7 +129,8 @@ def run(quick: bool = False) -> dict:
     ratios: dict = {"last_over_first": {}, "eval_last_over_first": {}}
     with tempfile.TemporaryDirectory() as d:
         confs = {s: _compose(Path(d), s, cfg) for s in cfg["strategies"]}
-        per_rank = spawn(_rank, cfg["world"], confs, cfg["epochs"], timeout_s=3000.0)
+        per_rank = spawn(_rank, cfg["world"], confs, cfg["epochs"], timeout_s=3000.0,
+                         cores="auto")
     got = per_rank[0]
     for name in cfg["strategies"]:
         r = got[name]

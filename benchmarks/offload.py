@@ -309,7 +309,8 @@ def run(quick: bool) -> dict:
     per_doubling(bounds, first, ratios)
     ratios["level2_metis"] = {}
     per_doubling(metis_bounds, first, ratios["level2_metis"])
-    per_rank = spawn(_rank, WORLD, graph, books[first], cfg, timeout_s=3000.0)
+    per_rank = spawn(_rank, WORLD, graph, books[first], cfg, timeout_s=3000.0,
+                     cores="auto")
     names = ["depcomm"] + [f"offload/{c}" for c in cfg["measured_chunks"]]
     epochs = {n: _combine(per_rank, n) for n in names}
     results["epochs"] = {f"{first}/{n}": r for n, r in epochs.items()}
@@ -432,7 +433,7 @@ def run_rule(quick: bool) -> dict:
         with _threads(1):
             book = _book(graph, cfg["first_level"], cfg["seed"])
         per_rank = spawn(_rule_rank, cfg["world"], graph, book, {**cfg, **spec},
-                         timeout_s=3000.0)
+                         timeout_s=3000.0, cores="auto")
         for name in per_rank[0]:
             rows = {v: _rule_combine(per_rank, name, v) for v in RULE_VARIANTS}
             key = f"{gname}/{name}/{spec['level2']}{spec['chunks']}"
@@ -505,7 +506,8 @@ def run_transpose(quick: bool) -> dict:
     graph = generate(cfg["preset"], scale=cfg["scale"], seed=cfg["seed"])
     with _threads(1):
         book = _book_of(graph, cfg["first_level"], cfg["seed"], cfg["world"])
-    per_rank = spawn(_transpose_rank, cfg["world"], graph, book, cfg, timeout_s=3000.0)
+    per_rank = spawn(_transpose_rank, cfg["world"], graph, book, cfg, timeout_s=3000.0,
+                     cores="auto")
     results: dict = {"graph": {"nodes": graph.num_nodes, "edges": graph.num_edges,
                                "features": graph.num_features}, "rows": {}}
     ratios: dict = {}

@@ -190,7 +190,7 @@ def parallel_samplers(graph, part, cfg: dict, world: int = WORLD) -> tuple[dict,
     variants = [(name, on, b) for b in cfg["batch_sizes"]
                 for name, on in (("split", "leader"), ("split", "all"), ("data", "-"))]
     ranks = spawn(_epoch_rank, world, graph, part, cfg, variants, cfg["epochs"],
-                  timeout_s=1800.0)
+                  timeout_s=1800.0, cores="auto")
     results, ratios = {}, {}
     for key in ranks[0]:
         results[key] = {
@@ -244,7 +244,8 @@ def run(quick: bool) -> dict:
                      ("split", "hybrid", b, r, "partitioned"),
                      ("split", "hybrid_forced", b, r, "partitioned")]
     t0 = time.perf_counter()
-    timed = spawn(_timed_rank, WORLD, graph, part, cfg, variants, timeout_s=1200.0)
+    timed = spawn(_timed_rank, WORLD, graph, part, cfg, variants, timeout_s=1200.0,
+                  cores="auto")
     wall = time.perf_counter() - t0
     for key in timed[0]:
         results["step_time_s"][key] = max(t[key]["step_s"] for t in timed)

@@ -249,9 +249,9 @@ def test_a_resumed_run_takes_the_thread_count_its_checkpoint_chose(tmp_path, mon
     from tests._train import TINY, make_cfg
 
     cores = threads.allowed_cores()
-    monkeypatch.setattr(local, "busy_cores", lambda: cores - 1)  # one core left free
+    monkeypatch.setattr(local, "host_load", lambda: (cores - 1, [0]))  # one core left free
     run(make_cfg(tmp_path, *TINY, "epochs=1", "dist.world_size=1"))
     assert checkpoint.load(tmp_path / "run" / "checkpoint.pt")["threads"] == 1
-    monkeypatch.setattr(local, "busy_cores", lambda: 0)  # idle now: 0 would mean all cores
+    monkeypatch.setattr(local, "host_load", lambda: (0, list(range(cores))))  # idle now
     run(make_cfg(tmp_path, *TINY, "epochs=2", "dist.world_size=1", "resume=true"))
     assert checkpoint.load(tmp_path / "run" / "checkpoint.pt")["threads"] == 1

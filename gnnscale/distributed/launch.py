@@ -54,6 +54,7 @@ from gnnscale.distributed.guard import (
     sigint_blocked,
     socket_dir,
 )
+from gnnscale.distributed.threads import bind_rank, binding
 from gnnscale.distributed.topology import (  # noqa: F401 - re-exported
     Topology,
     free_port,
@@ -173,7 +174,7 @@ def _leave_fork_server() -> None:
 
 
 def _worker(rank, world_size, fn, args, port, backend, device, timeout_s, results, threads,
-            launcher_pid, tmp_dir, env):
+            launcher_pid, tmp_dir, env, cores=None):
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the launcher stops the ranks
         _leave_fork_server()
@@ -182,6 +183,8 @@ def _worker(rank, world_size, fn, args, port, backend, device, timeout_s, result
         os.environ.clear()
         os.environ.update(env)  # the launcher's, not the fork server's (started earlier)
         use_temp_dir(tmp_dir)
+        if cores:  # before torch starts its intra-op threads: they inherit the binding
+            bind_rank(rank, threads, cores)
         torch.set_num_threads(threads)
         topo = init_process_group(rank, world_size, backend=backend, device=device, port=port,
                                   timeout_s=timeout_s)
@@ -376,12 +379,16 @@ def spawn(
     timeout_s: float = 120.0,
     grace_s: float = 10.0,
     threads_per_rank: int | None = None,
+    cores: list[int] | str | None = None,
 ) -> list[Any]:
     """Run ``fn(topology, *args)`` on ``world_size`` local ranks; return results in rank order.
 
     ``fn`` must be importable (module level). Raises :class:`RankFailed` naming the rank that
     failed first (or, when its peers' collectives ran past ``timeout_s``, the rank that stopped
     answering); the other ranks are terminated after ``grace_s`` seconds, a stopped one at once.
+    ``cores``: bind rank ``r`` to its block of them (:func:`~gnnscale.distributed.threads.
+    rank_cores`); ``"auto"``: the cores the launcher would bind them to
+    (:func:`~gnnscale.distributed.threads.binding`); None leaves the ranks unbound.
     """
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
@@ -389,6 +396,8 @@ def spawn(
     results = ctx.Queue()
     port = free_port()
     threads = threads_per_rank or max(1, (os.cpu_count() or 1) // world_size)
+    if cores == "auto":
+        cores = binding(world_size, threads)
     tmp_dir = tempfile.mkdtemp(prefix="gnnscale-ranks-", dir=run_temp_dir())
     # not daemonic: a rank may start processes of its own (sampler workers); ranks end with
     # the launcher (guard_rank) and the ``finally`` below terminates them however spawn ends
@@ -397,7 +406,7 @@ def spawn(
     procs = [
         ctx.Process(target=_worker, args=(r, world_size, fn, args, port, backend, device,
                                           timeout_s, results, threads, os.getpid(), tmp_dir,
-                                          env),
+                                          env, cores),
                     daemon=False, name=f"gnnscale-rank-{r}")
         for r in range(world_size)
     ]

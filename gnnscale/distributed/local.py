@@ -26,7 +26,7 @@ from gnnscale.distributed.guard import guard_rank, run_temp_dir, socket_dir
 from gnnscale.distributed.launch import spawn
 from gnnscale.distributed.peers import HostLost, gather_peers, lost_host
 from gnnscale.distributed.schemas import LocalDistConfig
-from gnnscale.distributed.threads import allowed_cores, busy_cores, default_threads
+from gnnscale.distributed.threads import allowed_cores, binding, default_threads, host_load
 from gnnscale.distributed.topology import (
     Backend,
     Device,
@@ -46,23 +46,37 @@ class Launcher:
 
     def __init__(self, world_size: int = 2, backend: str | Backend = "auto",
                  device: str | Device = "auto", timeout_s: float = 300.0,
-                 threads_per_rank: int = 0) -> None:
+                 threads_per_rank: int = 0, bind_cores: bool = True) -> None:
         self.world_size = int(os.environ["WORLD_SIZE"]) if under_torchrun() else world_size
         LocalDistConfig(world_size=self.world_size, backend=backend, device=device,
-                        timeout_s=timeout_s, threads_per_rank=threads_per_rank).check()
+                        timeout_s=timeout_s, threads_per_rank=threads_per_rank,
+                        bind_cores=bind_cores).check()
         self.backend, self.device = resolve_backend(backend, device)  # what this host has
         self.timeout_s, self.threads_per_rank = timeout_s, threads_per_rank
+        self.bind_cores = bind_cores
 
-    def _free_threads(self) -> int:
+    def _free_threads(self, busy: int) -> int:
         """``dist.threads_per_rank=0``: the free cores shared by the ranks (said in one line
         when other processes keep cores busy)."""
-        busy = busy_cores()
         threads = default_threads(self.world_size, busy)
         if busy:
             print(f"dist.threads_per_rank=0: {threads} thread(s) per rank, {busy} of "
                   f"{allowed_cores()} cores busy with other work (set dist.threads_per_rank "
                   "to choose)", flush=True)
         return threads
+
+    def _plan(self) -> tuple[int, list[int] | None]:
+        """Threads per rank, and the cores the spawned ranks are bound to (None: unbound):
+        :func:`binding` with ``dist.bind_cores``, several ranks and no torchrun. One 50 ms
+        look at the host (:func:`host_load`) serves both."""
+        spawned = self.world_size > 1 and not under_torchrun()
+        if self.threads_per_rank and not (self.bind_cores and spawned):
+            return self.threads_per_rank, None
+        load = host_load()
+        threads = self.threads_per_rank or self._free_threads(load[0])
+        if not (self.bind_cores and spawned):
+            return threads, None
+        return threads, binding(self.world_size, threads, load)
 
     def launch(self, fn: Callable[..., Any], *args: Any) -> list[Any]:
         """``fn(topology, *args)`` on every rank: one rank runs in this process, more are
@@ -74,13 +88,12 @@ class Launcher:
         for AF_UNIX, or a clear refusal here, before any rank starts)."""
         run_temp_dir()
         socket_dir()
-        if not under_torchrun() and self.world_size == 1:
-            return [run_here(fn, args, self.backend, self.device, self.timeout_s,
-                             self.threads_per_rank or self._free_threads())]
         if not under_torchrun():
+            threads, cores = self._plan()
+            if self.world_size == 1:
+                return [run_here(fn, args, self.backend, self.device, self.timeout_s, threads)]
             return spawn(fn, self.world_size, *args, backend=self.backend, device=self.device,
-                         timeout_s=self.timeout_s,
-                         threads_per_rank=self.threads_per_rank or self._free_threads())
+                         timeout_s=self.timeout_s, threads_per_rank=threads, cores=cores)
         guard_rank(os.getppid())  # end with torchrun's agent, however it ends
         if agent_hosts_store():  # listening already: unreachable is an error, said at once
             check_store_reachable(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),

@@ -50,6 +50,8 @@ class LocalDistConfig(Options):
     device: Device = Device.auto
     timeout_s: float = 300.0
     threads_per_rank: int = 0  # 0: the host's free cores / local ranks
+    #: each spawned rank on its own block of free cores (docs/distributed.md)
+    bind_cores: bool = True
 
     def check(self) -> None:
         """At least one rank, a deadline in (0 s, one week], threads in [0, this host's cores],

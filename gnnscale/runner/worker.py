@@ -335,6 +335,14 @@ def _value(option) -> str:
     return getattr(option, "value", option)
 
 
+def _cores() -> list[int] | None:
+    """This process's cores (its affinity mask; None where the platform has none)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
 def _results(history: list[dict], cfg, topo: Topology, task: type[TaskConfig]) -> dict:
     metric = selection_metric(cfg.get("metric", "auto"), history, task.auto_metric)
     evaluated = [h for h in history if f"val_{metric}" in h]
@@ -353,6 +361,8 @@ def _results(history: list[dict], cfg, topo: Topology, task: type[TaskConfig]) -
         "best_epoch": best.get("epoch"),
         "median_epoch_time": times[len(times) // 2] if times else None,
         "world_size": topo.world_size,
+        # where rank 0 ran: its block of cores when the launcher bound the ranks
+        "rank0_cores": _cores(),
     })
     return {"summary": summary, "history": history,
             "config": OmegaConf.to_container(cfg)}

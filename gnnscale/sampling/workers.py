@@ -54,6 +54,7 @@ from gnnscale.distributed.guard import (
     socket_dir,
 )
 from gnnscale.distributed.launch import describe_exit, stop_processes
+from gnnscale.distributed.threads import unbind
 from gnnscale.distributed.topology import run_timeout
 from gnnscale.sampling import codec
 from gnnscale.sampling.base import MiniBatch, Sampler
@@ -107,6 +108,7 @@ def _worker_main(wid: int, sampler: Sampler, kind: str, spec: Any, jobs: Any, re
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the rank closes the pool
     if os.getppid() != parent:
         return  # the parent died before the death signal was set
+    unbind()  # a bound rank's block is its own: a worker samples on any of the run's cores
     torch.set_num_threads(threads)
     results.cancel_join_thread()  # never block exit on results nobody will read
 
