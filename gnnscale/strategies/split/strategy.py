@@ -206,6 +206,7 @@ class SplitParallel(SamplingStrategy):
         it sampled)."""
         ctx, world, rank = self.ctx, self.ctx.topo.world_size, self.ctx.topo.rank
         parts = [torch.empty(0, dtype=torch.int64)] * world
+        own = None  # this rank's plan of the step it split: kept as it is, never packed
         t_sample = t_split = 0.0
         if rank < len(draws):
             t0 = time.perf_counter()
@@ -214,9 +215,12 @@ class SplitParallel(SamplingStrategy):
             else:
                 mb = ctx.sampler.sample(ctx.graph, draws[rank].seeds, draws[rank].sample_seed)
             t1 = time.perf_counter()
-            parts = [pack_plan(plan) for plan in split_sample_all(
+            plans = split_sample_all(
                 mb, self.own_in, self.own_part, world, preagg=self.preagg, costs=self.costs,
-                budget=self.budget, gcn_block_norm=self.gcn_block, edge_ids=True)]
+                budget=self.budget, gcn_block_norm=self.gcn_block, edge_ids=True)
+            own = plans[rank]
+            parts = [torch.empty(0, dtype=torch.int64) if q == rank else pack_plan(plan)
+                     for q, plan in enumerate(plans)]
             t_sample, t_split = t1 - t0, time.perf_counter() - t1
             self.visited(mb.input_nodes)  # each sample counted once, by the rank drawing it
         # 8-byte words on the wire: int32 parts travel two to a word (odd lengths padded)
@@ -228,11 +232,11 @@ class SplitParallel(SamplingStrategy):
         dist.all_to_all_single(recv, torch.cat(words), got.tolist(), sizes.tolist(),
                                group=self.sample_group)
         mine = got.tolist()
-        # what crossed the wire: every part but the one this rank split for itself
-        self.received_bytes += (sum(mine) - mine[rank]) * recv.element_size()
-        plans = [unpack_plan(_from_words(b)) for b in torch.split(recv, mine) if b.numel()]
+        self.received_bytes += sum(mine) * recv.element_size()  # what crossed the wire
+        plans = [own if q == rank else unpack_plan(_from_words(b)) if b.numel() else None
+                 for q, b in enumerate(torch.split(recv, mine))]
         return [(plan, t_sample if i == rank else 0.0, t_split if i == rank else 0.0)
-                for i, plan in enumerate(plans)]
+                for i, plan in enumerate(plans) if plan is not None]
 
     def load(self, mb: MiniBatch | None, plan: SplitPlan) -> Any:
         """This rank's raw layer-0 rows: its cached ones and the ones no rank caches (a
