@@ -8,7 +8,14 @@ own core) plus ``data`` and ``fullgraph`` on 4 ranks (two ranks a core, round-ro
 variants of a row run back to back, their order alternating round by round, so a change in
 the host's load falls on both; a row's figure is the median over rounds of each run's median
 epoch after the first. Binding changes where a rank runs, never what it computes: the runs'
-last training losses must be the same bits (``results.rows.<row>.same_loss``).
+last training losses must be the same bits (``results.rows.<row>.same_loss``). A bound
+variant's runs say whether the launcher did bind them (``applied``: it binds only onto free
+cores, so a busy host runs both variants unbound).
+
+``results.waits``: the mechanism alone, on 2 and on 4 ranks: each rank repeats the same small
+computation (eight 256 x 256 products) and a one-row all-to-all, bound
+(``spawn(cores="auto")``) and unbound, alternating; the seconds spent in the all-to-all are
+waits for the slowest peer (their sum, median and 90th percentile).
 """
 
 from __future__ import annotations
@@ -66,10 +73,56 @@ def measure(tmp: Path, cfg: dict, task: str, strategy: str, deps: str | None, ra
             "free_cores_before": len(free)}
 
 
+def _wait_rank(topo, iterations: int) -> list[float]:
+    """Seconds of each all-to-all after the same small computation on every rank."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    a = torch.randn(256, 256)
+    send = torch.randn(topo.world_size * 10, 64)
+    recv = torch.empty_like(send)
+    waits = []
+    for _ in range(iterations):
+        for _ in range(8):
+            a @ a
+        t0 = time.perf_counter()
+        dist.all_to_all_single(recv, send)
+        waits.append(time.perf_counter() - t0)
+    return waits
+
+
+def waits(iterations: int, rounds: int) -> dict[str, Any]:
+    """:func:`_wait_rank` on 2 and 4 ranks of one thread, bound and unbound, alternating."""
+    from gnnscale.distributed import spawn
+
+    out: dict[str, Any] = {}
+    for world in (2, 4):
+        got: dict[str, list[list[float]]] = {"bound": [], "unbound": []}
+        for rnd in range(rounds):
+            for bind in ((True, False) if rnd % 2 == 0 else (False, True)):
+                ranks = spawn(_wait_rank, world, iterations, threads_per_rank=1,
+                              cores="auto" if bind else None, timeout_s=600.0)
+                got["bound" if bind else "unbound"].append(ranks[0])
+        row = {}
+        for variant, runs in got.items():
+            sums = [sum(w) for w in runs]
+            flat = sorted(x for w in runs for x in w)
+            row[variant] = {"wait_sum_s": statistics.median(sums), "wait_sum_s_runs": sums,
+                            "median_us": 1e6 * flat[len(flat) // 2],
+                            "p90_us": 1e6 * flat[int(0.9 * len(flat))]}
+        row["unbound_over_bound"] = ratio(row["unbound"]["wait_sum_s"],
+                                          row["bound"]["wait_sum_s"])
+        out[f"{world}ranks"] = row
+    return out
+
+
 def run(quick: bool = False) -> dict:
     cfg = settings(quick)
     runs: dict[str, dict[str, list[dict]]] = {}
     load_before = os.getloadavg()
+    mechanism = waits(150 if quick else 300, 2 if quick else 3)
     with tempfile.TemporaryDirectory() as d:
         for rnd in range(cfg["rounds"]):
             for i, (task, strategy, deps, ranks) in enumerate(rows_of(cfg)):
@@ -79,7 +132,8 @@ def run(quick: bool = False) -> dict:
                 for bind in order:
                     row["bound" if bind else "unbound"].append(
                         measure(Path(d), cfg, task, strategy, deps, ranks, bind))
-    results: dict[str, Any] = {"rows": {}, "load_average_before": load_before,
+    results: dict[str, Any] = {"rows": {}, "waits": mechanism,
+                               "load_average_before": load_before,
                                "load_average_after": os.getloadavg()}
     gain = {}
     allowed = len(os.sched_getaffinity(0))
@@ -104,4 +158,6 @@ def run(quick: bool = False) -> dict:
             "ratios": {"unbound_over_bound": gain, "median": statistics.median(values),
                        "min": values[0], "max": values[-1],
                        "rows_slower_bound": sorted(k for k, v in gain.items() if v < 1.0),
+                       "waits_unbound_over_bound": {k: v["unbound_over_bound"]
+                                                    for k, v in mechanism.items()},
                        "all_same_loss": all(r["same_loss"] for r in results["rows"].values())}}

@@ -284,13 +284,30 @@ def roofline(rep: dict, out: Path) -> None:
     fig.savefig(out / "roofline.png", dpi=110)
 
 
+def binding(rep: dict, out: Path) -> None:
+    """Each row's epoch unbound over bound (``dist.bind_cores``): above 1, binding is faster."""
+    gains = rep["ratios"]["unbound_over_bound"]
+    keys = list(gains)[::-1]  # first row on top
+    fig, ax = plt.subplots(figsize=(7, 0.3 * len(keys) + 1.4))
+    colours = ["0.35" if k.startswith("node/") else "tab:olive" for k in keys]
+    ax.barh(keys, [gains[k] for k in keys], color=colours)
+    ax.axvline(1.0, color="k", lw=1)
+    ax.set(xlabel="epoch unbound / epoch bound (grey: node task, olive: link)")
+    ax.grid(axis="x", alpha=0.3)
+    fig.suptitle("ranks bound to cores (dist.bind_cores), medians of alternating runs",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out / "binding.png", dpi=110)
+
+
 def main(argv: list[str]) -> int:
     results = Path(argv[0]) if argv else ROOT / "docs" / "results"
     out = Path(argv[1]) if len(argv) > 1 else ROOT / "docs" / "img"
     out.mkdir(parents=True, exist_ok=True)
     for suite, draw in (("cache", cache), ("partition", partition), ("epoch", epoch),
                         ("sampler", sampler), ("split", split), ("fullgraph", fullgraph),
-                        ("factored", factored), ("roofline", roofline)):
+                        ("factored", factored), ("roofline", roofline),
+                        ("binding", binding)):
         rep = _load(results, suite)
         # fall back to the quick size
         if rep is None and suite in ("fullgraph", "factored", "roofline"):

@@ -71,3 +71,18 @@ def test_a_process_a_bound_rank_starts_takes_the_launchers_cores_back():
                          check=True).stdout.split("] [")
     assert out[0] + "]" == str([cores[1]])
     assert "[" + out[1].strip() == str(cores)
+
+
+@pytest.mark.parametrize("strategy, binds", [("data", True), ("split", True),
+                                             ("factored", False)])
+def test_a_strategy_whose_ranks_run_at_their_own_pace_stays_unbound(tmp_path, strategy, binds):
+    """``factored``'s samplers and trainers meet through a queue, not in lockstep: it
+    declares ``binds_cores = False`` and its launcher binds nothing; the others bind."""
+    from gnnscale.runner.run import launcher
+    from tests._train import TINY, make_cfg
+
+    cfg = make_cfg(tmp_path, *TINY, f"strategy={strategy}", "dist.world_size=2")
+    assert launcher(cfg).bind_cores is binds
+    off = make_cfg(tmp_path, *TINY, f"strategy={strategy}", "dist.world_size=2",
+                   "dist.bind_cores=false")
+    assert launcher(off).bind_cores is False

@@ -38,8 +38,11 @@ def rank_main(topo: Any, cfg_dict: dict, run_dir: str) -> dict | None:
 def launcher(cfg: DictConfig) -> Any:
     """The ``dist`` option's launcher; what this host lacks for the backend or device (no
     CUDA, say) is a :class:`ConfigError` naming the key."""
+    dist = cfg.dist
+    if dist.get("bind_cores") and not declared(cfg.strategy).binds_cores:
+        dist = OmegaConf.merge(dist, {"bind_cores": False})  # its ranks run faster unbound
     try:
-        return registry.build(cfg.dist)
+        return registry.build(dist)
     except ValueError as err:
         raise ConfigError(str(err)) from err
 

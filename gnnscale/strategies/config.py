@@ -107,6 +107,9 @@ class StrategyConfig(Options):
     exchange_keys: ClassVar[tuple[str, ...]] = ()
     #: Whether ``strategy=auto`` may profile it.
     auto_candidate: ClassVar[bool] = True
+    #: Whether its ranks run faster bound to cores (``dist.bind_cores``; docs/distributed.md):
+    #: ranks that meet in lockstep collectives do; False keeps the ranks unbound.
+    binds_cores: ClassVar[bool] = True
     #: A meta strategy is resolved in the launcher into runs of concrete ones (``auto``).
     meta: ClassVar[bool] = False
     #: Whether every rank trains a share of each step's training items of its own (so the

@@ -68,6 +68,10 @@ class FactoredConfig(SamplingConfig):
     default_cache: ClassVar[str] = "presample"
     trains_types: ClassVar[bool] = True  # trainers train types as data does (sparse tables)
     takes_edge_features: ClassVar[bool] = True  # trainers gather them from the jobs' edge ids
+    #: Samplers and trainers run at their own pace, joined by a queue: an unbound rank takes
+    #: the core its peer leaves idle, so it runs unbound (bound: 0.84-0.91x the epoch speed,
+    #: docs/results/binding.json).
+    binds_cores: ClassVar[bool] = False
     #: the role totals: seconds summed over the sampler ranks or over the trainer ranks
     reductions: ClassVar[dict[str, Reduce]] = {
         "sampler_busy_time": Reduce.sum, "sampler_idle_time": Reduce.sum,
