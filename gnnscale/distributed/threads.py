@@ -23,8 +23,8 @@ on a busy host"):
 * :func:`bind_rank` binds each spawned rank to its own block of cores (``dist.bind_cores``):
   an unbound rank's threads migrate between cores and meet its peers' (and their sampling
   threads') on them, so every collective waits for a peer the scheduler happened to delay;
-  bound, the waits of a 2-rank run on 2 cores fell 2.5x (a 1-core-per-rank all-to-all loop:
-  p90 2.5 ms -> 0.5 ms). Only the free cores (:func:`free_cores`) are handed out; more ranks
+  bound, the all-to-all waits of a 2-rank run on 2 cores are 2.3x shorter (``python -m
+  benchmarks binding``). Only the free cores (:func:`host_load`) are handed out; more ranks
   than blocks share them round-robin; the cores are the launcher's to give, so processes a
   rank starts (sampler workers) take the whole set back (:func:`unbind`).
 """
@@ -114,8 +114,8 @@ def host_load(window_s: float = BUSY_WINDOW_S) -> tuple[int, list[int]]:
         return 0, sorted(cpus)
     share = {}
     for c in first:
-        busy, total = last[c][0] - first[c][0], last[c][1] - first[c][1]
-        share[c] = busy / total if total > 0 else 0.0
+        ran, ticks = last[c][0] - first[c][0], last[c][1] - first[c][1]
+        share[c] = ran / ticks if ticks > 0 else 0.0
     per_core = sum(last[c][1] - first[c][1] for c in first) / len(first)
     others = sum(last[c][0] - first[c][0] for c in first) - (own1 - own0)
     busy = min(len(cpus), int(max(0, others) / per_core + 0.5)) if per_core > 0 else 0
