@@ -161,7 +161,7 @@ def _epoch_rank(topo, graph, part, cfg: dict, variants: list[tuple], epochs: int
         model = registry.build(registry.option(
             "model", "sage", hidden=cfg["hidden"], num_layers=len(cfg["fanouts"]), dropout=0.0),
             in_channels=graph.num_features, out_channels=graph.num_classes)
-        deps = "depcomm" if name == "split" else "depcache"
+        deps = "hybrid" if name == "split" else "depcache"  # each strategy's default
         ctx = RunContext(topo=topo, graph=graph, model=model,
                          sampler=NeighborSampler(cfg["fanouts"]),
                          cache_policy=registry.build(registry.option("cache", "none")),

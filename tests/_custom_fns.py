@@ -28,7 +28,8 @@ def every_strategy(topo) -> dict:
             "fullgraph": F.edge_cut_cases(topo, part, [(name, "depcomm", {}),
                                                        (name, "hybrid_replicate", {})]),
             "offload": _offload_fns.offload_cases(topo, part, [(name, dict(chunks=2))]),
-            "split": _split_fns.split_cases(topo, [(name, "depcomm", False, False)]),
+            "split": _split_fns.split_cases(topo, [(name, "depcomm", False, False)],
+                                           ("read",)),
         }
     for name in (*LAYER_WISE, *WHOLE_GRAPH):
         out.setdefault(name, {})

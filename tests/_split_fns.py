@@ -58,27 +58,38 @@ def make_ctx(topo, model: str, deps: str, parts: int | None = None) -> RunContex
                       partition=FixedPartition(book), seed=0, optim=Adam(lr=0.01))
 
 
-def split_cases(topo, cases: list[tuple[str, str, bool, bool]]) -> list[dict]:
-    """Per case (model, deps, preaggregate, shifted layer-0 owners): one step's loss,
-    gradients and this rank's plan (vertices computed per layer, rows loaded)."""
+def split_cases(topo, cases: list[tuple[str, str, bool, bool]],
+                inputs: tuple[str, ...] = ("shuffle",)) -> list[dict]:
+    """Per case (model, deps, preaggregate, shifted layer-0 owners) and per ``strategy.inputs``
+    mode in ``inputs`` (pre-aggregated cases: shuffle only): one step's loss, gradients and
+    this rank's plan (vertices computed per layer, rows loaded), keyed by the mode."""
     results = []
     for model, deps, preagg, shift in cases:
-        ctx = make_ctx(topo, model, deps)
-        strat = SplitParallel(ctx, batch_size=BATCH, prefetch=0, preaggregate=preagg)
-        strat.setup()
-        if shift:  # layer-0 owners differ from the partition (as when caches decide)
-            strat.own_in = (strat.own_part + 1) % topo.world_size
-        mb, plan, _ = strat.prepare(strat.schedule.draw(0, 0, 0))
-        x = strat.load(mb, plan)
-        loss = strat.train_step(mb, plan, x)
-        results.append({
-            "loss": loss, "grads": [p.grad.clone() for p in strat.module.parameters()],
-            "dst": [mb.n_id[lp.dst] for lp in plan.layers],
-            "loaded": mb.n_id[plan.loaded], "replicated": plan.replicated,
-            "edges": plan.edges_per_rank, "total_edges": plan.total_edges,
-            "shuffled": strat.stats.bytes_sent, "requested": strat.store.totals["requested"],
-        })
-        strat.close()
+        per_mode = {}
+        for mode in inputs:
+            if preagg and mode == "read":
+                continue
+            ctx = make_ctx(topo, model, deps)
+            strat = SplitParallel(ctx, batch_size=BATCH, prefetch=0, preaggregate=preagg,
+                                  inputs=mode)
+            strat.setup()
+            if shift:  # layer-0 owners differ from the partition (as when caches decide)
+                strat.own_in = (strat.own_part + 1) % topo.world_size
+            mb, plan, _ = strat.prepare(strat.schedule.draw(0, 0, 0))
+            x = strat.load(mb, plan)
+            loss = strat.train_step(mb, plan, x)
+            per_mode[mode] = {
+                "loss": loss, "grads": [p.grad.clone() for p in strat.module.parameters()],
+                "dst": [mb.n_id[lp.dst] for lp in plan.layers],
+                "loaded": mb.n_id[plan.loaded], "read": strat.input_ids(plan),
+                "block_sources": plan.layers[0].block.src_ids,
+                "replicated": plan.replicated,
+                "edges": plan.edges_per_rank, "total_edges": plan.total_edges,
+                "shuffled": strat.stats.bytes_sent,
+                "requested": strat.store.totals["requested"],
+            }
+            strat.close()
+        results.append(per_mode)
     return results
 
 

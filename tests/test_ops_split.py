@@ -24,7 +24,8 @@ def _plan(rank: int, preagg: bool = False) -> list[list]:
 def test_rank0_receives_the_rows_it_lacks():
     loaded, stats, dst, src, ei, gather, send, send_c, recv_c, agg = _plan(0)
     assert loaded == [0, 2]
-    assert stats == [3, 1, 2, 4, 0]  # edges per rank, local edges, all edges, replicated
+    # edges per rank, local edges, all edges, replicated, rows all ranks receive in layer 0
+    assert stats == [3, 1, 2, 4, 0, 2]
     assert dst == [0] and src == [0, 1, 2, 3]
     assert gather == [0, 2, 1, 3]    # own rows 0, 2 are h[0], h[1]; 1, 3 arrive after them
     assert ei == [[2, 3, 1], [0, 0, 0]]
@@ -33,7 +34,7 @@ def test_rank0_receives_the_rows_it_lacks():
 
 def test_rank1_sends_what_rank0_needs():
     loaded, stats, dst, src, ei, gather, send, send_c, recv_c, agg = _plan(1)
-    assert loaded == [1, 3] and stats == [3, 1, 2, 4, 0]
+    assert loaded == [1, 3] and stats == [3, 1, 2, 4, 0, 2]
     assert dst == [1] and src == [1, 3] and gather == [0, 1] and ei == [[1], [0]]
     assert send == [0, 1] and send_c == [2, 0] and recv_c == [0, 0]
 
@@ -63,6 +64,50 @@ def test_split_sample_checks_its_inputs():
         split_sample(COUNTS, [EDGES[0][0]], OWNER, OWNER, 2, 0, False, NO_COSTS, 0)
 
 
+def test_exchange_cost_takes_a_whole_layer_and_silences_it():
+    """Given one exchange's fixed cost (t_sync), the split greedy takes all of a rank's
+    remaining remote rows of a layer when recomputing them costs less than shuffling them plus
+    the layer's two exchanges; a layer where no rank receives is reported silent (the stats'
+    rows received per layer), and without t_sync the per-row greedy alone decides."""
+    from gnnscale.deps.hybrid import Hybrid
+    from gnnscale.sampling.neighbor import NeighborSampler
+    from gnnscale.strategies.split.splitter import split_sample_all as split_all
+    from tests._data_fns import make_graph
+    from tests._split_fns import scattered_part
+
+    g = make_graph()
+    mb = NeighborSampler([4, 3]).sample(g, g.train_idx[:48], 0)
+    part = scattered_part(g.num_nodes, 2).int()
+    dims = [g.num_features, 16, g.num_classes]
+    # a shuffled row costs less than recomputing it: the per-row greedy replicates nothing
+    base = {"t_vertex": 1e-3, "t_edge": 1e-3, "t_comm": 1e-3}
+    plans = {}
+    for sync in (0.0, 1e6):
+        deps = Hybrid(costs={**base, "t_sync": sync})
+        deps.prepare()
+        costs = deps.replication_costs(dims)
+        costs[0] = 0.0  # layer-0 inputs come free (as when every rank reads its own)
+        plans[sync] = split_all(mb, part, part, 2, costs=costs, budget=1 << 40)
+    assert all(p.replicated == 0 for p in plans[0.0])
+    assert all(lp.moves for p in plans[0.0] for lp in p.layers)
+    silent = plans[1e6]
+    assert sum(p.replicated for p in silent) > 0
+    # layer 1's remote rows are all recomputed: no rank receives one, every rank skips it
+    top = [p.layers[1] for p in silent]
+    assert all(not lp.moves for lp in top)
+    assert all(sum(lp.recv_counts) == 0 and sum(lp.send_counts) == 0 for lp in top)
+    # layer 0 still moves (its rows are inputs, which this greedy never replicates)
+    assert all(p.layers[0].moves for p in silent)
+    # a budget too small for the whole rest of a layer takes none of it at once
+    deps = Hybrid(costs={**base, "t_sync": 1e6})
+    deps.prepare()
+    costs = deps.replication_costs(dims)
+    costs[0] = 0.0
+    tight = split_all(mb, part, part, 2, costs=costs, budget=1)
+    assert all(p.replicated <= 1 for p in tight)
+    assert all(lp.moves for p in tight for lp in p.layers)
+
+
 def test_mu_discounts_recomputation_in_the_split_greedy():
     """``deps.mu`` (NeutronStar Eq. 3) scales a replica's compute, not the inputs it fetches:
     a smaller mu replicates more (before, split's greedy ignored it)."""
@@ -82,7 +127,8 @@ def test_mu_discounts_recomputation_in_the_split_greedy():
         deps.prepare()
         costs = deps.replication_costs(dims)
         assert torch.equal(costs[:3], deps.layer_costs(dims)[:3])  # communication unscaled
-        assert torch.allclose(costs[3:], mu * deps.layer_costs(dims)[3:])
+        assert torch.allclose(costs[3:-1], mu * deps.layer_costs(dims)[3:])
+        assert costs[-1] == 0.0  # no t_sync given: an exchange costs only its rows
         replicated.append(split_plan(mb, part, part, 2, 0, costs=costs, budget=1 << 40).replicated)
     assert replicated[0] < replicated[1] < replicated[2]
 

@@ -27,31 +27,43 @@ CPU2 = Topology(0, 2, 0, 2, torch.device("cpu"))  # rank 0 of 2, no process grou
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_split_matches_single_process(world):
-    ranks = spawn(_split_fns.split_cases, world, CASES)
-    for k, (model, deps, _, _) in enumerate(CASES):
+    """Both input modes (each input row loaded by its owner and shuffled, or read by every rank
+    whose block needs it) equal one process on the whole sample."""
+    ranks = spawn(_split_fns.split_cases, world, CASES, ("shuffle", "read"))
+    for k, (model, deps, preagg, _) in enumerate(CASES):
         ref = _split_fns.reference(model)
-        for r in range(world):
-            got = ranks[r][k]
-            assert got["loss"] == pytest.approx(ref["loss"], rel=1e-5), (CASES[k], r)
-            for a, b in zip(got["grads"], ref["grads"]):
-                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
-        # every input row is loaded by exactly one rank
-        loaded = torch.cat([ranks[r][k]["loaded"] for r in range(world)])
-        assert torch.equal(torch.sort(loaded).values, torch.sort(ref["inputs"]).values)
-        assert sum(ranks[r][k]["requested"] for r in range(world)) == ref["inputs"].numel()
-        edges = ranks[0][k]["edges"]
-        assert ranks[0][k]["total_edges"] == ref["edges"]
-        if deps == "depcomm":
-            # each layer's vertices are computed by exactly one rank; each edge once
-            for i, n_dst in enumerate(ref["sizes"]):
-                got = torch.cat([ranks[r][k]["dst"][i] for r in range(world)])
-                assert torch.equal(torch.sort(got).values,
-                                   torch.sort(ref["n_id"][:n_dst]).values), (CASES[k], i)
-            assert sum(edges) == ref["edges"]
-            assert all(ranks[r][k]["replicated"] == 0 for r in range(world))
-        else:  # the cost model was told to favour replication: it must have replicated
-            assert sum(ranks[r][k]["replicated"] for r in range(world)) > 0
-            assert sum(edges) > ref["edges"]
+        for mode in ("shuffle",) if preagg else ("shuffle", "read"):
+            runs = [ranks[r][k][mode] for r in range(world)]
+            for r, got in enumerate(runs):
+                assert got["loss"] == pytest.approx(ref["loss"], rel=1e-5), (CASES[k], mode, r)
+                for a, b in zip(got["grads"], ref["grads"]):
+                    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+            if mode == "shuffle":  # every input row is loaded by exactly one rank
+                loaded = torch.cat([got["loaded"] for got in runs])
+                assert torch.equal(torch.sort(loaded).values, torch.sort(ref["inputs"]).values)
+                assert sum(got["requested"] for got in runs) == ref["inputs"].numel()
+            else:  # each rank reads its block's sources: every input row, none shuffled
+                for got in runs:
+                    assert torch.equal(got["read"], got["block_sources"])
+                    assert got["requested"] == got["read"].numel()
+                read = torch.cat([got["read"] for got in runs]).unique()
+                assert torch.equal(read, torch.sort(ref["inputs"]).values)
+                # only hidden rows travel: fewer bytes than the shuffle mode's
+                assert sum(g["shuffled"] for g in runs) < \
+                    sum(ranks[r][k]["shuffle"]["shuffled"] for r in range(world))
+            edges = runs[0]["edges"]
+            assert runs[0]["total_edges"] == ref["edges"]
+            if deps == "depcomm":
+                # each layer's vertices are computed by exactly one rank; each edge once
+                for i, n_dst in enumerate(ref["sizes"]):
+                    got = torch.cat([g["dst"][i] for g in runs])
+                    assert torch.equal(torch.sort(got).values,
+                                       torch.sort(ref["n_id"][:n_dst]).values), (CASES[k], i)
+                assert sum(edges) == ref["edges"]
+                assert all(g["replicated"] == 0 for g in runs)
+            else:  # the cost model was told to favour replication: it must have replicated
+                assert sum(g["replicated"] for g in runs) > 0
+                assert sum(edges) > ref["edges"]
 
 
 def test_partition_book_for_other_world_is_refused():
@@ -73,6 +85,29 @@ def test_vertex_cut_book_is_refused():
         SplitParallel(ctx).partition_book()
 
 
+@pytest.mark.parametrize("extra, match", [
+    (("strategy.inputs=read", "strategy.preaggregate=true"), "inputs=read .*preaggregate"),
+    (("strategy.inputs=everywhere",), "strategy.inputs"),
+])
+def test_inputs_mode_refused_where_it_cannot_hold(tmp_path, tiny_graph, extra, match):
+    from gnnscale.runner.validate import check_data
+
+    cfg = make_cfg(tmp_path, *TINY, "strategy=split", "deps=depcomm", *extra)
+    with pytest.raises(ValueError, match=match):
+        check_data(cfg, tiny_graph)
+
+
+def test_inputs_read_refused_on_a_partitioned_layout(tmp_path, tiny_graph):
+    from gnnscale.errors import ConfigError
+    from gnnscale.strategies.config import Checked
+    from gnnscale.strategies.split.config import SplitParallelConfig
+
+    cfg = make_cfg(tmp_path, *TINY, "strategy=split", "strategy.inputs=read",
+                   f"parts={tmp_path / 'L'}")
+    with pytest.raises(ConfigError, match="parts=.*inputs=shuffle"):
+        SplitParallelConfig.check_config(cfg, Checked.build(cfg, tiny_graph))
+
+
 def test_rank_failing_mid_shuffle_ends_the_run():
     with pytest.raises(RankFailed, match="fails mid-shuffle"):
         spawn(_split_fns.fail_mid_shuffle, 2, timeout_s=60.0, grace_s=2.0)
@@ -91,7 +126,8 @@ def test_depcache_refused(tmp_path, tiny_graph):
     from gnnscale import registry
     from gnnscale.runner.validate import check_data
 
-    assert type(registry.build(make_cfg(tmp_path, "strategy=split").deps)).__name__ == "DepComm"
+    # the cost model by default (it may spare a layer's exchanges); GSplit's depcomm on request
+    assert type(registry.build(make_cfg(tmp_path, "strategy=split").deps)).__name__ == "Hybrid"
     cfg = make_cfg(tmp_path, *TINY, "strategy=split", "deps=depcache")
     with pytest.raises(ValueError, match="deps=depcomm or deps=hybrid"):
         check_data(cfg, tiny_graph)
@@ -100,8 +136,10 @@ def test_depcache_refused(tmp_path, tiny_graph):
 def test_train_split_matches_data_accuracy_band(tmp_path):
     common = (*TINY, "epochs=3", "dist.world_size=2", "checkpoint=false")
     data = run(make_cfg(tmp_path, *common, run="data"))
+    # depcomm, inputs shuffled: GSplit's path, where every layer's rows travel
     split = run(make_cfg(tmp_path, *common, "strategy=split", "cache=degree", "cache.ratio=0.2",
-                         "cache.placement=partitioned", run="split"))
+                         "cache.placement=partitioned", "deps=depcomm",
+                         "strategy.inputs=shuffle", run="split"))
     hist = split["history"][-1]
     for key in ("split_time", "local_edge_ratio", "edge_skew", "bytes_shuffled",
                 "edges_computed", "nodes_loaded", "bytes_host_to_rank", "cache_hit_rate"):

@@ -43,7 +43,9 @@ void check_split_sample(const at::Tensor& counts, at::TensorList edges, const at
     if (n0 == 0) break;
     TORCH_CHECK(owners_in_range(*o, n0, world), "split_sample: owner out of [0, world)");
   }
-  TORCH_CHECK(costs.numel() == 3 * (L + 1), "split_sample: costs must hold 3 * (L + 1) values");
+  TORCH_CHECK(costs.numel() == 3 * (L + 1) || costs.numel() == 3 * (L + 1) + 1,
+              "split_sample: costs must hold 3 * (L + 1) values (and optionally the fixed "
+              "seconds of one exchange)");
 }
 
 TORCH_LIBRARY_FRAGMENT(gnnscale, m) {

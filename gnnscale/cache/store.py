@@ -173,6 +173,12 @@ class FeatureStore:
         return self.num_cached * self.row_bytes
 
     @property
+    def whole_table(self) -> bool:
+        """Whether this rank's host tier holds every row (not a part's rows only), so any row
+        can be read without a peer."""
+        return self.local is None
+
+    @property
     def collective(self) -> bool:
         """True when ``gather`` must be called in lockstep by every rank."""
         return isinstance(self.exchange, DistExchange) or \
@@ -494,6 +500,11 @@ class TypedFeatureStore:
         self.device = torch.device(device)
         self.featureless = {t: graph.num_nodes_of(t) for t in self.node_types if t not in stores}
         self._touched = {t: torch.zeros(n, dtype=torch.bool) for t, n in self.featureless.items()}
+
+    @property
+    def whole_table(self) -> bool:
+        """Whether every type's host tier holds all of that type's rows."""
+        return all(s.whole_table for s in self.stores.values())
 
     @property
     def collective(self) -> bool:

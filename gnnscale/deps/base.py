@@ -52,11 +52,15 @@ class DependencyManager(ABC):
 
     def replication_costs(self, dims: list[int]) -> torch.Tensor:
         """:meth:`layer_costs` with the recomputation figures (per edge, per vertex) times
-        :attr:`mu` (Eq. 3): for a greedy that adds to a replica's cost the communication of
-        inputs it lacks, which ``mu`` does not discount (``split``'s native greedy)."""
+        :attr:`mu` (Eq. 3), then one exchange's fixed seconds (``t_sync`` times
+        ``comm_weight``): for a greedy that adds to a replica's cost the communication of
+        inputs it lacks, which ``mu`` does not discount, and that may spare a layer's exchanges
+        altogether (``split``'s native greedy)."""
         costs = self.layer_costs(dims).clone()
         costs[len(dims):] *= self.mu
-        return costs
+        probed = self.prepare_costs()
+        sync = 0.0 if probed is None else probed.t_sync * self.comm_weight
+        return torch.cat([costs, torch.tensor([sync], dtype=torch.float64)])
 
     def prepare_costs(self) -> Costs | None:
         """The costs fixed by :meth:`prepare` (None without a cost model)."""

@@ -10,7 +10,10 @@
 // replication greedy (NeutronStar's Algorithm 4, top-down here because a layer's needs follow
 // from the layer above) replicates a needed remote vertex when recomputing it (its edges,
 // its vertex update and the rows of its inputs not yet present) costs less than shuffling it,
-// cheapest first, within a per-rank row budget (deps::greedy_walk, shared with fullgraph).
+// cheapest first, within a per-rank row budget (deps::greedy_walk, shared with fullgraph);
+// given the fixed cost of an exchange, it then takes all of a rank's remaining remote rows of
+// a layer when that costs less than shuffling them plus the layer's two exchanges (a layer
+// where no rank receives a row is not shuffled at all).
 // Layer-0 rows are never replicated (each input feature is loaded by exactly one rank).
 //
 // With `preagg`, a remote source's edges into a destination are aggregated by the source's
@@ -30,7 +33,7 @@
 //   (into cat(h, agg slots)), send counts [world], recv counts [world], agg (3, A): h row,
 //   slot, and (first n_slots entries of row 2) the edge count of each slot.
 // stats (int64): [edges computed by each rank (world)..., local edges, all edges,
-//                 replicated rows of this rank].
+//                 replicated rows of this rank, then per layer the rows all ranks receive].
 // Then, with `edge_pos` only, per layer i: the local edges' positions in block i (E_r).
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -155,11 +158,13 @@ struct Block {
                                // compute, grouped by the source's owner
 };
 
-// The per-layer costs of the hybrid greedy, each an array of L + 1 values.
+// The per-layer costs of the hybrid greedy, each an array of L + 1 values, and the fixed
+// seconds of one exchange (`sync`, whatever it carries; 0: not modelled).
 struct Costs {
   const double* comm_row;
   const double* edge;
   const double* vertex;
+  double sync = 0.0;
 };
 
 // The sample, its owners and (once planned) which rank computes and needs which vertex.
@@ -292,28 +297,47 @@ struct Splitter {
           present[v] = 1;
           for (int64_t k = ptr[v]; k < ptr[v + 1]; ++k) present[ins[k]] = 1;
         }
-      auto cost = [&](int64_t u) {
+      auto cost_at = [&](const std::vector<uint8_t>& pres, int64_t u) {
         double c = (ptr[u + 1] - ptr[u]) * edge_cost + vertex_cost;
-        if (!present[u]) c += comm_in;
+        if (!pres[u]) c += comm_in;
         for (int64_t k = ptr[u]; k < ptr[u + 1]; ++k)
-          if (!present[ins[k]]) c += comm_in;
+          if (!pres[ins[k]]) c += comm_in;
         return c;
       };
+      auto cost = [&](int64_t u) { return cost_at(present, u); };
       deps::Candidates cand;
       const uint8_t* nd = cur.need_of(q);
       for (int64_t u = 0; u < cur.n; ++u)
         if (nd[u] && cur.own[u] != q) cand.emplace_back(cost(u), u);
       uint8_t* cp = cur.comp.data() + q * cur.n;
       // cheapest first; re-measured: rows fetched for earlier picks are free; a row each
+      auto take = [&](int64_t u) {
+        cp[u] = 1;
+        ++used[q];
+        present[u] = 1;
+        for (int64_t k = ptr[u]; k < ptr[u + 1]; ++k) present[ins[k]] = 1;
+      };
       deps::greedy_walk(
           cand, [&](int64_t u) { return cost(u) < comm_out; },
-          [&](int64_t) { return used[q] < budget; },
-          [&](int64_t u) {
-            cp[u] = 1;
-            ++used[q];
-            present[u] = 1;
-            for (int64_t k = ptr[u]; k < ptr[u + 1]; ++k) present[ins[k]] = 1;
-          });
+          [&](int64_t) { return used[q] < budget; }, take);
+      // The rows q still receives cost their shuffling plus the layer's two exchanges
+      // (forward, backward), which every rank skips once no rank receives a row there: take
+      // them all when recomputing them (cheapest first, inputs fetched once) costs less.
+      if (cost_of.sync <= 0.0) return;
+      Ids rest;
+      for (const auto& entry : cand)  // sorted by greedy_walk
+        if (!cp[entry.second]) rest.push_back(entry.second);
+      const int64_t n_rest = static_cast<int64_t>(rest.size());
+      if (n_rest == 0 || used[q] + n_rest > budget) return;
+      std::vector<uint8_t> pres(present);
+      double all = 0.0;
+      for (const int64_t u : rest) {
+        all += cost_at(pres, u);
+        pres[u] = 1;
+        for (int64_t k = ptr[u]; k < ptr[u + 1]; ++k) pres[ins[k]] = 1;
+      }
+      if (all < n_rest * comm_out + 2 * cost_of.sync)
+        for (const int64_t u : rest) take(u);
     });
   }
 
@@ -335,10 +359,18 @@ struct Splitter {
 
   // [edges computed by each rank..., local edges, all edges, 0]: the last entry is each
   // rank's own (rows it replicated)
+  // Then per layer i: the rows all ranks receive in its shuffle (real rows and, preagg, the
+  // edges their aggregated rows stand for): 0 means no rank sends or receives anything there,
+  // so every rank may skip that shuffle.
   Ids edge_stats() const {
-    Ids stats(W + 3, 0);
-    for (const Block& b : blk) {
-      for (int64_t q = 0; q < W; ++q) stats[q] += b.local[q].n;
+    Ids stats(W + 3 + L, 0);
+    for (int64_t i = 0; i < L; ++i) {
+      const Block& b = blk[i];
+      for (int64_t q = 0; q < W; ++q) {
+        stats[q] += b.local[q].n;
+        stats[W + 3 + i] += b.recv[q].ptr[W];
+        if (preagg) stats[W + 3 + i] += b.remote[q].ptr[W];
+      }
       stats[W] += b.same;
       stats[W + 1] += b.ne;
     }
@@ -620,7 +652,8 @@ Ids plan_sample(Splitter& s, std::vector<at::Tensor>& keep, const at::Tensor& co
   }
   keep.push_back(as(costs, at::kDouble));
   const double* c = keep.back().data_ptr<double>();
-  const Costs per_layer{c, c + s.L + 1, c + 2 * (s.L + 1)};
+  const Costs per_layer{c, c + s.L + 1, c + 2 * (s.L + 1),
+                        costs.numel() > 3 * (s.L + 1) ? c[3 * (s.L + 1)] : 0.0};
   return s.plan(per_layer, budget);
 }
 
@@ -630,7 +663,7 @@ std::vector<at::Tensor> rank_output(const Splitter& s, const Ids& used, Ids stat
                                     bool edge_pos) {
   stats[s.W + 2] = used[R];
   std::vector<at::Tensor> out{to_tensor(s.loaded.begin(R), s.loaded.size(R)),
-                              to_tensor(stats.data(), s.W + 3)};
+                              to_tensor(stats.data(), static_cast<int64_t>(stats.size()))};
   out.reserve(2 + (8 + edge_pos) * s.L);
   Scratch sc(s);
   for (int64_t i = 0; i < s.L; ++i) plan_layer(s, i, R, sc, out);

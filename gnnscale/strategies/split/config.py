@@ -12,6 +12,7 @@ from gnnscale.schema import Reduce, require_one_of
 from gnnscale.strategies.config import Checked, SamplingConfig
 
 SAMPLE_ON = ("all", "leader")
+INPUTS = ("auto", "read", "shuffle")
 
 
 @register("strategy", "split")
@@ -29,7 +30,9 @@ class SplitParallelConfig(SamplingConfig):
     #: Each local block's edge features are gathered by its edge ids on the rank computing it.
     takes_edge_features: ClassVar[bool] = True
     deps: ClassVar[str] = "communicate"
-    default_deps: ClassVar[str] = "depcomm"  # GSplit's setting
+    # the cost model: it recomputes a remote row (or a layer's whole rest, sparing its two
+    # exchanges) where that is cheaper than shuffling it; GSplit's setting is depcomm
+    default_deps: ClassVar[str] = "hybrid"
     default_cache: ClassVar[str] = "presample"
     reductions: ClassVar[dict[str, Reduce]] = {
         "local_edge_ratio": Reduce.mean,  # each rank's share of its edges that stay local
@@ -47,11 +50,22 @@ class SplitParallelConfig(SamplingConfig):
     # all: step s is sampled and split by rank s mod world, which sends each rank its part
     # (GSplit's parallel split-samplers); leader: rank 0 samples every step and broadcasts it
     sample_on: str = "all"
+    # where a rank's layer-0 rows come from: shuffle (GSplit: each input row is loaded once,
+    # by its owner, and shuffled to the ranks whose blocks read it); read (every rank reads its
+    # local block's input rows from the host table itself: no layer-0 shuffle); auto: read
+    # where ranks are CPU processes sharing the host's table, shuffle on accelerators
+    inputs: str = "auto"
 
     def check(self) -> None:
-        """The sampling options and who samples."""
+        """The sampling options, who samples and where input rows come from."""
         super().check()
         require_one_of("strategy.sample_on", self.sample_on, SAMPLE_ON)
+        require_one_of("strategy.inputs", self.inputs, INPUTS)
+        if self.inputs == "read" and self.preaggregate:
+            raise ConfigError("strategy.inputs=read reads every input row a rank's block "
+                              "needs, and strategy.preaggregate=true has peers ship averaged "
+                              "input rows instead: set strategy.inputs=shuffle (or auto) or "
+                              "strategy.preaggregate=false")
 
     @classmethod
     def check_config(cls, cfg: Any, built: Checked) -> None:
@@ -64,6 +78,10 @@ class SplitParallelConfig(SamplingConfig):
                               f"and model.residual=false); {model.title} "
                               f"(aggr={getattr(model, 'aggr', None)!r}) is not: set "
                               "strategy.preaggregate=false")
+        if cfg.strategy.get("inputs") == "read" and cfg.get("parts"):
+            raise ConfigError("strategy.inputs=read reads input rows from the whole feature "
+                              "table, and a host of a partitioned layout (parts=) holds its "
+                              "part's rows only: set strategy.inputs=shuffle (or auto)")
 
     @classmethod
     def check_data(cls, cfg: Any, built: Checked) -> None:

@@ -39,6 +39,8 @@ class LayerPlan:
     agg_slot: torch.Tensor     # ... into these slots ...
     slot_count: torch.Tensor   # ... each the mean of this many edges
     scale: torch.Tensor | None = None  # per-source-row factor (GCN block normalisation)
+    #: whether any rank receives a row in this layer's shuffle (False: every rank skips it)
+    moves: bool = True
 
 
 @dataclass
@@ -150,7 +152,8 @@ def _plan(mb: MiniBatch, out: list[torch.Tensor], world: int, gcn_block_norm: bo
             block.edge_type = None if whole.edge_type is None else whole.edge_type[pos]
         scale = _gcn_block_scale(mb.blocks[i], block, src) if gcn_block_norm else None
         layers.append(LayerPlan(block, dst, gather, send_idx, send_c.tolist(), recv_c.tolist(),
-                                agg[0], agg[1], agg[2][:n_slots], scale))
+                                agg[0], agg[1], agg[2][:n_slots], scale,
+                                moves=stats[world + 3 + i] > 0))
     return SplitPlan(out[0], layers, stats[:world], stats[world], stats[world + 1],
                      stats[world + 2], mb.n_id[out[0]], mb.n_id[layers[-1].dst], mb.num_targets)
 
@@ -171,7 +174,7 @@ def pack_plan(plan: SplitPlan) -> torch.Tensor:
     for lp in plan.layers:
         parts += [lp.gather, lp.send_idx, lp.agg_row, lp.agg_slot, lp.slot_count,
                   torch.empty(0) if lp.scale is None else lp.scale.float().view(torch.int32)]
-        head += [*lp.send_counts, *lp.recv_counts, int(lp.scale is not None)]
+        head += [*lp.send_counts, *lp.recv_counts, int(lp.scale is not None), int(lp.moves)]
     head += [p.numel() for p in parts]
     wide = any(p.numel() and (int(p.max()) > _I32 or int(p.min()) < -_I32) for p in parts)
     dtype = torch.int64 if wide else torch.int32
@@ -196,8 +199,9 @@ def unpack_plan(buf: torch.Tensor) -> SplitPlan:
     for _ in range(n_layers):
         send = head[pos: pos + world]
         recv = head[pos + world: pos + 2 * world]
-        per_layer.append((send, recv, bool(head[pos + 2 * world])))
-        pos += 1 + 2 * world
+        per_layer.append((send, recv, bool(head[pos + 2 * world]),
+                          bool(head[pos + 2 * world + 1])))
+        pos += 2 + 2 * world
     sizes = head[pos:]
     tensors, at = [], 0
     for n in sizes:
@@ -207,11 +211,11 @@ def unpack_plan(buf: torch.Tensor) -> SplitPlan:
     blocks = codec.decode_blocks(block_head, tensors[2])
     empty = torch.empty(0, dtype=torch.int64)
     layers = []
-    for i, (block, (send, recv, scaled)) in enumerate(zip(blocks, per_layer)):
+    for i, (block, (send, recv, scaled, moves)) in enumerate(zip(blocks, per_layer)):
         gather, send_idx, agg_row, agg_slot, count, scale = \
             tensors[3 + _PLAN_PARTS * i: 3 + _PLAN_PARTS * (i + 1)]
         factor = scale.to(torch.int32).view(torch.float32) if scaled else None
         layers.append(LayerPlan(block, empty, gather, send_idx, send, recv, agg_row, agg_slot,
-                                count, factor))
+                                count, factor, moves))
     return SplitPlan(empty, layers, edges, local, total, replicated, loaded_ids, target_ids,
                      num_targets)

@@ -4,9 +4,14 @@ Per step the leader samples the global mini-batch (ahead of training, in the pre
 or in ``strategy.sample_workers`` sampler processes) and broadcasts it on a dedicated process
 group; every rank splits it online (native op) by owner: layer-0 vertices by where their
 feature is cached, the others by the partition book.
-A rank loads only the layer-0 rows it owns (its cache, or the host when no rank caches them),
-then per layer shuffles hidden rows to the ranks whose destinations need them
-(:mod:`gnnscale.deps.shuffle`) and runs the unmodified conv layer on its local block. The loss
+Where its layer-0 rows come from is ``strategy.inputs``: a rank reads its local block's input
+rows itself (``read``: the default on CPU ranks, where the host table is the ranks' own memory
+and a shuffle would cost the same gather plus a wait on the peer), or loads only the rows it
+owns (its cache, or the host when no rank caches them) and shuffles them to the ranks that need
+them (``shuffle``: GSplit's, the default on accelerators). Then per layer it shuffles hidden rows
+to the ranks whose destinations need them (:mod:`gnnscale.deps.shuffle`; a layer where no rank
+receives a row, e.g. because the hybrid cost model recomputes them all, is not shuffled at all)
+and runs the unmodified conv layer on its local block. The loss
 of a rank's own targets is divided by the mini-batch size and parameter gradients are
 sum-all-reduced, so a step equals one process training on the whole mini-batch.
 
@@ -23,8 +28,9 @@ gathered by its edge ids on the rank that computes it (:mod:`gnnscale.cache.edge
 all-reduce: their gradients are all-gathered and summed
 (:func:`gnnscale.distributed.sparse.reduce_sparse`), as the dense ones are summed.
 
-``deps=hybrid`` lets a rank recompute a remote hidden row instead of receiving it when the
-probed cost model says so; ``preaggregate`` makes senders average their edges into each remote
+``deps=hybrid`` (the default) lets a rank recompute a remote hidden row instead of receiving
+it when the probed cost model says so, and a layer's whole rest of them when that costs less
+than shuffling them plus the layer's two exchanges (the probed ``t_sync`` each); ``preaggregate`` makes senders average their edges into each remote
 destination (exact for SAGE with mean/sum aggregation).
 """
 
@@ -42,7 +48,7 @@ from gnnscale.cache.edges import EdgeFeatures
 from gnnscale.cache.store import build_feature_store
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
 from gnnscale.distributed.collectives import new_group, sum_gradients
-from gnnscale.distributed.device import Purpose
+from gnnscale.distributed.device import Purpose, is_accelerator
 from gnnscale.distributed.sparse import reduce_sparse, table_stats
 from gnnscale.optim.base import sparse_parameters
 from gnnscale.sampling import codec
@@ -106,12 +112,16 @@ class SplitParallel(SamplingStrategy):
 
     def __init__(self, ctx: RunContext, batch_size: int = 1024, prefetch: int = 2,
                  preaggregate: bool = False, sample_workers: int = 0,
-                 sample_on: str = "all") -> None:
+                 sample_on: str = "all", inputs: str = "auto") -> None:
         super().__init__(ctx, batch_size, prefetch, sample_workers)
         # one sample per step, of the whole mini-batch (slot 0), still a target per rank
         self.schedule = self.schedule.replace(slots=1, min_size=ctx.topo.world_size)
-        SplitParallelConfig(sample_on=sample_on).check()
+        SplitParallelConfig(sample_on=sample_on, inputs=inputs,
+                            preaggregate=preaggregate).check()
         self.sample_on = sample_on
+        self.inputs = inputs
+        #: whether each rank reads its local block's input rows itself (set in setup)
+        self.reads_inputs = False
         self.received_bytes = 0
         self._pool_feed: Any = None
         self.preagg = preaggregate
@@ -146,6 +156,7 @@ class SplitParallel(SamplingStrategy):
         if getattr(self.store, "owner", None) is not None:  # a typed store has none
             cached = self.store.owner.cpu()
             self.own_in = torch.where(cached >= 0, cached, self.own_part).int()
+        self.reads_inputs = self._reads_inputs()
         self.labels = ctx.graph.y
         self.stats = ShuffleStats()
         self.allreduce_seconds, self.allreduce_bytes = 0.0, 0
@@ -156,8 +167,30 @@ class SplitParallel(SamplingStrategy):
         if self.budget > 0:
             ctx.deps.prepare(group=None)  # the planning interface fullgraph calls too
             self.costs = ctx.deps.replication_costs(dims)
+            if self.reads_inputs:  # a replica's missing input is read (one pass over the
+                # row, a third of an edge's three), not shuffled
+                self.costs[0] = self.costs[len(dims)] / 3
         if topo.rank == 0 or self.parallel:  # the ranks that sample
             self.start_sampler_pool()
+
+    def _reads_inputs(self) -> bool:
+        """``strategy.inputs`` resolved: ``auto`` reads where the ranks are CPU processes whose
+        host tier holds every row (a row costs one gather either way, and a shuffle adds a
+        wait on the peer), without pre-aggregation (which ships averaged input rows);
+        elsewhere (accelerators: the host link is the bottleneck, GSplit's case) it shuffles.
+        ``read`` on a part's rows only is refused before the ranks start."""
+        if self.inputs != "auto":
+            if self.inputs == "read" and not self.store.whole_table:
+                raise ValueError("strategy.inputs=read needs the whole feature table on "
+                                 "every host: set strategy.inputs=shuffle")
+            return self.inputs == "read"
+        return (not self.preagg and not is_accelerator(self.ctx.topo.device)
+                and self.store.whole_table)
+
+    def input_ids(self, plan: SplitPlan) -> torch.Tensor:
+        """Global ids of the layer-0 rows this rank reads for ``plan``: its local block's
+        sources in block order (:attr:`reads_inputs`), else the rows it owns and loads."""
+        return plan.layers[0].block.src_ids if self.reads_inputs else plan.loaded_ids
 
     @property
     def parallel(self) -> bool:
@@ -239,10 +272,11 @@ class SplitParallel(SamplingStrategy):
                 for i, plan in enumerate(plans) if plan is not None]
 
     def load(self, mb: MiniBatch | None, plan: SplitPlan) -> Any:
-        """This rank's raw layer-0 rows: its cached ones and the ones no rank caches (a
-        feature matrix, or typed inputs); when the model reads edge features, each local
-        block's ``edge_attr`` is set too (by its edge ids)."""
-        x = self.store.gather(plan.loaded_ids)
+        """This rank's raw layer-0 rows (a feature matrix, or typed inputs): its local block's
+        sources (:attr:`reads_inputs`), else its cached ones and the ones no rank caches; when
+        the model reads edge features, each local block's ``edge_attr`` is set too (by its
+        edge ids)."""
+        x = self.store.gather(self.input_ids(plan))
         if self.edges is not None:
             self.edges.attach([lp.block for lp in plan.layers])
         return x
@@ -254,12 +288,16 @@ class SplitParallel(SamplingStrategy):
         h = self._module.encode(x)
         dev = h.device
         for i, lp in enumerate(plan.layers):
+            if i == 0 and self.reads_inputs:  # the block's sources, read in block order
+                h = self._module.layer(0, h if lp.scale is None else
+                                       h * lp.scale.to(dev)[:, None], lp.block.to(dev))
+                continue
             src = h
             if lp.slot_count.numel():
                 agg = h.new_zeros(lp.slot_count.numel(), h.shape[1]).index_add(
                     0, lp.agg_slot.to(dev), h[lp.agg_row.to(dev)])
                 src = torch.cat([h, agg / lp.slot_count.to(dev, h.dtype)[:, None]])
-            if world > 1:
+            if world > 1 and lp.moves:  # a layer where no rank receives a row: no shuffle
                 recv = shuffle(src, lp.send_idx, lp.send_counts, lp.recv_counts,
                                stats=self.stats)
                 src = torch.cat([h, recv])
@@ -362,7 +400,7 @@ class SplitParallel(SamplingStrategy):
             m["load_time"] += t1 - t0
             m["compute_time"] += time.perf_counter() - t1
             m["edges_computed"] += plan.edges_per_rank[self.ctx.topo.rank]
-            m["nodes_loaded"] += plan.loaded_ids.numel()
+            m["nodes_loaded"] += self.input_ids(plan).numel()
             m["replicated_rows"] += plan.replicated
             m["edge_ratio_sum"] += plan.local_edges / max(plan.total_edges, 1)
             for r, e in enumerate(plan.edges_per_rank):
