@@ -117,7 +117,7 @@ def _timed_rank(topo, graph, part, cfg: dict, variants: list[tuple]) -> dict:
 
     book = PartitionBook.from_edge_cut(graph, part, WORLD)
     out = {}
-    for name, deps, b, r, placement in variants:
+    for name, deps, b, r, placement, *opts in variants:
         torch.manual_seed(0)
         model = registry.build(registry.option(
             "model", "sage", hidden=cfg["hidden"], num_layers=len(cfg["fanouts"]), dropout=0.0),
@@ -131,8 +131,8 @@ def _timed_rank(topo, graph, part, cfg: dict, variants: list[tuple]) -> dict:
                              "cache", "degree", ratio=r, placement=placement)),
                          deps=dm, partition=FixedPartition(book), seed=cfg["seed"],
                          optim=registry.build(registry.option("optim", "adam")))
-        strat = registry.build(registry.option("strategy", name, batch_size=b, prefetch=0),
-                               ctx=ctx)
+        strat = registry.build(registry.option("strategy", name, batch_size=b, prefetch=0,
+                                               **dict(opts)), ctx=ctx)
         strat.setup()
         steps = strat.num_steps(0)
         times, extra = [], {}
@@ -142,7 +142,8 @@ def _timed_rank(topo, graph, part, cfg: dict, variants: list[tuple]) -> dict:
             if name == "split":
                 extra = {"replicated_rows": strat.last_plan.replicated}
             times.append(time.perf_counter() - t0)
-        out[f"{name}/{deps}/b{b}/r{r}"] = {"step_s": statistics.median(times[1:]), **extra}
+        tag = "".join(f"/{k}={v}" for k, v in opts)
+        out[f"{name}/{deps}{tag}/b{b}/r{r}"] = {"step_s": statistics.median(times[1:]), **extra}
         strat.close()
     return out
 
@@ -220,7 +221,8 @@ def run(quick: bool) -> dict:
     results: dict = {"redundancy_pct": {}, "local_edge_ratio": {}, "edge_skew": {},
                      "volumes": {}, "step_time_s": {}}
     ratios: dict = {"bytes_data_over_split": {}, "epoch_data_over_split": {},
-                    "depcomm_over_hybrid": {}, "depcomm_over_hybrid_forced": {}}
+                    "depcomm_over_hybrid": {}, "depcomm_over_hybrid_forced": {},
+                    "old_default_over_default": {}, "shuffle_over_read": {}}
     for b in cfg["batch_sizes"]:
         for r in cfg["ratios"]:
             v = volumes(graph, part, cfg, b, r)
@@ -240,6 +242,8 @@ def run(quick: bool) -> dict:
     variants = []
     for b in cfg["batch_sizes"]:
         variants += [("data", "depcache", b, r, "replicated"),
+                     # the old default: GSplit's (inputs shuffled by their owners, depcomm)
+                     ("split", "depcomm", b, r, "partitioned", ("inputs", "shuffle")),
                      ("split", "depcomm", b, r, "partitioned"),
                      ("split", "hybrid", b, r, "partitioned"),
                      ("split", "hybrid_forced", b, r, "partitioned")]
@@ -255,7 +259,11 @@ def run(quick: bool) -> dict:
     for b in cfg["batch_sizes"]:
         st = results["step_time_s"]
         ratios["epoch_data_over_split"][f"b{b}/r{r}"] = ratio(
-            st[f"data/depcache/b{b}/r{r}"], st[f"split/depcomm/b{b}/r{r}"])
+            st[f"data/depcache/b{b}/r{r}"], st[f"split/hybrid/b{b}/r{r}"])  # the default
+        ratios["old_default_over_default"][f"b{b}/r{r}"] = ratio(
+            st[f"split/depcomm/inputs=shuffle/b{b}/r{r}"], st[f"split/hybrid/b{b}/r{r}"])
+        ratios["shuffle_over_read"][f"b{b}/r{r}"] = ratio(
+            st[f"split/depcomm/inputs=shuffle/b{b}/r{r}"], st[f"split/depcomm/b{b}/r{r}"])
         ratios["depcomm_over_hybrid"][f"b{b}/r{r}"] = ratio(
             st[f"split/depcomm/b{b}/r{r}"], st[f"split/hybrid/b{b}/r{r}"])
         ratios["depcomm_over_hybrid_forced"][f"b{b}/r{r}"] = ratio(
@@ -268,4 +276,62 @@ def run(quick: bool) -> dict:
         graph, _partition(graph, cfg["seed"], 2), cfg, world=2)
     cfg["graph"] = {"nodes": graph.num_nodes, "edges": graph.num_edges,
                     "train": int(graph.train_idx.numel())}
+    results["defaults_2ranks"], ratios["defaults_2ranks"] = defaults_2ranks(quick)
     return {"config": cfg, "results": results, "ratios": ratios}
+
+
+# -- the defaults, before and after, through the runner (2 ranks, the roofline's workload) -----
+DEFAULT_VARIANTS = {  # name: extra overrides
+    "data": [],
+    "split_old_default": ["deps=depcomm", "strategy.inputs=shuffle"],  # GSplit's
+    "split_read_depcomm": ["deps=depcomm", "strategy.inputs=read"],
+    "split_default": [],  # inputs=auto (read on CPU), deps=hybrid
+}
+
+
+def defaults_2ranks(quick: bool) -> tuple[dict, dict]:
+    """``data`` against ``split`` as it was by default (inputs shuffled, depcomm), with inputs
+    read, and as it is (inputs read, hybrid), whole epochs through the runner on 2 ranks (one
+    thread each, bound) at the roofline suite's node workload, batch 256 and 1024; the variants
+    alternate over ``rounds`` runs; per variant the median over rounds of each run's median
+    epoch (after the first), its phases and volumes."""
+    import tempfile
+    from pathlib import Path
+
+    from benchmarks import compose_run
+    from benchmarks.roofline import overrides, settings
+    from gnnscale.compare.runs import load_run
+    from gnnscale.runner.run import run as run_cfg
+
+    cfg = settings(quick)
+    cfg["epochs"] = 4 if quick else 10
+    rounds = 2 if quick else 3
+    per: dict = {}
+    with tempfile.TemporaryDirectory() as d:
+        for k in range(rounds):
+            for b in (256, 1024):
+                cfg["batch"]["node"] = b
+                for name, extra in DEFAULT_VARIANTS.items():
+                    strategy = "data" if name == "data" else "split"
+                    folder = Path(d) / f"{name}-b{b}-{k}"
+                    run_cfg(compose_run(overrides(cfg, strategy, None, "node") + extra, folder,
+                                        Path(d) / "data"))
+                    hist = load_run(folder).history[1:]
+                    row = {key: statistics.median(h.get(key, 0.0) for h in hist) for key in (
+                        "epoch_time", "sample_time", "split_time", "load_time", "compute_time",
+                        "comm_time", "bytes_shuffled", "bytes_host_to_rank", "replicated_rows",
+                        "edges_computed")}
+                    per.setdefault(f"b{b}/{name}", []).append(row)
+    results = {key: {**{m: statistics.median(r[m] for r in rows) for m in rows[0]},
+                     "epoch_s_runs": [r["epoch_time"] for r in rows]}
+               for key, rows in per.items()}
+    ratios = {}
+    for b in (256, 1024):
+        t = {name: results[f"b{b}/{name}"]["epoch_time"] for name in DEFAULT_VARIANTS}
+        ratios[f"b{b}"] = {"old_default_over_default": ratio(t["split_old_default"],
+                                                             t["split_default"]),
+                           "shuffle_over_read": ratio(t["split_old_default"],
+                                                      t["split_read_depcomm"]),
+                           "default_over_data": ratio(t["split_default"], t["data"]),
+                           "old_default_over_data": ratio(t["split_old_default"], t["data"])}
+    return results, ratios

@@ -30,8 +30,9 @@ all-reduce: their gradients are all-gathered and summed
 
 ``deps=hybrid`` (the default) lets a rank recompute a remote hidden row instead of receiving
 it when the probed cost model says so, and a layer's whole rest of them when that costs less
-than shuffling them plus the layer's two exchanges (the probed ``t_sync`` each); ``preaggregate`` makes senders average their edges into each remote
-destination (exact for SAGE with mean/sum aggregation).
+than shuffling them plus the layer's two exchanges (the probed ``t_sync`` each);
+``preaggregate`` makes senders average their edges into each remote destination (exact for
+SAGE with mean/sum aggregation).
 """
 
 from __future__ import annotations
