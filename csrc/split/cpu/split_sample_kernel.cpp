@@ -11,9 +11,9 @@
 // from the layer above) replicates a needed remote vertex when recomputing it (its edges,
 // its vertex update and the rows of its inputs not yet present) costs less than shuffling it,
 // cheapest first, within a per-rank row budget (deps::greedy_walk, shared with fullgraph);
-// given the fixed cost of an exchange, it then takes all of a rank's remaining remote rows of
-// a layer when that costs less than shuffling them plus the layer's two exchanges (a layer
-// where no rank receives a row is not shuffled at all).
+// given the fixed cost of an exchange, every rank then takes all its remaining remote rows of
+// a layer when, for every rank, that costs less than shuffling them plus the layer's two
+// exchanges (a layer where no rank receives a row is not shuffled at all).
 // Layer-0 rows are never replicated (each input feature is loaded by exactly one rank).
 //
 // With `preagg`, a remote source's edges into a destination are aggregated by the source's
@@ -287,6 +287,10 @@ struct Splitter {
     for (int64_t k = 0; k < b.ne; ++k) ins[fill[b.dst[k]]++] = b.src[k];
     const double comm_in = cost_of.comm_row[i - 1], comm_out = cost_of.comm_row[i];
     const double edge_cost = cost_of.edge[i - 1], vertex_cost = cost_of.vertex[i - 1];
+    // after the per-row greedy: the rows each rank still receives, and whether taking them
+    // all would pay for that rank (see below)
+    std::vector<Ids> rest(W);
+    Mask whole(W, 0);
     parallel_chunks(W, threads, [&](int64_t q) {
       if (used[q] >= budget) return;  // nothing more fits
       // rows of layer i-1 present at q anyway: its own, and those its own vertices need
@@ -311,34 +315,40 @@ struct Splitter {
         if (nd[u] && cur.own[u] != q) cand.emplace_back(cost(u), u);
       uint8_t* cp = cur.comp.data() + q * cur.n;
       // cheapest first; re-measured: rows fetched for earlier picks are free; a row each
-      auto take = [&](int64_t u) {
-        cp[u] = 1;
-        ++used[q];
-        present[u] = 1;
-        for (int64_t k = ptr[u]; k < ptr[u + 1]; ++k) present[ins[k]] = 1;
-      };
       deps::greedy_walk(
           cand, [&](int64_t u) { return cost(u) < comm_out; },
-          [&](int64_t) { return used[q] < budget; }, take);
-      // The rows q still receives cost their shuffling plus the layer's two exchanges
-      // (forward, backward), which every rank skips once no rank receives a row there: take
-      // them all when recomputing them (cheapest first, inputs fetched once) costs less.
+          [&](int64_t) { return used[q] < budget; },
+          [&](int64_t u) {
+            cp[u] = 1;
+            ++used[q];
+            present[u] = 1;
+            for (int64_t k = ptr[u]; k < ptr[u + 1]; ++k) present[ins[k]] = 1;
+          });
       if (cost_of.sync <= 0.0) return;
-      Ids rest;
       for (const auto& entry : cand)  // sorted by greedy_walk
-        if (!cp[entry.second]) rest.push_back(entry.second);
-      const int64_t n_rest = static_cast<int64_t>(rest.size());
-      if (n_rest == 0 || used[q] + n_rest > budget) return;
-      std::vector<uint8_t> pres(present);
-      double all = 0.0;
-      for (const int64_t u : rest) {
-        all += cost_at(pres, u);
-        pres[u] = 1;
-        for (int64_t k = ptr[u]; k < ptr[u + 1]; ++k) pres[ins[k]] = 1;
+        if (!cp[entry.second]) rest[q].push_back(entry.second);
+      const int64_t n_rest = static_cast<int64_t>(rest[q].size());
+      if (used[q] + n_rest > budget) return;
+      double all = 0.0;  // cheapest first, each input fetched once
+      for (const int64_t u : rest[q]) {
+        all += cost_at(present, u);
+        present[u] = 1;
+        for (int64_t k = ptr[u]; k < ptr[u + 1]; ++k) present[ins[k]] = 1;
       }
-      if (all < n_rest * comm_out + 2 * cost_of.sync)
-        for (const int64_t u : rest) take(u);
+      whole[q] = all < n_rest * comm_out + 2 * cost_of.sync;
     });
+    // The rows the ranks still receive cost their shuffling plus the layer's two exchanges
+    // (forward, backward), which are spared only when no rank receives a row there: every
+    // rank takes its whole rest when that pays for every rank, else none does.
+    if (cost_of.sync <= 0.0 || !std::all_of(whole.begin(), whole.end(), [](uint8_t w) {
+          return w != 0;
+        }))
+      return;
+    for (int64_t q = 0; q < W; ++q) {
+      uint8_t* cp = cur.comp.data() + q * cur.n;
+      for (const int64_t u : rest[q]) cp[u] = 1;
+      used[q] += static_cast<int64_t>(rest[q].size());
+    }
   }
 
   // top-down: each layer's needs follow from the layer above (and its replicas)
