@@ -279,12 +279,18 @@ struct Splitter {
     const Layer& below = lay[i - 1];
     const Block& b = blk[i - 1];
     const int64_t nb = below.n;
-    // in-edges of layer-i vertices in block i - 1, as CSR over destinations
-    Ids ptr(cur.n + 1, 0), ins(b.ne);
+    // in-edges of layer-i vertices in block i - 1, as CSR over destinations (a sampler's
+    // block lists its edges by destination already: then its sources are the CSR's columns)
+    Ids ptr(cur.n + 1, 0), sorted_ins;
     for (int64_t k = 0; k < b.ne; ++k) ++ptr[b.dst[k] + 1];
     std::partial_sum(ptr.begin(), ptr.end(), ptr.begin());
-    Ids fill(ptr.begin(), ptr.end() - 1);
-    for (int64_t k = 0; k < b.ne; ++k) ins[fill[b.dst[k]]++] = b.src[k];
+    const int64_t* ins = b.src;
+    if (!std::is_sorted(b.dst, b.dst + b.ne)) {
+      sorted_ins.resize(b.ne);
+      Ids fill(ptr.begin(), ptr.end() - 1);
+      for (int64_t k = 0; k < b.ne; ++k) sorted_ins[fill[b.dst[k]]++] = b.src[k];
+      ins = sorted_ins.data();
+    }
     const double comm_in = cost_of.comm_row[i - 1], comm_out = cost_of.comm_row[i];
     const double edge_cost = cost_of.edge[i - 1], vertex_cost = cost_of.vertex[i - 1];
     // after the per-row greedy: the rows each rank still receives, and whether taking them
@@ -293,6 +299,25 @@ struct Splitter {
     Mask whole(W, 0);
     parallel_chunks(W, threads, [&](int64_t q) {
       if (used[q] >= budget) return;  // nothing more fits
+      // first a bound: a candidate costs at least its edges and vertex update (every input
+      // present); when no candidate can pay alone and the whole rest cannot either, q takes
+      // nothing, without marking what is present (a pass over the block's edges)
+      const uint8_t* nd = cur.need_of(q);
+      double floor_all = 0.0, cheapest = 0.0;
+      int64_t n_cand = 0;
+      for (int64_t u = 0; u < cur.n; ++u)
+        if (nd[u] && cur.own[u] != q) {
+          const double c = (ptr[u + 1] - ptr[u]) * edge_cost + vertex_cost;
+          cheapest = n_cand++ ? std::min(cheapest, c) : c;
+          floor_all += c;
+        }
+      if (n_cand == 0) {
+        whole[q] = 1;  // nothing to receive here
+        return;
+      }
+      const bool may_whole = cost_of.sync > 0.0 && used[q] + n_cand <= budget &&
+                             floor_all < n_cand * comm_out + 2 * cost_of.sync;
+      if (cheapest >= comm_out && !may_whole) return;
       // rows of layer i-1 present at q anyway: its own, and those its own vertices need
       std::vector<uint8_t> present(nb, 0);
       for (int64_t w = 0; w < nb; ++w) present[w] = below.own[w] == q;
@@ -310,7 +335,7 @@ struct Splitter {
       };
       auto cost = [&](int64_t u) { return cost_at(present, u); };
       deps::Candidates cand;
-      const uint8_t* nd = cur.need_of(q);
+      cand.reserve(n_cand);
       for (int64_t u = 0; u < cur.n; ++u)
         if (nd[u] && cur.own[u] != q) cand.emplace_back(cost(u), u);
       uint8_t* cp = cur.comp.data() + q * cur.n;
