@@ -67,7 +67,7 @@ def settings(quick: bool) -> dict:
                        "highdeg": {"preset": "small", "scale": 0.5, "avg_degree": 100.0}},
             "models": ["gcn", "sage"], "hiddens": [64, 256],
             "partitioners": list(EDGE_CUTS + VERTEX_CUTS), "side_partitioners": ["metis"],
-            "epochs": 3, "side_epochs": 15, "seed": 0}
+            "epochs": 3, "side_epochs": 31, "seed": 0}
 
 
 def _book(graph, name: str, seed: int):

@@ -38,8 +38,9 @@ class DependencyManager(ABC):
     #: Scales the communication cost (> 1 favours replication).
     comm_weight: float = 1.0
 
-    def prepare(self, group=None) -> Costs | None:
-        """Fix the per-dimension costs (probe or config); collective over ``group``."""
+    def prepare(self, group=None, sparse: bool = True) -> Costs | None:
+        """Fix the per-dimension costs (probe or config); collective over ``group``;
+        ``sparse``: the model aggregates by a sparse product (else one message per edge)."""
         return None
 
     def layer_costs(self, dims: list[int]) -> torch.Tensor:

@@ -1,7 +1,9 @@
 """Probe the per-dimension costs of NeutronStar's model on this machine.
 
 ``t_vertex``: seconds per multiply-add of a dense vertex update (rows x in x out);
-``t_edge``: seconds per edge per feature of a gather-scatter aggregation;
+``t_edge``: seconds per edge per feature of an aggregation as the models run it: a sparse CSR
+product (a sum or mean: SAGE, GCN), or a gather-scatter of one message row per edge
+(``sparse=False``: attention and max); the gather-scatter costs 4-8x the product per edge;
 ``t_comm``: seconds per float shuffled between ranks (all_to_all; 0 on one rank);
 ``t_sync``: seconds of one exchange whatever it carries (a one-float-per-peer all_to_all: the
 latency and the wait for the slowest peer that every exchange pays; 0 on one rank).
@@ -46,15 +48,22 @@ def _best(fn, repeats: int = 5) -> float:
     return min(_times(fn, repeats))
 
 
-def probe_costs(dim: int = 128, rows: int = 4096, edges: int = 32768, group=None) -> Costs:
-    """Time a dense update, an aggregation and an all_to_all; collective when distributed."""
+def probe_costs(dim: int = 128, rows: int = 4096, edges: int = 32768, group=None,
+                sparse: bool = True) -> Costs:
+    """Time a dense update, an aggregation (a CSR product, or with ``sparse=False`` a
+    gather-scatter) and an all_to_all; collective when distributed."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(rows, dim, generator=g)
     w = torch.randn(dim, dim, generator=g)
     src = torch.randint(0, rows, (edges,), generator=g)
     dst = torch.randint(0, rows, (edges,), generator=g)
     t_vertex = _best(lambda: x @ w) / (rows * dim * dim)
-    t_edge = _best(lambda: torch.zeros_like(x).index_add_(0, dst, x[src])) / (edges * dim)
+    if sparse:  # what a sum/mean conv runs (PyG's fused product, fullgraph's fixed product)
+        adj = torch.sparse_coo_tensor(torch.stack([dst, src]), torch.ones(edges),
+                                      (rows, rows)).coalesce().to_sparse_csr()
+        t_edge = _best(lambda: torch.sparse.mm(adj, x)) / (edges * dim)
+    else:
+        t_edge = _best(lambda: torch.zeros_like(x).index_add_(0, dst, x[src])) / (edges * dim)
     t_comm = t_sync = 0.0
     if dist.is_initialized() and dist.get_world_size(group) > 1:
         world = dist.get_world_size(group)

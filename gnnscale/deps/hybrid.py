@@ -44,10 +44,11 @@ class Hybrid(DependencyManager):
         # comm_cost comes from layer_costs, which already applies comm_weight
         return greedy(recompute_cost, comm_cost, mem_bytes, budget, self.mu)
 
-    def prepare(self, group=None) -> Costs:
-        """Probe (once, collectively) the per-dimension costs unless ``deps.costs`` fixed them."""
+    def prepare(self, group=None, sparse: bool = True) -> Costs:
+        """Probe (once, collectively) the per-dimension costs unless ``deps.costs`` fixed them
+        (``sparse``: the edge cost of a sparse product, else of one message per edge)."""
         if self.costs is None:
-            self.costs = probe_costs(group=group)
+            self.costs = probe_costs(group=group, sparse=sparse)
         return self.costs
 
     def prepare_costs(self) -> Costs:

@@ -139,7 +139,8 @@ class EdgeCutPlan(FullGraphPlan):
     computation with every message awaited at once (to measure what overlapping hides);
     ``cached=False`` runs the conv's own product instead of the cached one (torch's backward
     then transposes the matrix on every call; to measure what caching saves).
-    ``edge_features``: the model reads edge features; its blocks carry them, gathered once
+    ``sparse_edges``: the model aggregates by a sparse product (the cost probe prices an edge
+    so). ``edge_features``: the model reads edge features; its blocks carry them, gathered once
     here (``edge_bytes``). On a typed graph the blocks carry their edges' ids and types, and
     ``x`` holds typed inputs (:func:`~.plan.raw_rows`).
     """
@@ -148,13 +149,13 @@ class EdgeCutPlan(FullGraphPlan):
                  deps: DependencyManager, dims: list[int], group=None, ring: bool = False,
                  overlap: bool = False, device: torch.device | str = "cpu",
                  budget: int | None = None, hide: bool = True, cached: bool = True,
-                 edge_features: bool = False) -> None:
+                 edge_features: bool = False, sparse_edges: bool = True) -> None:
         self.group, self.ring, self.overlap, self.world = group, ring, overlap, world
         self.cached, self.edge_features = cached, edge_features
         self.hide = hide  # False: overlap's computation, messages awaited at once (to measure)
         lc = None
         if not (deps.replicates_all or deps.replicates_none) and world > 1:
-            deps.prepare(group=group)
+            deps.prepare(group=group, sparse=sparse_edges)
             lc = deps.layer_costs(dims)
         self.layout: EdgeCutLayout = plan_edge_cut(graph, part, rank, world, deps, dims, lc,
                                                    budget, group=group)

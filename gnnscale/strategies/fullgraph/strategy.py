@@ -84,7 +84,8 @@ class FullGraph(Strategy):
                                     self._module.widths(graph.num_features),
                                     group=self.group, ring=self.ring, overlap=self.overlap,
                                     device=topo.device,
-                                    edge_features=self._module.reads_edge_features)
+                                    edge_features=self._module.reads_edge_features,
+                                    sparse_edges=getattr(self._module, "sparse_conv", True))
             self.plan_report = self.plan.layout.report
         self.plan_time = time.perf_counter() - t0
         self.masters = self.plan.masters

@@ -166,7 +166,8 @@ class SplitParallel(SamplingStrategy):
         self.budget = ctx.deps.replication_budget(row_bytes) if world > 1 else 0
         self.costs = None
         if self.budget > 0:
-            ctx.deps.prepare(group=None)  # the planning interface fullgraph calls too
+            # the planning interface fullgraph calls too; edges priced as the model runs them
+            ctx.deps.prepare(group=None, sparse=getattr(self._module, "sparse_conv", True))
             self.costs = ctx.deps.replication_costs(dims)
             if self.reads_inputs:  # a replica's missing input is read (one pass over the
                 # row, a third of an edge's three), not shuffled
