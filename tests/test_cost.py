@@ -133,3 +133,23 @@ def test_link_volumes_use_the_embedding_width():
                                               "vertex_updates": 60.0}],
                                {"_target_": "gnnscale.tasks.node.NodeTask"}))
     assert node.layers[-1][3] == 2
+
+
+def test_dependency_probe_prices_edges_quietly_either_way():
+    """The deps cost probe times a CSR product (a sum/mean model) or a gather-scatter
+    (``sparse=False``); either way positive figures and no warning reaches the user (torch
+    warns about sparse CSR tensors on every construction); configured costs are kept."""
+    import math
+    import warnings
+
+    from gnnscale.deps.costs import probe_costs
+    from gnnscale.deps.hybrid import Hybrid
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for sparse in (True, False):
+            c = probe_costs(dim=16, rows=256, edges=2048, sparse=sparse)
+            assert all(math.isfinite(v) and v > 0 for v in (c.t_vertex, c.t_edge))
+            assert c.t_comm == 0.0 and c.t_sync == 0.0  # one process: nothing exchanged
+    given = {"t_vertex": 1.0, "t_edge": 2.0, "t_comm": 3.0}
+    assert Hybrid(costs=given).prepare(sparse=False).t_edge == 2.0
