@@ -390,14 +390,28 @@ def run_side(quick: bool) -> dict:
     return run_with(cfg)
 
 
+def run_edge_cuts(quick: bool) -> dict:
+    """The hybrid against both fixed plans on the products-like graph at a smaller scale than
+    the suite's (x0.03: epochs of 0.2-2 s, so more of them), METIS and random edge-cuts: a
+    check of the guard's choices in minutes rather than the suite's half hour."""
+    cfg = {"graphs": {"products": {"preset": "products_sim", "scale": 0.004 if quick else 0.03}},
+           "models": ["gcn", "sage"], "hiddens": [64] if quick else [64, 256],
+           "partitioners": ["metis", "random"], "side_partitioners": [],
+           "epochs": 2 if quick else 7, "seed": 0}
+    return run_with(cfg)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.fullgraph overlap|side [--quick] [--out PATH]``: only the
-    overlap comparison, or only the side graphs (:func:`run_side`)."""
+    """``python -m benchmarks.fullgraph overlap|side|edgecuts [--quick] [--out PATH]``: only
+    the overlap comparison, only the side graphs (:func:`run_side`), or only the products-like
+    edge-cut rows at x0.03 (:func:`run_edge_cuts`)."""
     from benchmarks.__main__ import run_part
 
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["side"]:
         return run_part("fullgraph", "side", run_side, argv, main.__doc__)
+    if argv[:1] == ["edgecuts"]:
+        return run_part("fullgraph", "edgecuts", run_edge_cuts, argv, main.__doc__)
     return run_part("fullgraph", "overlap", run_overlap, argv, main.__doc__)
 
 
