@@ -59,6 +59,7 @@ from gnnscale.sampling.schedule import Draw
 from gnnscale.strategies.base import RunContext, SamplingStrategy
 from gnnscale.strategies.split.config import SplitParallelConfig
 from gnnscale.strategies.split.splitter import (
+    LayerPlan,
     SplitPlan,
     pack_plan,
     split_sample,
@@ -290,24 +291,29 @@ class SplitParallel(SamplingStrategy):
         h = self._module.encode(x)
         dev = h.device
         for i, lp in enumerate(plan.layers):
-            if i == 0 and self.reads_inputs:  # the block's sources, read in block order
-                h = self._module.layer(0, h if lp.scale is None else
-                                       h * lp.scale.to(dev)[:, None], lp.block.to(dev))
-                continue
-            src = h
-            if lp.slot_count.numel():
-                agg = h.new_zeros(lp.slot_count.numel(), h.shape[1]).index_add(
-                    0, lp.agg_slot.to(dev), h[lp.agg_row.to(dev)])
-                src = torch.cat([h, agg / lp.slot_count.to(dev, h.dtype)[:, None]])
-            if world > 1 and lp.moves:  # a layer where no rank receives a row: no shuffle
-                recv = shuffle(src, lp.send_idx, lp.send_counts, lp.recv_counts,
-                               stats=self.stats)
-                src = torch.cat([h, recv])
-            xi = src[lp.gather.to(dev)]
+            if i == 0 and self.reads_inputs:
+                xi = h  # the block's sources, read in block order
+            else:
+                xi = self._sources(h, lp, world)
             if lp.scale is not None:
                 xi = xi * lp.scale.to(dev)[:, None]
             h = self._module.layer(i, xi, lp.block.to(dev))
         return h
+
+    def _sources(self, h: torch.Tensor, lp: LayerPlan, world: int) -> torch.Tensor:
+        """Layer ``lp``'s local source rows from this rank's rows ``h``: pre-aggregated slots
+        appended, the shuffle's received rows after them (a layer where no rank receives a
+        row is not shuffled), gathered into block order."""
+        dev = h.device
+        src = h
+        if lp.slot_count.numel():
+            agg = h.new_zeros(lp.slot_count.numel(), h.shape[1]).index_add(
+                0, lp.agg_slot.to(dev), h[lp.agg_row.to(dev)])
+            src = torch.cat([h, agg / lp.slot_count.to(dev, h.dtype)[:, None]])
+        if world > 1 and lp.moves:
+            recv = shuffle(src, lp.send_idx, lp.send_counts, lp.recv_counts, stats=self.stats)
+            src = torch.cat([h, recv])
+        return src[lp.gather.to(dev)]
 
     def step(self, epoch: int, index: int) -> float:
         """One whole step inline (sample or receive, split, load, train); returns the loss of
