@@ -25,6 +25,7 @@ epoch has the same number of steps for both strategies, so step ratios are epoch
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 
 import torch
@@ -222,7 +223,7 @@ def run(quick: bool) -> dict:
                      "volumes": {}, "step_time_s": {}}
     ratios: dict = {"bytes_data_over_split": {}, "epoch_data_over_split": {},
                     "depcomm_over_hybrid": {}, "depcomm_over_hybrid_forced": {},
-                    "old_default_over_default": {}, "shuffle_over_read": {}}
+                    "gsplit_over_default": {}, "shuffle_over_read": {}}
     for b in cfg["batch_sizes"]:
         for r in cfg["ratios"]:
             v = volumes(graph, part, cfg, b, r)
@@ -242,7 +243,7 @@ def run(quick: bool) -> dict:
     variants = []
     for b in cfg["batch_sizes"]:
         variants += [("data", "depcache", b, r, "replicated"),
-                     # the old default: GSplit's (inputs shuffled by their owners, depcomm)
+                     # GSplit's setting (inputs shuffled by their owners, depcomm)
                      ("split", "depcomm", b, r, "partitioned", ("inputs", "shuffle")),
                      ("split", "depcomm", b, r, "partitioned"),
                      ("split", "hybrid", b, r, "partitioned"),
@@ -260,7 +261,7 @@ def run(quick: bool) -> dict:
         st = results["step_time_s"]
         ratios["epoch_data_over_split"][f"b{b}/r{r}"] = ratio(
             st[f"data/depcache/b{b}/r{r}"], st[f"split/hybrid/b{b}/r{r}"])  # the default
-        ratios["old_default_over_default"][f"b{b}/r{r}"] = ratio(
+        ratios["gsplit_over_default"][f"b{b}/r{r}"] = ratio(
             st[f"split/depcomm/inputs=shuffle/b{b}/r{r}"], st[f"split/hybrid/b{b}/r{r}"])
         ratios["shuffle_over_read"][f"b{b}/r{r}"] = ratio(
             st[f"split/depcomm/inputs=shuffle/b{b}/r{r}"], st[f"split/depcomm/b{b}/r{r}"])
@@ -280,21 +281,21 @@ def run(quick: bool) -> dict:
     return {"config": cfg, "results": results, "ratios": ratios}
 
 
-# -- the defaults, before and after, through the runner (2 ranks, the roofline's workload) -----
+# -- the default against GSplit's setting and data, through the runner (2 ranks) ------------
 DEFAULT_VARIANTS = {  # name: extra overrides
     "data": [],
-    "split_old_default": ["deps=depcomm", "strategy.inputs=shuffle"],  # GSplit's
+    "split_gsplit": ["deps=depcomm", "strategy.inputs=shuffle"],  # GSplit's setting
     "split_read_depcomm": ["deps=depcomm", "strategy.inputs=read"],
     "split_default": [],  # inputs=auto (read on CPU), deps=hybrid
 }
 
 
 def defaults_2ranks(quick: bool) -> tuple[dict, dict]:
-    """``data`` against ``split`` as it was by default (inputs shuffled, depcomm), with inputs
-    read, and as it is (inputs read, hybrid), whole epochs through the runner on 2 ranks (one
-    thread each, bound) at the roofline suite's node workload, batch 256 and 1024; the variants
-    alternate over ``rounds`` runs; per variant the median over rounds of each run's median
-    epoch (after the first), its phases and volumes."""
+    """``data`` against ``split`` in GSplit's setting (inputs shuffled, depcomm), with inputs
+    read (depcomm), and by default (inputs read, hybrid), whole epochs through the runner on 2
+    ranks (one thread each, bound) at the roofline suite's node workload, batch 256 and 1024;
+    the variants alternate over ``rounds`` runs; per variant the median over rounds of each
+    run's median epoch (after the first), its phases and volumes."""
     import tempfile
     from pathlib import Path
 
@@ -328,10 +329,94 @@ def defaults_2ranks(quick: bool) -> tuple[dict, dict]:
     ratios = {}
     for b in (256, 1024):
         t = {name: results[f"b{b}/{name}"]["epoch_time"] for name in DEFAULT_VARIANTS}
-        ratios[f"b{b}"] = {"old_default_over_default": ratio(t["split_old_default"],
-                                                             t["split_default"]),
-                           "shuffle_over_read": ratio(t["split_old_default"],
+        ratios[f"b{b}"] = {"gsplit_over_default": ratio(t["split_gsplit"], t["split_default"]),
+                           "shuffle_over_read": ratio(t["split_gsplit"],
                                                       t["split_read_depcomm"]),
                            "default_over_data": ratio(t["split_default"], t["data"]),
-                           "old_default_over_data": ratio(t["split_old_default"], t["data"])}
+                           "gsplit_over_data": ratio(t["split_gsplit"], t["data"])}
     return results, ratios
+
+
+def run_defaults(quick: bool) -> dict:
+    """The suite's :func:`defaults_2ranks` part alone."""
+    results, ratios = defaults_2ranks(quick)
+    return {"results": {"defaults_2ranks": results}, "ratios": {"defaults_2ranks": ratios}}
+
+
+# -- the split op alone -----------------------------------------------------------------------
+def run_op(quick: bool) -> dict:
+    """One-thread ``split_sample_all`` (the native op, then the plans built from its output,
+    :func:`gnnscale.strategies.split.splitter.split_sample_all`) on the roofline suite's
+    products-like graph (scale 0.02, fanouts 10,10), per batch, world and layer-0 owners
+    (random, METIS): with the inputs shuffled and read (``read_in``: layer 0's lists left
+    out), each rank's packed plan (int32 words) too, and sampling the same batch; the variants
+    alternate over ``repeats`` rounds of the same samples, medians in ms."""
+    from benchmarks.roofline import settings as roofline_settings
+    from gnnscale.ops import split as native_split
+    from gnnscale.strategies.split import splitter
+
+    torch.set_num_threads(1)
+    rcfg = roofline_settings(quick)
+    graph = generate("products_sim", scale=rcfg["scale"]["node"], seed=0)
+    sampler = NeighborSampler(rcfg["fanouts"])
+    repeats, samples = (5, 2) if quick else (15, 4)
+    rows: dict = {}
+    for world in (2, 4):
+        owners = {"random": torch.randint(0, world, (graph.num_nodes,),
+                                          generator=torch.Generator().manual_seed(0)).int(),
+                  "metis": _partition(graph, 0, world)}
+        for b in (256, 1024):
+            batches = [graph.train_idx[torch.randperm(
+                graph.train_idx.numel(), generator=torch.Generator().manual_seed(k))[:b]]
+                for k in range(samples)]
+            mbs = [sampler.sample(graph, seeds, k) for k, seeds in enumerate(batches)]
+            fns = {"sample": lambda batches=batches: [sampler.sample(graph, seeds, 0)
+                                                      for seeds in batches]}
+            for name, own in owners.items():
+                args = [splitter._native_args(mb, own, own) for mb in mbs]
+                zero = splitter._costs(mbs[0], None)
+                for mode, read in (("shuffle", False), ("read", True)):
+                    fns[f"{name}/{mode}/op"] = (
+                        lambda args=args, read=read, world=world, zero=zero: [
+                            native_split.split_sample_all(*a, world, False, zero, 0, 1, False,
+                                                          read) for a in args])
+                    fns[f"{name}/{mode}/plans"] = (
+                        lambda own=own, read=read, world=world, mbs=mbs: [
+                            splitter.split_sample_all(mb, own, own, world, read_inputs=read)
+                            for mb in mbs])
+            times: dict = {k: [] for k in fns}
+            for _ in range(repeats):
+                for k, fn in fns.items():
+                    t0 = time.perf_counter()
+                    fn()
+                    times[k].append((time.perf_counter() - t0) / samples * 1e3)
+            row = {k: statistics.median(v) for k, v in times.items()}
+            for name, own in owners.items():
+                for mode, read in (("shuffle", False), ("read", True)):
+                    plans = splitter.split_sample_all(mbs[0], own, own, world,
+                                                      read_inputs=read)
+                    row[f"{name}/{mode}/packed_words"] = sum(
+                        splitter.pack_plan(p).numel() for p in plans[1:])
+            rows[f"w{world}/b{b}"] = row
+    ratios = {key: {f"{name}/shuffle_over_read": ratio(row[f"{name}/shuffle/op"],
+                                                        row[f"{name}/read/op"])
+                    for name in ("random", "metis")} for key, row in rows.items()}
+    return {"config": {"scale": rcfg["scale"]["node"], "fanouts": rcfg["fanouts"],
+                       "repeats": repeats, "samples": samples, "threads": 1},
+            "results": {"op_ms": rows}, "ratios": {"op": ratios}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.split defaults|op [--quick] [--out PATH]``: the split suite's
+    2-rank comparison through the runner alone (``split-defaults[-quick].json``), or the
+    split op alone (:func:`run_op`, ``split-op[-quick].json``)."""
+    from benchmarks.__main__ import run_part
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["op"]:
+        return run_part("split", "op", run_op, argv, main.__doc__)
+    return run_part("split", "defaults", run_defaults, argv, main.__doc__)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -143,7 +143,8 @@ def round_parts(topo) -> dict:
     same, expected_bytes = [], 0
     for s, (plan, _, _) in enumerate(got):
         mb = ctx.sampler.sample(ctx.graph, ctx.task.seeds(batches[s], 0), sample_seed(0, 0, s, 0))
-        mine = pack_plan(split_sample(mb, strat.own_in, strat.own_part, world, rank))
+        mine = pack_plan(split_sample(mb, strat.own_in, strat.own_part, world, rank,
+                                       read_inputs=strat.reads_inputs))
         same.append(torch.equal(pack_plan(plan), mine))
         if s % world != rank:  # split on the rank that sampled step s, sent here
             expected_bytes += _as_words(mine).numel() * 8

@@ -156,3 +156,81 @@ def test_split_sample_all_equals_each_ranks_split(world, preagg, budget):
     for rank in range(world):
         one = split_sample(*args, world, rank, preagg, costs, budget)
         assert len(every[rank]) == len(one) and all(map(torch.equal, every[rank], one))
+
+
+@pytest.mark.parametrize("world,budget", [(2, 0), (3, 0), (4, 50)])
+def test_read_in_drops_only_the_input_shuffle(world, budget):
+    """With ``read_in`` (every rank reads its layer-0 block's sources) nothing of layer 0 is
+    shuffled: no loaded rows, layer 0's gather, send index and pre-aggregation empty, its
+    counts and its row of the stats 0; every other output is the same as without it (its dst,
+    src ids and edges, every later layer, the hybrid's replicas), on each rank and planned for
+    all ranks at once; ``read_in`` with ``preagg`` is refused."""
+    from gnnscale.data.synthetic import generate
+    from gnnscale.ops.split import split_sample_all
+    from gnnscale.sampling.neighbor import NeighborSampler
+    from gnnscale.strategies.split.splitter import sample_counts
+
+    graph = generate("tiny", seed=0)
+    mb = NeighborSampler([5, 5, 5]).sample(graph, graph.train_idx[:64], 7)
+    ids = mb.n_id[: mb.blocks[0].num_src]
+    costs = torch.tensor([1.0] * 4 + [0.01] * 4 + [0.001] * 4, dtype=torch.float64)
+    args = (sample_counts(mb), [b.edge_index for b in mb.blocks], (ids % world).int(),
+            (ids * 7 % world).int())
+    layers = len(mb.blocks)
+    every = split_sample_all(*args, world, False, costs, budget, 0, True, True)
+    for rank in range(world):
+        full = split_sample(*args, world, rank, False, costs, budget, 0, True)
+        read = split_sample(*args, world, rank, False, costs, budget, 0, True, True)
+        assert all(map(torch.equal, every[rank], read))
+        assert read[0].numel() == 0 and full[0].numel() > 0  # loaded rows
+        stats, want = read[1].tolist(), full[1].tolist()
+        assert stats[world + 3] == 0 and stats[:world + 3] == want[:world + 3]
+        assert stats[world + 4:] == want[world + 4:]
+        dst, src, ei, gather, send, send_c, recv_c, agg = read[2:10]
+        assert all(map(torch.equal, (dst, src, ei), full[2:5]))
+        assert gather.numel() == send.numel() == agg.numel() == 0
+        assert send_c.tolist() == recv_c.tolist() == [0] * world
+        rest = 2 + 8
+        assert all(map(torch.equal, read[rest:], full[rest:]))  # later layers, edge positions
+        assert len(read) == 2 + 9 * layers
+    with pytest.raises(RuntimeError, match="read_in .* excludes preagg"):
+        split_sample(*args, world, 0, True, costs, 0, 0, False, True)
+
+
+@pytest.mark.parametrize("read_inputs", [False, True])
+def test_a_plan_round_trips_through_its_wire_format(read_inputs):
+    """pack_plan -> unpack_plan keeps every part a rank uses (GCN's float factors bit for
+    bit): int32 on the wire while every id fits, int64 when a global id does not."""
+    import dataclasses
+
+    from gnnscale.data.synthetic import generate
+    from gnnscale.sampling.neighbor import NeighborSampler
+    from gnnscale.strategies.split.splitter import pack_plan, split_sample_all, unpack_plan
+
+    graph = generate("tiny", seed=0)
+    mb = NeighborSampler([5, 5]).sample(graph, graph.train_idx[:64], 3)
+    own = (torch.arange(graph.num_nodes) % 3).int()
+    plan = split_sample_all(mb, own, own, 3, gcn_block_norm=True,
+                            read_inputs=read_inputs)[1]
+    big = 1 << 33  # global ids past int32: the same plan, its ids shifted
+    far = dataclasses.replace(
+        plan, loaded_ids=plan.loaded_ids + big, target_ids=plan.target_ids + big,
+        layers=[dataclasses.replace(lp, block=dataclasses.replace(
+            lp.block, src_ids=lp.block.src_ids + big)) for lp in plan.layers])
+    for p, dtype in ((plan, torch.int32), (far, torch.int64)):
+        buf = pack_plan(p)
+        assert buf.dtype == dtype
+        back = unpack_plan(buf)
+        assert torch.equal(back.loaded_ids, p.loaded_ids)
+        assert torch.equal(back.target_ids, p.target_ids)
+        assert (back.edges_per_rank, back.local_edges, back.total_edges, back.replicated,
+                back.num_targets) == (p.edges_per_rank, p.local_edges, p.total_edges,
+                                      p.replicated, p.num_targets)
+        for lp, got in zip(p.layers, back.layers):
+            for name in ("gather", "send_idx", "agg_row", "agg_slot", "slot_count"):
+                assert torch.equal(getattr(got, name), getattr(lp, name)), name
+            assert (got.send_counts, got.recv_counts, got.moves) == (
+                lp.send_counts, lp.recv_counts, lp.moves)
+            assert torch.equal(got.scale.view(torch.int32), lp.scale.view(torch.int32))
+            assert torch.equal(got.block.edge_index, lp.block.edge_index)
+            assert torch.equal(got.block.src_ids, lp.block.src_ids)

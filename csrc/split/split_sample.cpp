@@ -28,8 +28,11 @@ bool owners_in_range(const at::Tensor& own, int64_t n, int64_t world) {
 
 void check_split_sample(const at::Tensor& counts, at::TensorList edges, const at::Tensor& own_in,
                         const at::Tensor& own_part, int64_t world, int64_t rank,
-                        const at::Tensor& costs) {
+                        const at::Tensor& costs, bool preagg, bool read_in) {
   TORCH_CHECK(world >= 1 && rank >= 0 && rank < world, "split_sample: bad rank/world");
+  TORCH_CHECK(!(preagg && read_in),
+              "split_sample: read_in (every rank reads its inputs) excludes preagg (which "
+              "ships averaged input rows)");
   const int64_t L = static_cast<int64_t>(edges.size());
   TORCH_CHECK(counts.numel() == L + 1, "split_sample: counts needs one entry per layer + 1");
   for (const at::Tensor& e : edges)
@@ -51,12 +54,12 @@ void check_split_sample(const at::Tensor& counts, at::TensorList edges, const at
 TORCH_LIBRARY_FRAGMENT(gnnscale, m) {
   m.def(
       "split_sample(Tensor counts, Tensor[] edges, Tensor own_in, Tensor own_part, int world, "
-      "int rank, bool preagg, Tensor costs, int budget, int num_threads=0, bool edge_pos=False) "
-      "-> Tensor[]");
+      "int rank, bool preagg, Tensor costs, int budget, int num_threads=0, bool edge_pos=False, "
+      "bool read_in=False) -> Tensor[]");
   m.def(
       "split_sample_all(Tensor counts, Tensor[] edges, Tensor own_in, Tensor own_part, "
-      "int world, bool preagg, Tensor costs, int budget, int num_threads=0, bool edge_pos=False) "
-      "-> Tensor[]");
+      "int world, bool preagg, Tensor costs, int budget, int num_threads=0, bool edge_pos=False, "
+      "bool read_in=False) -> Tensor[]");
 }
 
 }  // namespace gnnscale::split

@@ -35,6 +35,11 @@
 // stats (int64): [edges computed by each rank (world)..., local edges, all edges,
 //                 replicated rows of this rank, then per layer the rows all ranks receive].
 // Then, with `edge_pos` only, per layer i: the local edges' positions in block i (E_r).
+//
+// With `read_in` (every rank reads its layer-0 block's sources itself: split's inputs=read,
+// never with `preagg`), layer 0 is not shuffled: no rank loads rows for another, so the loaded
+// ids are empty, layer 0's gather, send index and agg are empty, its counts zero and its row
+// of the stats 0; its dst, src ids and edge_index are as without it.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -171,6 +176,7 @@ struct Costs {
 struct Splitter {
   int64_t L, W;
   bool preagg;
+  bool read_in = false;  // layer 0 is read by every rank, never shuffled (see the header)
   int64_t threads;  // ranks are planned in parallel (mark_needs, replicate, group_received)
   std::vector<Layer> lay;  // layers 0..L
   std::vector<Block> blk;  // blocks 0..L-1
@@ -184,6 +190,11 @@ struct Splitter {
       l.comp.assign(W * n, 0);
       uint8_t* comp = l.comp.data();
       for (int64_t v = 0; v < n; ++v) comp[own[v] * n + v] = 1;
+    }
+    if (read_in) {  // nobody loads rows for another rank
+      loaded.ptr.assign(W + 1, 0);
+      loaded.items = buffer(0);
+      return;
     }
     const int32_t* own = lay[0].own;
     loaded = group_by(
@@ -243,6 +254,13 @@ struct Splitter {
     Block& b = blk[i];
     b.recv.resize(W);
     if (preagg) b.remote.resize(W);
+    if (i == 0 && read_in) {  // layer 0 is read, not received
+      for (Groups& g : b.recv) {
+        g.ptr.assign(W + 1, 0);
+        g.items = buffer(0);
+      }
+      return;
+    }
     parallel_chunks(W, threads, [&](int64_t q) {
       const uint8_t* c = lo.comp_of(q);
       const uint8_t* real = preagg ? hi.comp_of(q) : lo.need_of(q);  // a real row q needs
@@ -649,6 +667,14 @@ void plan_layer(const Splitter& s, int64_t i, int64_t R, Scratch& sc,
   out.push_back(to_tensor(sc.dst_rows.get(), recv.n_dst));
   out.push_back(source_ids(sc, recv));
   out.push_back(local_edges(s, i, R, sc, recv));
+  if (i == 0 && s.read_in) {  // read, not shuffled: nothing to gather, send or aggregate
+    out.push_back(at::empty({0}, at::kLong));
+    out.push_back(at::empty({0}, at::kLong));
+    out.push_back(at::zeros({s.W}, at::kLong));
+    out.push_back(recv.recv_counts);
+    out.push_back(at::empty({3, 0}, at::kLong));
+    return;
+  }
   out.push_back(gather_index(sc, recv));
   SendSide send = send_side(s, i, R, sc, recv.n_h);
   out.push_back(std::move(send.send_idx));
@@ -661,10 +687,11 @@ void plan_layer(const Splitter& s, int64_t i, int64_t R, Scratch& sc,
 Ids plan_sample(Splitter& s, std::vector<at::Tensor>& keep, const at::Tensor& counts,
                 at::TensorList edges, const at::Tensor& own_in, const at::Tensor& own_part,
                 int64_t world, bool preagg, const at::Tensor& costs, int64_t budget,
-                int64_t num_threads) {
+                int64_t num_threads, bool read_in) {
   s.L = static_cast<int64_t>(edges.size());
   s.W = world;
   s.preagg = preagg;
+  s.read_in = read_in;
   s.threads = resolve_threads(num_threads);
   const at::Tensor cnt = as(counts, at::kLong);
   keep.push_back(as(own_in, at::kInt));
@@ -711,12 +738,12 @@ std::vector<at::Tensor> split_sample(const at::Tensor& counts, at::TensorList ed
                                      const at::Tensor& own_in, const at::Tensor& own_part,
                                      int64_t world, int64_t rank, bool preagg,
                                      const at::Tensor& costs, int64_t budget,
-                                     int64_t num_threads, bool edge_pos) {
-  check_split_sample(counts, edges, own_in, own_part, world, rank, costs);
+                                     int64_t num_threads, bool edge_pos, bool read_in) {
+  check_split_sample(counts, edges, own_in, own_part, world, rank, costs, preagg, read_in);
   Splitter s;
   std::vector<at::Tensor> keep;
   const Ids used = plan_sample(s, keep, counts, edges, own_in, own_part, world, preagg, costs,
-                               budget, num_threads);
+                               budget, num_threads, read_in);
   return rank_output(s, used, s.edge_stats(), rank, edge_pos);
 }
 
@@ -726,12 +753,12 @@ std::vector<at::Tensor> split_sample_all(const at::Tensor& counts, at::TensorLis
                                          const at::Tensor& own_in, const at::Tensor& own_part,
                                          int64_t world, bool preagg, const at::Tensor& costs,
                                          int64_t budget, int64_t num_threads,
-                                         bool edge_pos) {
-  check_split_sample(counts, edges, own_in, own_part, world, 0, costs);
+                                         bool edge_pos, bool read_in) {
+  check_split_sample(counts, edges, own_in, own_part, world, 0, costs, preagg, read_in);
   Splitter s;
   std::vector<at::Tensor> keep;
   const Ids used = plan_sample(s, keep, counts, edges, own_in, own_part, world, preagg, costs,
-                               budget, num_threads);
+                               budget, num_threads, read_in);
   const Ids stats = s.edge_stats();
   std::vector<std::vector<at::Tensor>> per_rank(world);
   parallel_chunks(world, s.threads,

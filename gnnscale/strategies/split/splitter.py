@@ -89,29 +89,33 @@ def _gcn_block_scale(mb_block: Block, local: Block, src: torch.Tensor) -> torch.
 def split_sample(mb: MiniBatch, own_in: torch.Tensor, own_part: torch.Tensor, world: int,
                  rank: int, *, preagg: bool = False, costs: torch.Tensor | None = None,
                  budget: int = 0, gcn_block_norm: bool = False,
-                 edge_ids: bool = False) -> SplitPlan:
+                 edge_ids: bool = False, read_inputs: bool = False) -> SplitPlan:
     """Split ``mb`` over ``world`` ranks; the plan of rank ``rank``.
 
     ``own_in``/``own_part`` map global ids to ranks (layer 0 / other layers). ``costs`` holds
     3 x (L + 1) per-layer figures (row communication, per-edge and per-vertex compute) for the
     hybrid greedy; ``budget`` caps the rows a rank replicates (0 = communicate everything).
     ``edge_ids``: the local blocks carry the sample's ``e_id`` / ``edge_type`` of their edges.
+    ``read_inputs``: every rank reads its layer-0 block's sources itself (``strategy.inputs``
+    read), so layer 0 is not shuffled: the plan has no loaded rows and layer 0 no shuffle.
     """
     edge_ids = edge_ids and _has_edge_ids(mb)
     out = native_split.split_sample(*_native_args(mb, own_in, own_part), world, rank,
-                                    preagg, _costs(mb, costs), int(budget), 0, edge_ids)
+                                    preagg, _costs(mb, costs), int(budget), 0, edge_ids,
+                                    read_inputs)
     return _plan(mb, out, world, gcn_block_norm, edge_ids)
 
 
 def split_sample_all(mb: MiniBatch, own_in: torch.Tensor, own_part: torch.Tensor, world: int,
                      *, preagg: bool = False, costs: torch.Tensor | None = None,
                      budget: int = 0, gcn_block_norm: bool = False,
-                     edge_ids: bool = False) -> list[SplitPlan]:
+                     edge_ids: bool = False, read_inputs: bool = False) -> list[SplitPlan]:
     """Every rank's :func:`split_sample` plan of ``mb``, rank 0 first, planned once (what a
     parallel split-sampler computes for the step it sampled)."""
     edge_ids = edge_ids and _has_edge_ids(mb)
     outs = native_split.split_sample_all(*_native_args(mb, own_in, own_part), world,
-                                         preagg, _costs(mb, costs), int(budget), 0, edge_ids)
+                                         preagg, _costs(mb, costs), int(budget), 0, edge_ids,
+                                         read_inputs)
     return [_plan(mb, out, world, gcn_block_norm, edge_ids) for out in outs]
 
 
@@ -124,8 +128,9 @@ def _native_args(mb: MiniBatch, own_in: torch.Tensor, own_part: torch.Tensor) ->
     """The sample's counts and edges and its input vertices' owners, as the native ops take
     them."""
     ids = mb.n_id[: mb.blocks[0].num_src]
-    return (sample_counts(mb), [b.edge_index for b in mb.blocks], own_in[ids].int(),
-            own_part[ids].int())
+    part = own_part[ids].int()
+    return (sample_counts(mb), [b.edge_index for b in mb.blocks],
+            part if own_in is own_part else own_in[ids].int(), part)
 
 
 def _costs(mb: MiniBatch, costs: torch.Tensor | None) -> torch.Tensor:
@@ -166,23 +171,43 @@ def pack_plan(plan: SplitPlan) -> torch.Tensor:
     (:func:`gnnscale.sampling.codec.encode_blocks`); sample-local ids the rank does not use
     (``loaded``, ``dst``) stay behind; :func:`unpack_plan` reverses it."""
     world = len(plan.edges_per_rank)
-    block_head, block_parts = codec.encode_blocks([lp.block for lp in plan.layers])
+    blocks = [lp.block for lp in plan.layers]
+    block_head, block_parts = codec.encode_blocks(blocks)
     head = [len(plan.layers), world, plan.local_edges, plan.total_edges, plan.replicated,
             plan.num_targets, *plan.edges_per_rank, *block_head]
-    parts = [plan.loaded_ids, plan.target_ids,
-             torch.cat([p.reshape(-1).long() for p in block_parts])]
+    parts = [plan.loaded_ids, plan.target_ids, *block_parts]
     for lp in plan.layers:
         parts += [lp.gather, lp.send_idx, lp.agg_row, lp.agg_slot, lp.slot_count,
-                  torch.empty(0) if lp.scale is None else lp.scale.float().view(torch.int32)]
+                  _NONE if lp.scale is None else lp.scale.float().view(torch.int32)]
         head += [*lp.send_counts, *lp.recv_counts, int(lp.scale is not None), int(lp.moves)]
-    head += [p.numel() for p in parts]
-    wide = any(p.numel() and (int(p.max()) > _I32 or int(p.min()) < -_I32) for p in parts)
+    n_blocks = len(block_parts)  # travel as one part (decoded together)
+    sizes = [p.numel() for p in parts]
+    head += sizes[:2] + [sum(sizes[2:2 + n_blocks])] + sizes[2 + n_blocks:]
+    # int32 unless a global id (or edge id) does not fit: sample-local ids are below the
+    # sample's vertex and edge counts, so only those parts are scanned
+    local_bound = max([b.num_src for b in blocks] + [b.num_edges for b in blocks] + [0])
+    wide = local_bound > _I32 or any(
+        p.numel() and (int(p.max()) > _I32 or int(p.min()) < 0) for p in _global_parts(plan))
     dtype = torch.int64 if wide else torch.int32
-    return torch.cat([torch.tensor([int(wide), len(head)] + head, dtype=dtype)]
-                     + [p.reshape(-1).to(dtype) for p in parts])
+    out = torch.empty(2 + len(head) + sum(sizes), dtype=dtype)
+    out[:2 + len(head)] = torch.tensor([int(wide), len(head)] + head, dtype=dtype)
+    at = 2 + len(head)
+    for p, n in zip(parts, sizes):
+        out[at: at + n].copy_(p.reshape(-1))  # converted as it is copied
+        at += n
+    return out
+
+
+def _global_parts(plan: SplitPlan) -> list[torch.Tensor]:
+    """The parts of ``plan`` that hold global ids (vertices, edges), not sample-local ones."""
+    parts = [plan.loaded_ids, plan.target_ids]
+    for lp in plan.layers:
+        parts += [t for t in (lp.block.src_ids, lp.block.e_id) if t is not None]
+    return parts
 
 
 _I32 = 2**31 - 1
+_NONE = torch.empty(0, dtype=torch.int32)  # an absent part
 _PLAN_PARTS = 6  # per layer: gather, send_idx, agg_row, agg_slot, slot_count, scale
 
 

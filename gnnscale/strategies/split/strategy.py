@@ -154,7 +154,7 @@ class SplitParallel(SamplingStrategy):
             fetch_remote=False,
         )
         # layer-0 owner: the rank caching the feature, else the partition owner
-        self.own_in = self.own_part.clone()
+        self.own_in = self.own_part  # the same tensor: one owner lookup per split
         if getattr(self.store, "owner", None) is not None:  # a typed store has none
             cached = self.store.owner.cpu()
             self.own_in = torch.where(cached >= 0, cached, self.own_part).int()
@@ -225,7 +225,8 @@ class SplitParallel(SamplingStrategy):
         topo = self.ctx.topo
         return split_sample(mb, self.own_in, self.own_part, topo.world_size, topo.rank,
                             preagg=self.preagg, costs=self.costs, budget=self.budget,
-                            gcn_block_norm=self.gcn_block, edge_ids=True)
+                            gcn_block_norm=self.gcn_block, edge_ids=True,
+                            read_inputs=self.reads_inputs)
 
     def prepare(self, draw: Draw) -> tuple[MiniBatch, SplitPlan, float]:
         """Sample (or receive) and split one step; returns the split's seconds too."""
@@ -253,7 +254,8 @@ class SplitParallel(SamplingStrategy):
             t1 = time.perf_counter()
             plans = split_sample_all(
                 mb, self.own_in, self.own_part, world, preagg=self.preagg, costs=self.costs,
-                budget=self.budget, gcn_block_norm=self.gcn_block, edge_ids=True)
+                budget=self.budget, gcn_block_norm=self.gcn_block, edge_ids=True,
+                read_inputs=self.reads_inputs)
             own = plans[rank]
             parts = [torch.empty(0, dtype=torch.int64) if q == rank else pack_plan(plan)
                      for q, plan in enumerate(plans)]
