@@ -12,8 +12,9 @@ epoch; no validation split), over seeds, in these variants:
 - ``ours_1rank``: gnnscale, ``model.featureless=onehot``, 1 rank, ``sampler=full`` and a
   batch larger than the training set (one full-batch step per epoch);
 - ``ours_2ranks_data``: the same on 2 ranks with ``strategy=data`` (each rank half of the
-  batch, gradients averaged: the same full-batch step), the only strategy that trains typed
-  graphs today;
+  batch, gradients averaged: the same full-batch step);
+- ``ours_2ranks_factored``: the same on 2 ranks with ``strategy=factored`` (one sampler rank,
+  one trainer: the same full-batch step);
 - ``ours_1rank_embedding``: 1 rank with the default featureless input (a learned 16-wide
   embedding row per vertex, trained by SparseAdam, undecayed, before layer 0's relation
   weights), to show what the input parameterisation costs;
@@ -80,6 +81,8 @@ HIDDEN, EPOCHS, LR = 16, 50, 0.01
 VARIANTS = {
     "ours_1rank": ["model.featureless=onehot", "dist.world_size=1"],
     "ours_2ranks_data": ["model.featureless=onehot", "dist.world_size=2", "strategy=data"],
+    "ours_2ranks_factored": ["model.featureless=onehot", "dist.world_size=2",
+                             "strategy=factored"],
     "ours_1rank_embedding": ["model.featureless=embedding", "dist.world_size=1"],
 }
 
