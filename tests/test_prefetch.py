@@ -22,7 +22,7 @@ def test_a_stream_feed_runs_on_into_the_next_epoch_and_stops_at_taken_plus_depth
         calls: list[int] = []
         lock = threading.Lock()
 
-        def fn(x: int, calls: list[int] = calls, lock: threading.Lock = lock) -> int:
+        def fn(x: int) -> int:
             with lock:
                 calls.append(x)
             return x * x
