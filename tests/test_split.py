@@ -186,22 +186,3 @@ def test_parallel_split_samplers_train_bit_for_bit_like_the_leader(tmp_path, wor
                     "bytes_shuffled", "local_edge_ratio", "edge_skew"):
             assert a[key] == b[key], key
         assert 0 < a["bytes_sample_received"] < b["bytes_sample_received"]
-
-
-@pytest.mark.slow
-def test_rounds_prepared_in_the_epoch_before_count_in_their_own(tmp_path):
-    """Parallel split-samplers prepare the next epoch's first rounds during the last steps of
-    this one (one feed across epochs): every epoch trains, receives and visits exactly what
-    the same run prepared inline (``strategy.prefetch=0``) does: the same losses, sample bytes
-    received and footprint, epoch by epoch."""
-    common = (*TINY, "strategy=split", "epochs=3", "dist.world_size=2", "checkpoint=false",
-              "model.dropout=0", "footprint=true")
-    got = {p: run(make_cfg(tmp_path, *common, f"strategy.prefetch={p}", run=f"p{p}"))
-           for p in (0, 2)}
-    for a, b in zip(got[2]["history"], got[0]["history"], strict=True):
-        for key in ("train_loss", "val_acc", "edges_computed", "nodes_loaded",
-                    "bytes_sample_received"):
-            assert a[key] == b[key], (a["epoch"], key)
-        assert a.get("footprint_similarity") == b.get("footprint_similarity")
-    assert got[2]["history"][-1]["bytes_sample_received"] > 0
-    assert "footprint_similarity" in got[2]["history"][-1]

@@ -37,7 +37,6 @@ SAGE with mean/sum aggregation).
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Iterator
 from contextlib import closing
@@ -55,7 +54,7 @@ from gnnscale.distributed.sparse import reduce_sparse, table_stats
 from gnnscale.optim.base import sparse_parameters
 from gnnscale.sampling import codec
 from gnnscale.sampling.base import MiniBatch
-from gnnscale.sampling.prefetch import Prefetcher, StreamFeed
+from gnnscale.sampling.prefetch import Prefetcher
 from gnnscale.sampling.schedule import Draw
 from gnnscale.strategies.base import RunContext, SamplingStrategy
 from gnnscale.strategies.split.config import SplitParallelConfig
@@ -127,9 +126,6 @@ class SplitParallel(SamplingStrategy):
         self.reads_inputs = False
         self.received_bytes = 0
         self._pool_feed: Any = None
-        #: parallel split-samplers' rounds, across epochs (:meth:`_round_feed`)
-        self._feed: StreamFeed | None = None
-        self._feed_epoch = 0
         self.preagg = preaggregate
         self.gcn_block = ctx.model.spec().block_degrees  # the schema's answer
 
@@ -244,26 +240,11 @@ class SplitParallel(SamplingStrategy):
         split-samplers): this rank samples the round's ``rank``-th step and splits it for every
         rank, one all-to-all hands each rank its parts; returns, in step order, ``(this rank's
         plan, sampling seconds, split seconds)`` (the seconds are this rank's own, on the step
-        it sampled). Collective."""
-        steps, nbytes, inputs = self._round(draws)
-        self._count_round(nbytes, inputs)
-        return steps
-
-    def _count_round(self, nbytes: int, inputs: torch.Tensor | None) -> None:
-        """A round's bytes received and sampled input nodes, counted when it is trained."""
-        self.received_bytes += nbytes
-        if inputs is not None:
-            self.visited(inputs)  # each sample counted once, by the rank drawing it
-
-    def _round(self, draws: list[Draw]) -> tuple[list, int, torch.Tensor | None]:
-        """:meth:`prepare_round`'s steps, and the bytes this rank received and the input nodes
-        of the step it sampled (None if none), for the consumer to count: a round may be
-        prepared during the epoch before its own."""
+        it sampled)."""
         ctx, world, rank = self.ctx, self.ctx.topo.world_size, self.ctx.topo.rank
         parts = [torch.empty(0, dtype=torch.int64)] * world
         own = None  # this rank's plan of the step it split: kept as it is, never packed
         t_sample = t_split = 0.0
-        inputs = None
         if rank < len(draws):
             t0 = time.perf_counter()
             if self._pool_feed is not None:
@@ -279,7 +260,7 @@ class SplitParallel(SamplingStrategy):
             parts = [torch.empty(0, dtype=torch.int64) if q == rank else pack_plan(plan)
                      for q, plan in enumerate(plans)]
             t_sample, t_split = t1 - t0, time.perf_counter() - t1
-            inputs = mb.input_nodes
+            self.visited(mb.input_nodes)  # each sample counted once, by the rank drawing it
         # 8-byte words on the wire: int32 parts travel two to a word (odd lengths padded)
         words = [_as_words(p) for p in parts]
         sizes = torch.tensor([w.numel() for w in words], dtype=torch.int64)
@@ -289,12 +270,11 @@ class SplitParallel(SamplingStrategy):
         dist.all_to_all_single(recv, torch.cat(words), got.tolist(), sizes.tolist(),
                                group=self.sample_group)
         mine = got.tolist()
-        nbytes = sum(mine) * recv.element_size()  # what crossed the wire
+        self.received_bytes += sum(mine) * recv.element_size()  # what crossed the wire
         plans = [own if q == rank else unpack_plan(_from_words(b)) if b.numel() else None
                  for q, b in enumerate(torch.split(recv, mine))]
-        steps = [(plan, t_sample if i == rank else 0.0, t_split if i == rank else 0.0)
-                 for i, plan in enumerate(plans) if plan is not None]
-        return steps, nbytes, inputs
+        return [(plan, t_sample if i == rank else 0.0, t_split if i == rank else 0.0)
+                for i, plan in enumerate(plans) if plan is not None]
 
     def load(self, mb: MiniBatch | None, plan: SplitPlan) -> Any:
         """This rank's raw layer-0 rows (a feature matrix, or typed inputs): its local block's
@@ -377,35 +357,6 @@ class SplitParallel(SamplingStrategy):
         return total
 
     # -- epoch -------------------------------------------------------------------------------
-    def _round_feed(self, epoch: int) -> StreamFeed:
-        """The rounds of ``epoch`` and every epoch after it, prepared ``prefetch`` rounds
-        ahead by one thread that outlives the epoch: the next epoch's first rounds (sampled,
-        split, sent) are ready when it starts. A feed for another epoch (a resumed run, a
-        repeated epoch) is closed and a new one started."""
-        if self._feed is not None and self._feed_epoch != epoch:
-            self._close_feed()
-        if self._feed is None:
-            world = self.ctx.topo.world_size
-
-            def rounds() -> Iterator[list[Draw]]:
-                for e in itertools.count(epoch):
-                    jobs = list(self.schedule.draws(e))
-                    yield from (jobs[s:s + world] for s in range(0, len(jobs), world))
-
-            self._feed, self._feed_epoch = StreamFeed(self._round, rounds(), self.prefetch), epoch
-        return self._feed
-
-    def _close_feed(self) -> None:
-        if self._feed is not None:
-            self._feed.close()
-            self._feed = None
-
-    def close(self) -> None:
-        """Stop the round feed (the rounds it prepared ahead are dropped), then the sampler
-        processes."""
-        self._close_feed()
-        super().close()
-
     def train_epoch(self, epoch: int, progress: Any = None) -> dict[str, float]:
         """Every shared mini-batch of ``epoch``: split, load owned rows, shuffle, train."""
         ctx, world = self.ctx, self.ctx.topo.world_size
@@ -425,7 +376,7 @@ class SplitParallel(SamplingStrategy):
             self._pool_feed = self.pool.map([(d.seeds, d.sample_seed) for d in mine])
         t_epoch = time.perf_counter()
         try:
-            self._run_steps(epoch, jobs, m, per_rank, progress)
+            self._run_steps(jobs, m, per_rank, progress)
         finally:
             if self._pool_feed is not None:  # after the prefetch thread is done with it
                 self._pool_feed.close()
@@ -446,11 +397,10 @@ class SplitParallel(SamplingStrategy):
         m.update(table_stats(self._sparse))
         return m
 
-    def _run_steps(self, epoch: int, jobs: list, m: dict[str, float], per_rank: list[int],
+    def _run_steps(self, jobs: list, m: dict[str, float], per_rank: list[int],
                    progress: Any) -> None:
-        """Train ``jobs`` (``epoch``'s) in order, adding to the metrics ``m`` and the per-rank
-        edges."""
-        for job, (plan, t_sample, t_split) in zip(jobs, self._plans(epoch, jobs)):
+        """Train ``jobs`` in order, adding to the metrics ``m`` and the per-rank edges."""
+        for job, (plan, t_sample, t_split) in zip(jobs, self._plans(jobs)):
             m["sample_time"] += t_sample
             m["split_time"] += t_split
             t0 = time.perf_counter()
@@ -469,19 +419,10 @@ class SplitParallel(SamplingStrategy):
             if progress is not None:
                 progress.update(1)
 
-    def _plans(self, epoch: int, jobs: list) -> Iterator[tuple[SplitPlan, float, float]]:
+    def _plans(self, jobs: list) -> Iterator[tuple[SplitPlan, float, float]]:
         """``(plan, sampling seconds, split seconds)`` of every step in order, prepared
-        ``prefetch`` steps (or rounds) ahead: rounds of parallel split-samplers (from a feed
-        that runs on into the next epoch, :meth:`_round_feed`), or the leader's broadcast
-        samples split here."""
-        if self.parallel and self.prefetch > 0 and self.pool is None:
-            world = self.ctx.topo.world_size
-            feed = self._round_feed(epoch)
-            for (steps, nbytes, inputs), _ in feed.take(-(-len(jobs) // world)):
-                self._count_round(nbytes, inputs)
-                yield from steps
-            self._feed_epoch = epoch + 1
-            return
+        ``prefetch`` steps (or rounds) ahead: rounds of parallel split-samplers, or the
+        leader's broadcast samples split here."""
         if self.parallel:
             world = self.ctx.topo.world_size
             rounds = [jobs[s:s + world] for s in range(0, len(jobs), world)]
