@@ -226,7 +226,11 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(tmp_path, world):
             time.sleep(0.2)
         family = descendants(proc.pid)
         os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # a hang: say where every thread waits
+            pytest.fail("the run did not exit within 60 s of Ctrl-C:\n"
+                        + _where_they_wait([proc.pid, *family]))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -239,6 +243,31 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(tmp_path, world):
     assert err.strip().splitlines()[-1] == said, err
     assert _gone(family, 15), {p: _state(p) for p in family}
     assert set(os.listdir(temp)) <= {f"torchinductor_{getpass.getuser()}"}
+
+
+def _where_they_wait(pids: list[int]) -> str:
+    """Each process's threads, their kernel wait channel and state, and (py-spy on PATH or
+    beside the interpreter) their Python stacks: what a hung run was doing."""
+    import shutil
+
+    lines = []
+    spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    for pid in pids:
+        lines.append(f"pid {pid}: {_state(pid)}")
+        try:
+            for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+                base = f"/proc/{pid}/task/{tid}"
+                wchan = Path(f"{base}/wchan").read_text().strip()
+                comm = Path(f"{base}/comm").read_text().strip()
+                state = Path(f"{base}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                lines.append(f"  thread {tid} {comm}: state {state}, waits in {wchan or '-'}")
+        except OSError as err:
+            lines.append(f"  ({err})")
+        if spy:
+            got = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True,
+                                 text=True, timeout=30)
+            lines.append(got.stdout + got.stderr)
+    return "\n".join(lines)
 
 
 # -- every listener where the run is ----------------------------------------------------------
