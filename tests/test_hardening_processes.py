@@ -203,13 +203,7 @@ def _rank_of(topo):
 # -- Ctrl-C -----------------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.skipif(not LINUX, reason="reads /proc")
-@pytest.mark.parametrize("world", [
-    pytest.param(1, marks=pytest.mark.xfail(
-        strict=False, reason="known defect, not fixed: a 1-rank run whose sampler worker is "
-        "sharing a batch when Ctrl-C comes can hang in multiprocessing's resource-sharer "
-        "handshake (rebuild_storage_fd -> answer_challenge) instead of exiting; seen in "
-        "full-suite runs from a fresh clone, not when run alone")),
-    2])
+@pytest.mark.parametrize("world", [1, 2])
 def test_ctrl_c_is_one_line_exit_130_and_leaves_nothing(tmp_path, world):
     """Ctrl-C (SIGINT to the launcher's whole process group, as a terminal sends it) during
     training, with sampler workers: one line, exit 130, no traceback; every rank, worker and

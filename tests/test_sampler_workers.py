@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -98,6 +99,53 @@ def test_worker_error_carries_its_traceback_and_dead_worker_is_reported(graph):
         assert time.monotonic() - start < 5
     with pytest.raises(ValueError, match="workers >= 1"):
         SamplerPool(NeighborSampler([3]), graph, 0)
+
+
+_RELEASE = threading.Event()
+
+
+def _held_until_released(msg):
+    _RELEASE.wait(60)
+    return msg
+
+
+class _StuckInHandshake:
+    """A result message whose rebuild blocks, as a shared body's file-descriptor handshake
+    does when its worker stops mid-send."""
+
+    def __reduce__(self):
+        return _held_until_released, ((None, -3, 0, True, None),)
+
+
+def test_a_result_stuck_in_its_handshake_blocks_neither_deadline_nor_ctrl_c(graph):
+    """The consumer waits on the pool's receiving thread, not inside a handshake: the job's
+    deadline still fires (naming the stuck handshake), and a signal handler still runs."""
+    _RELEASE.clear()
+    try:
+        with SamplerPool(NeighborSampler([3]), graph, 1, poll_s=0.1, timeout_s=2) as pool:
+            next(iter(pool.map(_jobs(graph, 1))))  # the worker is ready
+            pool._results.put(_StuckInHandshake())  # ahead of the next job's result
+            start = time.monotonic()
+            with pytest.raises(SamplerWorkerError, match=r"sent no result for job 0 within 2 s"
+                               r".*stuck for \d+ s in the handshake"):
+                list(pool.map(_jobs(graph, 1)))
+            assert time.monotonic() - start < 6
+
+            def interrupt(*_):
+                raise KeyboardInterrupt
+
+            previous = signal.signal(signal.SIGALRM, interrupt)
+            try:
+                signal.setitimer(signal.ITIMER_REAL, 0.5)
+                start = time.monotonic()
+                with pytest.raises(KeyboardInterrupt):
+                    list(pool.map(_jobs(graph, 1)))
+                assert time.monotonic() - start < 2
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+    finally:
+        _RELEASE.set()
 
 
 def test_workers_exit_when_their_parent_dies(graph, tmp_path):

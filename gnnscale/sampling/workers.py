@@ -8,7 +8,9 @@ comes back through a torch multiprocessing queue as the mini-batch codec's heade
 ints) and body (:mod:`gnnscale.sampling.codec`), the body written straight into one
 shared-memory tensor that the consumer maps (one segment per mini-batch, nothing copied), and
 results are yielded in job order (a reorder buffer), at most ``depth`` jobs ahead of the
-consumer.
+consumer. The pool's own thread reads the queue and maps each body (a handshake with the
+worker for the segment's file descriptor); the consumer only waits on that thread, with
+deadlines, so a Ctrl-C or a stopped worker never leaves it blocked inside a handshake.
 
 How a worker gets the graph:
 
@@ -36,10 +38,12 @@ from __future__ import annotations
 import os
 import queue
 import signal
+import threading
 import time
 import traceback
 import weakref
 from collections.abc import Iterator, Sequence
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import torch
@@ -144,9 +148,45 @@ def _worker_main(wid: int, sampler: Sampler, kind: str, spec: Any, jobs: Any, re
             results.put((gen, index, wid, False, traceback.format_exc()))
 
 
-def _shutdown(procs: list, job_queues: list, grace_s: float, ready: dict) -> None:
+class _Unreceived:
+    """What the receiver hands the consumer when a result could not be read or rebuilt."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+def _receive(results: Any, inbox: queue.Queue, stop: threading.Event, poll_s: float,
+             receiving: list) -> None:
+    """The pool's receiving thread: every result message read and rebuilt (a shared body's
+    file descriptor fetched from its worker) here, then handed to the consumer through
+    ``inbox``. The consumer waits on ``inbox`` with deadlines, so a handshake that never ends
+    (its worker stopped mid-send) leaves it free to report the worker or to take a Ctrl-C."""
+    reader = results._reader  # only this thread reads: the queue's read lock is not needed
+    while not stop.is_set():
+        try:
+            if not reader.poll(poll_s):
+                continue
+            data = reader.recv_bytes()
+        except (EOFError, OSError, ValueError) as err:  # the pipe is gone: the pool is closing
+            if not stop.is_set():
+                inbox.put(_Unreceived(f"the results pipe failed: {type(err).__name__}: {err}"))
+            return
+        receiving[0] = time.monotonic()  # since when a body is being mapped (for _overdue)
+        try:
+            inbox.put(ForkingPickler.loads(data))
+        except BaseException as err:  # noqa: BLE001 - handed to the consumer
+            if stop.is_set():
+                return
+            inbox.put(_Unreceived(f"{type(err).__name__}: {err}"))
+        finally:
+            receiving[0] = None
+
+
+def _shutdown(procs: list, job_queues: list, grace_s: float, ready: dict,
+              stop: threading.Event) -> None:
     """Ask every worker to stop, then terminate (and kill) the ones still running; one that
     has not said it is ready (still importing) is terminated at once: it reads no queue."""
+    stop.set()  # the receiver ends within its poll (or when a worker's socket closes)
     for q in job_queues:
         try:
             q.put(None)
@@ -198,11 +238,17 @@ class SamplerPool:
             for w in range(workers)
         ]
         self._ready: dict[int, float] = {}  # worker -> when it said it was ready
+        self._inbox: queue.Queue = queue.Queue()
+        self._receiving: list[float | None] = [None]
+        stop = threading.Event()
         self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._jobs, grace_s,
-                                           self._ready)
+                                           self._ready, stop)
         with sigint_blocked():  # Ctrl-C is the rank's to act on, not a traceback mid-import
             for p in self._procs:
                 p.start()
+            threading.Thread(target=_receive, args=(self._results, self._inbox, stop, poll_s,
+                                                     self._receiving),
+                             name="gnnscale-sampler-results", daemon=True).start()
         self._started = time.monotonic()
 
     @property
@@ -240,8 +286,11 @@ class SamplerPool:
                 raise SamplerWorkerError("the SamplerPool was closed")
             deadline = self._deadline(job, since)
             try:
-                msg = self._results.get(timeout=max(0.0, min(self.poll_s,
-                                                             deadline - time.monotonic())))
+                msg = self._inbox.get(timeout=max(0.0, min(self.poll_s,
+                                                           deadline - time.monotonic())))
+                if isinstance(msg, _Unreceived):
+                    raise SamplerWorkerError("could not receive a result from the sampler "
+                                             f"workers: {msg.why}")
                 if msg[0] is None and msg[1] == _READY:
                     self._ready[msg[2]] = time.monotonic()
                     continue
@@ -264,8 +313,11 @@ class SamplerPool:
                 else f"still runs (state {state})")
         late = (f"sent no result for job {job}" if w in self._ready
                 else "did not finish starting (opening the graph)")
+        since = self._receiving[0]
+        stuck = ("" if since is None else "; a result has been stuck for "
+                 f"{time.monotonic() - since:.0f} s in the handshake that maps its shared memory")
         return (f"sampler worker {w} (pid {pid}) {late} within {self.timeout_s:g} s, the "
-                f"run's deadline (dist.timeout_s): its process {what}")
+                f"run's deadline (dist.timeout_s): its process {what}{stuck}")
 
     def map(self, jobs: Sequence[Job]) -> Iterator[tuple[MiniBatch, float]]:
         """Sample ``jobs`` on the workers; yields ``(MiniBatch, seconds)`` in job order."""
