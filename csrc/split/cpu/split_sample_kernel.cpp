@@ -103,6 +103,14 @@ struct Groups {
   int64_t size(int64_t k) const { return ptr[k + 1] - ptr[k]; }
 };
 
+// K empty groups (nothing grouped: layer 0's rows when every rank reads its own).
+Groups empty_groups(int64_t K) {
+  Groups g;
+  g.ptr.assign(K + 1, 0);
+  g.items = buffer(0);
+  return g;
+}
+
 // Stable counting sort of item(j), j in [0, n), by key(j) in [0, K). The input is read as
 // kParts interleaved parts, each with its own counters (one counter per key would serialise
 // the increments of equal keys in a row); part p is [p * run, (p + 1) * run), the last one
@@ -192,8 +200,7 @@ struct Splitter {
       for (int64_t v = 0; v < n; ++v) comp[own[v] * n + v] = 1;
     }
     if (read_in) {  // nobody loads rows for another rank
-      loaded.ptr.assign(W + 1, 0);
-      loaded.items = buffer(0);
+      loaded = empty_groups(W);
       return;
     }
     const int32_t* own = lay[0].own;
@@ -255,10 +262,7 @@ struct Splitter {
     b.recv.resize(W);
     if (preagg) b.remote.resize(W);
     if (i == 0 && read_in) {  // layer 0 is read, not received
-      for (Groups& g : b.recv) {
-        g.ptr.assign(W + 1, 0);
-        g.items = buffer(0);
-      }
+      for (Groups& g : b.recv) g = empty_groups(W);
       return;
     }
     parallel_chunks(W, threads, [&](int64_t q) {
