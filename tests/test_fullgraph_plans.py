@@ -133,12 +133,12 @@ def test_group_sum_over_the_rows_it_reaches_equals_the_dense_sum(reach):
     torch.testing.assert_close(x.grad, dense.sum(0)[:, None].expand(size, 4))
 
 
-def _predicted(graph, lay, dims, lc, t_sync, mu=1.0, overlap=False) -> float:
+def _predicted(graph, lay, dims, lc, t_sync, mu=1.0) -> float:
     """A layout's cost on one rank (a plan without a group): computation and rows received,
     plus two exchanges of ``t_sync`` per layer that receives rows."""
     from gnnscale.deps.planner import layout_cost
 
-    return layout_cost(graph, lay, dims, lc, mu, overlap) + 2 * t_sync * sum(
+    return layout_cost(graph, lay, dims, lc, mu) + 2 * t_sync * sum(
         r.numel() > 0 for r in lay.recv)
 
 
@@ -162,12 +162,10 @@ def test_hybrid_guard_keeps_a_fixed_plan_when_exchanges_cost_more():
     assert capped.report["replicated_bytes"] <= 1536
 
 
-@pytest.mark.parametrize("overlap", [False, True])
-def test_hybrid_guard_never_predicts_worse_than_a_fixed_plan(overlap):
+def test_hybrid_guard_never_predicts_worse_than_a_fixed_plan():
     """Under random costs (``t_sync`` 0 in half the draws), budgets and ``mu``, the kept
     plan's predicted cost is at most DepComm's and, when it fits the budget, DepCache's (the
-    greedy alone loses to DepCache in draws 7 and 8), with the exchanges priced as they run,
-    overlapped or not."""
+    greedy alone loses to DepCache in draws 7 and 8)."""
     graph = F.make_graph()
     dims = [6, 16, 8, 3]
     for seed in range(10):
@@ -180,41 +178,15 @@ def test_hybrid_guard_never_predicts_worse_than_a_fixed_plan(overlap):
         hybrid = Hybrid(costs=costs, memory_cap_mb=(0.5 + 63 * r[4]) / 1024,
                         mu=0.5 + 0.5 * r[4])
         lc = hybrid.layer_costs(dims)
-        lay = plan_edge_cut(graph, part, 1, 3, hybrid, dims, overlap=overlap)
-        got = _predicted(graph, lay, dims, lc, t_sync, hybrid.mu, overlap)
+        lay = plan_edge_cut(graph, part, 1, 3, hybrid, dims)
+        got = _predicted(graph, lay, dims, lc, t_sync, hybrid.mu)
         comm = plan_edge_cut(graph, part, 1, 3, DepComm(), dims)
-        assert got <= _predicted(graph, comm, dims, lc, t_sync, hybrid.mu, overlap) * (
-            1 + 1e-9), seed
+        assert got <= _predicted(graph, comm, dims, lc, t_sync, hybrid.mu) * (1 + 1e-9), seed
         cache = plan_edge_cut(graph, part, 1, 3, DepCache(), dims)
         if cache.report["replicated_bytes"] <= hybrid.budget_bytes():
-            assert got <= _predicted(graph, cache, dims, lc, t_sync, hybrid.mu, overlap) * (
+            assert got <= _predicted(graph, cache, dims, lc, t_sync, hybrid.mu) * (
                 1 + 1e-9), seed
         assert lay.report["replicated_bytes"] <= hybrid.budget_bytes(), seed
-
-
-def test_hybrid_guard_prices_exchanges_behind_the_held_edges_with_overlap():
-    """With ``strategy.overlap`` a layer's rows travel while its held rows' edges aggregate:
-    the guard prices only the part of the exchange beyond those edges, so replicating the
-    inputs to spare an exchange that overlap hides gains nothing and DepComm's plan runs;
-    an exchange too costly to hide still leaves the hybrid ahead."""
-    graph = F.make_graph()
-    part = torch.arange(graph.num_nodes) % 3
-    dims = [6, 8, 8, 3]
-    hidden = {"t_vertex": 1e-8, "t_edge": 1e-8, "t_comm": 1e-8}
-    plain = plan_edge_cut(graph, part, 1, 3, Hybrid(costs=hidden), dims)
-    assert plain.report["guard"]["chose"] == "hybrid"
-    assert plain.report["layers"][0]["replicated"] > 0  # the inputs, to spare layer 0's rows
-    over = plan_edge_cut(graph, part, 1, 3, Hybrid(costs=hidden), dims, overlap=True)
-    g = over.report["guard"]
-    assert g["chose"] == "depcomm" and g["overlap"]
-    assert over.report["replicated_bytes"] == 0
-    free = Hybrid(costs={**hidden, "t_comm": 0.0})  # the same plan with exchanges for free
-    lc = free.layer_costs(dims)
-    assert g["predicted_s"]["depcomm"] == pytest.approx(_predicted(graph, over, dims, lc, 0.0))
-    assert g["predicted_s"]["depcomm"] < plain.report["guard"]["predicted_s"]["depcomm"]
-    costly = {**hidden, "t_comm": 1e-7}
-    assert plan_edge_cut(graph, part, 1, 3, Hybrid(costs=costly), dims,
-                         overlap=True).report["guard"]["chose"] == "hybrid"
 
 
 def test_hybrid_guard_keeps_its_own_plan_only_beyond_the_margin():

@@ -104,11 +104,9 @@ def hybrid_replicas(graph: GraphStore, is_master: torch.Tensor, deps: Dependency
 
 def plan_edge_cut(graph: GraphStore, part: torch.Tensor, rank: int, world: int,
                   deps: DependencyManager, dims: list[int], lc: torch.Tensor | None = None,
-                  budget: int | None = None, group=None, overlap: bool = False
-                  ) -> EdgeCutLayout:
+                  budget: int | None = None, group=None) -> EdgeCutLayout:
     """This rank's rows per layer under ``deps`` (``lc``: :meth:`layer_costs` of ``dims``;
-    ``budget``: bytes of replication allowed, by default the manager's; ``overlap``: the
-    exchanges run behind the held rows' edges, ``strategy.overlap``, as the guard prices them).
+    ``budget``: bytes of replication allowed, by default the manager's).
 
     The hybrid's plan is then weighed against both fixed plans under the same cost model
     (:func:`guard`: computation, rows sent, and each exchange's fixed cost ``t_sync``, on the
@@ -131,7 +129,7 @@ def plan_edge_cut(graph: GraphStore, part: torch.Tensor, rank: int, world: int,
     layout = _layout(graph, part, is_master, rep, world, L)
     if rep is not None and not deps.replicates_none and world > 1:
         layout, guarded = guard(graph, part, is_master, world, deps, dims, lc, budget, layout,
-                                group, overlap)
+                                group)
     layout.report = _report(graph, layout, dims, budget, time.perf_counter() - t0)
     if guarded is not None:
         layout.report["guard"] = guarded
@@ -157,13 +155,11 @@ def _layout(graph: GraphStore, part: torch.Tensor, is_master: torch.Tensor,
 
 
 def layout_cost(graph: GraphStore, lay: EdgeCutLayout, dims: list[int], lc: torch.Tensor,
-                mu: float = 1.0, overlap: bool = False) -> float:
+                mu: float = 1.0) -> float:
     """This rank's seconds per epoch under the cost model: each conv's edges and vertex
     updates (the replicated rows' times ``mu``, Eq. 3) and the rows it receives (forward and
     backward, as :func:`~gnnscale.deps.costs.layer_costs`); without the exchanges' fixed
-    cost, which depends on every rank (:func:`guard`). With ``overlap`` a layer's rows travel
-    while the edges from its held rows aggregate (forward, and their gradients backward), so
-    only the part of their cost beyond those edges' counts."""
+    cost, which depends on every rank (:func:`guard`)."""
     L, nm = len(dims) - 1, lay.masters.numel()
     comm_c, edge_c, vert_c = lc[: L + 1], lc[L + 1: 2 * L + 2], lc[2 * L + 2:]
     deg = graph.in_degree()
@@ -173,25 +169,17 @@ def layout_cost(graph: GraphStore, lay: EdgeCutLayout, dims: list[int], lc: torc
         for ids, w in ((out[:nm], 1.0), (out[nm:], mu)):
             total += w * (float(deg[ids].sum()) * float(edge_c[k])
                           + ids.numel() * float(vert_c[k]))
-        comm = lay.recv[k].numel() * float(comm_c[k])
-        if overlap and comm > 0:
-            src, _ = in_edges(graph, out)
-            held = torch.zeros(graph.num_nodes, dtype=torch.bool)
-            held[lay.rows[k]] = True
-            comm = max(0.0, comm - float(held[src].sum()) * float(edge_c[k]))
-        total += comm
+        total += lay.recv[k].numel() * float(comm_c[k])
     return total
 
 
 def guard(graph: GraphStore, part: torch.Tensor, is_master: torch.Tensor, world: int,
           deps: DependencyManager, dims: list[int], lc: torch.Tensor, budget: int | None,
-          hybrid: EdgeCutLayout, group=None, overlap: bool = False
-          ) -> tuple[EdgeCutLayout, dict]:
+          hybrid: EdgeCutLayout, group=None) -> tuple[EdgeCutLayout, dict]:
     """The hybrid's layout, or the better under the cost model of DepCache's (when every
     rank's replication fits ``budget``) and DepComm's; and what it predicted for each.
 
-    A plan's predicted epoch is the slowest rank's :func:`layout_cost` (its exchanges behind
-    the held rows' edges with ``overlap``) plus, per layer where
+    A plan's predicted epoch is the slowest rank's :func:`layout_cost` plus, per layer where
     any rank receives rows, two exchanges (forward and backward) of ``t_sync`` seconds each
     (``comm_weight`` applied): the fixed cost the per-row greedy does not see, which can make
     replicating a layer's last few rows, or none, cheaper. The hybrid's own plan is kept only
@@ -216,7 +204,7 @@ def guard(graph: GraphStore, part: torch.Tensor, is_master: torch.Tensor, world:
         lay = plans[name]
         rep_bytes = replicated_bytes(graph, [_mask(n, r[lay.masters.numel():])
                                              for r in lay.rows[:L]], dims)
-        figures += [layout_cost(graph, lay, dims, lc, deps.mu, overlap), float(rep_bytes)]
+        figures += [layout_cost(graph, lay, dims, lc, deps.mu), float(rep_bytes)]
         figures += [float(r.numel()) for r in lay.recv]
     agreed = torch.tensor(figures, dtype=torch.float64)
     if dist.is_initialized() and dist.get_world_size(group) > 1:
@@ -234,7 +222,7 @@ def guard(graph: GraphStore, part: torch.Tensor, is_master: torch.Tensor, world:
     if margin == 0.0 and predicted["hybrid"] == predicted[fixed]:
         best = "hybrid"  # a tie keeps the hybrid's plan
     return plans[best], {"predicted_s": predicted, "chose": best, "t_sync": t_sync,
-                         "margin": margin, "overlap": overlap}
+                         "margin": margin}
 
 
 def _mask(n: int, ids: torch.Tensor) -> torch.Tensor:

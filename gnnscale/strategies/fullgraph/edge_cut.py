@@ -158,7 +158,7 @@ class EdgeCutPlan(FullGraphPlan):
             deps.prepare(group=group, sparse=sparse_edges)
             lc = deps.layer_costs(dims)
         self.layout: EdgeCutLayout = plan_edge_cut(graph, part, rank, world, deps, dims, lc,
-                                                   budget, group=group, overlap=overlap)
+                                                   budget, group=group)
         lay = self.layout
         self.masters = lay.masters
         self.dims, self.device = dims, device

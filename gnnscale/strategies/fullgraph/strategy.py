@@ -204,8 +204,7 @@ def format_report(report: dict, deps: str) -> str:
     if "guard" in report:  # the hybrid weighed against both fixed plans (deps/planner.py)
         g = report["guard"]
         lines.append(f"  guard: kept the {g['chose']} plan; predicted s/epoch "
-                     + ", ".join(f"{k} {v:.4g}" for k, v in g["predicted_s"].items())
-                     + (" (exchanges behind the held rows' edges)" if g.get("overlap") else ""))
+                     + ", ".join(f"{k} {v:.4g}" for k, v in g["predicted_s"].items()))
     for x in report["layers"]:
         lines.append(f"  layer {x['layer']}: replicated {x['replicated']} rows "
                      f"({x['replicated_bytes']} B), communicated {x['communicated']} rows "
