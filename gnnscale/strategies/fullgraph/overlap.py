@@ -16,12 +16,13 @@ run while rows travel, the rest after.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from gnnscale.models.base import GNN, csr_matrix, slot_rows
 from gnnscale.ops.sparse import FixedProduct as _FixedProduct
+from gnnscale.ops.sparse import blocked_mm, block_rows, column_blocks
 from gnnscale.sampling.base import Block
 
 
@@ -78,6 +79,8 @@ class GroupSum:
     num_dst: int
     #: the aggregate's sums per destination: the matrix has ``slots`` rows per destination row
     slots: int = 1
+    #: per row width of the summed rows, the matrix's column blocks (None: one product)
+    blocked: dict = field(default_factory=dict)
 
     #: a group reaching at most this share of the destinations is summed into their rows only
     COMPACT = 0.5
@@ -98,8 +101,21 @@ class GroupSum:
                         csr_matrix(local, col, w, (n, size), dtype), rows, num_dst, slots)
 
     def _product(self, x: torch.Tensor) -> torch.Tensor:
-        out = _FixedProduct.apply(x, self.matrix, self.matrix_t)
+        blocks = self._blocks(x)
+        out = _FixedProduct.apply(x, self.matrix, self.matrix_t) if blocks is None \
+            else blocked_mm(blocks, self.matrix_t, x)
         return out if self.slots == 1 else out.view(out.shape[0] // self.slots, -1)
+
+    def _blocks(self, x: torch.Tensor) -> list | None:
+        """The matrix cut by ranges of ``x``'s rows that fit in cache (built once per row
+        width, :func:`~gnnscale.ops.sparse.block_rows`); None: one product."""
+        width = x.shape[1] if x.dim() == 2 else 1
+        if width not in self.blocked:
+            rows = block_rows(x.shape[0], width, x.element_size(), x.device,
+                              self.matrix._nnz(), self.matrix.shape[0])
+            self.blocked[width] = None if rows >= x.shape[0] else \
+                column_blocks(self.matrix, rows)
+        return self.blocked[width]
 
     def first(self, x: torch.Tensor) -> torch.Tensor:
         """The ``num_dst x d`` sum over this group's edges of rows ``x``."""
