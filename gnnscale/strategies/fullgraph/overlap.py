@@ -22,7 +22,7 @@ import torch
 
 from gnnscale.models.base import GNN, csr_matrix, slot_rows
 from gnnscale.ops.sparse import FixedProduct as _FixedProduct
-from gnnscale.ops.sparse import blocked_mm, block_rows, column_blocks
+from gnnscale.ops.sparse import block_rows, blocked_mm, column_blocks
 from gnnscale.sampling.base import Block
 
 
