@@ -96,6 +96,27 @@ def test_a_product_is_blocked_only_beyond_the_cache_and_with_entries_to_spare(mo
     assert sparse.block_rows(40_000, 64, 4, torch.device("meta"), 10**6, 100) == 40_000
 
 
+def test_a_cut_group_drops_its_whole_matrix_and_serves_every_width(monkeypatch):
+    """A group sum cut into blocks for one row width keeps only the blocks; a width decided
+    whole before the cut, and one that comes after it, are summed from the blocks, equal to
+    the whole product."""
+    import gnnscale.strategies.fullgraph.overlap as overlap
+
+    g = torch.Generator().manual_seed(0)
+    col, dst = torch.randint(0, 40, (150,), generator=g), torch.randint(0, 30, (150,),
+                                                                         generator=g)
+    w = torch.rand(150, generator=g, dtype=torch.float64)
+    dense = torch.zeros(30, 40, dtype=torch.float64).index_put_((dst, col), w, accumulate=True)
+    gs = overlap.GroupSum.build(col, dst, w, 40, 30, torch.float64)
+    monkeypatch.setattr(overlap, "block_rows", lambda n, width, *_: 7 if width == 4 else n)
+    xs = {d: torch.rand(40, d, generator=g, dtype=torch.float64) for d in (2, 4, 3)}
+    for d, x in xs.items():  # width 2 whole, 4 cut (the matrix dropped), then 3
+        torch.testing.assert_close(gs.first(x), dense @ x)
+        assert (gs.matrix is None) == (d != 2)
+    torch.testing.assert_close(gs.first(xs[2]), dense @ xs[2])
+    assert all(len(b) == 6 for b in gs.blocked.values())
+
+
 @pytest.mark.parametrize("model_name", ["sage", "gcn", "gin"])
 def test_edge_cut_product_over_a_table_beyond_the_cache_is_blocked(model_name, monkeypatch):
     """Products run by column blocks (5 source rows a block here) still equal one

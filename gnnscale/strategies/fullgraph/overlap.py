@@ -73,7 +73,7 @@ class GroupSum:
     only the destination rows they reach (``rows``; None: every row), so a peer whose rows
     reach few destinations costs its edges, not a pass over every destination row."""
 
-    matrix: torch.Tensor
+    matrix: torch.Tensor | None  # None once cut into column blocks (`blocked`)
     matrix_t: torch.Tensor
     rows: torch.Tensor | None
     num_dst: int
@@ -107,14 +107,22 @@ class GroupSum:
         return out if self.slots == 1 else out.view(out.shape[0] // self.slots, -1)
 
     def _blocks(self, x: torch.Tensor) -> list | None:
-        """The matrix cut by ranges of ``x``'s rows that fit in cache (built once per row
-        width, :func:`~gnnscale.ops.sparse.block_rows`); None: one product."""
+        """The matrix cut by ranges of ``x``'s rows that fit in cache (decided once per row
+        width, :func:`~gnnscale.ops.sparse.block_rows`); None: one product. Once cut, the
+        whole matrix is dropped (the blocks hold its entries) and serve every width."""
         width = x.shape[1] if x.dim() == 2 else 1
         if width not in self.blocked:
+            if self.matrix is None:  # cut for another width: its blocks serve this one too
+                self.blocked[width] = next(b for b in self.blocked.values() if b is not None)
+                return self.blocked[width]
             rows = block_rows(x.shape[0], width, x.element_size(), x.device,
                               self.matrix._nnz(), self.matrix.shape[0])
-            self.blocked[width] = None if rows >= x.shape[0] else \
-                column_blocks(self.matrix, rows)
+            if rows >= x.shape[0]:
+                self.blocked[width] = None
+            else:
+                blocks = column_blocks(self.matrix, rows)
+                self.blocked = {w: blocks for w in self.blocked} | {width: blocks}
+                self.matrix = None
         return self.blocked[width]
 
     def first(self, x: torch.Tensor) -> torch.Tensor:
