@@ -109,9 +109,9 @@ def column_blocks(matrix: torch.Tensor, rows: int) -> list[tuple[torch.Tensor, i
     return out
 
 
-class BlockedProduct(torch.autograd.Function):
+class BlockedProduct(FixedProduct):
     """``sum over blocks of block @ x[start:stop]`` (:func:`column_blocks`), whose backward is
-    ``matrix_t @ grad`` with the whole transpose built once."""
+    :class:`FixedProduct`'s: ``matrix_t @ grad`` with the whole transpose built once."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, blocks: list, matrix_t: torch.Tensor) -> torch.Tensor:
@@ -122,11 +122,6 @@ class BlockedProduct(torch.autograd.Function):
             part = torch.sparse.mm(block, x[start:stop])
             out = part if out is None else out.add_(part)
         return out
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        """``matrix_t @ grad`` for ``x``; none for the matrices."""
-        return torch.sparse.mm(ctx.matrix_t, grad), None, None
 
 
 def blocked_mm(blocks: list, matrix_t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

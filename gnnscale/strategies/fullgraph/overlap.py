@@ -73,14 +73,16 @@ class GroupSum:
     only the destination rows they reach (``rows``; None: every row), so a peer whose rows
     reach few destinations costs its edges, not a pass over every destination row."""
 
-    matrix: torch.Tensor | None  # None once cut into column blocks (`blocked`)
+    matrix: torch.Tensor | None  # None once cut into column blocks (`blocks`)
     matrix_t: torch.Tensor
     rows: torch.Tensor | None
     num_dst: int
     #: the aggregate's sums per destination: the matrix has ``slots`` rows per destination row
     slots: int = 1
-    #: per row width of the summed rows, the matrix's column blocks (None: one product)
-    blocked: dict = field(default_factory=dict)
+    #: the matrix's column blocks once cut (then they serve every row width); None: whole
+    blocks: list | None = None
+    #: the row widths decided whole while the matrix is (:meth:`_blocks`)
+    whole: set = field(default_factory=set)
 
     #: a group reaching at most this share of the destinations is summed into their rows only
     COMPACT = 0.5
@@ -109,21 +111,17 @@ class GroupSum:
     def _blocks(self, x: torch.Tensor) -> list | None:
         """The matrix cut by ranges of ``x``'s rows that fit in cache (decided once per row
         width, :func:`~gnnscale.ops.sparse.block_rows`); None: one product. Once cut, the
-        whole matrix is dropped (the blocks hold its entries) and serve every width."""
+        whole matrix is dropped (the blocks hold its entries) and the blocks serve every
+        width."""
         width = x.shape[1] if x.dim() == 2 else 1
-        if width not in self.blocked:
-            if self.matrix is None:  # cut for another width: its blocks serve this one too
-                self.blocked[width] = next(b for b in self.blocked.values() if b is not None)
-                return self.blocked[width]
+        if self.blocks is None and width not in self.whole:
             rows = block_rows(x.shape[0], width, x.element_size(), x.device,
                               self.matrix._nnz(), self.matrix.shape[0])
             if rows >= x.shape[0]:
-                self.blocked[width] = None
+                self.whole.add(width)
             else:
-                blocks = column_blocks(self.matrix, rows)
-                self.blocked = {w: blocks for w in self.blocked} | {width: blocks}
-                self.matrix = None
-        return self.blocked[width]
+                self.blocks, self.matrix = column_blocks(self.matrix, rows), None
+        return self.blocks
 
     def first(self, x: torch.Tensor) -> torch.Tensor:
         """The ``num_dst x d`` sum over this group's edges of rows ``x``."""
