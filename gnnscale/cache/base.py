@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import torch
 
-from gnnscale.cache.schemas import CacheConfig, Placement
+from gnnscale.cache.schemas import CacheConfig, Placement, memory_bytes
 from gnnscale.data.graph import GraphStore
 from gnnscale.distributed import device as device_seam
 from gnnscale.sampling.base import Sampler
@@ -74,13 +74,23 @@ class CachePolicy:
 
     def __init__(self, ratio: float = 0.0, bytes: int | None = None,
                  placement: str = "replicated", auto: bool = False,
-                 reserve: float = 0.05) -> None:
-        CacheConfig(ratio=ratio, bytes=bytes, placement=placement, reserve=reserve).check()
+                 reserve: float = 0.05, disk: bool | None = None, disk_depth: int = 64,
+                 disk_block: int = 4096, memory_budget: str | int | None = None) -> None:
+        CacheConfig(ratio=ratio, bytes=bytes, placement=placement, reserve=reserve, disk=disk,
+                    disk_depth=disk_depth, disk_block=disk_block,
+                    memory_budget=memory_budget).check()
         self.ratio = float(ratio)
         self.bytes = bytes
         self.placement = Placement(placement).value
         self.auto = auto
         self.reserve = reserve
+        #: the disk tier: None = when the features exceed :attr:`memory_budget`
+        self.disk = disk
+        self.disk_depth = int(disk_depth)
+        self.disk_block = int(disk_block)
+        #: bytes of features a rank may hold in memory (None: dataset.memory_budget, else the
+        #: host's memory; the runner passes the dataset's)
+        self.memory_budget = memory_bytes(memory_budget)
 
     def hotness(self, graph: GraphStore, *, schedule: Schedule | None = None,
                 sampler: Sampler | None = None, seed: int = 0,

@@ -32,15 +32,43 @@ class CacheConfig(Options):
     placement: Placement = Placement.replicated
     auto: bool = False
     reserve: float = 0.05
+    #: the disk tier (:mod:`gnnscale.cache.disk`): null = when the features exceed the memory
+    #: budget, true = always (features memory-mapped from a processed folder), false = never
+    disk: bool | None = None
+    #: requests the disk tier keeps in flight
+    disk_depth: int = 64
+    #: bytes of one disk read (a multiple of 512)
+    disk_block: int = 4096
+    #: memory a rank may hold of the features (bytes or "8GiB"); null: dataset.memory_budget,
+    #: else the host's memory
+    memory_budget: str | None = None
 
     def check(self) -> None:
-        """A ratio in [0, 1], a byte budget >= 0, a known placement, a reserve in [0, 1)."""
+        """A ratio in [0, 1], a byte budget >= 0, a known placement, a reserve in [0, 1), a
+        depth >= 1, a block a multiple of 512, a memory budget that holds the cache's bytes."""
         require_range("cache.ratio", float(self.ratio), 0, 1, closed=True,
                       note=" (fraction of vertices each rank caches)")
         if self.bytes is not None:
             require_at_least("cache.bytes", self.bytes, 0, " (a byte budget per rank)")
         require_one_of("cache.placement", self.placement, PLACEMENTS)
         require_range("cache.reserve", self.reserve, 0, 1)
+        require_range("cache.disk_depth", self.disk_depth, 1, 1025,
+                      note=" (disk reads in flight)")
+        if self.disk_block < 512 or self.disk_block % 512:
+            raise ConfigError(f"cache.disk_block must be a positive multiple of 512 bytes, "
+                              f"got {self.disk_block}")
+        budget = memory_bytes(self.memory_budget)
+        if budget is not None and self.bytes is not None and self.bytes > budget:
+            raise ConfigError(f"cache.memory_budget={self.memory_budget!r} cannot hold the "
+                              f"cache's cache.bytes={self.bytes}: give at least "
+                              f"cache.memory_budget={self.bytes}, or a smaller cache.bytes")
+
+
+def memory_bytes(value: object, key: str = "cache.memory_budget") -> int | None:
+    """A memory budget in bytes from an int or text (``8GB``, ``512MiB``); None when unset."""
+    from gnnscale.data.schemas import parse_budget
+
+    return parse_budget(value, key)
 
 
 @register("cache", "none")

@@ -45,6 +45,7 @@ epoch's gathers asked for: the embedding rows the epoch updates) and per-type
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -52,6 +53,7 @@ import torch.distributed as dist
 
 from gnnscale import ops
 from gnnscale.cache.base import CachePolicy
+from gnnscale.cache.disk import DiskTier, probe
 from gnnscale.cache.exchange import DistExchange, Exchange
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.pages import advise_random
@@ -63,6 +65,8 @@ from gnnscale.sampling.schedule import Schedule
 COUNTERS = ("requested", "hits", "local_hits", "remote_hits", "misses",
             "bytes_host_to_rank", "bytes_rank_to_rank", "remote_owner_rows",
             "bytes_remote_owner", "calls")
+#: the disk tier's counters (a store with a disk tier only; ``disk_time``: seconds waited)
+DISK_COUNTERS = ("disk_reads", "disk_bytes_read", "disk_rows")
 _CHUNK_ROWS = 1 << 16
 
 
@@ -82,7 +86,7 @@ class FeatureStore:
                  device: torch.device | str = "cpu", topo: Any = None,
                  owner: torch.Tensor | None = None, exchange: Exchange | None = None,
                  record_visits: bool = False, fetch_remote: bool = True,
-                 group: dist.ProcessGroup | None = None) -> None:
+                 group: dist.ProcessGroup | None = None, disk: DiskTier | None = None) -> None:
         if features.dim() != 2:
             raise ValueError(f"features must be a [N, F] table, got shape "
                              f"{tuple(features.shape)}")
@@ -109,6 +113,13 @@ class FeatureStore:
                     served if served is not None else DistExchange(group)
         self.host = features if features.is_contiguous() else features.contiguous()
         advise_random(self.host)
+        #: the disk tier: rows in no memory tier read from the feature file (None: from
+        #: :attr:`host`, the memory map)
+        self.disk = disk
+        if disk is not None and (disk.num_rows, disk.num_features) != tuple(self.host.shape):
+            raise ValueError(f"the disk tier holds {disk.num_rows} x {disk.num_features} rows, "
+                             f"the host table {tuple(self.host.shape)}")
+        self.disk_probe = 0.0  # the device's reads/s at the tier's depth (set by the builder)
         n = self.num_nodes
         cached = torch.as_tensor(cached_ids).long().cpu().reshape(-1)
         if cached.numel():
@@ -145,6 +156,10 @@ class FeatureStore:
                        if record_visits else None)
         self.last: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.totals: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self.disk_last = dict.fromkeys(DISK_COUNTERS, 0) | {"disk_time": 0.0}
+        self.disk_totals = dict(self.disk_last)
+        if self.disk is not None:
+            self.disk.take_stats()  # the cache tier's fill is not an epoch's
 
     # -- properties --------------------------------------------------------------------------
     @property
@@ -194,11 +209,20 @@ class FeatureStore:
                 ids = cached[k * _CHUNK_ROWS:(k + 1) * _CHUNK_ROWS].to(self.device)
                 cache[k * _CHUNK_ROWS:k * _CHUNK_ROWS + ids.numel()] = self._owned_or_fetched(ids)
             return cache
+        order = torch.argsort(cached) if self.disk is not None else None  # in file order
         for start in range(0, cached.numel(), _CHUNK_ROWS):
-            part = cached[start:start + _CHUNK_ROWS]
+            at = order[start:start + _CHUNK_ROWS] if order is not None else \
+                torch.arange(start, min(start + _CHUNK_ROWS, cached.numel()))
+            part = cached[at]
             rows = part if self.local is None else self.view.positions(part)  # parts=: its own
-            cache[start:start + part.numel()] = _host_rows(self.host, rows).to(self.device)
+            cache[at.to(self.device)] = self._host_read(rows).to(self.device)
         return cache
+
+    def _host_read(self, rows: torch.Tensor) -> torch.Tensor:
+        """Rows of :attr:`host` (its positions): from the disk tier when there is one."""
+        if self.disk is not None:
+            return self.disk.read(rows)
+        return _host_rows(self.host, rows)
 
     def _owned_or_fetched(self, ids: torch.Tensor) -> torch.Tensor:
         """Rows of ``ids``: this rank's own from its table, the others from their owners
@@ -217,7 +241,9 @@ class FeatureStore:
         if self.local is not None:  # a part's rows: their positions in this rank's table
             ids = self.view.positions(ids)
         if not device_seam.is_accelerator(self.device):
-            return _host_rows(self.host, ids)
+            return self._host_read(ids)
+        if self.disk is not None:
+            return device_seam.to_device(self.disk.read(ids), self.device)
         staging = device_seam.host_empty((ids.numel(), self.num_features), self.device,
                                          self.host.dtype)
         torch.index_select(self.host, 0, ids, out=staging)
@@ -302,10 +328,39 @@ class FeatureStore:
         }
         for k, v in self.last.items():
             self.totals[k] += v
+        if self.disk is not None:
+            self._take_disk()
+
+    def _take_disk(self) -> None:
+        """Move the disk tier's counters (its reads since the last call, also those serving
+        peers) into :attr:`disk_last` and :attr:`disk_totals`."""
+        taken = vars(self.disk.take_stats())
+        self.disk_last = dict(taken)
+        for k, v in taken.items():
+            self.disk_totals[k] += v
+
+    def _disk_rates(self, counts: dict[str, float], requested: int) -> dict[str, float]:
+        """The disk tier's counters and rates: ``disk_rows_per_s`` (rows over the seconds
+        waited for them), ``rows_per_read``, ``disk_bytes_per_row_byte`` (bytes read from
+        the device over the bytes of the rows gathered), ``disk_rate`` (the share of
+        requested rows read from disk) and ``disk_probe_reads_per_s``."""
+        reads, rows = counts["disk_reads"], counts["disk_rows"]
+        out = dict(counts)
+        out["disk_rows_per_s"] = rows / counts["disk_time"] if counts["disk_time"] else 0.0
+        out["rows_per_read"] = rows / reads if reads else 0.0
+        out["disk_bytes_per_row_byte"] = (counts["disk_bytes_read"] / (rows * self.row_bytes)
+                                          if rows else 0.0)
+        out["disk_rate"] = rows / requested if requested else 0.0
+        out["disk_probe_reads_per_s"] = self.disk_probe
+        return out
 
     def last_stats(self) -> dict[str, float]:
-        """Counters of the latest ``gather`` plus its ``cache_hit_rate``."""
-        return _with_rates(self.last)
+        """Counters of the latest ``gather`` plus its ``cache_hit_rate`` (and, with a disk
+        tier, its disk counters and rates)."""
+        out = _with_rates(self.last)
+        if self.disk is not None:
+            out.update(self._disk_rates(self.disk_last, self.last["requested"]))
+        return out
 
     def epoch_stats(self, reduce: bool = False) -> dict[str, float]:
         """Counters since :meth:`reset_epoch`; ``reduce=True`` sums them over ranks (collective)."""
@@ -315,11 +370,18 @@ class FeatureStore:
                              device=device_seam.comm_device())
             dist.all_reduce(t)
             totals = dict(zip(COUNTERS, t.tolist()))
-        return _with_rates(totals)
+        out = _with_rates(totals)
+        if self.disk is not None:  # this rank's own (the runner sums them over ranks)
+            self._take_disk()
+            out.update(self._disk_rates(self.disk_totals, self.totals["requested"]))
+        return out
 
     def reset_epoch(self) -> None:
         """Zero the counters :meth:`epoch_stats` reports."""
         self.totals = dict.fromkeys(COUNTERS, 0)
+        if self.disk is not None:
+            self.disk.take_stats()
+            self.disk_totals = dict.fromkeys(DISK_COUNTERS, 0) | {"disk_time": 0.0}
 
 
 def owner_rows(view: Any, ids: torch.Tensor, group: dist.ProcessGroup | None = None
@@ -482,8 +544,54 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
             raise RuntimeError("partitioned placement over several ranks needs torch.distributed "
                                "(or build the stores yourself with a LocalExchange)")
         owner = owner_map(all_gather_rows(mine, fill=-1, group=group), n)
-    return FeatureStore(x, mine, device=device, topo=topo, owner=owner,
-                        record_visits=record_visits, fetch_remote=fetch_remote, group=group)
+    rows = getattr(x, "rows", x)  # a part's RowView: the rows of its own file
+    disk = choose_disk(rows, policy, capacity * row_bytes)
+    store = FeatureStore(x, mine, device=device, topo=topo, owner=owner,
+                         record_visits=record_visits, fetch_remote=fetch_remote, group=group,
+                         disk=disk)
+    if disk is not None:
+        store.disk_probe = probe(disk.path, block=disk.block, depth=disk.depth,
+                                 reads=min(4096, max(256, 16 * disk.depth)))
+    return store
+
+
+def host_memory() -> int:
+    """Bytes of this host's memory (``MemTotal``)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def choose_disk(table: torch.Tensor, policy: CachePolicy, cache_bytes: int = 0
+                ) -> DiskTier | None:
+    """The disk tier for ``table`` by ``policy.disk``: None (auto) when the table is larger
+    than the memory a rank may hold of it (``policy.memory_budget``, else the host's memory),
+    ``True`` always, ``False`` never; the budget must hold the cache tier's
+    ``cache_bytes``. Only a table memory-mapped from a file can be read from disk."""
+    mode = getattr(policy, "disk", False)
+    budget = getattr(policy, "memory_budget", None)
+    if budget is not None and cache_bytes > budget:
+        raise ValueError(f"the memory budget ({budget:,} bytes) cannot hold the feature cache "
+                         f"({cache_bytes:,} bytes): give at least cache.memory_budget="
+                         f"{cache_bytes} or a smaller cache.ratio / cache.bytes")
+    if mode is False or table.dim() != 2 or table.numel() == 0:
+        return None
+    if mode is None:
+        limit = budget if budget is not None else host_memory()
+        if table.numel() * table.element_size() <= limit:
+            return None
+    kw = {"block": policy.disk_block, "depth": policy.disk_depth}
+    tier = DiskTier.of(table, **kw)
+    if tier is None and mode is True:
+        raise ValueError("cache.disk=true reads the features from their file, but this "
+                         "feature table is not memory-mapped from one (load the dataset from "
+                         "its processed folder, or set cache.disk=false)")
+    return tier
 
 
 # -- typed graphs ----------------------------------------------------------------------------

@@ -98,6 +98,15 @@ def reduce_over_ranks(local: dict[str, float], group: dist.ProcessGroup | None =
         out["cache_hit_rate"] = out["hits"] / total if total else 0.0
         out["cache_hit_rate_per_rank"] = [_rate(r["hits"], r["hits"] + r["misses"])
                                           for r in per_rank]
+    if "disk_reads" in out:  # the disk tier's ratios from the sums; the device's rate is one
+        out["rows_per_read"] = _rate(out["disk_rows"], out["disk_reads"])
+        out["disk_rate"] = _rate(out["disk_rows"], out.get("requested", 0))
+        out["disk_probe_reads_per_s"] = max(float(r.get("disk_probe_reads_per_s", 0.0))
+                                            for r in per_rank)
+        rows = [r for r in per_rank if r.get("disk_rows")]
+        out["disk_bytes_per_row_byte"] = (sum(r["disk_bytes_per_row_byte"] * r["disk_rows"]
+                                              for r in rows) / out["disk_rows"]
+                                          if out["disk_rows"] else 0.0)
     return out
 
 

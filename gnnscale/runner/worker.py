@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from gnnscale import registry
 from gnnscale.data.publish import write_text_atomic
+from gnnscale.data.schemas import parse_budget
 from gnnscale.distributed.collectives import group_rank, group_size
 from gnnscale.distributed.launch import Topology
 from gnnscale.evaluation.footprint import Footprint
@@ -75,10 +76,13 @@ def build_context(topo: Topology, cfg, phases: Phases | None = None) -> RunConte
     provider = layout.partitions() if layout is not None else \
         CachedPartitions(graph, cfg.partitioner, Path(cfg.data_root) / "partitions")
     partitions = TimedPartitions(provider, phases)
+    cache_policy = registry.build(cfg.cache)
+    if getattr(cache_policy, "memory_budget", 0) is None:  # the disk tier's default budget
+        cache_policy.memory_budget = parse_budget(cfg.dataset.get("memory_budget"))
     return RunContext(
         topo=topo, graph=graph, model=model,
         sampler=registry.build(cfg.sampler) if cfg.get("sampler") is not None else None,
-        cache_policy=registry.build(cfg.cache), deps=registry.build(cfg.deps),
+        cache_policy=cache_policy, deps=registry.build(cfg.deps),
         partition=partitions, optim=registry.build(cfg.optim), seed=cfg.seed, task=task,
     )
 
