@@ -149,3 +149,94 @@ def test_store_with_disk_tier_equals_the_memory_store(tmp_path, reader):
     assert s["disk_rows_per_s"] > 0
     on_disk.reset_epoch()
     assert on_disk.epoch_stats()["disk_rows"] == 0
+
+
+# -- every strategy that gathers rows: the same batches and losses from the disk tier ----------
+COMMON = ("epochs=2", "model.dropout=0", "eval_every=0", "cache=degree", "cache.ratio=0.2")
+STRATEGIES = {
+    "data": ("strategy=data", "dist.world_size=2"),
+    "split": ("strategy=split", "dist.world_size=2"),
+    "factored": ("strategy=factored", "dist.world_size=3", "strategy.samplers=1"),
+}
+
+
+def _losses(tmp_path: Path, name: str, *over: str) -> tuple[list[float], list[dict]]:
+    from gnnscale.runner.run import run
+    from tests._train import TINY, make_cfg
+
+    out = run(make_cfg(tmp_path, *TINY, *COMMON, *over, run=name))
+    return [h["train_loss"] for h in out["history"]], out["history"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_strategies_train_equal_from_the_disk_tier(tmp_path, strategy):
+    """data and split on 2 ranks, factored on 3 (1 sampler, 2 trainers), the same processed
+    graph: with cache.disk=true every row no cache tier holds is read from x.npy by the disk
+    tier, and the losses equal the in-memory store's to the bit (same batches, same rows)."""
+    mem, _ = _losses(tmp_path, "mem", *STRATEGIES[strategy], "cache.disk=false")
+    disk, hist = _losses(tmp_path, "disk", *STRATEGIES[strategy], "cache.disk=true")
+    assert disk == mem
+    assert all(h["disk_rows"] > 0 and h["disk_reads"] > 0 for h in hist)
+    assert all(h["disk_probe_reads_per_s"] > 0 and h["rows_per_read"] >= 1 for h in hist)
+
+
+@pytest.mark.slow
+def test_part_folders_train_equal_from_the_disk_tier(tmp_path):
+    """From a partitioned layout (parts=, 2 ranks, data): each rank's disk tier reads its own
+    part's x.npy, peers' rows come from their owners' tiers; the same losses as in memory."""
+    from gnnscale.partition.cli import run as partition
+    from tests._train import TINY, make_cfg
+
+    over = (*STRATEGIES["data"], f"parts={tmp_path / 'L'}")
+    partition(make_cfg(tmp_path, *TINY, *COMMON, *over), log=lambda _m: None)
+    mem, _ = _losses(tmp_path, "mem", *over, "cache.disk=false")
+    disk, hist = _losses(tmp_path, "disk", *over, "cache.disk=true")
+    assert disk == mem and all(h["disk_rows"] > 0 for h in hist)
+
+
+# -- locality layout ----------------------------------------------------------------------------
+def _processed_graph(tmp_path: Path):
+    from gnnscale.data import processed
+    from gnnscale.data.graph import GraphStore
+
+    g = torch.Generator().manual_seed(0)
+    n = 4000  # a ring of communities: neighbours are near in id after a shuffle is undone
+    src = torch.arange(n).repeat_interleave(6)
+    dst = (src + torch.randint(-20, 21, (src.numel(),), generator=g)) % n
+    perm = torch.randperm(n, generator=g)  # the dataset's ids scatter the communities
+    graph = GraphStore.from_edge_index(
+        torch.stack([perm[src], perm[dst]]), n, symmetrize=True,
+        x=torch.randn(n, 256, generator=g), y=torch.randint(0, 3, (n,), generator=g),
+        train_idx=torch.arange(0, n, 2), val_idx=torch.arange(1, n, 4),
+        test_idx=torch.arange(3, n, 4), num_classes=3, name="ring")
+    processed.save(graph, tmp_path / "ring" / "processed")
+    return processed.load(tmp_path / "ring" / "processed")
+
+
+@pytest.mark.parametrize("order", ["degree", "bfs"])
+def test_locality_order_keeps_ids_and_shares_blocks(tmp_path, reader, order):
+    """The ordered copy is written once (a second store reuses it); rows keep their ids; a
+    neighbourhood's rows share blocks far more often in BFS order than in the dataset's."""
+    from gnnscale.cache.layout import locality_order, rows_per_read
+
+    graph = _processed_graph(tmp_path)
+    ranked = locality_order(graph, order)
+    assert torch.equal(torch.sort(ranked).values, torch.arange(graph.num_nodes))
+    tier = choose_disk(graph.x, NoCache(disk=True, disk_order=order), graph=graph)
+    again = choose_disk(graph.x, NoCache(disk=True, disk_order=order), graph=graph)
+    assert tier.path == again.path and tier.path != str(tmp_path / "ring/processed/x.npy")
+    ids = torch.randperm(graph.num_nodes)[:700]
+    assert torch.equal(tier.read(ids), graph.x[ids])
+    hoods = []
+    for seed in range(0, 4000, 400):  # a seed and its 2-hop neighbourhood
+        one = graph.indices[graph.indptr[seed]:graph.indptr[seed + 1]].long()
+        two = torch.cat([graph.indices[graph.indptr[v]:graph.indptr[v + 1]].long()
+                         for v in one.tolist()])
+        hoods.append(torch.unique(torch.cat([torch.tensor([seed]), one, two])))
+    plain = rows_per_read(tier, hoods)
+    laid = rows_per_read(tier, hoods, tier.index)
+    if order == "bfs":
+        assert laid["rows_per_read"] > 2 * plain["rows_per_read"]
+    with pytest.raises(ValueError, match="^cache.disk_order=bfs lays out a whole graph"):
+        choose_disk(graph.x, NoCache(disk=True, disk_order="bfs"))

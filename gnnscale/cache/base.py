@@ -75,10 +75,11 @@ class CachePolicy:
     def __init__(self, ratio: float = 0.0, bytes: int | None = None,
                  placement: str = "replicated", auto: bool = False,
                  reserve: float = 0.05, disk: bool | None = None, disk_depth: int = 64,
-                 disk_block: int = 4096, memory_budget: str | int | None = None) -> None:
+                 disk_block: int = 4096, memory_budget: str | int | None = None,
+                 disk_order: str = "none") -> None:
         CacheConfig(ratio=ratio, bytes=bytes, placement=placement, reserve=reserve, disk=disk,
                     disk_depth=disk_depth, disk_block=disk_block,
-                    memory_budget=memory_budget).check()
+                    memory_budget=memory_budget, disk_order=disk_order).check()
         self.ratio = float(ratio)
         self.bytes = bytes
         self.placement = Placement(placement).value
@@ -91,6 +92,8 @@ class CachePolicy:
         #: bytes of features a rank may hold in memory (None: dataset.memory_budget, else the
         #: host's memory; the runner passes the dataset's)
         self.memory_budget = memory_bytes(memory_budget)
+        #: the disk tier's file order (:mod:`gnnscale.cache.layout`)
+        self.disk_order = disk_order
 
     def hotness(self, graph: GraphStore, *, schedule: Schedule | None = None,
                 sampler: Sampler | None = None, seed: int = 0,

@@ -105,7 +105,8 @@ class DiskTier:
 
     def __init__(self, path: str, offset: int, num_rows: int, num_features: int,
                  dtype: torch.dtype, *, block: int = BLOCK, depth: int = DEPTH,
-                 direct: bool = True, max_run: int = MAX_RUN, uring: bool = True) -> None:
+                 direct: bool = True, max_run: int = MAX_RUN, uring: bool = True,
+                 index: torch.Tensor | None = None) -> None:
         if block <= 0 or block % 512:
             raise ValueError(f"the disk tier's block must be a positive multiple of 512 "
                              f"bytes, got {block}")
@@ -118,6 +119,12 @@ class DiskTier:
         self.row_bytes = self.num_features * self.itemsize
         self.block, self.depth, self.max_run, self.uring = block, depth, max_run, uring
         self.want_direct = direct
+        #: id -> row of the file, when the file holds the rows in a locality order
+        #: (:mod:`gnnscale.cache.layout`); None: row = id
+        self.index = None if index is None else torch.as_tensor(index).long()
+        if self.index is not None and self.index.shape != (self.num_rows,):
+            raise ValueError(f"the disk tier's index must have one entry per row "
+                             f"({self.num_rows}), got {tuple(self.index.shape)}")
         self.fd, self.direct = _open(self.path, direct)
         self._pid = os.getpid()
         size = os.fstat(self.fd).st_size
@@ -128,6 +135,13 @@ class DiskTier:
                              f"{self.offset}")
         self.stats = DiskStats()
         self._lock = threading.Lock()
+
+    @classmethod
+    def of_file(cls, path: str | os.PathLike, **kwargs) -> DiskTier:
+        """The tier of a whole ``.npy`` file's ``[N, F]`` array."""
+        a = np.load(path, mmap_mode="r", allow_pickle=False)
+        dtype = torch.from_numpy(np.empty(0, dtype=a.dtype)).dtype
+        return cls(str(path), int(a.offset), a.shape[0], a.shape[1], dtype, **kwargs)
 
     @classmethod
     def of(cls, table: torch.Tensor, **kwargs) -> DiskTier | None:
@@ -150,7 +164,8 @@ class DiskTier:
     def blocks(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The sorted distinct blocks holding rows ``ids`` and each row's first byte's
         position in those blocks laid end to end."""
-        start = self.offset + ids * self.row_bytes
+        rows = ids if self.index is None else self.index[ids]
+        start = self.offset + rows * self.row_bytes
         first = start // self.block
         last = (start + self.row_bytes - 1) // self.block
         if self.row_bytes <= self.block:  # a row spans one block or two

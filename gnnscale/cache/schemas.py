@@ -42,6 +42,8 @@ class CacheConfig(Options):
     #: memory a rank may hold of the features (bytes or "8GiB"); null: dataset.memory_budget,
     #: else the host's memory
     memory_budget: str | None = None
+    #: the disk tier's file in a locality order (gnnscale/cache/layout.py): none, degree, bfs
+    disk_order: str = "none"
 
     def check(self) -> None:
         """A ratio in [0, 1], a byte budget >= 0, a known placement, a reserve in [0, 1), a
@@ -57,6 +59,7 @@ class CacheConfig(Options):
         if self.disk_block < 512 or self.disk_block % 512:
             raise ConfigError(f"cache.disk_block must be a positive multiple of 512 bytes, "
                               f"got {self.disk_block}")
+        require_one_of("cache.disk_order", self.disk_order, ("none", "degree", "bfs"))
         budget = memory_bytes(self.memory_budget)
         if budget is not None and self.bytes is not None and self.bytes > budget:
             raise ConfigError(f"cache.memory_budget={self.memory_budget!r} cannot hold the "

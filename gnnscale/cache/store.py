@@ -55,6 +55,7 @@ from gnnscale import ops
 from gnnscale.cache.base import CachePolicy
 from gnnscale.cache.disk import DiskTier, probe
 from gnnscale.cache.exchange import DistExchange, Exchange
+from gnnscale.cache.layout import ordered_copy
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.pages import advise_random
 from gnnscale.distributed import device as device_seam
@@ -545,7 +546,8 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
                                "(or build the stores yourself with a LocalExchange)")
         owner = owner_map(all_gather_rows(mine, fill=-1, group=group), n)
     rows = getattr(x, "rows", x)  # a part's RowView: the rows of its own file
-    disk = choose_disk(rows, policy, capacity * row_bytes)
+    disk = choose_disk(rows, policy, capacity * row_bytes,
+                       graph=graph if rows is graph.x else None, part=p)
     store = FeatureStore(x, mine, device=device, topo=topo, owner=owner,
                          record_visits=record_visits, fetch_remote=fetch_remote, group=group,
                          disk=disk)
@@ -567,12 +569,16 @@ def host_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def choose_disk(table: torch.Tensor, policy: CachePolicy, cache_bytes: int = 0
+def choose_disk(table: torch.Tensor, policy: CachePolicy, cache_bytes: int = 0, *,
+                graph: GraphStore | None = None, part: torch.Tensor | None = None
                 ) -> DiskTier | None:
     """The disk tier for ``table`` by ``policy.disk``: None (auto) when the table is larger
     than the memory a rank may hold of it (``policy.memory_budget``, else the host's memory),
     ``True`` always, ``False`` never; the budget must hold the cache tier's
-    ``cache_bytes``. Only a table memory-mapped from a file can be read from disk."""
+    ``cache_bytes``. Only a table memory-mapped from a file can be read from disk.
+    ``policy.disk_order`` other than ``none`` reads a copy of ``graph``'s processed features
+    laid out in that order (parts first by ``part`` when given; :mod:`gnnscale.cache.layout`),
+    a whole graph's table only."""
     mode = getattr(policy, "disk", False)
     budget = getattr(policy, "memory_budget", None)
     if budget is not None and cache_bytes > budget:
@@ -586,6 +592,14 @@ def choose_disk(table: torch.Tensor, policy: CachePolicy, cache_bytes: int = 0
         if table.numel() * table.element_size() <= limit:
             return None
     kw = {"block": policy.disk_block, "depth": policy.disk_depth}
+    order = getattr(policy, "disk_order", "none")
+    if order != "none":
+        if graph is None:
+            raise ValueError(f"cache.disk_order={order} lays out a whole graph's processed "
+                             "feature file; a part's rows (parts=) are read in their own "
+                             "order: set cache.disk_order=none")
+        path, index = ordered_copy(graph, order, part)
+        return DiskTier.of_file(path, index=index, **kw)
     tier = DiskTier.of(table, **kw)
     if tier is None and mode is True:
         raise ValueError("cache.disk=true reads the features from their file, but this "

@@ -1,0 +1,141 @@
+"""Locality orders of the feature file, so that rows read together share a block.
+
+A mini-batch's input rows are a seed's neighbourhood: in the file's own order (the dataset's
+ids) they fall in distinct blocks. :func:`locality_order` orders the vertices so neighbours
+lie close together: ``bfs`` (a level-synchronous breadth-first walk of the CSC from the
+highest-degree vertex of each component, a vertex's discoveries kept in its own order),
+``degree`` (out-degree, highest first: the hot rows together) or ``none``; given a partition
+map, the parts come first and the order applies within each part. :func:`ordered_copy` writes
+the processed ``x.npy`` in that order once, beside the processed folder
+(``<processed>/../disk-order/<order>-<checksum>/x.npy`` with the order as ``order.npy``; a
+file lock makes one rank write it while the others wait), and the disk tier reads it through
+the inverse permutation (:class:`~gnnscale.cache.disk.DiskTier` ``index``): users and outputs
+keep their ids.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gnnscale.data.graph import GraphStore
+
+__all__ = ["ORDERS", "locality_order", "ordered_copy", "rows_per_read"]
+
+ORDERS = ("none", "degree", "bfs")
+_CHUNK_ROWS = 1 << 16
+
+
+def _bfs(indptr: torch.Tensor, indices: torch.Tensor, degree: torch.Tensor) -> torch.Tensor:
+    n = indptr.numel() - 1
+    seen = torch.zeros(n, dtype=torch.bool)
+    order = []
+    starts = torch.argsort(degree, descending=True, stable=True)
+    k = 0
+    while k < n:
+        while k < n and bool(seen[starts[k]]):
+            k += 1
+        if k == n:
+            break
+        frontier = starts[k:k + 1]
+        seen[frontier] = True
+        while frontier.numel():
+            order.append(frontier)
+            lo, hi = indptr[frontier], indptr[frontier + 1]
+            counts = hi - lo
+            total = int(counts.sum())
+            if total == 0:
+                break
+            base = torch.repeat_interleave(lo - torch.cumsum(counts, 0) + counts, counts)
+            nbrs = indices[base + torch.arange(total)].long()
+            nbrs = nbrs[~seen[nbrs]]
+            if nbrs.numel() == 0:
+                break
+            uniq, first = _first_occurrence(nbrs)
+            frontier = uniq[torch.argsort(first)]  # in the order they were discovered
+            seen[frontier] = True
+    return torch.cat(order) if order else torch.empty(0, dtype=torch.long)
+
+
+def _first_occurrence(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The distinct values of ``x`` and the position of each one's first occurrence."""
+    uniq, inverse = torch.unique(x, return_inverse=True)
+    first = torch.full((uniq.numel(),), x.numel(), dtype=torch.long)
+    first.scatter_reduce_(0, inverse, torch.arange(x.numel()), reduce="amin")
+    return uniq, first
+
+
+def locality_order(graph: GraphStore, order: str, part: torch.Tensor | None = None
+                   ) -> torch.Tensor:
+    """The vertices in ``order`` (``ORDERS``; module docstring): ``result[k]`` is the vertex
+    stored at row ``k``; with ``part`` (vertex -> part) the parts come first, in part order."""
+    if order not in ORDERS:
+        raise ValueError(f"cache.disk_order must be one of {', '.join(ORDERS)}, got {order!r}")
+    n = graph.num_nodes
+    degree = graph.out_degree().long()
+    if order == "none":
+        ranked = torch.arange(n)
+    elif order == "degree":
+        ranked = torch.argsort(degree, descending=True, stable=True)
+    else:
+        ranked = _bfs(graph.indptr.long(), graph.indices, degree)
+    if part is None:
+        return ranked
+    p = torch.as_tensor(part).long()[ranked]
+    return ranked[torch.argsort(p, stable=True)]
+
+
+def ordered_copy(graph: GraphStore, order: str, part: torch.Tensor | None = None
+                 ) -> tuple[Path, torch.Tensor]:
+    """The processed features of ``graph`` (memory-mapped from its processed folder) written
+    in ``order`` (once; later calls reuse the copy) and the index ``id -> row`` of that file."""
+    folder = graph.meta.get("processed_dir")
+    if not folder or graph.x is None:
+        raise ValueError("cache.disk_order lays out the processed feature file: load the "
+                         "dataset from its processed folder (or set cache.disk_order=none)")
+    tag = "" if part is None else "-parts" + hashlib.sha256(
+        torch.as_tensor(part).long().numpy().tobytes()).hexdigest()[:12]
+    out = Path(folder).parent / "disk-order" / f"{order}{tag}-{graph.meta.get('checksum', 'x')}"
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "x.npy").exists():
+            ranked = locality_order(graph, order, part)
+            np.save(out / "order.npy", ranked.numpy())
+            tmp = out / f"x.{os.getpid()}.npy"
+            x = graph.x
+            dst = np.lib.format.open_memmap(tmp, mode="w+", dtype=x.numpy().dtype,
+                                            shape=tuple(x.shape))
+            for k in range(0, ranked.numel(), _CHUNK_ROWS):
+                rows = ranked[k:k + _CHUNK_ROWS]
+                dst[k:k + rows.numel()] = x[rows].numpy()
+            dst.flush()
+            del dst
+            os.replace(tmp, out / "x.npy")
+        ranked = torch.from_numpy(np.load(out / "order.npy"))
+    index = torch.empty_like(ranked)
+    index[ranked] = torch.arange(ranked.numel())
+    return out / "x.npy", index
+
+
+def rows_per_read(tier, batches: list[torch.Tensor], index: torch.Tensor | None = None
+                  ) -> dict[str, float]:
+    """What the disk tier ``tier`` would read for ``batches`` (lists of ids) with rows laid out
+    by ``index`` (id -> row; None: the file's order), without reading: rows, distinct blocks
+    and requests, and their ratios."""
+    rows = blocks = reads = 0
+    saved, tier.index = tier.index, index
+    try:
+        for ids in batches:
+            blk, _ = tier.blocks(ids.long())
+            heads, _ = tier.requests(blk)
+            rows, blocks, reads = rows + ids.numel(), blocks + blk.numel(), reads + heads.numel()
+    finally:
+        tier.index = saved
+    return {"rows": rows, "blocks": blocks, "reads": reads,
+            "rows_per_read": rows / max(reads, 1), "rows_per_block": rows / max(blocks, 1)}
