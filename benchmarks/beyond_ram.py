@@ -331,19 +331,50 @@ def evict(file: Path) -> bool:
     return True
 
 
-def run_train(root: Path, ds: dict, steps: int, features: Path | None = None) -> dict:
-    """``train.py`` over the processed copy; ``features`` (its ``x.npy``) is dropped from the
-    page cache first, so the epoch starts cold (the topology may stay cached)."""
+def drop_caches() -> bool:
+    """Drop the whole page cache (``echo 3 > /proc/sys/vm/drop_caches`` after a sync: root
+    only); False where it is not allowed."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError:
+        return False
+    return True
+
+
+def warm(file: Path) -> None:
+    """Read ``file`` whole into the page cache (the features held in memory)."""
+    with open(file, "rb") as f:
+        while f.read(64 << 20):
+            pass
+
+
+def run_train(root: Path, ds: dict, steps: int, features: Path | None = None,
+              extra: tuple[str, ...] = (), start: str = "evict", name: str = "run") -> dict:
+    """``train.py`` over the processed copy with ``extra`` overrides. ``start``: ``evict``
+    drops ``features`` (its ``x.npy``) from the page cache first, so the epoch starts cold for
+    the features (the topology may stay cached); ``drop`` drops the whole page cache (root);
+    ``warm`` reads ``features`` into the page cache first (the features held in memory)."""
     over = [f"dataset.{k}={v}" for k, v in ds.items()]
-    run_dir = root / "run"
+    run_dir = root / name
     fanouts = ",".join(str(f) for f in FULL["fanouts"])
     cmd = [sys.executable, "train.py", "dataset=products_sim", *over, "model=sage",
            f"model.num_layers={len(FULL['fanouts'])}", f"sampler.fanouts=[{fanouts}]",
            "strategy=data",
            f"strategy.batch_size={FULL['batch_size']}", "dist.world_size=2", "epochs=1",
            "eval_every=-1", "checkpoint=false",
-           "progress=false", f"data_root={root}", f"hydra.run.dir={run_dir}"]
-    evicted = evict(features) if features is not None else False
+           "progress=false", f"data_root={root}", f"hydra.run.dir={run_dir}", *extra]
+    if "\nverbose:" in (REPO / "configs" / "config.yaml").read_text():
+        cmd.append("verbose=true")  # the epoch line on stdout: the epoch's window
+    else:  # the routine lines print with the progress bars only
+        cmd[cmd.index("progress=false")] = "progress=true"
+    evicted = False
+    if start == "drop":
+        evicted = drop_caches()
+    elif start == "warm" and features is not None:
+        warm(features)
+    elif features is not None:
+        evicted = evict(features)
     cache = _meminfo()
     w = watch(cmd, _env())
     if w["rc"]:
@@ -351,7 +382,8 @@ def run_train(root: Path, ds: dict, steps: int, features: Path | None = None) ->
         raise RuntimeError(f"train failed (status {w['rc']}):\n{tail}")
     res = json.loads((run_dir / "results.json").read_text())
     h = res["history"][0]
-    epoch_line = next(t for t, line in w["lines"] if line.lstrip().startswith("epoch   0"))
+    epoch_line = next(t for t, line in w["lines"]
+                      if any(p.lstrip().startswith("epoch   0") for p in line.split("\r")))
     t_end = epoch_line - float(h.get("eval_time", 0.0))
     t_start = t_end - float(h["epoch_time"])
     # the ranks: the fork server's children (a process's read_bytes also counts its reaped
@@ -384,8 +416,96 @@ def run_train(root: Path, ds: dict, steps: int, features: Path | None = None) ->
         "wall_s": w["wall_s"],
         "final_val_acc": res["summary"].get("final_val_acc"),
         "rank_pids": sorted(ranks),
+        "start": start, "overrides": list(extra),
+        "rank_peak_rss_bytes": [ranks[p]["hwm"] for p in sorted(ranks)],
+        "rank_peak_anon_bytes": [ranks[p]["anon"] for p in sorted(ranks)],
+        "train_loss": float(h["train_loss"]),
+        **{k: float(h[k]) for k in DISK_KEYS if k in h},
     }
     out.update(_peaks(w))
+    return out
+
+
+#: the disk tier's figures copied from the epoch's metrics
+DISK_KEYS = ("disk_reads", "disk_bytes_read", "disk_rows", "disk_time", "disk_rows_per_s",
+             "rows_per_read", "disk_bytes_per_row_byte", "disk_rate", "disk_probe_reads_per_s",
+             "cache_hit_rate", "hits", "requested")
+
+
+def tier_variants(feature_bytes: int, depth: int = 64) -> dict[str, tuple[tuple[str, ...], str]]:
+    """The feature store's variants side by side: ``{name: (overrides, start)}``: the memory
+    map cold (today's path), the disk tier cold, the disk tier with a host cache of 20% of the
+    feature bytes (``cache=degree``, replicated: each rank its own) cold, and the features held
+    in memory (the page cache warmed, no disk tier)."""
+    cache20 = max(1, int(0.2 * feature_bytes))
+    disk = ("cache.disk=true", f"cache.disk_depth={depth}")
+    return {
+        "mmap_cold": (("cache=none", "cache.disk=false"), "drop"),
+        "disk_cold": (("cache=none", *disk), "drop"),
+        "disk_no_ahead_cold": (("cache=none", *disk, "cache.disk_ahead=0"), "drop"),
+        "disk_bfs_cold": (("cache=none", *disk, "cache.disk_order=bfs"), "drop"),
+        "disk_cache20_cold": (("cache=degree", f"cache.bytes={cache20}", *disk), "drop"),
+        "disk_bfs_cache20_cold": (("cache=degree", f"cache.bytes={cache20}", *disk,
+                                   "cache.disk_order=bfs"), "drop"),
+        "memory_warm": (("cache=none", "cache.disk=false"), "warm"),
+    }
+
+
+def layout_rows_per_read(processed_dir: str, batches: int = 20) -> dict:
+    """Rows per read and per block of the suite's mini-batches (the data strategy's first
+    ``batches`` global batches of 1,024 training seeds, fanouts of the suite; one rank's
+    micro-batch of 512 seeds each) in the file's order and in each locality order, computed
+    from the blocks they touch (nothing read)."""
+    import torch
+
+    from gnnscale.cache.disk import DiskTier
+    from gnnscale.cache.layout import locality_order, rows_per_read
+    from gnnscale.data import processed
+    from gnnscale.sampling.neighbor import NeighborSampler
+
+    graph = processed.load(processed_dir)
+    tier = DiskTier.of_file(Path(processed_dir) / "x.npy")
+    sampler = NeighborSampler(FULL["fanouts"])
+    gen = torch.Generator().manual_seed(0)
+    train = graph.train_idx[torch.randperm(graph.train_idx.numel(), generator=gen)]
+    half = FULL["batch_size"] // 2
+    inputs = [sampler.sample(graph, train[k * half:(k + 1) * half], seed=k).input_nodes
+              for k in range(batches)]
+    out = {"none": rows_per_read(tier, inputs)}
+    for order in ("degree", "bfs"):
+        t0 = time.perf_counter()
+        ranked = locality_order(graph, order)
+        index = torch.empty_like(ranked)
+        index[ranked] = torch.arange(ranked.numel())
+        out[order] = {**rows_per_read(tier, inputs, index),
+                      "order_s": time.perf_counter() - t0}
+    return out
+
+
+def run_tiers(work: Path, ds: dict, processed_dir: str, repeats: int = 1,
+              only: tuple[str, ...] = ()) -> dict:
+    """Each of :func:`tier_variants` ``repeats`` times over the processed copy, plus the
+    device probe at queue depths 1..128 on ``x.npy``'s own device."""
+    from gnnscale.cache.disk import probe_sweep
+
+    x = Path(processed_dir) / "x.npy"
+    drop_caches()
+    out: dict = {"probe_reads_per_s": {str(d): r for d, r in probe_sweep(str(x)).items()},
+                 "variants": {}}
+    _log(f"probe: {out['probe_reads_per_s']}")
+    out["layout"] = layout_rows_per_read(processed_dir)
+    _log(f"layout: {out['layout']}")
+    feature_bytes = x.stat().st_size
+    for rep in range(repeats):
+        for name, (extra, start) in tier_variants(feature_bytes).items():
+            if only and name not in only:
+                continue
+            shutil.rmtree(work / f"run-{name}", ignore_errors=True)
+            row = run_train(work, ds, FULL["steps"], x, extra, start, f"run-{name}")
+            out["variants"].setdefault(name, []).append(row)
+            _log(f"{name} #{rep}: step {row['step_time_s']:.2f}s load {row['load_time_s']:.1f}s "
+                 f"rows/s {row.get('disk_rows_per_s', 0):.0f} read/step "
+                 f"{row['disk_read_bytes_per_step'] / 2**20:.1f} MiB")
     return out
 
 
@@ -417,11 +537,14 @@ def _peaks(w: dict) -> dict:
 # ---- the suite -------------------------------------------------------------------------------
 
 def run(quick: bool = False, scale: float | None = None, root: str | None = None,
-        keep: bool = False, resume: dict | None = None) -> dict:
+        keep: bool = False, resume: dict | None = None, tiers: bool = False,
+        repeats: int = 1, only: tuple[str, ...] = ()) -> dict:
     """Every phase at ``scale`` (default: 1, or :data:`QUICK_SCALE` with ``quick``) under
     ``root`` (default: a folder in the run's temp dir), removed afterwards unless ``keep``.
     ``resume``: the ``results`` of an earlier run of the same scale and root (kept): its
-    phases are taken as they are and the graph on disk reused; the others run."""
+    phases are taken as they are and the graph on disk reused; the others run. ``tiers``:
+    instead of the partition and train phases, the feature store's variants side by side
+    (:func:`run_tiers`, ``repeats`` times each, ``only`` those named)."""
     import tempfile
 
     scale = float(scale if scale is not None else QUICK_SCALE if quick else 1.0)
@@ -437,6 +560,16 @@ def run(quick: bool = False, scale: float | None = None, root: str | None = None
             work.mkdir(parents=True)
             results["process"] = run_process(work, ds)
             _log(f"process: {results['process']['time_s']:.0f}s")
+        if tiers:
+            results["tiers"] = run_tiers(work, ds, results["process"]["processed_dir"],
+                                         repeats, only)
+            return {"config": {"scale": scale, "dataset": ds, "mem_total_bytes": mem,
+                               **{k: FULL[k] for k in ("steps", "batch_size", "fanouts")},
+                               "num_nodes": results["process"]["num_nodes"],
+                               "num_edges": results["process"]["num_edges"],
+                               "processed_bytes": results["process"]["processed_bytes"],
+                               "total_s": time.perf_counter() - t0},
+                    "results": results, "ratios": {}}
         if "partition" not in results:
             results["partition"] = run_partition(results["process"]["processed_dir"],
                                                  work / "ldg_book.npy")
@@ -485,6 +618,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="JSON of an earlier run's results (same scale, --root, --keep): its "
                         "process and partition phases are reused, training runs again")
     p.add_argument("--out", default=None)
+    p.add_argument("--tiers", action="store_true",
+                   help="the feature store's variants side by side (memory map, disk tier, "
+                        "disk tier + 20%% host cache, in memory) instead of partition + train")
+    p.add_argument("--repeats", type=int, default=1, help="runs of each variant (--tiers)")
+    p.add_argument("--only", default="", help="comma-separated variants to run (--tiers)")
     args = p.parse_args(argv)
     run_temp_dir()
     resume = None
@@ -492,7 +630,9 @@ def main(argv: list[str] | None = None) -> int:
         resume = json.loads(Path(args.resume).read_text())
         resume = resume.get("results", resume)
     report = {"suite": "beyond_ram", "quick": args.scale < 1,
-              **run(scale=args.scale, root=args.root, keep=args.keep, resume=resume),
+              **run(scale=args.scale, root=args.root, keep=args.keep, resume=resume,
+                    tiers=args.tiers, repeats=args.repeats,
+                    only=tuple(v for v in args.only.split(",") if v)),
               "env": benchmarks.env()}
     if resume:
         report["resumed_phases"] = sorted(k for k in resume if k != "train")

@@ -240,3 +240,22 @@ def test_locality_order_keeps_ids_and_shares_blocks(tmp_path, reader, order):
         assert laid["rows_per_read"] > 2 * plain["rows_per_read"]
     with pytest.raises(ValueError, match="^cache.disk_order=bfs lays out a whole graph"):
         choose_disk(graph.x, NoCache(disk=True, disk_order="bfs"))
+
+
+def test_reads_ahead_are_taken_by_the_gathers_and_equal(tmp_path, reader):
+    """read_ahead starts each batch's disk reads ``depth`` items early; the gathers take them
+    (no second read) and return the same rows; the wait is counted."""
+    from gnnscale.sampling.base import MiniBatch
+
+    t = _table(tmp_path, 3000, 64)
+    store = FeatureStore(t, torch.arange(0, 3000, 5), disk=DiskTier.of(t))
+    batches = [torch.randperm(3000)[:300] for _ in range(6)]
+    feed = [(MiniBatch(n_id=b, blocks=[], num_targets=10), 0.0) for b in batches]
+    got = []
+    for mb, _ in store.read_ahead(feed, depth=2):
+        got.append(store.gather(mb.input_nodes))
+        assert len(store._pending) <= 2
+    assert all(torch.equal(g, t[b]) for g, b in zip(got, batches))
+    s = store.epoch_stats()
+    assert s["disk_rows"] == sum(int((b % 5 != 0).sum()) for b in batches)  # each read once
+    assert s["disk_wait_time"] >= 0 and not store._pending

@@ -76,10 +76,11 @@ class CachePolicy:
                  placement: str = "replicated", auto: bool = False,
                  reserve: float = 0.05, disk: bool | None = None, disk_depth: int = 64,
                  disk_block: int = 4096, memory_budget: str | int | None = None,
-                 disk_order: str = "none") -> None:
+                 disk_order: str = "none", disk_ahead: int = 2) -> None:
         CacheConfig(ratio=ratio, bytes=bytes, placement=placement, reserve=reserve, disk=disk,
                     disk_depth=disk_depth, disk_block=disk_block,
-                    memory_budget=memory_budget, disk_order=disk_order).check()
+                    memory_budget=memory_budget, disk_order=disk_order,
+                    disk_ahead=disk_ahead).check()
         self.ratio = float(ratio)
         self.bytes = bytes
         self.placement = Placement(placement).value
@@ -94,6 +95,8 @@ class CachePolicy:
         self.memory_budget = memory_bytes(memory_budget)
         #: the disk tier's file order (:mod:`gnnscale.cache.layout`)
         self.disk_order = disk_order
+        #: steps whose disk reads start while an earlier step computes
+        self.disk_ahead = int(disk_ahead)
 
     def hotness(self, graph: GraphStore, *, schedule: Schedule | None = None,
                 sampler: Sampler | None = None, seed: int = 0,

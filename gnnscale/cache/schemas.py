@@ -44,6 +44,8 @@ class CacheConfig(Options):
     memory_budget: str | None = None
     #: the disk tier's file in a locality order (gnnscale/cache/layout.py): none, degree, bfs
     disk_order: str = "none"
+    #: steps whose disk reads start while an earlier step computes (0: none)
+    disk_ahead: int = 2
 
     def check(self) -> None:
         """A ratio in [0, 1], a byte budget >= 0, a known placement, a reserve in [0, 1), a
@@ -59,6 +61,7 @@ class CacheConfig(Options):
         if self.disk_block < 512 or self.disk_block % 512:
             raise ConfigError(f"cache.disk_block must be a positive multiple of 512 bytes, "
                               f"got {self.disk_block}")
+        require_range("cache.disk_ahead", self.disk_ahead, 0, 65, note=" (steps read ahead)")
         require_one_of("cache.disk_order", self.disk_order, ("none", "degree", "bfs"))
         budget = memory_bytes(self.memory_budget)
         if budget is not None and self.bytes is not None and self.bytes > budget:

@@ -46,6 +46,10 @@ epoch's gathers asked for: the embedding rows the epoch updates) and per-type
 from __future__ import annotations
 
 import os
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
@@ -66,7 +70,8 @@ from gnnscale.sampling.schedule import Schedule
 COUNTERS = ("requested", "hits", "local_hits", "remote_hits", "misses",
             "bytes_host_to_rank", "bytes_rank_to_rank", "remote_owner_rows",
             "bytes_remote_owner", "calls")
-#: the disk tier's counters (a store with a disk tier only; ``disk_time``: seconds waited)
+#: the disk tier's counters (a store with a disk tier only; also ``disk_time``: seconds its
+#: reads took, ``disk_wait_time``: seconds gathers waited for them)
 DISK_COUNTERS = ("disk_reads", "disk_bytes_read", "disk_rows")
 _CHUNK_ROWS = 1 << 16
 
@@ -121,6 +126,12 @@ class FeatureStore:
             raise ValueError(f"the disk tier holds {disk.num_rows} x {disk.num_features} rows, "
                              f"the host table {tuple(self.host.shape)}")
         self.disk_probe = 0.0  # the device's reads/s at the tier's depth (set by the builder)
+        self.disk_last = dict.fromkeys(DISK_COUNTERS, 0) | {"disk_time": 0.0}
+        self.disk_totals = dict(self.disk_last) | {"disk_wait_time": 0.0}
+        #: steps whose disk reads :meth:`read_ahead` starts early (``cache.disk_ahead``)
+        self.ahead = 0
+        self._pending: deque = deque()
+        self._reader: ThreadPoolExecutor | None = None
         n = self.num_nodes
         cached = torch.as_tensor(cached_ids).long().cpu().reshape(-1)
         if cached.numel():
@@ -157,10 +168,9 @@ class FeatureStore:
                        if record_visits else None)
         self.last: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.totals: dict[str, int] = dict.fromkeys(COUNTERS, 0)
-        self.disk_last = dict.fromkeys(DISK_COUNTERS, 0) | {"disk_time": 0.0}
-        self.disk_totals = dict(self.disk_last)
         if self.disk is not None:
             self.disk.take_stats()  # the cache tier's fill is not an epoch's
+            self.disk_totals["disk_wait_time"] = 0.0
 
     # -- properties --------------------------------------------------------------------------
     @property
@@ -220,10 +230,69 @@ class FeatureStore:
         return cache
 
     def _host_read(self, rows: torch.Tensor) -> torch.Tensor:
-        """Rows of :attr:`host` (its positions): from the disk tier when there is one."""
+        """Rows of :attr:`host` (its positions): from the disk tier when there is one (read
+        ahead by :meth:`prefetch` when it asked for these), the wait counted."""
         if self.disk is not None:
-            return self.disk.read(rows)
+            t0 = time.perf_counter()
+            out = self._prefetched(rows)
+            if out is None:
+                out = self.disk.read(rows)
+            self.disk_totals["disk_wait_time"] += time.perf_counter() - t0
+            return out
         return _host_rows(self.host, rows)
+
+    # -- reads behind compute ----------------------------------------------------------------
+    def prefetch(self, ids: torch.Tensor) -> None:
+        """Start reading, in the background, the rows of a later ``gather(ids)`` that this
+        rank will read from its disk tier (those in no cache and, from a part, its own); that
+        gather then takes them (or waits for them) instead of reading. No disk tier: nothing."""
+        if self.disk is None:
+            return
+        ids = torch.as_tensor(ids).long().cpu()
+        want = ids[self.slot.cpu()[ids] < 0]
+        if self.exchange is not None:  # a peer caches it: fetched from the peer
+            want = want[self.owner.cpu()[want] < 0]
+        if self.local is not None:  # a part's: its own rows only, at their positions
+            want = self.view.positions(want[self.local[want] >= 0])
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(1, thread_name_prefix="gnnscale-ahead")
+        self._pending.append((want, self._reader.submit(self.disk.read, want)))
+        while len(self._pending) > 8:  # never taken: a gather asked for other rows
+            self._pending.popleft()
+
+    def _prefetched(self, rows: torch.Tensor) -> torch.Tensor | None:
+        for k, (want, fut) in enumerate(self._pending):
+            if want.numel() == rows.numel() and torch.equal(want, rows):
+                for _ in range(k + 1):  # the older ones were never asked for
+                    self._pending.popleft()
+                return fut.result()
+        return None
+
+    def read_ahead(self, feed: Iterable, depth: int | None = None) -> Iterator:
+        """``feed`` (``(MiniBatch, ...)`` items) passed through ``depth`` items late, each
+        item's rows :meth:`prefetch` ed when it enters the window: the disk reads of the next
+        ``depth`` steps run while this one computes (``depth`` default: ``cache.disk_ahead``)."""
+        depth = self.ahead if depth is None else depth
+        if self.disk is None or depth <= 0:
+            yield from feed
+            return
+        window: deque = deque()
+        source = iter(feed)
+        try:
+            for item in source:
+                self.prefetch(item[0].input_nodes)
+                window.append(item)
+                if len(window) > depth:
+                    yield window.popleft()
+            while window:
+                yield window.popleft()
+        finally:
+            for _, fut in self._pending:
+                fut.cancel()
+            self._pending.clear()
+            close = getattr(source, "close", None)
+            if close is not None:  # the sampler's feed stops its producer
+                close()
 
     def _owned_or_fetched(self, ids: torch.Tensor) -> torch.Tensor:
         """Rows of ``ids``: this rank's own from its table, the others from their owners
@@ -382,7 +451,8 @@ class FeatureStore:
         self.totals = dict.fromkeys(COUNTERS, 0)
         if self.disk is not None:
             self.disk.take_stats()
-            self.disk_totals = dict.fromkeys(DISK_COUNTERS, 0) | {"disk_time": 0.0}
+            self.disk_totals = dict.fromkeys(DISK_COUNTERS, 0) | {"disk_time": 0.0,
+                                                                  "disk_wait_time": 0.0}
 
 
 def owner_rows(view: Any, ids: torch.Tensor, group: dist.ProcessGroup | None = None
@@ -552,6 +622,7 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
                          record_visits=record_visits, fetch_remote=fetch_remote, group=group,
                          disk=disk)
     if disk is not None:
+        store.ahead = int(getattr(policy, "disk_ahead", 0))
         store.disk_probe = probe(disk.path, block=disk.block, depth=disk.depth,
                                  reads=min(4096, max(256, 16 * disk.depth)))
     return store
@@ -679,6 +750,10 @@ class TypedFeatureStore:
         out.update(_with_rates(totals))
         out["embedding_rows_touched"] = float(touched)
         return out
+
+    def read_ahead(self, feed: Iterable, depth: int | None = None) -> Iterator:
+        """``feed`` as it is: a typed store reads no rows ahead."""
+        yield from feed
 
     def touched(self, node_type: str) -> torch.Tensor:
         """The local ids of ``node_type`` (featureless) gathered since :meth:`reset_epoch`."""

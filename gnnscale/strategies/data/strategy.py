@@ -209,7 +209,7 @@ class DataParallel(SamplingStrategy):
         self.store.reset_epoch()
         self.reset_edges()
         t_epoch = time.perf_counter()
-        with closing(iter(self.samples(jobs))) as feed:
+        with closing(iter(self.store.read_ahead(self.samples(jobs)))) as feed:
             for draw, (mb, t_sample) in zip(jobs, feed):
                 m["sample_time"] += t_sample
                 t0 = time.perf_counter()
