@@ -160,11 +160,14 @@ STRATEGIES = {
 }
 
 
-def _losses(tmp_path: Path, name: str, *over: str) -> tuple[list[float], list[dict]]:
+def _losses(tmp_path: Path, name: str, *over: str, dataset: tuple[str, ...] = ()
+            ) -> tuple[list[float], list[dict]]:
     from gnnscale.runner.run import run
     from tests._train import TINY, make_cfg
 
-    out = run(make_cfg(tmp_path, *TINY, *COMMON, *over, run=name))
+    base = TINY if not dataset else (*dataset, *(o for o in TINY if not
+                                                 o.startswith("dataset")))
+    out = run(make_cfg(tmp_path, *base, *COMMON, *over, run=name))
     return [h["train_loss"] for h in out["history"]], out["history"]
 
 
@@ -259,3 +262,47 @@ def test_reads_ahead_are_taken_by_the_gathers_and_equal(tmp_path, reader):
     s = store.epoch_stats()
     assert s["disk_rows"] == sum(int((b % 5 != 0).sum()) for b in batches)  # each read once
     assert s["disk_wait_time"] >= 0 and not store._pending
+
+
+# -- 16-bit features ------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("order", ["none", "bfs"])
+def test_16_bit_tiers_hold_half_and_gather_the_rounded_rows(tmp_path, reader, dtype, order):
+    """cache.feature_dtype: the processed features copied once at 16 bits beside the folder;
+    the cache, host and disk tiers hold half the bytes; a gather returns float32 rows equal to
+    the float32 rows rounded to 16 bits."""
+    from gnnscale.cache.store import build_feature_store
+    from gnnscale.data.graph import GraphStore  # noqa: F401  (the graph's type)
+
+    graph = _processed_graph(tmp_path)
+    policy = DegreePolicy(ratio=0.1, disk=True, disk_order=order, feature_dtype=dtype)
+    store = build_feature_store(graph, policy)
+    half = getattr(torch, dtype)
+    assert store.host.dtype == half and store.cache.dtype == half
+    assert store.disk.row_bytes == 256 * 2 and store.row_bytes == 512
+    ids = torch.randperm(graph.num_nodes)[:900]
+    got = store.gather(ids)
+    assert got.dtype == torch.float32
+    assert torch.equal(got, graph.x[ids].to(half).float())
+    again = build_feature_store(graph, policy)  # the copy is reused, not written again
+    assert again.disk.path == store.disk.path
+    with pytest.raises(ConfigError, match="cache.feature_dtype must be one of"):
+        NoCache(feature_dtype="int8")
+
+
+@pytest.mark.slow
+def test_16_bit_run_equals_a_float32_run_fed_the_rounded_values(tmp_path):
+    """data, 2 ranks: cache.feature_dtype=bfloat16 trains to the same losses as float32
+    training on a saved copy of the graph whose features were rounded to bfloat16."""
+    from gnnscale.data import processed
+
+    over = (*STRATEGIES["data"], "cache=none", "cache.ratio=0")
+    half, _ = _losses(tmp_path, "half", *over, "cache.feature_dtype=bfloat16")
+    folder = next((tmp_path / "data").glob("*/processed"))
+    graph = processed.load(folder)
+    graph.x = graph.x.to(torch.bfloat16).float()
+    processed.save(graph, tmp_path / "rounded" / "processed")
+    fed, _ = _losses(tmp_path, "fed", *over, dataset=(
+        "dataset=saved", f"dataset.path={tmp_path / 'rounded' / 'processed'}"))
+    full, _ = _losses(tmp_path, "full", *over)
+    assert half == fed and half != full

@@ -76,11 +76,12 @@ class CachePolicy:
                  placement: str = "replicated", auto: bool = False,
                  reserve: float = 0.05, disk: bool | None = None, disk_depth: int = 64,
                  disk_block: int = 4096, memory_budget: str | int | None = None,
-                 disk_order: str = "none", disk_ahead: int = 2) -> None:
+                 disk_order: str = "none", disk_ahead: int = 2,
+                 feature_dtype: str = "float32") -> None:
         CacheConfig(ratio=ratio, bytes=bytes, placement=placement, reserve=reserve, disk=disk,
                     disk_depth=disk_depth, disk_block=disk_block,
                     memory_budget=memory_budget, disk_order=disk_order,
-                    disk_ahead=disk_ahead).check()
+                    disk_ahead=disk_ahead, feature_dtype=feature_dtype).check()
         self.ratio = float(ratio)
         self.bytes = bytes
         self.placement = Placement(placement).value
@@ -97,6 +98,8 @@ class CachePolicy:
         self.disk_order = disk_order
         #: steps whose disk reads start while an earlier step computes
         self.disk_ahead = int(disk_ahead)
+        #: the dtype the store's tiers hold (gathers return float32)
+        self.feature_dtype = feature_dtype
 
     def hotness(self, graph: GraphStore, *, schedule: Schedule | None = None,
                 sampler: Sampler | None = None, seed: int = 0,

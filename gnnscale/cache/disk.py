@@ -137,10 +137,13 @@ class DiskTier:
         self._lock = threading.Lock()
 
     @classmethod
-    def of_file(cls, path: str | os.PathLike, **kwargs) -> DiskTier:
-        """The tier of a whole ``.npy`` file's ``[N, F]`` array."""
+    def of_file(cls, path: str | os.PathLike, dtype: torch.dtype | None = None,
+                **kwargs) -> DiskTier:
+        """The tier of a whole ``.npy`` file's ``[N, F]`` array (read as ``dtype`` when
+        given: a 16-bit float stored as int16)."""
         a = np.load(path, mmap_mode="r", allow_pickle=False)
-        dtype = torch.from_numpy(np.empty(0, dtype=a.dtype)).dtype
+        if dtype is None:
+            dtype = torch.from_numpy(np.empty(0, dtype=a.dtype)).dtype
         return cls(str(path), int(a.offset), a.shape[0], a.shape[1], dtype, **kwargs)
 
     @classmethod

@@ -5,12 +5,12 @@ ids) they fall in distinct blocks. :func:`locality_order` orders the vertices so
 lie close together: ``bfs`` (a level-synchronous breadth-first walk of the CSC from the
 highest-degree vertex of each component, a vertex's discoveries kept in its own order),
 ``degree`` (out-degree, highest first: the hot rows together) or ``none``; given a partition
-map, the parts come first and the order applies within each part. :func:`ordered_copy` writes
-the processed ``x.npy`` in that order once, beside the processed folder
-(``<processed>/../disk-order/<order>-<checksum>/x.npy`` with the order as ``order.npy``; a
-file lock makes one rank write it while the others wait), and the disk tier reads it through
-the inverse permutation (:class:`~gnnscale.cache.disk.DiskTier` ``index``): users and outputs
-keep their ids.
+map, the parts come first and the order applies within each part. :func:`derived_copy` writes
+the processed ``x.npy`` in that order (and, for ``cache.feature_dtype``, as 16-bit floats) once,
+beside the processed folder (``<processed>/../derived-features/<order>-<dtype>-<checksum>/``
+with the order as ``order.npy``; a file lock makes one rank write it while the others wait),
+and the disk tier reads it through the inverse permutation
+(:class:`~gnnscale.cache.disk.DiskTier` ``index``): users and outputs keep their ids.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch
 
 from gnnscale.data.graph import GraphStore
 
-__all__ = ["ORDERS", "locality_order", "ordered_copy", "rows_per_read"]
+__all__ = ["DTYPES", "ORDERS", "derived_copy", "locality_order", "open_copy", "rows_per_read"]
 
 ORDERS = ("none", "degree", "bfs")
 _CHUNK_ROWS = 1 << 16
@@ -90,33 +90,57 @@ def locality_order(graph: GraphStore, order: str, part: torch.Tensor | None = No
     return ranked[torch.argsort(p, stable=True)]
 
 
-def ordered_copy(graph: GraphStore, order: str, part: torch.Tensor | None = None
-                 ) -> tuple[Path, torch.Tensor]:
-    """The processed features of ``graph`` (memory-mapped from its processed folder) written
-    in ``order`` (once; later calls reuse the copy) and the index ``id -> row`` of that file."""
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def _numpy(rows: torch.Tensor) -> np.ndarray:
+    """``rows`` as numpy: a 16-bit float's bits as int16 (numpy has no bfloat16)."""
+    if rows.dtype in (torch.float16, torch.bfloat16):
+        return rows.view(torch.int16).numpy()
+    return rows.numpy()
+
+
+def open_copy(path: str | os.PathLike, dtype: torch.dtype) -> torch.Tensor:
+    """A copy written by :func:`derived_copy`, memory-mapped copy-on-write as ``dtype``."""
+    return torch.from_numpy(np.load(path, mmap_mode="c", allow_pickle=False)).view(dtype)
+
+
+def derived_copy(graph: GraphStore, order: str = "none", dtype: torch.dtype | None = None,
+                 part: torch.Tensor | None = None) -> tuple[Path, torch.Tensor | None]:
+    """The processed features of ``graph`` (loaded from its processed folder) written once in
+    ``order`` and as ``dtype`` (rounded to nearest; a 16-bit type's bits stored as int16),
+    beside the processed folder (later calls, and other ranks, reuse it), and the index
+    ``id -> row`` of that file (None in the file's own order)."""
     folder = graph.meta.get("processed_dir")
     if not folder or graph.x is None:
-        raise ValueError("cache.disk_order lays out the processed feature file: load the "
-                         "dataset from its processed folder (or set cache.disk_order=none)")
+        raise ValueError("cache.disk_order and cache.feature_dtype write a copy of the "
+                         "processed feature file: load the dataset from its processed folder")
+    x = graph.x
+    dtype = x.dtype if dtype is None else dtype
     tag = "" if part is None else "-parts" + hashlib.sha256(
         torch.as_tensor(part).long().numpy().tobytes()).hexdigest()[:12]
-    out = Path(folder).parent / "disk-order" / f"{order}{tag}-{graph.meta.get('checksum', 'x')}"
+    kind = str(dtype).replace("torch.", "")
+    out = (Path(folder).parent / "derived-features" /
+           f"{order}{tag}-{kind}-{graph.meta.get('checksum', 'x')}")
     out.mkdir(parents=True, exist_ok=True)
     with open(out / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (out / "x.npy").exists():
-            ranked = locality_order(graph, order, part)
-            np.save(out / "order.npy", ranked.numpy())
+            ranked = None if order == "none" else locality_order(graph, order, part)
+            if ranked is not None:
+                np.save(out / "order.npy", ranked.numpy())
             tmp = out / f"x.{os.getpid()}.npy"
-            x = graph.x
-            dst = np.lib.format.open_memmap(tmp, mode="w+", dtype=x.numpy().dtype,
+            first = _numpy(x[:1].to(dtype))
+            dst = np.lib.format.open_memmap(tmp, mode="w+", dtype=first.dtype,
                                             shape=tuple(x.shape))
-            for k in range(0, ranked.numel(), _CHUNK_ROWS):
-                rows = ranked[k:k + _CHUNK_ROWS]
-                dst[k:k + rows.numel()] = x[rows].numpy()
+            for k in range(0, x.shape[0], _CHUNK_ROWS):
+                rows = x[k:k + _CHUNK_ROWS] if ranked is None else x[ranked[k:k + _CHUNK_ROWS]]
+                dst[k:k + rows.shape[0]] = _numpy(rows.to(dtype))
             dst.flush()
             del dst
             os.replace(tmp, out / "x.npy")
+        if not (out / "order.npy").exists():
+            return out / "x.npy", None
         ranked = torch.from_numpy(np.load(out / "order.npy"))
     index = torch.empty_like(ranked)
     index[ranked] = torch.arange(ranked.numel())

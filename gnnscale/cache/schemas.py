@@ -46,6 +46,9 @@ class CacheConfig(Options):
     disk_order: str = "none"
     #: steps whose disk reads start while an earlier step computes (0: none)
     disk_ahead: int = 2
+    #: the dtype every tier holds the features in (float16, bfloat16: half the bytes, rounded
+    #: to nearest once, up-cast to float32 on gather)
+    feature_dtype: str = "float32"
 
     def check(self) -> None:
         """A ratio in [0, 1], a byte budget >= 0, a known placement, a reserve in [0, 1), a
@@ -62,6 +65,8 @@ class CacheConfig(Options):
             raise ConfigError(f"cache.disk_block must be a positive multiple of 512 bytes, "
                               f"got {self.disk_block}")
         require_range("cache.disk_ahead", self.disk_ahead, 0, 65, note=" (steps read ahead)")
+        require_one_of("cache.feature_dtype", self.feature_dtype,
+                       ("float32", "float16", "bfloat16"))
         require_one_of("cache.disk_order", self.disk_order, ("none", "degree", "bfs"))
         budget = memory_bytes(self.memory_budget)
         if budget is not None and self.bytes is not None and self.bytes > budget:

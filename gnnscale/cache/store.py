@@ -57,9 +57,9 @@ import torch.distributed as dist
 
 from gnnscale import ops
 from gnnscale.cache.base import CachePolicy
-from gnnscale.cache.disk import DiskTier, probe
+from gnnscale.cache.disk import DiskTier, mapped_file, probe
 from gnnscale.cache.exchange import DistExchange, Exchange
-from gnnscale.cache.layout import ordered_copy
+from gnnscale.cache.layout import DTYPES, derived_copy, open_copy
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.pages import advise_random
 from gnnscale.distributed import device as device_seam
@@ -92,7 +92,8 @@ class FeatureStore:
                  device: torch.device | str = "cpu", topo: Any = None,
                  owner: torch.Tensor | None = None, exchange: Exchange | None = None,
                  record_visits: bool = False, fetch_remote: bool = True,
-                 group: dist.ProcessGroup | None = None, disk: DiskTier | None = None) -> None:
+                 group: dist.ProcessGroup | None = None, disk: DiskTier | None = None,
+                 out_dtype: torch.dtype | None = None) -> None:
         if features.dim() != 2:
             raise ValueError(f"features must be a [N, F] table, got shape "
                              f"{tuple(features.shape)}")
@@ -126,6 +127,8 @@ class FeatureStore:
             raise ValueError(f"the disk tier holds {disk.num_rows} x {disk.num_features} rows, "
                              f"the host table {tuple(self.host.shape)}")
         self.disk_probe = 0.0  # the device's reads/s at the tier's depth (set by the builder)
+        #: the dtype :meth:`gather` returns (None: the tiers'): float32 over 16-bit tiers
+        self.out_dtype = out_dtype
         self.disk_last = dict.fromkeys(DISK_COUNTERS, 0) | {"disk_time": 0.0}
         self.disk_totals = dict(self.disk_last) | {"disk_wait_time": 0.0}
         #: steps whose disk reads :meth:`read_ahead` starts early (``cache.disk_ahead``)
@@ -339,7 +342,12 @@ class FeatureStore:
 
     # -- gather ------------------------------------------------------------------------------
     def gather(self, ids: torch.Tensor) -> torch.Tensor:
-        """``features[ids]`` on this rank's device, in order; collective if :attr:`collective`."""
+        """``features[ids]`` on this rank's device, in order, as :attr:`out_dtype` (16-bit
+        tiers up-cast here); collective if :attr:`collective`."""
+        out = self._gather(ids)
+        return out if self.out_dtype in (None, out.dtype) else out.to(self.out_dtype)
+
+    def _gather(self, ids: torch.Tensor) -> torch.Tensor:
         ids = torch.as_tensor(ids)
         if ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
             raise ValueError(f"ids must be a 1-D integer tensor, got {ids.dtype} with shape "
@@ -616,16 +624,39 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
                                "(or build the stores yourself with a LocalExchange)")
         owner = owner_map(all_gather_rows(mine, fill=-1, group=group), n)
     rows = getattr(x, "rows", x)  # a part's RowView: the rows of its own file
-    disk = choose_disk(rows, policy, capacity * row_bytes,
-                       graph=graph if rows is graph.x else None, part=p)
+    whole = graph if rows is graph.x else None
+    out_dtype, x = _feature_dtype(x, policy, whole)
+    rows = getattr(x, "rows", x)
+    disk = choose_disk(rows, policy, capacity * row_bytes, graph=whole, part=p)
     store = FeatureStore(x, mine, device=device, topo=topo, owner=owner,
                          record_visits=record_visits, fetch_remote=fetch_remote, group=group,
-                         disk=disk)
+                         disk=disk, out_dtype=out_dtype)
     if disk is not None:
         store.ahead = int(getattr(policy, "disk_ahead", 0))
         store.disk_probe = probe(disk.path, block=disk.block, depth=disk.depth,
                                  reads=min(4096, max(256, 16 * disk.depth)))
     return store
+
+
+def _feature_dtype(x: Any, policy: CachePolicy, graph: GraphStore | None
+                   ) -> tuple[torch.dtype | None, Any]:
+    """``cache.feature_dtype``: the dtype gathers return and the table every tier holds: a
+    16-bit copy of the processed features (written once beside the processed folder, mapped),
+    or of an in-memory table; ``(None, x)`` when the table already has that dtype."""
+    want = DTYPES[getattr(policy, "feature_dtype", "float32") or "float32"]
+    if want == torch.float32 or x.dtype == want:
+        return None, x
+    if getattr(x, "held", None) is not None:
+        raise ValueError(f"cache.feature_dtype={policy.feature_dtype} converts a whole "
+                         "dataset's features; a part's rows (parts=) are served as stored: "
+                         "set cache.feature_dtype=float32")
+    if not x.is_floating_point():
+        raise ValueError(f"cache.feature_dtype={policy.feature_dtype} rounds float features; "
+                         f"these are {x.dtype}")
+    if graph is not None and graph.meta.get("processed_dir") and mapped_file(x) is not None:
+        path, _ = derived_copy(graph, "none", want)
+        return x.dtype, open_copy(path, want)
+    return x.dtype, x.to(want)
 
 
 def host_memory() -> int:
@@ -669,8 +700,8 @@ def choose_disk(table: torch.Tensor, policy: CachePolicy, cache_bytes: int = 0, 
             raise ValueError(f"cache.disk_order={order} lays out a whole graph's processed "
                              "feature file; a part's rows (parts=) are read in their own "
                              "order: set cache.disk_order=none")
-        path, index = ordered_copy(graph, order, part)
-        return DiskTier.of_file(path, index=index, **kw)
+        path, index = derived_copy(graph, order, table.dtype, part)
+        return DiskTier.of_file(path, table.dtype, index=index, **kw)
     tier = DiskTier.of(table, **kw)
     if tier is None and mode is True:
         raise ValueError("cache.disk=true reads the features from their file, but this "
