@@ -229,6 +229,7 @@ def test_locality_order_keeps_ids_and_shares_blocks(tmp_path, reader, order):
     tier = choose_disk(graph.x, NoCache(disk=True, disk_order=order), graph=graph)
     again = choose_disk(graph.x, NoCache(disk=True, disk_order=order), graph=graph)
     assert tier.path == again.path and tier.path != str(tmp_path / "ring/processed/x.npy")
+    assert tier.offset == 4096  # rows on block boundaries: none straddles two blocks
     ids = torch.randperm(graph.num_nodes)[:700]
     assert torch.equal(tier.read(ids), graph.x[ids])
     hoods = []

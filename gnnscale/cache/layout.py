@@ -8,7 +8,8 @@ highest-degree vertex of each component, a vertex's discoveries kept in its own 
 map, the parts come first and the order applies within each part. :func:`derived_copy` writes
 the processed ``x.npy`` in that order (and, for ``cache.feature_dtype``, as 16-bit floats) once,
 beside the processed folder (``<processed>/../derived-features/<order>-<dtype>-<checksum>/``
-with the order as ``order.npy``; a file lock makes one rank write it while the others wait),
+with the order as ``order.npy``; a file lock makes one rank write it while the others wait;
+its rows start on a 4 KiB boundary, so a row that divides a block never straddles two),
 and the disk tier reads it through the inverse permutation
 (:class:`~gnnscale.cache.disk.DiskTier` ``index``): users and outputs keep their ids.
 """
@@ -100,6 +101,25 @@ def _numpy(rows: torch.Tensor) -> np.ndarray:
     return rows.numpy()
 
 
+def _aligned_npy(path: Path, dtype: np.dtype, shape: tuple[int, ...],
+                 align: int = 4096) -> np.memmap:
+    """A new ``.npy`` file of ``shape`` whose data starts at byte ``align`` (its header padded
+    with spaces, as the format allows), mapped for writing: with rows that divide a block, no
+    row straddles two blocks."""
+    head = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+            "shape": shape}
+    text = repr(head).encode("latin1")
+    prefix = np.lib.format.MAGIC_PREFIX + bytes([1, 0])
+    room = align - len(prefix) - 2
+    if len(text) + 1 > room:
+        raise ValueError(f"a .npy header of {len(text)} bytes does not fit in {align}")
+    body = text + b" " * (room - len(text) - 1) + b"\n"
+    with open(path, "wb") as f:
+        f.write(prefix + len(body).to_bytes(2, "little") + body)
+        f.truncate(align + int(np.prod(shape)) * np.dtype(dtype).itemsize)
+    return np.memmap(path, dtype=dtype, mode="r+", offset=align, shape=shape)
+
+
 def open_copy(path: str | os.PathLike, dtype: torch.dtype) -> torch.Tensor:
     """A copy written by :func:`derived_copy`, memory-mapped copy-on-write as ``dtype``."""
     return torch.from_numpy(np.load(path, mmap_mode="c", allow_pickle=False)).view(dtype)
@@ -131,8 +151,7 @@ def derived_copy(graph: GraphStore, order: str = "none", dtype: torch.dtype | No
                 np.save(out / "order.npy", ranked.numpy())
             tmp = out / f"x.{os.getpid()}.npy"
             first = _numpy(x[:1].to(dtype))
-            dst = np.lib.format.open_memmap(tmp, mode="w+", dtype=first.dtype,
-                                            shape=tuple(x.shape))
+            dst = _aligned_npy(tmp, first.dtype, tuple(x.shape))
             for k in range(0, x.shape[0], _CHUNK_ROWS):
                 rows = x[k:k + _CHUNK_ROWS] if ranked is None else x[ranked[k:k + _CHUNK_ROWS]]
                 dst[k:k + rows.shape[0]] = _numpy(rows.to(dtype))
