@@ -9,7 +9,9 @@ from typing import Any
 
 import yaml
 
-HARDWARE_DIR = Path(__file__).resolve().parents[2] / "configs" / "hardware"
+from gnnscale.paths import CONFIGS
+
+HARDWARE_DIR = CONFIGS / "hardware"
 
 
 class ProfileError(ValueError):

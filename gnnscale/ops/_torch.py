@@ -602,10 +602,21 @@ def _typed_segments(indptr, runs, base, v: torch.Tensor, fan: torch.Tensor, seed
     return owner[keep], starts[keep], ends[keep], f[keep], state[keep]
 
 
-def _relabel(n_id: torch.Tensor, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _relabel(n_id: torch.Tensor, src: torch.Tensor,
+             num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Local ids of ``src`` over ``n_id`` (its first entry of an id wins), new ids appended
     in order of first appearance: (the new n_id, the local ids)."""
     m = n_id.numel()
+    if num_nodes <= 4 * (m + src.numel()) + (1 << 20):  # a dense map: no sort of every id
+        big = m + src.numel()
+        first = torch.full((num_nodes,), big, dtype=torch.int64)
+        first.scatter_reduce_(0, n_id, torch.arange(m), reduce="amin")
+        known = first < big
+        first.scatter_reduce_(0, src, torch.arange(m, big), reduce="amin")
+        new = ((first < big) & ~known).nonzero().flatten()
+        new = new[torch.argsort(first[new])]
+        first[new] = m + torch.arange(new.numel())
+        return torch.cat([n_id, new]), first[src]
     both = torch.cat([n_id, src])
     uniq, inv = torch.unique(both, return_inverse=True)
     first = torch.full((uniq.numel(),), both.numel(), dtype=torch.int64)
@@ -654,7 +665,7 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, weights: torch
         src = indices[pos].long()
         _check_range(src, num_nodes, lambda lo, hi: f"sample_neighbors: the graph's indices "
                      f"hold id {lo if lo < 0 else hi} outside [0, {num_nodes})")
-        n_id, local = _relabel(n_id, src)
+        n_id, local = _relabel(n_id, src, num_nodes)
         edges.append(torch.stack([local, dst]))
         if return_edge_ids:
             e_ids.append(pos)
