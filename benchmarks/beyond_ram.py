@@ -434,19 +434,23 @@ DISK_KEYS = ("disk_reads", "disk_bytes_read", "disk_rows", "disk_time", "disk_ro
 
 def tier_variants(feature_bytes: int, depth: int = 64) -> dict[str, tuple[tuple[str, ...], str]]:
     """The feature store's variants side by side: ``{name: (overrides, start)}``: the memory
-    map cold (today's path), the disk tier cold, the disk tier with a host cache of 20% of the
-    feature bytes (``cache=degree``, replicated: each rank its own) cold, and the features held
-    in memory (the page cache warmed, no disk tier)."""
+    map cold (today's path); the disk tier cold with 4 KiB blocks, with the device's block,
+    without reads ahead, on a BFS-ordered copy (float32 and bfloat16), with a host cache of 20%
+    of the feature bytes (``cache=degree``, replicated: each rank its own); and the features
+    held in memory (the page cache warmed, no disk tier)."""
     cache20 = max(1, int(0.2 * feature_bytes))
-    disk = ("cache.disk=true", f"cache.disk_depth={depth}")
+    disk = ("cache.disk=true", f"cache.disk_depth={depth}")  # block: the device's (512 here)
+    cache = ("cache=degree", f"cache.bytes={cache20}")
     return {
         "mmap_cold": (("cache=none", "cache.disk=false"), "drop"),
+        "disk_b4096_cold": (("cache=none", *disk, "cache.disk_block=4096"), "drop"),
         "disk_cold": (("cache=none", *disk), "drop"),
         "disk_no_ahead_cold": (("cache=none", *disk, "cache.disk_ahead=0"), "drop"),
         "disk_bfs_cold": (("cache=none", *disk, "cache.disk_order=bfs"), "drop"),
-        "disk_cache20_cold": (("cache=degree", f"cache.bytes={cache20}", *disk), "drop"),
-        "disk_bfs_cache20_cold": (("cache=degree", f"cache.bytes={cache20}", *disk,
-                                   "cache.disk_order=bfs"), "drop"),
+        "disk_bf16_bfs_cold": (("cache=none", *disk, "cache.disk_order=bfs",
+                                "cache.feature_dtype=bfloat16"), "drop"),
+        "disk_cache20_cold": ((*cache, *disk), "drop"),
+        "disk_bfs_cache20_cold": ((*cache, *disk, "cache.disk_order=bfs"), "drop"),
         "memory_warm": (("cache=none", "cache.disk=false"), "warm"),
     }
 

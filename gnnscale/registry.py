@@ -18,11 +18,16 @@ import importlib
 import os
 import pkgutil
 from dataclasses import fields, is_dataclass
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
+
+#: the project's config folder (``configs/config.yaml`` and one folder per group): the one
+#: path every compose of the package starts from
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 # config group -> package that holds its options
 GROUPS = {

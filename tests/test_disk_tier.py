@@ -61,7 +61,7 @@ def test_a_block_is_read_once_and_adjacent_blocks_together(tmp_path, reader):
     """Four 1 KiB rows share a 4 KiB block: 1,000 rows of 250 adjacent blocks take one
     request per run of ``max_run`` blocks; the counters say so."""
     t = _table(tmp_path, 4000, 256)
-    tier = DiskTier.of(t, max_run=8, direct=True)
+    tier = DiskTier.of(t, max_run=8, direct=True, block=4096)
     ids = torch.arange(1000, 2000)
     assert torch.equal(tier.read(ids), t[ids])
     blocks, _ = tier.blocks(ids)
@@ -72,6 +72,29 @@ def test_a_block_is_read_once_and_adjacent_blocks_together(tmp_path, reader):
     tier.read(spread)
     assert tier.take_stats().disk_reads == spread.numel()
     assert tier.take_stats().disk_reads == 0  # taken: zeroed
+
+
+def test_bytes_read_per_row_byte_by_block_and_alignment(tmp_path, reader):
+    """Random 1 KiB rows: 4 KiB blocks read 4 KiB or 8 KiB a row; the device's 512-byte
+    logical block reads 1.5 KiB a row of x.npy (rows 128 bytes past a block) and exactly 1 KiB
+    a row of a copy whose rows start on a block (its header padded to 4 KiB)."""
+    from gnnscale.cache.layout import _aligned_npy
+
+    t = _table(tmp_path, 8000, 256)
+    ids = torch.arange(0, 8000, 9)  # no two in one 4 KiB block
+    ratios = {}
+    for block in (4096, 512):
+        tier = DiskTier.of(t, block=block)
+        assert torch.equal(tier.read(ids), t[ids])
+        s = tier.take_stats()
+        ratios[block] = s.disk_bytes_read / (ids.numel() * 1024)
+    assert ratios[512] == 1.5 and 4 <= ratios[4096] <= 5
+    dst = _aligned_npy(tmp_path / "a.npy", np.dtype(np.float32), (8000, 256))
+    dst[:] = t.numpy()
+    dst.flush()
+    tier = DiskTier.of_file(tmp_path / "a.npy", block=512)
+    assert tier.offset == 4096 and torch.equal(tier.read(ids), t[ids])
+    assert tier.take_stats().disk_bytes_read == ids.numel() * 1024
 
 
 def test_no_odirect_falls_back_with_one_line(tmp_path, reader, caplog, monkeypatch):

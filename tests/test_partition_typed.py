@@ -16,6 +16,7 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.data.hetero_sim import generate
 from gnnscale.data.schemas import HeteroSimConfig
 from gnnscale.partition import get_partition
+from gnnscale.partition.book import format_table
 from gnnscale.partition.cvc import CvcPartitioner
 from gnnscale.partition.fennel import FennelPartitioner
 from gnnscale.partition.hvc import HvcPartitioner
@@ -23,7 +24,6 @@ from gnnscale.partition.iec import IecPartitioner
 from gnnscale.partition.ldg import LdgPartitioner
 from gnnscale.partition.metis import MetisPartitioner
 from gnnscale.partition.oec import OecPartitioner
-from gnnscale.partition.quality import format_table
 from gnnscale.partition.random import RandomPartitioner
 from gnnscale.partition.range import RangePartitioner
 from gnnscale.partition.store import cache_dir, config_hash

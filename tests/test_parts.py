@@ -24,6 +24,7 @@ from gnnscale.partition.book import PartitionBook
 from gnnscale.partition.layout import LayoutError, check_run
 from gnnscale.partition.parts import NotHeldError, PartLayout, RowView, write_layout
 from gnnscale.partition.store import graph_checksum
+from gnnscale.runner.prepare import prepare_data
 from gnnscale.runner.validate import validate
 from tests._train import make_cfg
 
@@ -273,7 +274,11 @@ def test_run_checks_refuse_what_is_not_the_layouts(written, tmp_path, monkeypatc
     auto = cfg.copy()
     with open_dict(auto):
         auto.parts = str(tmp_path / "auto")
-    validate(auto)  # a single-host launch writes a missing layout first, then checks it
+    with pytest.raises(ConfigError, match=r"no such folder"):
+        validate(auto)  # the checks read a layout and never write one
+    assert not (tmp_path / "auto").exists()
+    prepare_data(auto)  # a single-host launch's own step writes the missing layout first
+    validate(auto)  # then the checks accept it
     assert PartLayout(tmp_path / "auto").info["num_parts"] == 2
     for key, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"),
                        ("MASTER_PORT", "29500")):  # under torchrun each host brings its own

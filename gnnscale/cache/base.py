@@ -75,7 +75,7 @@ class CachePolicy:
     def __init__(self, ratio: float = 0.0, bytes: int | None = None,
                  placement: str = "replicated", auto: bool = False,
                  reserve: float = 0.05, disk: bool | None = None, disk_depth: int = 64,
-                 disk_block: int = 4096, memory_budget: str | int | None = None,
+                 disk_block: int | None = None, memory_budget: str | int | None = None,
                  disk_order: str = "none", disk_ahead: int = 2,
                  feature_dtype: str = "float32") -> None:
         CacheConfig(ratio=ratio, bytes=bytes, placement=placement, reserve=reserve, disk=disk,
@@ -90,7 +90,7 @@ class CachePolicy:
         #: the disk tier: None = when the features exceed :attr:`memory_budget`
         self.disk = disk
         self.disk_depth = int(disk_depth)
-        self.disk_block = int(disk_block)
+        self.disk_block = disk_block
         #: bytes of features a rank may hold in memory (None: dataset.memory_budget, else the
         #: host's memory; the runner passes the dataset's)
         self.memory_budget = memory_bytes(memory_budget)

@@ -31,7 +31,7 @@ import torch
 
 from gnnscale.ops import io as io_ops
 
-__all__ = ["BLOCK", "DiskTier", "mapped_file", "probe", "probe_sweep"]
+__all__ = ["BLOCK", "DiskTier", "logical_block", "mapped_file", "probe", "probe_sweep"]
 
 BLOCK = 4096
 DEPTH = 64
@@ -61,6 +61,22 @@ def mapped_file(table: torch.Tensor) -> tuple[str, int] | None:
     except OSError:
         return None
     return None
+
+
+def logical_block(path: str) -> int:
+    """The logical block size of the device holding ``path`` (the smallest ``O_DIRECT`` read;
+    ``/sys/dev/block/<dev>/queue``, its whole disk's for a partition); 4096 when unknown."""
+    dev = os.stat(path).st_dev
+    base = f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}"
+    for queue in (f"{base}/queue", f"{base}/../queue"):
+        try:
+            with open(f"{queue}/logical_block_size") as f:
+                size = int(f.read())
+        except (OSError, ValueError):
+            continue
+        if size >= 512 and size & (size - 1) == 0:
+            return size
+    return BLOCK
 
 
 def _open(path: str, direct: bool) -> tuple[int, bool]:
@@ -104,9 +120,11 @@ class DiskTier:
     read with ``depth`` requests in flight (module docstring)."""
 
     def __init__(self, path: str, offset: int, num_rows: int, num_features: int,
-                 dtype: torch.dtype, *, block: int = BLOCK, depth: int = DEPTH,
+                 dtype: torch.dtype, *, block: int | None = None, depth: int = DEPTH,
                  direct: bool = True, max_run: int = MAX_RUN, uring: bool = True,
                  index: torch.Tensor | None = None) -> None:
+        if block is None:  # the device's smallest read: the fewest bytes per random row
+            block = logical_block(path)
         if block <= 0 or block % 512:
             raise ValueError(f"the disk tier's block must be a positive multiple of 512 "
                              f"bytes, got {block}")
@@ -256,12 +274,13 @@ class DiskTier:
                 f"reader={io_ops.backend()})")
 
 
-def probe(path: str, *, block: int = BLOCK, depth: int = DEPTH, reads: int = 2048,
+def probe(path: str, *, block: int | None = None, depth: int = DEPTH, reads: int = 2048,
           seed: int = 0, direct: bool = True, uring: bool = True) -> float:
     """Random ``block``-sized aligned reads a second that ``path``'s device answers with
     ``depth`` requests in flight (``reads`` of them, at uniformly random blocks of the file:
     ``O_DIRECT``, so the page cache does not answer; buffered where the file system has no
     ``O_DIRECT``, and then only a cold cache measures the device)."""
+    block = logical_block(path) if block is None else block
     fd, _ = _open(path, direct)
     try:
         nblocks = max(1, os.fstat(fd).st_size // block)
@@ -276,7 +295,7 @@ def probe(path: str, *, block: int = BLOCK, depth: int = DEPTH, reads: int = 204
         os.close(fd)
 
 
-def probe_sweep(path: str, *, block: int = BLOCK,
+def probe_sweep(path: str, *, block: int | None = None,
                 depths: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128),
                 reads: int = 4096, direct: bool = True) -> dict[int, float]:
     """:func:`probe` at each queue depth (a new random set of blocks each, so none is cached

@@ -37,8 +37,9 @@ class CacheConfig(Options):
     disk: bool | None = None
     #: requests the disk tier keeps in flight
     disk_depth: int = 64
-    #: bytes of one disk read (a multiple of 512)
-    disk_block: int = 4096
+    #: the disk tier's block in bytes (a multiple of 512; null: the device's logical block
+    #: size, its smallest direct read)
+    disk_block: int | None = None
     #: memory a rank may hold of the features (bytes or "8GiB"); null: dataset.memory_budget,
     #: else the host's memory
     memory_budget: str | None = None
@@ -61,7 +62,7 @@ class CacheConfig(Options):
         require_range("cache.reserve", self.reserve, 0, 1)
         require_range("cache.disk_depth", self.disk_depth, 1, 1025,
                       note=" (disk reads in flight)")
-        if self.disk_block < 512 or self.disk_block % 512:
+        if self.disk_block is not None and (self.disk_block < 512 or self.disk_block % 512):
             raise ConfigError(f"cache.disk_block must be a positive multiple of 512 bytes, "
                               f"got {self.disk_block}")
         require_range("cache.disk_ahead", self.disk_ahead, 0, 65, note=" (steps read ahead)")

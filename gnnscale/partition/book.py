@@ -148,8 +148,6 @@ class PartitionBook:
 
     def report(self) -> str:
         """The book's quality figures in a few lines."""
-        from gnnscale.partition.quality import format_table
-
         return format_table(self.quality)
 
     # ---- persistence ----------------------------------------------------------------------
@@ -282,3 +280,41 @@ def _split_keys(keys: torch.Tensor, n: int, num_parts: int) -> tuple[torch.Tenso
     ptr = torch.zeros(num_parts + 1, dtype=torch.int64)
     ptr[1:] = torch.cumsum(torch.bincount(keys // n, minlength=num_parts), 0)
     return keys % n, ptr
+
+
+#: the summary figures of :func:`format_table`, in its order
+SUMMARY_KEYS = (
+    "local_edge_ratio", "edge_cut_fraction", "replication_factor", "balance_vertices",
+    "balance_edges", "balance_train", "partners_max", "partners_mean", "time_s",
+)
+
+
+def _fmt(v: object) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4f}"
+    return str(v)
+
+
+def format_table(q: dict) -> str:
+    """The summary figures, then one row per part."""
+    head = f"partition quality: {q.get('kind')}, {q.get('num_parts')} parts"
+    if q.get("partitioner"):
+        head += f", partitioner {q['partitioner']}"
+    lines = [head]
+    lines += [f"  {k:<20} {_fmt(q.get(k))}" for k in SUMMARY_KEYS]
+    if "masters" in q:  # a vertex-cut: its masters read as an edge-cut
+        lines.append(f"  masters ({q['masters']}) as an edge-cut: replication_factor "
+                     f"{_fmt(q.get('masters_replication_factor'))}, local_edge_ratio "
+                     f"{_fmt(q.get('masters_local_edge_ratio'))}")
+    if q.get("balance_per_type"):
+        lines.append("  balance per node type: " + ", ".join(
+            f"{t} {_fmt(b)}" for t, b in q["balance_per_type"].items()))
+    per = q.get("per_part") or {}
+    cols = [c for c in ("vertices", "edges", "train", "mirrors", "partners") if per.get(c)]
+    if cols:
+        lines.append("  " + f"{'part':>5}" + "".join(f"{c:>12}" for c in cols))
+        for i in range(q["num_parts"]):
+            lines.append("  " + f"{i:>5}" + "".join(f"{per[c][i]:>12}" for c in cols))
+    return "\n".join(lines)

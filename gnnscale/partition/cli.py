@@ -19,6 +19,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 from gnnscale import registry
 
@@ -39,7 +40,7 @@ def run(cfg, log: Callable[[str], None] = print, parts: int | None = None):
     there. Returns the book."""
     from omegaconf import OmegaConf
 
-    from gnnscale.partition import get_partition
+    from gnnscale.partition.store import get_partition
 
     registry.load_all()
     graph = registry.build(cfg.dataset).load()
@@ -56,7 +57,9 @@ def run(cfg, log: Callable[[str], None] = print, parts: int | None = None):
     if cfg.get("parts", None):
         from gnnscale.partition.parts import write_layout
 
-        node = lambda c: OmegaConf.to_container(c, resolve=True, enum_to_str=True)  # noqa: E731
+        def node(c: Any) -> dict:  # a config node (a mapping) as plain values
+            return cast(dict, OmegaConf.to_container(c, resolve=True, enum_to_str=True))
+
         write_layout(graph, book, str(cfg.parts), node(cfg.dataset), node(cfg.partitioner),
                      log=log)
     return book
@@ -67,11 +70,9 @@ def compose(overrides: list[str]):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from gnnscale.runner.cli import CONFIGS
-
     fixed = [f"++{o}" if o.split("=", 1)[0] in EXTRA_KEYS else o for o in overrides]
     registry.load_all()
-    with initialize_config_dir(str(CONFIGS), version_base=None):
+    with initialize_config_dir(str(registry.CONFIGS), version_base=None):
         return hydra_compose(config_name="config", overrides=fixed)
 
 

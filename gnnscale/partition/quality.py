@@ -1,4 +1,5 @@
-"""Quality figures of a partition book, and their table.
+"""Quality figures of a partition book (their table is the book's own:
+:meth:`~gnnscale.partition.book.PartitionBook.report`).
 
 An edge is *local* when its part owns (is the master of) both endpoints; the edge-cut fraction
 is the rest. The replication factor is the mean number of parts holding a copy of a vertex
@@ -16,11 +17,6 @@ import torch
 from gnnscale.data.graph import GraphStore
 from gnnscale.partition._graph import edge_dst, edge_src, type_offsets
 from gnnscale.partition.book import PartitionBook
-
-SUMMARY_KEYS = (
-    "local_edge_ratio", "edge_cut_fraction", "replication_factor", "balance_vertices",
-    "balance_edges", "balance_train", "partners_max", "partners_mean", "time_s",
-)
 
 
 def balance(counts: torch.Tensor) -> float | None:
@@ -95,34 +91,3 @@ def type_balance(graph: GraphStore, book: PartitionBook) -> dict:
     worst = [b for b in per_type.values() if b is not None]
     return {"balance_per_type": per_type, "balance_types_max": max(worst) if worst else None,
             "vertices_per_type": per_part}
-
-
-def _fmt(v: object) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.4f}"
-    return str(v)
-
-
-def format_table(q: dict) -> str:
-    """The summary figures, then one row per part."""
-    head = f"partition quality: {q.get('kind')}, {q.get('num_parts')} parts"
-    if q.get("partitioner"):
-        head += f", partitioner {q['partitioner']}"
-    lines = [head]
-    lines += [f"  {k:<20} {_fmt(q.get(k))}" for k in SUMMARY_KEYS]
-    if "masters" in q:  # a vertex-cut: its masters read as an edge-cut
-        lines.append(f"  masters ({q['masters']}) as an edge-cut: replication_factor "
-                     f"{_fmt(q.get('masters_replication_factor'))}, local_edge_ratio "
-                     f"{_fmt(q.get('masters_local_edge_ratio'))}")
-    if q.get("balance_per_type"):
-        lines.append("  balance per node type: " + ", ".join(
-            f"{t} {_fmt(b)}" for t, b in q["balance_per_type"].items()))
-    per = q.get("per_part") or {}
-    cols = [c for c in ("vertices", "edges", "train", "mirrors", "partners") if per.get(c)]
-    if cols:
-        lines.append("  " + f"{'part':>5}" + "".join(f"{c:>12}" for c in cols))
-        for i in range(q["num_parts"]):
-            lines.append("  " + f"{i:>5}" + "".join(f"{per[c][i]:>12}" for c in cols))
-    return "\n".join(lines)

@@ -37,6 +37,7 @@ import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -58,14 +59,13 @@ from gnnscale.partition.layout import (
     partitioner_name,
     read_part,
 )
-from gnnscale.partition.parts import (
+from gnnscale.partition.part_files import (
     PartGraph,
-    PartLayout,
     RowView,
-    _save_arrays,
-    _write_info,
     check_writable,
+    save_arrays,
     with_rows,
+    write_info,
 )
 
 #: the directions of master/mirror traffic, as the mirror lists name them
@@ -86,11 +86,18 @@ def mirror_keys(holder: torch.Tensor, end: torch.Tensor, master: torch.Tensor,
     return torch.unique(holder[away] * n + end[away])
 
 
+def edge_part(book: PartitionBook) -> torch.Tensor:
+    """The part of every edge (CSC order) of the vertex-cut ``book``."""
+    if book.edge_part is None:
+        raise ValueError(f"a vertex-cut layout needs a vertex-cut book, got a {book.kind} one")
+    return book.edge_part
+
+
 def vc_part_arrays(graph: GraphStore, book: PartitionBook, q: int,
                    keys: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
     """Part ``q``'s arrays (module docstring); ``keys`` every direction's mirror keys."""
     n, master = graph.num_nodes, book.part
-    eids = (book.edge_part == q).nonzero().flatten()
+    eids = (edge_part(book) == q).nonzero().flatten()
     src, dst = graph.indices[eids].long(), _dst(graph)[eids]
     targets, counts = torch.unique_consecutive(dst, return_counts=True)
     indptr = torch.zeros(targets.numel() + 1, dtype=torch.int64)
@@ -125,13 +132,13 @@ def write_vc_layout(graph: GraphStore, book: PartitionBook, out: str | os.PathLi
             ids = getattr(graph, split)
             if ids is not None:
                 glob[split] = ids.long().numpy()
-        arrays = _save_arrays(tmp, glob)
+        arrays = save_arrays(tmp, glob)
         # the book without edge_part: every part's edges are in its own folder
         PartitionBook(k, book.kind, book.part, book.mirror_ids, book.mirror_ptr,
                       edge_part=torch.zeros(0, dtype=torch.int64), quality=book.quality,
                       meta={**book.meta, "edge_part": "in each part's folder"}
                       ).save(tmp / BOOK_DIR)
-        ep, src = book.edge_part.long(), edge_src(graph)
+        ep, src = edge_part(book).long(), edge_src(graph)
         keys = {"bcast": mirror_keys(ep, src, book.part, n),
                 "reduce": mirror_keys(ep, _dst(graph), book.part, n)}
         del ep, src
@@ -139,15 +146,15 @@ def write_vc_layout(graph: GraphStore, book: PartitionBook, out: str | os.PathLi
         parts, sizes = [], []
         for q in range(k):  # one part at a time: gathered, written, dropped
             folder = part_dir(tmp, q)
-            listed = _save_arrays(folder, vc_part_arrays(graph, book, q, keys))
-            info = _write_info(folder, {"format": LAYOUT_FORMAT, "part": q, **identity,
+            listed = save_arrays(folder, vc_part_arrays(graph, book, q, keys))
+            info = write_info(folder, {"format": LAYOUT_FORMAT, "part": q, **identity,
                                         "kind": book.kind, "sync": sync,
                                         "num_owned": listed["masters"]["shape"][0],
                                         "num_edges": listed["indices"]["shape"][0],
                                         "arrays": listed}, PART_FILE)
             parts.append(info["checksum"])
             sizes.append(sum(f.stat().st_size for f in folder.iterdir()))
-        layout = _write_info(tmp, {
+        layout = write_info(tmp, {
             "format": LAYOUT_FORMAT, **identity, "kind": book.kind,
             "partitioner_config": partitioner, "dataset": dataset_identity(dataset),
             "graph": {"name": graph.name, "num_nodes": n, "num_edges": graph.num_edges,
@@ -177,11 +184,15 @@ class VertexCutPart(PartGraph):
 
     def global_edge_ids(self) -> torch.Tensor:
         """The whole graph's edge id (CSC position) of every held edge, in held order."""
+        if self.edge_ids is None:
+            raise ValueError(f"part {self.part} of {self.meta.get('parts')} was opened "
+                             "without its edge ids")
         return self.edge_ids
 
 
-def open_vc_part(layout: PartLayout, part: int) -> VertexCutPart:
-    """Part ``part`` of the vertex-cut layout ``layout`` as a :class:`VertexCutPart` (only the
+def open_vc_part(layout: Any, part: int) -> VertexCutPart:
+    """Part ``part`` of the vertex-cut layout ``layout`` (a
+    :class:`~gnnscale.partition.parts.PartLayout`) as a :class:`VertexCutPart` (only the
     global arrays and its folder read)."""
     info = layout.info
     folder = part_dir(layout.root, part)
@@ -200,7 +211,7 @@ def open_vc_part(layout: PartLayout, part: int) -> VertexCutPart:
     indptr[own["targets"] + 1] = own["indptr"][1:] - own["indptr"][:-1]
     indptr = torch.cumsum(indptr, 0)
     where = f"part {part} of {layout.root}"
-    views = {k: RowView(own[k], own[held], n, what, where)
+    views: dict[str, Any] = {k: RowView(own[k], own[held], n, what, where)
              for k, held, what in (("x", "read", "feature"), ("y", "masters", "label"))
              if k in own}
     return VertexCutPart(

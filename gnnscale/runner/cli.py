@@ -26,14 +26,13 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gnnscale.errors import ConfigError, UserError
+from gnnscale.registry import CONFIGS
 
-#: The folder of the config groups (``configs/<group>/<option>.yaml``).
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 #: Hydra's flags that take the next argument as their value.
 _VALUED = {"-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir", "-c", "--cfg",
            "-p", "--package", "--experimental-rerun", "-sc", "--shell-completion"}
@@ -125,7 +124,7 @@ def _job_config(cfg: DictConfig, num: int) -> DictConfig:
         cfg.hydra.runtime.output_dir = str(Path(str(cfg.hydra.sweep.dir)).absolute()
                                            / str(cfg.hydra.sweep.subdir))
     HydraConfig.instance().set_config(cfg)
-    job = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    job = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=False)))
     with open_dict(job):
         job.pop("hydra")
         job.run_dir = cfg.hydra.runtime.output_dir

@@ -23,7 +23,8 @@ from gnnscale.distributed.threads import quiet_waits
 from gnnscale.errors import ConfigError
 from gnnscale.runner.phases import LAUNCH_ENV, Phases
 from gnnscale.runner.runlock import run_folder_lock
-from gnnscale.runner.validate import strategy_class, validate
+from gnnscale.runner.prepare import prepare_data
+from gnnscale.runner.validate import check_config, strategy_class, validate_data
 from gnnscale.strategies.config import declared
 
 
@@ -51,7 +52,9 @@ def run(cfg: DictConfig) -> dict:
     """Train as ``cfg`` says; returns rank 0's results (summary, per-epoch history, config,
     and ``startup``: seconds per phase of the launcher and of rank 0).
 
-    Every check runs first (:func:`~gnnscale.runner.validate.validate`); then the run folder
+    Every check runs first (:func:`~gnnscale.runner.validate.validate`'s two halves, with the
+    launcher's own data step between them: :func:`~gnnscale.runner.prepare.prepare_data`
+    writes a missing part layout before the data checks read it); then the run folder
     is locked for the run (:mod:`~gnnscale.runner.runlock`: a second run given it is refused,
     naming the holder; torchrun's rank 0 holds it for its ranks); a meta strategy (``auto``)
     then runs concrete configs through this same function."""
@@ -60,7 +63,9 @@ def run(cfg: DictConfig) -> dict:
     registry.load_all()
     torchrun_world(cfg)
     with phases.time("validate"):
-        settled = validate(cfg)
+        settled = check_config(cfg)
+        prepare_data(cfg)  # a missing part layout, written before the data checks read it
+        validate_data(cfg)
     run_dir = Path(str(cfg.run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
     leader = not under_torchrun() or os.environ.get("RANK") == "0"

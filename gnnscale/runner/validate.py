@@ -13,14 +13,16 @@ once, and is checked on the prepared graph. Only a strategy whose schema asks fo
 (``checks_built``) gets the loaded graph and built components. A run given a partitioned
 layout (``parts=DIR``) reads its metadata from the layout instead, after the layout's checks
 (:func:`gnnscale.partition.layout.check_run`: the strategy can train from parts, the layout is
-this run's, every part this process's ranks read is there and of one partitioning).
+this run's, every part this process's ranks read is there and of one partitioning). A layout
+missing on a single-host launch is written before these checks by the launcher's own step
+(:func:`gnnscale.runner.prepare.prepare_data`), never by them.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import fields, is_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, open_dict
 
@@ -29,6 +31,9 @@ from gnnscale.data.metadata import DatasetMeta
 from gnnscale.errors import ConfigError, UserError
 from gnnscale.strategies.config import Checked, StrategyConfig, declared, partition_kind
 from gnnscale.tasks.config import TaskConfig, declared_task
+
+if TYPE_CHECKING:
+    from gnnscale.strategies.base import Strategy
 
 #: The largest ``seed``: numpy's legacy generators and 64-bit RNG counters mixed with it.
 MAX_SEED = 2**32 - 1
@@ -101,7 +106,7 @@ def group_options(group: str, decl: type[StrategyConfig] | type[TaskConfig],
     key the class has no field for is refused (an option's yaml outside gnnscale is not typed
     by Hydra)."""
     names = {f.name for f in fields(decl)} if is_dataclass(decl) else {"_target_"}
-    unknown = sorted(k for k in node or () if k not in names)
+    unknown = sorted(str(k) for k in node or () if k not in names)
     if unknown:
         raise ConfigError(f"{group}.{unknown[0]} is not an option of {group}={decl.name} "
                           f"(its options: {sorted(names - {'_target_'})})")
@@ -135,7 +140,7 @@ def check_unused_cache_budget(cfg: DictConfig) -> None:
                   "is cached)", flush=True)
 
 
-def strategy_class(cfg: DictConfig) -> type:
+def strategy_class(cfg: DictConfig) -> type[Strategy]:
     """The strategy class ``cfg.strategy._target_`` names (imports it: torch)."""
     from hydra.utils import get_object
 
@@ -183,6 +188,9 @@ def check_dataset(cfg: DictConfig, built: Checked,
     strategy's schema asks for them, those on the loaded graph and built components."""
     decl = decl or declared(cfg.strategy)
     graph, world = built.graph, cfg.dist.world_size
+    if graph is None:
+        raise ValueError("check_dataset reads the dataset's metadata: build its Checked with "
+                         "it (Checked.build(cfg, meta))")
     if graph.num_nodes < world:
         raise ConfigError(f"dataset {graph.name} has {graph.num_nodes} vertices, fewer than "
                           f"dist.world_size={world} ranks: use at most {graph.num_nodes} ranks")
@@ -200,15 +208,24 @@ def check_data(cfg: DictConfig, graph: Any) -> None:
 
 def validate(cfg: DictConfig) -> dict[str, Any]:
     """The one validation pass, in the launcher before any rank starts: everything the config
-    decides (torch-free), then the dataset's metadata (processed here once when needed) and
-    the checks that read it. Returns the model options the strategy settled
-    (:func:`settle_model`)."""
+    decides (:func:`check_config`, torch-free), then the checks that read the data
+    (:func:`validate_data`). Returns the model options the strategy settled
+    (:func:`settle_model`). It writes no part layout: that is the launcher's own step between
+    the two (:func:`gnnscale.runner.prepare.prepare_data`)."""
     settled = check_config(cfg)
+    validate_data(cfg)
+    return settled
+
+
+def validate_data(cfg: DictConfig) -> None:
+    """The checks that read the data of a checked ``cfg``: the dataset's metadata (processed
+    here once when needed; a task's derived data, link's edge split, prepared here once) or,
+    with ``parts=``, the layout's; then those on the loaded graph and built components."""
     decl = declared(cfg.strategy)
     if cfg.get("parts"):  # a partitioned layout: its metadata, its parts this process reads
         built = Checked.build(cfg, parts_meta(cfg, Checked.build(cfg)))
     elif decl.meta:  # each candidate is validated alone when profiled
-        return settled
+        return
     elif declared_task(cfg).derives_data:  # e.g. link's edge split: processed once, here
         graph = prepare_task(cfg, open_dataset(cfg))
         built = Checked.build(cfg, graph)
@@ -221,7 +238,6 @@ def validate(cfg: DictConfig) -> dict[str, Any]:
 
         check_graph(cfg, built.graph)
     check_dataset(cfg, built, decl)
-    return settled
 
 
 #: the sampling strategies that train from parts= (the whole topology, their own feature rows,
@@ -270,8 +286,6 @@ def parts_meta(cfg: DictConfig, built: Checked) -> DatasetMeta:
     problem = parts_problem(cfg, built)
     if problem:
         raise ConfigError(problem)
-    if not under_torchrun():
-        write_missing_layout(cfg)
     ranks = [int(os.environ["RANK"])] if under_torchrun() else \
         list(range(int(cfg.dist.world_size)))
     meta = check_run(cfg, ranks)
@@ -280,28 +294,6 @@ def parts_meta(cfg: DictConfig, built: Checked) -> DatasetMeta:
                           f"part, but strategy={declared(cfg.strategy).name} samples any edge: "
                           "drop parts= to train a graph with edge features by sampling")
     return meta
-
-
-def write_missing_layout(cfg: DictConfig) -> bool:
-    """On a single-host launch, write the layout ``cfg.parts`` names when there is none yet
-    (a missing or empty folder): the run's dataset cut by its partitioner into one part per
-    rank, as ``python -m gnnscale.partition`` with the run's overrides writes it. True when
-    written. Under torchrun every host must be given its folders (each host's processes
-    would write their own copies), so a missing layout is refused there by the checks."""
-    from pathlib import Path
-
-    from gnnscale.partition.layout import LAYOUT_FILE
-
-    root = Path(os.path.expanduser(str(cfg.parts)))
-    if (root / LAYOUT_FILE).is_file() or (root.is_dir() and any(root.iterdir())):
-        return False
-    from gnnscale.partition.cli import run as partition
-
-    world = int(cfg.dist.world_size)
-    print(f"parts={root} holds no layout yet: partitioning the dataset into {world} parts "
-          "there first (python -m gnnscale.partition with this run's overrides)", flush=True)
-    partition(cfg, log=lambda _m: None, parts=world)
-    return True
 
 
 def prepare_task(cfg: DictConfig, graph: Any) -> Any:
