@@ -314,6 +314,13 @@ class Run:
         return self.results["history"]
 
     @property
+def torch_module() -> type:
+    """``torch.nn.Module`` (imported when a run's model is)."""
+    from torch import nn
+
+    return nn.Module
+
+
     def metrics(self) -> dict:
         """The last epoch's metrics."""
         return self.history[-1] if self.history else {}
@@ -336,27 +343,44 @@ class Run:
 
     @property
     def model(self) -> Any:
-        """The trained model (with the task's head), on the CPU, in eval mode."""
-        return self._loaded.model
+        """The trained model, on the CPU, in eval mode, callable as a PyG model:
+        ``run.model(x, edge_index)`` on a graph that fits memory gives every node's output. A
+        ``model=custom`` run's is your own class with the trained weights; a built-in model's
+        is gnnscale's (with the task's head), which also takes sampled blocks."""
+        model = self._loaded.model
+        net = getattr(model, "net", None)
+        return net if isinstance(net, torch_module()) else model
 
     @property
     def graph(self) -> Any:
         """The graph it trained on, as its task prepared it (link: the message graph)."""
         return self._loaded.graph
 
-    def embed(self, out: str | os.PathLike | None = None, layer: int = -1,
+    def embed(self, out: str | os.PathLike | None = None, layer: int | None = None,
               format: str = "npy", world_size: int = 1, batch_size: int = 4096,
-              progress: bool | None = None) -> dict:
-        """Every node's layer-``layer`` rows, written to ``out`` (default
-        ``<run_dir>/embeddings.<format>``) keyed by the user's ids; returns where, the shape
-        and the seconds (see :func:`gnnscale.runner.embed.embed`)."""
+              progress: bool | None = None) -> Any:
+        """Every node's rows after layer ``layer`` (0-based; default the last hidden layer,
+        ``-1`` the output). Without ``out``: ``(rows, ids)``, numpy arrays in node order (the
+        user's ids when the dataset stores them; a typed graph: ``{node_type: (rows, ids)}``),
+        nothing written to the run folder. With ``out``: written there keyed by the ids;
+        returns where, the shape and the seconds (see :func:`gnnscale.runner.embed.embed`)."""
+        import numpy as np
+
         from gnnscale.runner.embed import embed
         from gnnscale.runner.outputs import show_progress
 
         with _as_caller_had_it():
-            return embed(str(self.run_dir), None if out is None else str(out), layer,
-                         world_size, batch_size, show_progress(progress), self.data_root,
-                         format)
+            if out is not None:
+                return embed(str(self.run_dir), str(out), layer, world_size, batch_size,
+                             show_progress(progress), self.data_root, format)
+            with tempfile.TemporaryDirectory(prefix="gnnscale-embed-") as tmp:
+                got = embed(str(self.run_dir), str(Path(tmp) / "embeddings.npy"), layer,
+                            world_size, batch_size, show_progress(progress), self.data_root,
+                            "npy")
+                if got.get("per_type"):
+                    return {t: (np.load(e["path"]), np.load(e["ids"], allow_pickle=False))
+                            for t, e in got["per_type"].items()}
+                return np.load(got["path"]), np.load(got["ids"], allow_pickle=False)
 
     def predict(self, out: str | os.PathLike | None = None, format: str = "parquet",
                 split: str = "all", pairs: Any = None, top_k: int = 0, sources: Any = None,
@@ -370,3 +394,6 @@ class Run:
         with _as_caller_had_it():
             return predict_loaded(self._loaded, out, format, split, pairs, top_k, sources,
                                   batch_size, progress=progress, **chunks)
+        if layer is None:  # the last hidden layer (the only one of a 1-layer model)
+            layers = int(self.config.model.get("num_layers") or 1)
+            layer = max(layers - 2, 0)

@@ -9,7 +9,7 @@ from tests import _factored_fns, _offload_fns, _split_fns
 from tests import _fullgraph_fns as F
 
 LAYER_WISE = ("user_graphconv", "user_gatv2", "user_resgin")
-WHOLE_GRAPH = ("user_tutorial",)
+WHOLE_GRAPH = ("user_centered",)
 
 
 def edge_cut_part(world: int) -> torch.Tensor:

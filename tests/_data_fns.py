@@ -21,7 +21,8 @@ STEPS = 3
 
 
 #: models that read edge features: make_graph(edge_dim=EDGE_DIM) gives them a graph that has
-EDGE_MODELS = ("gat_edge", "gine", "user_gatv2edge")
+EDGE_MODELS = ("gat_edge", "gine", "user_gatv2edge", "user_t_transformer_e", "user_t_gine",
+               "user_t_gatv2e")
 EDGE_DIM = 3
 
 
@@ -52,8 +53,10 @@ def make_model(graph: GraphStore, name: str = "sage") -> torch.nn.Module:
     if name.startswith("user_"):
         from tests import _user_models
 
-        return _user_models.wrap(name, graph.num_features, graph.num_classes, len(FANOUTS),
-                                 edge_dim=EDGE_DIM if name in EDGE_MODELS else None)
+        model = _user_models.wrap(name, graph.num_features, graph.num_classes, len(FANOUTS),
+                                  edge_dim=EDGE_DIM if name in EDGE_MODELS else None)
+        model.bind_graph(graph)  # a traced GCNConv's degrees (as build_model binds them)
+        return model
     if name == "gat_edge":
         from gnnscale.models.gat import GAT
 

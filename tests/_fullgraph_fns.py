@@ -49,8 +49,10 @@ def make_model(name: str, graph: GraphStore, dropout: float = 0.5):
     user's own model of tests/_user_models.py (model=custom)."""
     torch.manual_seed(5)
     if name.startswith("user_"):  # a user's own model (model=custom), tests/_user_models.py
-        return _user_models.wrap(name, graph.num_features, graph.num_classes, LAYERS,
-                                 dropout=dropout, input_dropout=dropout / 2)
+        model = _user_models.wrap(name, graph.num_features, graph.num_classes, LAYERS,
+                                  dropout=dropout, input_dropout=dropout / 2)
+        model.bind_graph(graph)  # a traced GCNConv's degrees (as build_model binds them)
+        return model
     kw = dict(hidden=8, num_layers=LAYERS, dropout=dropout, input_dropout=dropout / 2)
     if name.endswith("_res"):
         name = name[: -len("_res")]

@@ -2,8 +2,9 @@
 
 The layer-wise ones follow the contract of docs/bring-your-own-model.md (a ``convs``
 ModuleList and a vertex-wise ``between``); their own ``forward(x, edge_index)`` is what a user
-runs without gnnscale (``GATv2EdgeNet``'s also takes ``edge_attr``). ``TutorialGCN`` is a
-whole-graph-only model (two named convs, no list).
+runs without gnnscale (``GATv2EdgeNet``'s also takes ``edge_attr``). ``TutorialGCN`` is
+traced into stages (two named convs); ``CenteredGCN`` is whole-graph-only (it mixes rows
+outside message passing).
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ class ResGIN(nn.Module):
 
 
 class TutorialGCN(nn.Module):
-    """The PyG tutorial's two-layer GCN: whole-graph-only (named convs, no list)."""
+    """The PyG tutorial's two-layer GCN (two named convs): traced into stages."""
 
     def __init__(self, in_channels: int, out_channels: int, hidden: int = 16) -> None:
         super().__init__()
@@ -112,6 +113,15 @@ class TutorialGCN(nn.Module):
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         return self.conv2(F.relu(self.conv1(x, edge_index)), edge_index)
+
+
+class CenteredGCN(TutorialGCN):
+    """TutorialGCN centring its hidden rows on the graph's mean: a step that mixes rows
+    outside message passing, so it cannot be staged (whole-graph-only)."""
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        h = F.relu(self.conv1(x, edge_index))
+        return self.conv2(h - h.mean(dim=0, keepdim=True), edge_index)
 
 
 class BatchNormGIN(ResGIN):
@@ -126,7 +136,30 @@ class BatchNormGIN(ResGIN):
 LAYER_WISE = {"graphconv": GraphConvNet, "gatv2": GATv2Net, "resgin": ResGIN}
 #: layer-wise models that read edge features (data and factored on graphs that have them)
 EDGE_READING = {"gatv2edge": GATv2EdgeNet}
-WHOLE_GRAPH = {"tutorial": TutorialGCN}
+WHOLE_GRAPH = {"centered": CenteredGCN}
+#: models users have, unmodified (examples/models.py and PyG's own classes), which gnnscale
+#: traces into stages (gnnscale/models/trace.py): key -> (model.target, model.kwargs); their
+#: own dropout (p=0.5) is kept and keyed
+PYG = "torch_geometric.nn.models"
+TRACED = {
+    "t_sage": (f"{PYG}.GraphSAGE", {"hidden_channels": 8, "dropout": 0.5}),
+    "t_sage_cat": (f"{PYG}.GraphSAGE", {"hidden_channels": 8, "dropout": 0.5, "jk": "cat"}),
+    "t_sage_max": (f"{PYG}.GraphSAGE", {"hidden_channels": 8, "dropout": 0.5, "jk": "max"}),
+    "t_sage_lstm": (f"{PYG}.GraphSAGE", {"hidden_channels": 8, "dropout": 0.5, "jk": "lstm"}),
+    "t_gcn_last": (f"{PYG}.GCN", {"hidden_channels": 8, "dropout": 0.5, "jk": "last"}),
+    "t_gin": (f"{PYG}.GIN", {"hidden_channels": 8, "dropout": 0.5}),
+    "t_gat": (f"{PYG}.GAT", {"hidden_channels": 4, "heads": 2}),  # attention dropout: 0
+    "t_sagejk": ("examples.models.SAGEJK", {"hidden": 8, "dropout": 0.5}),
+    "t_gcnskip": ("examples.models.GCNSkip", {"hidden": 8, "dropout": 0.5}),
+    "t_sageskip": ("examples.models.SAGESkip", {"hidden": 8, "dropout": 0.5}),
+    "t_transformer": ("examples.models.Transformer", {"hidden": 4}),
+}
+#: traced models that read edge features (given ``edge_dim``; GATv2Edge has two named convs)
+TRACED_EDGES = {
+    "t_transformer_e": ("examples.models.Transformer", {"hidden": 4}),
+    "t_gine": ("examples.models.GINE", {"hidden": 8}),
+    "t_gatv2e": ("examples.models.GATv2Edge", {"hidden": 4}),
+}
 
 
 def wrap(name: str, in_channels: int, out_channels: int, num_layers: int,
@@ -138,8 +171,20 @@ def wrap(name: str, in_channels: int, out_channels: int, num_layers: int,
     from gnnscale.models.custom import Custom
 
     key = name.removeprefix("user_")
+    if key in TRACED or key in TRACED_EDGES:  # its own dropout, keyed; model.dropout 0
+        target, kwargs = {**TRACED, **TRACED_EDGES}[key]
+        kwargs = dict(kwargs)
+        if "dropout" in kwargs:
+            kwargs["dropout"] = dropout
+        if key != "t_gatv2e":
+            kwargs["num_layers"] = num_layers
+        if edge_dim is not None:
+            kwargs["edge_dim"] = edge_dim
+        return Custom(in_channels, out_channels, target=target, kwargs=kwargs,
+                      input_dropout=input_dropout)
     if key in WHOLE_GRAPH:  # its forward reads two hops
-        return Custom(in_channels, out_channels, target=f"{__name__}.TutorialGCN",
+        return Custom(in_channels, out_channels,
+                      target=f"{__name__}.{WHOLE_GRAPH[key].__name__}",
                       num_layers=2, input_dropout=input_dropout)
     cls = LAYER_WISE[key] if key in LAYER_WISE else EDGE_READING[key]
     kwargs = {"num_layers": num_layers}

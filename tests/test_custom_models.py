@@ -14,7 +14,7 @@ from tests import _fullgraph_fns as F
 from tests._train import make_cfg
 
 USER = "model=custom"
-TUTORIAL = (USER, "model.target=tests._user_models.TutorialGCN", "model.num_layers=2")
+TUTORIAL = (USER, "model.target=tests._user_models.CenteredGCN", "model.num_layers=2")
 GRAPHCONV = (USER, "model.target=tests._user_models.GraphConvNet", "+model.kwargs.hidden=8")
 BASE = ("dataset=synthetic", "dataset.preset=tiny", "sampler.fanouts=[5,5]", "dist.world_size=2")
 
@@ -49,7 +49,7 @@ def test_a_whole_graph_model_runs_on_the_union_of_the_sample_targets_first():
     from gnnscale.sampling.neighbor import NeighborSampler
 
     graph = F.make_graph()
-    model = _user_models.wrap("tutorial", graph.num_features, graph.num_classes, 2)
+    model = _user_models.wrap("centered", graph.num_features, graph.num_classes, 2)
     assert not model.layer_wise
     mb = NeighborSampler([4, 3]).sample(graph, torch.arange(10), 0)
     edges = sample_edges(mb.blocks)
@@ -71,7 +71,7 @@ def test_a_whole_graph_model_runs_on_the_union_of_the_sample_targets_first():
      "cannot be built with in_channels"),
     ({"target": "tests._user_models.GraphConvNet", "kwargs": {"in_channels": 3}},
      "model.kwargs.in_channels"),
-    ({"target": "tests._user_models.TutorialGCN"}, "set model.num_layers"),
+    ({"target": "tests._user_models.CenteredGCN"}, "set model.num_layers"),
     ({"target": "tests._user_models.GraphConvNet", "num_layers": 3}, "has 2 convs"),
 ])
 def test_a_module_that_breaks_the_contract_is_named_in_one_line(options, match):
@@ -85,7 +85,7 @@ def test_a_module_that_breaks_the_contract_is_named_in_one_line(options, match):
 @pytest.mark.parametrize("overrides,match", [
     ((*GRAPHCONV, "sampler=random_walk", "sampler.num_layers=2"), "not given the edge weights"),
     ((*TUTORIAL, "strategy=split"), "strategy=split runs the model one conv at a time"),
-    ((*TUTORIAL, "strategy=fullgraph"), "TutorialGCN is whole-graph-only"),
+    ((*TUTORIAL, "strategy=fullgraph"), "CenteredGCN is whole-graph-only"),
     ((*TUTORIAL, "strategy=offload"), "use strategy=data or strategy=factored"),
     ((USER, "model.target=tests._user_models.BatchNormGIN", "strategy=fullgraph"),
      "norms.0 normalises over the rows"),
@@ -147,8 +147,8 @@ def test_factored_on_one_process_equals_the_reference_whole_graph_model():
     from gnnscale.distributed.topology import Topology
 
     cpu1 = Topology(0, 1, 0, 1, torch.device("cpu"))
-    out = _factored_fns.train_one_epoch(cpu1, "factored", "auto", model="user_tutorial")
-    _matches(out, _factored_fns.reference_epoch(1, model="user_tutorial"), 0)
+    out = _factored_fns.train_one_epoch(cpu1, "factored", "auto", model="user_centered")
+    _matches(out, _factored_fns.reference_epoch(1, model="user_centered"), 0)
 
 
 @pytest.mark.slow

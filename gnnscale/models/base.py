@@ -391,15 +391,32 @@ class GNN(nn.Module):
         slices, exchanges or caches them); :meth:`forward` encodes first."""
         return x
 
-    def forward(self, x: Any, blocks: list[Block]) -> torch.Tensor:
+    def forward(self, x: Any, blocks: list[Block] | torch.Tensor,
+                edge_attr: torch.Tensor | None = None) -> torch.Tensor:
         """Every layer in turn on its block (``blocks`` input layer first); ``x`` holds layer 0's
-        sources (raw: :meth:`encode` runs first)."""
+        sources (raw: :meth:`encode` runs first). Called as a PyG model,
+        ``model(x, edge_index[, edge_attr])`` with the whole graph's ``edge_index``, it runs
+        :meth:`whole_graph`."""
+        if isinstance(blocks, torch.Tensor):
+            return self.whole_graph(x, blocks, edge_attr=edge_attr)
         if len(blocks) != self.num_layers:
             raise ValueError(f"got {len(blocks)} blocks for a {self.num_layers}-layer model")
         x = self.encode(x)
         for i, block in enumerate(blocks):
             x = self.layer(i, x, block)
         return x
+
+
+    def whole_graph(self, x: Any, edge_index: torch.Tensor, ids: torch.Tensor | None = None,
+                    edge_attr: torch.Tensor | None = None) -> torch.Tensor:
+        """Every vertex's output rows from the whole graph's ``edge_index`` (row ``v`` is
+        vertex ``v``; ``ids``: their global ids, default ``0..n-1``), each layer on the whole
+        graph as one block (``edge_attr``: its edge features, for a model that reads them)."""
+        n = x.shape[0] if isinstance(x, torch.Tensor) else int(edge_index.max()) + 1
+        device = edge_index.device
+        block = Block(edge_index, (n, n), ids if ids is not None else torch.arange(
+            n, device=device), edge_attr=edge_attr)
+        return self.forward(x, [block] * self.num_layers)
 
 
 def block_matrix(block: Block, w: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:

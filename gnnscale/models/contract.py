@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gnnscale.errors import ConfigError
@@ -58,6 +58,14 @@ class Contract:
     takes_size: tuple[bool, ...] = ()  #: per conv: whether its forward takes ``size=``
     #: per conv: whether it reads edge features (given ``edge_attr=`` the block's rows)
     reads_edges: tuple[bool, ...] = ()
+    #: the module's forward traced into stages (:mod:`gnnscale.models.trace`), None for the
+    #: explicit form (``convs`` + ``between``) and for a whole-graph-only module
+    staged: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def traced(self) -> bool:
+        """Whether the strategies run the module's own forward cut into stages."""
+        return self.staged is not None
 
 
 def _qualname(obj: Any) -> str:
@@ -118,47 +126,118 @@ def conv_width(conv: Any) -> int:
     return int(out)
 
 
-def describe(module: Any, in_channels: int | None = None) -> Contract:
+def describe(module: Any, in_channels: int | None = None,
+             edge_dim: int | None = None) -> Contract:
     """Read the contract of a built module (``in_channels``: its input width, for
-    :attr:`Contract.widths`; default the first conv's ``in_channels``)."""
+    :attr:`Contract.widths`; default the first conv's ``in_channels``; ``edge_dim``: the
+    width of the edge features its forward may read). The explicit form (``convs`` and
+    ``between``) is read as it is; any other module is traced into stages
+    (:func:`gnnscale.models.trace.stage`), or, where that is refused, whole-graph-only."""
     from torch import nn
-    from torch_geometric.nn import MessagePassing
 
     name = type(module).__name__
     if not isinstance(module, nn.Module):
         raise ConfigError(f"{_qualname(module)} is not a torch.nn.Module")
-    convs = getattr(module, "convs", None)
-    why = None
-    if not isinstance(convs, nn.ModuleList) or len(convs) == 0:
-        why = f"{name} has no convs ModuleList"
-    else:
-        bad = [i for i, c in enumerate(convs) if not isinstance(c, MessagePassing)]
-        if bad:
-            why = (f"{name}.convs[{bad[0]}] is a {type(convs[bad[0]]).__name__}, not a PyG "
-                   "MessagePassing conv")
-    between = callable(getattr(module, "between", None))
-    if not between and why is None:  # what its forward runs between convs is unknown
-        why = f"{name} has convs but no between(i, h, x)"
-    if between and why is None:
-        params = [p for p in inspect.signature(module.between).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        if len(params) != 3:
-            why = f"{name}.between must take (i, h, x), it takes {len(params)} arguments"
+    why = _why_not_explicit(module)
+    if why is None:
+        return _explicit(module, in_channels)
+    if not _takes_edge_index(module):
+        raise ConfigError(f"{name} is neither layer-wise ({why}) nor a model with "
+                          "forward(x, edge_index): see docs/bring-your-own-model.md")
+    from gnnscale.models.trace import NotStaged, stage
+
+    start = in_channels if in_channels is not None else _first_in(module)
+    try:
+        staged = stage(module, start, edge_dim if edge_dim is not None else _edge_dim(module))
+    except NotStaged as err:
+        return _whole_graph_only(module, str(err))
+    out = _prod(staged.shapes[staged.output])
     batch = _row_statistics(module)
-    layer_wise = why is None
-    if layer_wise:
-        first = getattr(convs[0], "in_channels", None)
-        start = in_channels if in_channels is not None else first
-        widths = [int(start) if isinstance(start, int) else -1,
-                  *(conv_width(c) for c in convs)]
+    if batch is not None:
+        no_layers = (f"{name}'s {batch} normalises over the rows a forward holds, which differ "
+                     "between the parts of a layer: use a row-wise norm (LayerNorm)")
     else:
-        widths = []
-        if not _takes_edge_index(module):
-            raise ConfigError(f"{name} is neither layer-wise ({why}) nor a whole-graph model "
-                              "with forward(x, edge_index): see docs/bring-your-own-model.md")
-    if not layer_wise:
-        no_layers = f"{name} is whole-graph-only ({why}; docs/bring-your-own-model.md)"
-    elif batch is not None:
+        drop = _conv_dropout(module)
+        no_layers = None if drop is None else (
+            f"{name}'s {drop} drops with torch's generator inside a conv, which ranks "
+            "computing the same vertex cannot agree on: set it to 0")
+    return Contract(name=name, layer_wise=True, why_not_layer_wise=None,
+                    num_layers=staged.num_layers, widths=staged.widths(start, out),
+                    batch_norm=batch is not None, has_between=False,
+                    why_not_layer_by_layer=no_layers,
+                    takes_size=tuple(False for _ in range(staged.num_layers)),
+                    reads_edges=staged.reads_edges(), staged=staged)
+
+
+def _prod(shape: tuple[int, ...]) -> int:
+    out = 1
+    for s in shape:
+        out *= int(s)
+    return out
+
+
+def _first_in(module: Any) -> int:
+    """The input width of the module's first conv (a probe width when unknown)."""
+    from torch_geometric.nn import MessagePassing
+
+    for sub in module.modules():
+        if isinstance(sub, MessagePassing):
+            width = getattr(sub, "in_channels", None)
+            width = width[0] if isinstance(width, (tuple, list)) else width
+            if isinstance(width, int) and width > 0:
+                return width
+    return PROBE_IN
+
+
+def _edge_dim(module: Any) -> int | None:
+    """The ``edge_dim`` one of the module's convs was built with, if any."""
+    for sub in module.modules():
+        dim = getattr(sub, "edge_dim", None)
+        if isinstance(dim, int) and not isinstance(dim, bool):
+            return dim
+    return None
+
+
+def _why_not_explicit(module: Any) -> str | None:
+    """None when the module has the explicit form (``convs`` of PyG convs and
+    ``between(i, h, x)``), else what it lacks."""
+    from torch import nn
+    from torch_geometric.nn import MessagePassing
+
+    name = type(module).__name__
+    convs = getattr(module, "convs", None)
+    if not isinstance(convs, nn.ModuleList) or len(convs) == 0:
+        return f"{name} has no convs ModuleList"
+    bad = [i for i, c in enumerate(convs) if not isinstance(c, MessagePassing)]
+    if bad:
+        return (f"{name}.convs[{bad[0]}] is a {type(convs[bad[0]]).__name__}, not a PyG "
+                "MessagePassing conv")
+    if not callable(getattr(module, "between", None)):
+        return f"{name} has convs but no between(i, h, x)"
+    params = [p for p in inspect.signature(module.between).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(params) != 3:
+        return f"{name}.between must take (i, h, x), it takes {len(params)} arguments"
+    return None
+
+
+def _whole_graph_only(module: Any, why: str) -> Contract:
+    name = type(module).__name__
+    return Contract(name=name, layer_wise=False, why_not_layer_wise=why, num_layers=0,
+                    widths=[], batch_norm=_row_statistics(module) is not None,
+                    has_between=callable(getattr(module, "between", None)),
+                    why_not_layer_by_layer=f"{name} is whole-graph-only ({why}; "
+                    "docs/bring-your-own-model.md)")
+
+
+def _explicit(module: Any, in_channels: int | None) -> Contract:
+    """The contract of a module in the explicit form."""
+    name, convs = type(module).__name__, module.convs
+    batch = _row_statistics(module)
+    first = getattr(convs[0], "in_channels", None)
+    start = in_channels if in_channels is not None else first
+    widths = [int(start) if isinstance(start, int) else -1, *(conv_width(c) for c in convs)]
+    if batch is not None:
         no_layers = (f"{name}'s {batch} normalises over the rows a forward holds, which differ "
                      "between the parts of a layer: use a row-wise norm (LayerNorm)")
     else:
@@ -166,20 +245,33 @@ def describe(module: Any, in_channels: int | None = None) -> Contract:
         no_layers = None if drop is None else (
             f"{name}'s {drop} drops with torch's generator, which ranks computing the same "
             "vertex cannot agree on: set it to 0 and use model.dropout (keyed by vertex id)")
-    sized = tuple("size" in inspect.signature(c.forward).parameters for c in convs) \
-        if layer_wise else ()
-    edges = tuple(reads_edges(c) for c in convs) if layer_wise else ()
-    return Contract(name=name, layer_wise=layer_wise, why_not_layer_wise=why,
-                    num_layers=len(convs) if layer_wise else 0, widths=widths,
-                    batch_norm=batch is not None, has_between=between,
-                    why_not_layer_by_layer=no_layers, takes_size=sized, reads_edges=edges)
+    sized = tuple("size" in inspect.signature(c.forward).parameters for c in convs)
+    edges = tuple(reads_edges(c) for c in convs)
+    return Contract(name=name, layer_wise=True, why_not_layer_wise=None,
+                    num_layers=len(convs), widths=widths, batch_norm=batch is not None,
+                    has_between=True, why_not_layer_by_layer=no_layers, takes_size=sized,
+                    reads_edges=edges)
+
+
+def _conv_dropout(module: Any) -> str | None:
+    """A conv of the module that drops with torch's generator (attention dropout, or an
+    ``nn.Dropout`` inside its MLP)."""
+    from torch_geometric.nn import MessagePassing
+
+    for name, sub in module.named_modules():
+        if isinstance(sub, MessagePassing):
+            inner = _torch_dropout(sub)
+            if inner is not None:
+                return name + (inner if inner.startswith(" ") else "." + inner)
+    return None
 
 
 def reads_edges(conv: Any) -> bool:
-    """Whether a conv reads edge features: its ``forward`` takes ``edge_attr`` and it has an
-    ``edge_dim`` set (GATConv, GATv2Conv, TransformerConv) or its ``message`` needs
-    ``edge_attr`` (GINEConv). A conv whose ``edge_attr`` is optional and unused (no
-    ``edge_dim``) is given none."""
+    """Whether a conv reads edge features when it is given them: its ``forward`` takes
+    ``edge_attr`` and it has an ``edge_dim`` set (GATConv, GATv2Conv, TransformerConv), or its
+    ``message`` needs ``edge_attr`` (:func:`message_needs_edges`: GINEConv). A conv whose
+    ``edge_attr`` is optional (``Optional[Tensor]``, as TransformerConv's) and unused (no
+    ``edge_dim``) reads none."""
     try:
         if "edge_attr" not in inspect.signature(conv.forward).parameters:
             return False
@@ -187,12 +279,22 @@ def reads_edges(conv: Any) -> bool:
         return False
     if getattr(conv, "edge_dim", None) is not None:
         return True
+    return message_needs_edges(conv)
+
+
+def message_needs_edges(conv: Any) -> bool:
+    """Whether a conv's ``message`` takes ``edge_attr`` as a required, non-optional tensor
+    (GINEConv's ``edge_attr: Tensor``; not TransformerConv's ``edge_attr: OptTensor``)."""
     message = getattr(conv, "message", None)
     try:
         param = inspect.signature(message).parameters.get("edge_attr") if message else None
     except (TypeError, ValueError):
         return False
-    return param is not None and param.default is inspect.Parameter.empty
+    if param is None or param.default is not inspect.Parameter.empty:
+        return False
+    note = param.annotation
+    text = note if isinstance(note, str) else repr(note)
+    return not ("Optional" in text or "OptTensor" in text or "None" in text)
 
 
 def _takes_edge_index(module: Any) -> bool:
@@ -205,20 +307,29 @@ def _takes_edge_index(module: Any) -> bool:
     return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
+def locate(target: str) -> Any:
+    """The object ``target`` names, its module imported (torch only if that module imports
+    it); one :class:`ConfigError` line, with the import's own cause, when it does not."""
+    from hydra.utils import get_object
+
+    try:
+        return get_object(target)
+    except Exception as err:  # noqa: BLE001 - import errors of every kind
+        while err.__cause__ is not None:  # Hydra's "Error loading ..." wraps the cause
+            err = err.__cause__  # ("No module named 'mypkg'")
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"model.target={target} does not import: {first} (give the dotted "
+                          "path of your nn.Module class, its package on PYTHONPATH)") from None
+
+
 def build(target: str, in_channels: int, out_channels: int,
           kwargs: dict[str, Any] | None = None) -> Any:
     """Import ``target`` (a dotted path to an ``nn.Module`` class) and build it with
     ``in_channels``, ``out_channels`` and ``kwargs``; a one-line :class:`ConfigError` says what
     is wrong (not importable, not a module class, arguments it does not take)."""
-    from hydra.utils import get_object
-    from torch import nn
+    cls = locate(target)
+    from torch import nn  # after the target: one that does not import is told first
 
-    try:
-        cls = get_object(target)
-    except Exception as err:  # noqa: BLE001 - import errors of every kind
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ConfigError(f"model.target={target} does not import: {first} (give the dotted "
-                          "path of your nn.Module class, its package on PYTHONPATH)") from None
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise ConfigError(f"model.target={target} is not an nn.Module class")
     kwargs = dict(kwargs or {})
@@ -239,6 +350,7 @@ def build(target: str, in_channels: int, out_channels: int,
 
 @functools.lru_cache(maxsize=16)
 def _probe(target: str, kwargs_json: str) -> Contract:
+    locate(target)  # a target that does not import is told before torch is imported
     import torch
 
     kwargs = json.loads(kwargs_json)
@@ -249,7 +361,8 @@ def _probe(target: str, kwargs_json: str) -> Contract:
         module = build(target, PROBE_IN, PROBE_OUT, kwargs)
     finally:
         torch.random.set_rng_state(state)
-    return describe(module, PROBE_IN)
+    dim = kwargs.get("edge_dim")
+    return describe(module, PROBE_IN, dim if isinstance(dim, int) else None)
 
 
 def probe(target: str, kwargs: dict[str, Any]) -> Contract:

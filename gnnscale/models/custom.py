@@ -60,7 +60,9 @@ class Custom(GNN):
         self.net = module
         self.target = target or f"{type(module).__module__}.{type(module).__qualname__}"
         self.kwargs = dict(kwargs or {})
-        self.contract: Contract = describe(module, in_channels)
+        dim = self.kwargs.get("edge_dim")
+        self.contract: Contract = describe(module, in_channels,
+                                           dim if isinstance(dim, int) else None)
         c = self.contract
         layers = c.num_layers if c.layer_wise else num_layers
         if layers is None:
@@ -68,6 +70,10 @@ class Custom(GNN):
                              "num_layers, the hops its forward reads")
         if c.layer_wise and num_layers not in (None, c.num_layers):
             raise ValueError(f"num_layers={num_layers} but {c.name} has {c.num_layers} convs")
+        if c.traced and dropout > 0:
+            raise ValueError(f"model.dropout={dropout} runs after between() of the explicit "
+                             f"form; {c.name} is traced and runs its own dropout calls (keyed "
+                             "by vertex id): set model.dropout=0")
         self.num_layers, self.dropout, self.input_dropout = int(layers), dropout, input_dropout
         self.reorder_update, self.norm, self.residual, self.act = "false", "none", False, F.relu
         #: gnnscale's own norms: none (the module's between() holds its own)
@@ -94,8 +100,11 @@ class Custom(GNN):
 
     @property
     def convs(self) -> nn.ModuleList:
-        """The module's convs (a layer-wise module)."""
+        """The module's convs (a layer-wise module; traced: each stage's first call)."""
         self._require_layers()
+        if self.contract.traced:
+            return nn.ModuleList(self.net.get_submodule(s[0].node.target)
+                                 for s in self.contract.staged.convs)
         return self.net.convs
 
     def _require_layers(self) -> None:
@@ -132,6 +141,10 @@ class Custom(GNN):
             ids = block.src_ids[: block.num_dst]
         if i == 0:
             x = self.inputs(x, block.src_ids)
+        if self.contract.traced:  # the module's own forward, stage i
+            if block.edge_weight is not None:
+                raise ValueError(self.spec().why_not_weighted())
+            return self.contract.staged.layer(self, i, x, block)
         return self.post(i, self.conv(i, x, block), ids, x[: block.num_dst])
 
     def post(self, i: int, h: torch.Tensor, ids: torch.Tensor | None = None,
@@ -142,27 +155,62 @@ class Custom(GNN):
             return h
         return self._drop(self.net.between(i, h, x_dst), self.dropout, i, ids)
 
+    def bind_graph(self, graph: Any) -> None:
+        """Keep the graph's in-degrees: a traced ``GCNConv`` normalises by them (as PyG's
+        ``gcn_norm`` on the whole graph), so every part of a layer gets one process's
+        weights."""
+        if self.contract.traced:
+            self.in_degree = graph.in_degree().float()
+
+    in_degree: torch.Tensor | None = None
+
+    def gcn_weights(self, block: Block, normalize: bool,
+                    loops: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """A ``GCNConv``'s edges on ``block`` (the destinations' self loops after the block's
+        edges when ``loops``) and, when it normalises, ``1 / sqrt(deg(u) deg(v))`` per edge
+        with the graph's in-degrees (plus one for the loop): PyG's ``gcn_norm`` of the whole
+        graph."""
+        ei = block.edge_index.to(torch.int64)
+        if loops:
+            ar = torch.arange(block.num_dst, device=ei.device)
+            ei = torch.cat([ei, torch.stack([ar, ar])], 1)
+        if not normalize:
+            return ei, None
+        if self.in_degree is not None and block.src_ids is not None:
+            deg = self.in_degree.to(ei.device)[block.src_ids.to(ei.device)]
+        elif block.num_src == block.num_dst:  # a whole graph: its own degrees
+            deg = torch.bincount(block.edge_index[1], minlength=block.num_src).float()
+        else:
+            raise ValueError(f"{self.contract.name}'s GCNConv normalises by the graph's "
+                             "degrees: call model.bind_graph(graph) first")
+        s = (deg + float(loops)).rsqrt()
+        s = torch.where(torch.isinf(s), torch.zeros_like(s), s)
+        return ei, s[ei[0]] * s[ei[1]]
+
     def widths(self, in_dim: int) -> list[int]:
         """The input width, then each conv's output width."""
         self._require_layers()
         return [int(in_dim), *self.contract.widths[1:]]
 
     # ---- whole models --------------------------------------------------------------------------
-    def forward(self, x: torch.Tensor, blocks: list[Block]) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, blocks: list[Block] | torch.Tensor,
+                edge_attr: torch.Tensor | None = None) -> torch.Tensor:
         """Layer by layer on the blocks (layer-wise), or the module's forward on the union of
-        the blocks (whole-graph-only): the rows of the last block's destinations."""
+        the blocks (whole-graph-only): the rows of the last block's destinations. Called as a
+        PyG model, ``model(x, edge_index[, edge_attr])``: :meth:`whole_graph`."""
+        if isinstance(blocks, torch.Tensor):
+            return self.whole_graph(x, blocks, edge_attr=edge_attr)
         if self.contract.layer_wise:
             return super().forward(x, blocks)
         x = self.inputs(x, blocks[0].src_ids)
         return self.net(x, sample_edges(blocks))[: blocks[-1].num_dst]
 
     def whole_graph(self, x: torch.Tensor, edge_index: torch.Tensor,
-                    ids: torch.Tensor | None = None) -> torch.Tensor:
+                    ids: torch.Tensor | None = None,
+                    edge_attr: torch.Tensor | None = None) -> torch.Tensor:
         """Every vertex's output from the whole graph's ``edge_index`` (row ``v`` is vertex
         ``v``): the module's forward, or each layer on the whole graph."""
         if not self.contract.layer_wise:
-            return self.net(self.inputs(x, ids), edge_index)
-        n = x.shape[0]
-        block = Block(edge_index, (n, n), ids if ids is not None else torch.arange(
-            n, device=x.device))
-        return super().forward(x, [block] * self.num_layers)
+            extra = () if edge_attr is None else (edge_attr,)
+            return self.net(self.inputs(x, ids), edge_index, *extra)
+        return super().whole_graph(x, edge_index, ids, edge_attr)

@@ -416,6 +416,10 @@ class CustomModelConfig(Options):
             raise ConfigError(f"{c.name} is whole-graph-only ({c.why_not_layer_wise}): set "
                               "model.num_layers to the hops its forward reads (one sampler "
                               "fanout each)")
+        if c.traced and self.dropout > 0:
+            raise ConfigError(f"model.dropout runs after between() of the explicit form; "
+                              f"{c.name} is traced and runs its own dropout calls (keyed by "
+                              "vertex id): set model.dropout=0")
         if not c.layer_wise and self.dropout > 0:
             raise ConfigError(f"model.dropout runs after between() of a layer-wise model; "
                               f"{c.name} is whole-graph-only: set model.dropout=0 and drop "

@@ -262,6 +262,49 @@ def check_layer_by_layer(strategy: Any, model: Any) -> None:
 def check_fanouts(cfg: Any, graph: DatasetMeta | None = None) -> None:
     """The sampler must draw one hop per model layer, with valid fanouts: a number positive
     or -1, a per-edge-type dict (``sampling/schemas.py``) drawing some type. With the
+#: ``sampler=neighbor``'s default fanouts (configs/sampler/neighbor.yaml), which the launcher
+#: sizes to the model's number of layers when the user left them (:func:`size_default_fanouts`)
+DEFAULT_FANOUTS = (15, 10, 5)
+
+
+def _set_by_user(key: str) -> bool:
+    """Whether the command line of the Hydra run set ``key`` (False outside a Hydra run)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if not HydraConfig.initialized():
+            return False
+        task = HydraConfig.get().overrides.task
+    except Exception:  # noqa: BLE001 - no Hydra run: judge by the value alone
+        return False
+    return any(o.split("=", 1)[0].lstrip("+~") == key for o in task)
+
+
+def size_default_fanouts(cfg: Any) -> dict[str, Any]:
+    """The default ``sampler.fanouts`` (``[15, 10, 5]``, left unset) sized to
+    ``model.num_layers`` (its first entries, the last repeated), said in one line, so a
+    2-layer model runs with nothing else set (:func:`check_fanouts` calls it first); fanouts
+    the user gave are kept (and checked). Returns ``{"sampler.fanouts": value}`` when it sized
+    them."""
+    sampler = cfg.get("sampler")
+    model = cfg.get("model")
+    fanouts = sampler.get("fanouts") if sampler is not None else None
+    layers = model.get("num_layers") if model is not None else None
+    if not isinstance(layers, int) or layers < 1 or fanouts is None or \
+            isinstance(fanouts, Mapping) or len(fanouts) == layers:
+        return {}
+    if tuple(fanouts) != DEFAULT_FANOUTS or _set_by_user("sampler.fanouts"):
+        return {}
+    from omegaconf import open_dict
+
+    sized = [*DEFAULT_FANOUTS[:layers], *[DEFAULT_FANOUTS[-1]] * (layers - 3)]
+    with open_dict(cfg):
+        sampler.fanouts = sized
+    print(f"note: sampler.fanouts={sized} (the default [15, 10, 5] sized to "
+          f"model.num_layers={layers}; set sampler.fanouts to choose)", flush=True)
+    return {"sampler.fanouts": sized}
+
+
     dataset's metadata ``graph``, every dict must name each of its edge types, and only
     those."""
     sampler = cfg.get("sampler")
@@ -270,6 +313,7 @@ def check_fanouts(cfg: Any, graph: DatasetMeta | None = None) -> None:
     fanouts = sampler.get("fanouts")
     layers = cfg.model.num_layers
     if fanouts is not None:
+    size_default_fanouts(cfg)
         table = fanout_layers(fanouts)
         shown = "[" + ", ".join(str(f) if isinstance(f, int) else "{" + ", ".join(
             f"{k}: {v}" for k, v in f.items()) + "}" for f in table) + "]"

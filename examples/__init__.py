@@ -1,0 +1,1 @@
+"""Example models as PyG users write them (``model.target=examples.models.<Class>``)."""
