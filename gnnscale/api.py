@@ -281,6 +281,13 @@ def shutdown() -> None:
     stop_fork_server()
 
 
+def torch_module() -> type:
+    """``torch.nn.Module`` (imported when a run's model is)."""
+    from torch import nn
+
+    return nn.Module
+
+
 class Run:
     """A finished run: its folder, config, results, model, and what it predicts."""
 
@@ -314,13 +321,6 @@ class Run:
         return self.results["history"]
 
     @property
-def torch_module() -> type:
-    """``torch.nn.Module`` (imported when a run's model is)."""
-    from torch import nn
-
-    return nn.Module
-
-
     def metrics(self) -> dict:
         """The last epoch's metrics."""
         return self.history[-1] if self.history else {}
@@ -369,6 +369,9 @@ def torch_module() -> type:
         from gnnscale.runner.embed import embed
         from gnnscale.runner.outputs import show_progress
 
+        if layer is None:  # the last hidden layer (the only one of a 1-layer model)
+            layers = int(self.config.model.get("num_layers") or 1)
+            layer = max(layers - 2, 0)
         with _as_caller_had_it():
             if out is not None:
                 return embed(str(self.run_dir), str(out), layer, world_size, batch_size,
@@ -394,6 +397,3 @@ def torch_module() -> type:
         with _as_caller_had_it():
             return predict_loaded(self._loaded, out, format, split, pairs, top_k, sources,
                                   batch_size, progress=progress, **chunks)
-        if layer is None:  # the last hidden layer (the only one of a 1-layer model)
-            layers = int(self.config.model.get("num_layers") or 1)
-            layer = max(layers - 2, 0)

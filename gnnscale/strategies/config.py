@@ -259,9 +259,6 @@ def check_layer_by_layer(strategy: Any, model: Any) -> None:
                           f"of each layer, but {why}: use strategy=data or strategy=factored")
 
 
-def check_fanouts(cfg: Any, graph: DatasetMeta | None = None) -> None:
-    """The sampler must draw one hop per model layer, with valid fanouts: a number positive
-    or -1, a per-edge-type dict (``sampling/schemas.py``) drawing some type. With the
 #: ``sampler=neighbor``'s default fanouts (configs/sampler/neighbor.yaml), which the launcher
 #: sizes to the model's number of layers when the user left them (:func:`size_default_fanouts`)
 DEFAULT_FANOUTS = (15, 10, 5)
@@ -305,15 +302,18 @@ def size_default_fanouts(cfg: Any) -> dict[str, Any]:
     return {"sampler.fanouts": sized}
 
 
+def check_fanouts(cfg: Any, graph: DatasetMeta | None = None) -> None:
+    """The sampler must draw one hop per model layer, with valid fanouts: a number positive
+    or -1, a per-edge-type dict (``sampling/schemas.py``) drawing some type. With the
     dataset's metadata ``graph``, every dict must name each of its edge types, and only
     those."""
     sampler = cfg.get("sampler")
     if sampler is None:
         return
+    size_default_fanouts(cfg)
     fanouts = sampler.get("fanouts")
     layers = cfg.model.num_layers
     if fanouts is not None:
-    size_default_fanouts(cfg)
         table = fanout_layers(fanouts)
         shown = "[" + ", ".join(str(f) if isinstance(f, int) else "{" + ", ".join(
             f"{k}: {v}" for k, v in f.items()) + "}" for f in table) + "]"
