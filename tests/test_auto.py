@@ -325,6 +325,37 @@ def test_auto_ranks_link_prediction_by_its_loss(tmp_path, capfd):
     _check_link_decision(res, decision, capfd.readouterr().out)
 
 
+@pytest.mark.parametrize("task", ["node", "link"])
+def test_auto_trains_gcn_each_candidate_with_its_own_settled_options(tmp_path, task):
+    """``model=gcn`` leaves ``gcn_norm`` to the strategy: each candidate's config settles it
+    as its own run would (a sampler's blocks, the full graph's degrees), its initial loss is
+    that model's, and the chosen run trains with it."""
+    from gnnscale.runner.run import run
+
+    link = ("task=link", "task.dim=16") if task == "link" else ()
+    cfg = make_cfg(tmp_path, *TINY, "model=gcn", *link, "strategy=auto", "dist.world_size=1",
+                   "epochs=1", "strategy.profile_epochs=2", "strategy.rematch_rounds=0",
+                   "strategy.candidates=[data,fullgraph]")
+    assert cfg.model.gcn_norm == "auto"
+    norms = {name: candidate_config(cfg, name, tmp_path / name, 1).model.gcn_norm
+             for name in ("data", "fullgraph")}
+    assert norms == {"data": "block", "fullgraph": "graph"}
+    res = run(cfg)
+    decision = json.loads((Path(cfg.run_dir) / "auto.json").read_text())
+    rows = {r["name"]: r for r in decision["candidates"]}
+    assert decision["task"] == task and {r["status"] for r in rows.values()} == {"ran"}
+    for name, row in rows.items():
+        ran = json.loads((Path(row["run_dir"]) / "results.json").read_text())
+        assert ran["config"]["model"]["gcn_norm"] == norms[name]
+        assert row["initial_loss"] == decision["initial_losses"][name]
+        assert row["loss_drop_per_epoch"] == pytest.approx(
+            (row["initial_loss"] - row["losses"][-1]) / 2)
+    # the full-graph candidate's epoch 0 is its initial parameters on every training item
+    assert rows["fullgraph"]["initial_loss"] == pytest.approx(rows["fullgraph"]["losses"][0],
+                                                              rel=1e-4)
+    assert res["config"]["model"]["gcn_norm"] == norms[decision["chosen"]]
+
+
 @pytest.mark.slow
 def test_auto_profiles_every_candidate_under_link_on_two_ranks(tmp_path, capfd):
     res, decision = _auto_link(tmp_path, 2)

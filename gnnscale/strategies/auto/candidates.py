@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
+from gnnscale import registry
 from gnnscale.errors import ConfigError
+from gnnscale.registry import CONFIGS
 from gnnscale.strategies.config import declared
-
-CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 
 def _searchpath() -> list[str]:
@@ -71,17 +71,19 @@ def candidates(cfg: DictConfig) -> list[tuple[str, str | None]]:
 
 def candidate_config(cfg: DictConfig, name: str, run_dir: Path, epochs: int) -> DictConfig:
     """``cfg`` (strategy=auto) as ``strategy=<name>`` would compose it, training ``epochs``
-    in ``run_dir``; deps and cache the user left unset are the candidate's preferred ones."""
+    in ``run_dir``; deps and cache the user left unset are the candidate's preferred ones, and
+    the model options left to the run (``auto``) are the candidate's own
+    (:func:`settle_model`)."""
     auto = cfg.strategy
-    base = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    base = cast(dict, OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     node = option_node("strategy", name)
     overrides: dict[str, Any] = {}
     if auto.batch_size is not None and "batch_size" in node:
         overrides["batch_size"] = auto.batch_size
     if auto.options.get(name):
-        overrides.update(OmegaConf.to_container(auto.options[name]))
+        overrides.update(cast(dict, OmegaConf.to_container(auto.options[name])))
     try:
-        node = OmegaConf.merge(node, overrides)
+        node = cast(DictConfig, OmegaConf.merge(node, overrides))
     except Exception as err:  # noqa: BLE001 - OmegaConf raises several kinds
         raise ConfigError(f"strategy.options.{name}: {err}") from err
     base["strategy"] = OmegaConf.to_container(node, enum_to_str=True)
@@ -91,4 +93,22 @@ def candidate_config(cfg: DictConfig, name: str, run_dir: Path, epochs: int) -> 
             base[group] = OmegaConf.to_container(option_node(group, preferred[group]),
                                                  enum_to_str=True)
     base.update(run_dir=str(run_dir), epochs=epochs)
-    return OmegaConf.create(base)
+    ccfg = cast(DictConfig, OmegaConf.create(base))
+    settle_model(ccfg)
+    return ccfg
+
+
+def settle_model(ccfg: DictConfig) -> dict[str, Any]:
+    """Set the model options a candidate's config leaves to the run (``auto``, e.g.
+    ``model.gcn_norm``) to what its strategy asks of the model's schema (its declarations'
+    :meth:`~gnnscale.strategies.config.StrategyConfig.model_defaults`, as the launcher settles
+    a concrete run's): each candidate builds the model its own run trains, from its first
+    loss on. Returns ``{"model.<key>": value}``."""
+    node = ccfg.get("model")
+    schema = registry.options("model", node) if node is not None else None
+    if schema is None:
+        return {}
+    chosen = declared(ccfg.strategy).model_defaults(ccfg, schema)
+    for key, (value, _) in chosen.items():
+        node[key] = value
+    return {f"model.{k}": v for k, (v, _) in chosen.items()}

@@ -24,7 +24,9 @@ def choose(rows: list[dict[str, Any]], criterion: str = "measured", task: str | 
     A row that ran has ``epoch_time`` (median measured, warm-up epoch skipped),
     ``projected_epoch_time`` (criterion=modelled) and ``loss_drop_per_epoch`` =
     (initial loss - loss of the last profiled epoch) / profiled epochs; the initial loss is
-    the same for every candidate (same model, seed, initial parameters). Its score is
+    the candidate's own (the same seed and initial parameters for every candidate, under the
+    model options its strategy settles: GCN normalised by the graph's degrees or each
+    block's). Its score is
     time / loss_drop_per_epoch, with the measured or the projected time.
     """
     key = "epoch_time" if criterion == "measured" else "projected_epoch_time"

@@ -10,7 +10,9 @@ it for ``strategy.profile_epochs`` epochs with the normal runner, real ranks, in
 ``<run_dir>/auto/<candidate>``. The choice rule is :func:`~.choice.choose`: seconds per unit of
 decrease of the run's task's own training loss (node classification, link prediction: any task
 whose declarations say ``auto_rankable``), from the initial loss the task computes
-(:func:`initial_loss`); the decision table and one line of the pick and why are printed and
+(:func:`initial_loss`) for each candidate's own model (the same seed and initial parameters,
+with the model options its strategy settles, e.g. GCN's normalisation: :func:`initial_losses`);
+the decision table and one line of the pick and why are printed and
 the table written to ``<run_dir>/auto.json``; then the chosen config trains for
 ``epochs`` in ``<run_dir>`` and its ``results.json`` carries an ``auto`` entry saying so. On
 ``resume=true`` with a checkpoint in ``<run_dir>``, the recorded choice trains on, unprofiled.
@@ -24,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -36,6 +38,7 @@ from gnnscale.strategies.base import Strategy
 
 if TYPE_CHECKING:
     from gnnscale.data.graph import GraphStore
+    from gnnscale.models.base import GNN
     from gnnscale.tasks.base import Task
 
 Train = Callable[[DictConfig], dict]
@@ -64,8 +67,8 @@ class Auto(Strategy):
         raise NotImplementedError
 
 
-def rematch(cfg: DictConfig, rows: list[dict], run_dir: Path, loss0: float, train: Train
-            ) -> dict[str, Any] | None:
+def rematch(cfg: DictConfig, rows: list[dict], run_dir: Path, loss0: dict[str, float],
+            train: Train) -> dict[str, Any] | None:
     """Profile the two close leaders ``rematch_rounds`` more times in alternating order
     (a, b, then b, a, ...) and replace their rows by :func:`pooled` ones; what was done."""
     auto = cfg.strategy
@@ -95,29 +98,50 @@ def rematch(cfg: DictConfig, rows: list[dict], run_dir: Path, loss0: float, trai
 
 
 # -- profiling --------------------------------------------------------------------------------
+def initial_losses(cfg: DictConfig, names: list[str], run_dir: Path, task: Task,
+                   graph: GraphStore) -> dict[str, float]:
+    """Each candidate's :func:`initial_loss`, from its own config (:func:`candidate_config`:
+    the model options its strategy settles); computed once per distinct model. A candidate
+    whose config is refused has none (its profile is refused too)."""
+    by_model: dict[str, float] = {}
+    out = {}
+    for name in names:
+        try:
+            ccfg = candidate_config(cfg, name, run_dir / "auto" / name, 1)
+        except ConfigError:
+            continue
+        key = json.dumps(OmegaConf.to_container(ccfg.model, resolve=True, enum_to_str=True),
+                         sort_keys=True, default=str)
+        if key not in by_model:
+            by_model[key] = initial_loss(ccfg, task, graph)
+        out[name] = by_model[key]
+    return out
+
+
 def initial_loss(cfg: DictConfig, task: Task, graph: GraphStore) -> float:
-    """The training loss of the initial parameters every candidate starts from, on every
-    training item of ``task`` (prepared: ``graph`` is the graph it trains on). The model is
-    built as the ranks build it (:func:`~gnnscale.strategies.base.build_model`: the same seed,
-    the task's head attached) and the loss is the task's own
-    (:meth:`~gnnscale.tasks.base.Task.initial_loss`: node classification's cross-entropy,
-    link prediction's binary cross-entropy of the training edges and the negatives epoch 0
-    draws), measured as training measures it: in training mode, with the run's keyed dropout
-    of epoch 0."""
+    """The training loss of the initial parameters a candidate (``cfg``: its config, the model
+    options settled) starts from, on every training item of ``task`` (prepared: ``graph`` is
+    the graph it trains on). The model is built as the ranks build it
+    (:func:`~gnnscale.strategies.base.build_model`: the same seed, the task's head attached)
+    and the loss is the task's own (:meth:`~gnnscale.tasks.base.Task.initial_loss`: node
+    classification's cross-entropy, link prediction's binary cross-entropy of the training
+    edges and the negatives epoch 0 draws), measured as training measures it: in training
+    mode, with the run's keyed dropout of epoch 0."""
     from gnnscale.distributed.launch import private_temp_dir
     from gnnscale.strategies.base import build_model
 
     with private_temp_dir():
-        model = build_model(cfg, graph, task)
+        model = cast("GNN", build_model(cfg, graph, task))  # a model of gnnscale/models
     model.set_dropout_key(cfg.seed, 0)
     return task.initial_loss(model, graph, batch_size=cfg.eval_batch_size)
 
 
 def profile_row(name: str, ccfg: DictConfig, results: dict, loss0: float, auto) -> dict:
-    """The figures :func:`choose` reads, from a finished profile run."""
+    """The figures :func:`choose` reads, from a finished profile run (``loss0``: the
+    candidate's initial loss)."""
     hist = results["history"]
     times = [h["epoch_time"] for h in hist]
-    row = {"name": name, "status": "ran", "run_dir": str(ccfg.run_dir),
+    row = {"name": name, "status": "ran", "run_dir": str(ccfg.run_dir), "initial_loss": loss0,
            "epoch_time": statistics.median(times[1:] if len(times) > 1 else times),
            "epoch_times": times, "losses": [h["train_loss"] for h in hist],
            "loss_drop_per_epoch": (loss0 - hist[-1]["train_loss"]) / len(hist)}
@@ -137,10 +161,11 @@ def profile_row(name: str, ccfg: DictConfig, results: dict, loss0: float, auto) 
     return row
 
 
-def profile(cfg: DictConfig, name: str, run_dir: Path, loss0: float, train: Train,
+def profile(cfg: DictConfig, name: str, run_dir: Path, loss0: dict[str, float], train: Train,
             tag: str = "") -> dict:
     """Validate and profile one candidate (in ``<run_dir>/auto/<name>[-<tag>]``) through
-    ``train``; a row with status ran, refused or crashed."""
+    ``train``, its loss drop counted from its own initial loss (``loss0[name]``); a row with
+    status ran, refused or crashed."""
     from gnnscale.compare.runs import option_name
 
     row: dict[str, Any] = {"name": name}
@@ -148,9 +173,9 @@ def profile(cfg: DictConfig, name: str, run_dir: Path, loss0: float, train: Trai
         where = run_dir / "auto" / (f"{name}-{tag}" if tag else name)
         ccfg = candidate_config(cfg, name, where, cfg.strategy.profile_epochs)
         row.update(deps=option_name(ccfg.deps._target_), cache=option_name(ccfg.cache._target_))
-        with_flags = OmegaConf.merge(ccfg, {"eval_every": 0, "checkpoint": False,
+        with_flags = cast(DictConfig, OmegaConf.merge(ccfg, {"eval_every": 0, "checkpoint": False,
                                             "resume": False,
-                                            "logger": option_node("logger", "none")})
+                                            "logger": option_node("logger", "none")}))
     except ConfigError as err:
         print(f"[auto] {name}: refused: {err}", flush=True)
         return {**row, "status": "refused", "reason": str(err)}
@@ -158,7 +183,7 @@ def profile(cfg: DictConfig, name: str, run_dir: Path, loss0: float, train: Trai
           f"{with_flags.run_dir}", flush=True)
     try:
         results = train(with_flags)  # validates first: a ConfigError is a refusal
-        return {**row, **profile_row(name, with_flags, results, loss0, cfg.strategy)}
+        return {**row, **profile_row(name, with_flags, results, loss0[name], cfg.strategy)}
     except ConfigError as err:
         print(f"[auto] {name}: refused: {err}", flush=True)
         return {**row, "status": "refused", "reason": str(err)}
@@ -183,7 +208,7 @@ def run_auto(cfg: DictConfig, train: Train) -> dict:
     """Profile every candidate, write ``auto.json``, train the chosen one; its results.
     ``train`` runs one concrete config (validation included) and returns its results."""
     check_auto(cfg)
-    run_dir = Path(OmegaConf.to_container(cfg, resolve=True)["run_dir"])
+    run_dir = Path(cast(dict, OmegaConf.to_container(cfg, resolve=True))["run_dir"])
     run_dir.mkdir(parents=True, exist_ok=True)
     resumed = recorded_choice(cfg, run_dir)
     if resumed is not None:
@@ -196,16 +221,20 @@ def run_auto(cfg: DictConfig, train: Train) -> dict:
         return results
     from gnnscale.strategies.base import build_task
 
+    names = chosen_candidates(cfg)
     task, graph = build_task(cfg)
-    loss0 = initial_loss(cfg, task, graph)
+    loss0 = initial_losses(cfg, names, run_dir, task, graph)
     which_task, loss = task.name, task.loss_name
     del task, graph
     auto = cfg.strategy
-    rows = [profile(cfg, name, run_dir, loss0, train) for name in chosen_candidates(cfg)]
+    rows = [profile(cfg, name, run_dir, loss0, train) for name in names]
+    common = set(loss0.values())  # one figure when every candidate starts from one model
     decision = {"criterion": str(auto.criterion.value if isinstance(auto.criterion, Enum)
                                  else auto.criterion),
                 "hardware": auto.hardware, "profile_epochs": auto.profile_epochs,
-                "task": which_task, "loss": loss, "initial_loss": loss0, "candidates": rows,
+                "task": which_task, "loss": loss,
+                "initial_loss": common.pop() if len(common) == 1 else None,
+                "initial_losses": loss0, "candidates": rows,
                 "chosen": None, "why": None, "rematch": None}
     try:
         decision["rematch"] = rematch(cfg, rows, run_dir, loss0, train)
@@ -217,8 +246,10 @@ def run_auto(cfg: DictConfig, train: Train) -> dict:
         (run_dir / "auto.json").write_text(json.dumps(decision, indent=1))
     decision.update(chosen=chosen, why=why)
     (run_dir / "auto.json").write_text(json.dumps(decision, indent=1))
+    first = (f"{decision['initial_loss']:.3f}" if decision["initial_loss"] is not None else
+             "each candidate's own: " + ", ".join(f"{n} {v:.3f}" for n, v in loss0.items()))
     print(f"\n[auto] decision (task={which_task}, training loss = {loss}, initial "
-          f"{loss0:.3f}; score = {decision['criterion']} s/epoch / loss drop per epoch):\n"
+          f"{first}; score = {decision['criterion']} s/epoch / loss drop per epoch):\n"
           f"{table(rows, chosen)}\n[auto] chose {why}\n", flush=True)
     results = train(candidate_config(cfg, chosen, run_dir, cfg.epochs))
     results["auto"] = {"strategy": chosen, "chosen_by": "auto", "why": why,
