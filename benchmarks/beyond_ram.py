@@ -494,8 +494,11 @@ def run_tiers(work: Path, ds: dict, processed_dir: str, repeats: int = 1,
 
     x = Path(processed_dir) / "x.npy"
     drop_caches()
+    from gnnscale.cache.disk import logical_block
+    from gnnscale.ops import io as io_ops
+
     out: dict = {"probe_reads_per_s": {str(d): r for d, r in probe_sweep(str(x)).items()},
-                 "variants": {}}
+                 "reader": io_ops.backend(), "block": logical_block(str(x)), "variants": {}}
     _log(f"probe: {out['probe_reads_per_s']}")
     out["layout"] = layout_rows_per_read(processed_dir)
     _log(f"layout: {out['layout']}")
@@ -627,7 +630,12 @@ def main(argv: list[str] | None = None) -> int:
                         "disk tier + 20%% host cache, in memory) instead of partition + train")
     p.add_argument("--repeats", type=int, default=1, help="runs of each variant (--tiers)")
     p.add_argument("--only", default="", help="comma-separated variants to run (--tiers)")
+    p.add_argument("--io-library", default=None,
+                   help="a library of csrc/io built alone (GNNSCALE_IO_LIBRARY), for an "
+                        "extension built before csrc/io: the disk tier's native reader")
     args = p.parse_args(argv)
+    if args.io_library:
+        os.environ["GNNSCALE_IO_LIBRARY"] = str(Path(args.io_library).resolve())
     run_temp_dir()
     resume = None
     if args.resume:

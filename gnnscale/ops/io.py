@@ -24,13 +24,23 @@ _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process, depth): none
 _POOL_LOCK = threading.Lock()
 #: tests set this to run the Python pool even where the native op is built
 FORCE_PYTHON = False
+_EXTRA_TRIED = False
 
 
 def native_available() -> bool:
-    """Whether the native op ``torch.ops.gnnscale.read_ranges`` is registered."""
+    """Whether the native op ``torch.ops.gnnscale.read_ranges`` is registered: by the
+    extension, or by a library of ``csrc/io`` built alone and named in ``GNNSCALE_IO_LIBRARY``
+    (an extension built before ``csrc/io`` existed lacks the op)."""
+    global _EXTRA_TRIED
     from gnnscale import ops
 
     ops.available()  # loads the extension when it is built (a test may load the op alone)
+    if hasattr(torch.ops.gnnscale, "read_ranges"):
+        return True
+    extra = os.environ.get("GNNSCALE_IO_LIBRARY")
+    if extra and not _EXTRA_TRIED:
+        _EXTRA_TRIED = True
+        torch.ops.load_library(extra)
     return hasattr(torch.ops.gnnscale, "read_ranges")
 
 
