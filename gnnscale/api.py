@@ -28,6 +28,7 @@ import datetime
 import json
 import multiprocessing
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -70,6 +71,24 @@ def _as_caller_had_it() -> Iterator[None]:
             os.environ.pop("TMPDIR", None)
         else:
             os.environ["TMPDIR"] = env
+
+
+@contextmanager
+def _main_from_stdin_hidden() -> Iterator[None]:
+    """A launching script read from standard input (``python - <<EOF``, ``python < x.py``)
+    has ``__main__.__file__ == "<stdin>"``, which every rank would run as a file and not find;
+    while it trains, hide that name, so ranks start without re-running the script, as they do
+    from a notebook or ``python -c``."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or getattr(main, "__spec__", None) is not None or os.path.isfile(path):
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
 
 
 def _key(override: str) -> str:
@@ -244,12 +263,14 @@ def config(overrides: Sequence[str] = (), data: Any = None, model: Any = None,
 def train(overrides: Sequence[str] = (), data: Any = None, model: Any = None,
           model_kwargs: Mapping[str, Any] | None = None, ids: Any = None,
           run_dir: str | os.PathLike | None = None,
-          data_root: str | os.PathLike | None = None) -> Run:
+          data_root: str | os.PathLike | None = None, verbose: bool | None = None) -> Run:
     """Train as ``python train.py *overrides`` would and return the finished :class:`Run`.
 
     ``data``, ``ids``, ``model`` and ``model_kwargs``: see the module docstring; ``run_dir``
     (default ``outputs/<date>/<time>`` under the working directory) and ``data_root`` as the
-    keys of the same names."""
+    keys of the same names. Quiet unless ``verbose=True`` (or a ``verbose=true`` override):
+    the per-epoch lines and the summary table go to ``train.log`` in the run folder only, and a
+    progress bar shows only on a terminal (``progress=``)."""
     if _in_a_rank():
         raise UserError("gnnscale.train was called while a rank imported the launching script: "
                         "put the call under `if __name__ == \"__main__\":`")
@@ -258,9 +279,13 @@ def train(overrides: Sequence[str] = (), data: Any = None, model: Any = None,
     quiet_waits()
     with _as_caller_had_it():
         cfg = config(overrides, data, model, model_kwargs, ids, run_dir, data_root)
+        if verbose is not None or cfg.get("verbose") is None:
+            with open_dict(cfg):
+                cfg.verbose = bool(verbose)
         from gnnscale.runner.run import run
 
-        results = run(cfg)
+        with _main_from_stdin_hidden():
+            results = run(cfg)
     return Run(cfg.run_dir, results=results)
 
 

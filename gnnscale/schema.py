@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import II, MISSING, OmegaConf
 
 from gnnscale.errors import ConfigError
 
@@ -126,7 +126,10 @@ class RootConfig:
     logger: Any = MISSING
     experiment: Any = None
     seed: int = 0
-    epochs: int = 3
+    # left out: the strategy's declared default (StrategyConfig.default_epochs, resolved by
+    # the ``gnnscale.default_epochs`` resolver: 3 for the mini-batch strategies, more for
+    # full-graph ones, whose epoch is one optimizer step)
+    epochs: int = II("gnnscale.default_epochs:")
     eval_every: int = 1  # 0: evaluate only after the last epoch; -1: never (training only)
     eval_batch_size: int = 4096
     metric: Metric = Metric.auto
@@ -136,7 +139,10 @@ class RootConfig:
     checkpoint: bool = True
     data_root: str = "${oc.env:GNNSCALE_DATA,data}"
     run_dir: str = "${hydra:runtime.output_dir}"
-    progress: bool = True
+    progress: bool = True  # a progress bar per epoch (on a terminal only)
+    # the routine lines (per epoch, the summary table) on the terminal; train.log in the run
+    # folder holds them either way. null: as progress (gnnscale.train sets it: quiet)
+    verbose: bool | None = None
     footprint: bool = False  # report footprint_similarity (FGNN Table 2) per epoch from epoch 1
     # a partitioned layout (python -m gnnscale.partition ... parts=DIR): rank r reads its
     # part-<r> folder there instead of the whole dataset (docs/distributed.md)
@@ -144,3 +150,14 @@ class RootConfig:
 
 
 ConfigStore.instance().store(group="schema", name="root", node=RootConfig)
+
+
+def default_epochs(*, _root_: Any) -> int:
+    """``epochs`` left to the strategy: its declared ``default_epochs`` (the resolver
+    ``${gnnscale.default_epochs:}``, the root's default)."""
+    from gnnscale.strategies.config import declared
+
+    return int(declared(_root_.strategy).default_epochs)
+
+
+OmegaConf.register_new_resolver("gnnscale.default_epochs", default_epochs, replace=True)

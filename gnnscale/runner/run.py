@@ -21,9 +21,10 @@ from gnnscale.data.publish import write_text_atomic
 from gnnscale.distributed.schemas import under_torchrun
 from gnnscale.distributed.threads import quiet_waits
 from gnnscale.errors import ConfigError
+from gnnscale.runner.loggers.console import RunLog, is_verbose, run_log
 from gnnscale.runner.phases import LAUNCH_ENV, Phases
-from gnnscale.runner.runlock import run_folder_lock
 from gnnscale.runner.prepare import prepare_data
+from gnnscale.runner.runlock import run_folder_lock
 from gnnscale.runner.validate import check_config, strategy_class, validate_data
 from gnnscale.strategies.config import declared
 
@@ -70,9 +71,33 @@ def run(cfg: DictConfig) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     leader = not under_torchrun() or os.environ.get("RANK") == "0"
     with run_folder_lock(run_dir) if leader else nullcontext():  # one run per folder
-        if declared(cfg.strategy).meta:
-            return strategy_class(cfg).train_meta(cfg, run)
-        return _launch(cfg, run_dir, phases, settled)
+        with run_log(run_dir, is_verbose(cfg)) if leader else nullcontext() as log:
+            note = epochs_note(cfg)
+            if note is not None and log is not None:
+                log.detail(note)
+            if declared(cfg.strategy).meta:
+                return strategy_class(cfg).train_meta(cfg, run)
+            return _launch(cfg, run_dir, phases, settled, log)
+
+
+def epochs_left(cfg: DictConfig) -> bool:
+    """Whether ``cfg``'s ``epochs`` is left to its strategy (``${gnnscale.default_epochs:}``,
+    the root's default) rather than set."""
+    return OmegaConf.is_interpolation(cfg, "epochs") and \
+        "gnnscale.default_epochs" in str(cfg._get_node("epochs")._value())
+
+
+def epochs_note(cfg: DictConfig) -> str | None:
+    """The run's first line when its ``epochs`` is its strategy's default: how many and why."""
+    if not epochs_left(cfg):
+        return None
+    decl = declared(cfg.strategy)
+    if decl.meta:
+        return ("epochs: each candidate profiles strategy.profile_epochs, then the chosen "
+                "strategy trains its own default number of epochs (epochs=N sets it)")
+    why = ("each epoch is one optimizer step over the whole graph" if not decl.samples else
+           "each epoch is one pass over the training items in mini-batches")
+    return f"epochs={cfg.epochs}: strategy={decl.name}'s default ({why}; epochs=N sets it)"
 
 
 def torchrun_world(cfg: DictConfig) -> None:
@@ -85,9 +110,10 @@ def torchrun_world(cfg: DictConfig) -> None:
 
 
 def _launch(cfg: DictConfig, run_dir: Path, phases: Phases,
-            settled: dict[str, Any] | None = None) -> dict:
+            settled: dict[str, Any] | None = None, log: RunLog | None = None) -> dict:
     """Start the ranks on the validated ``cfg``, write ``results.json`` (with ``settled``: the
-    model options the strategy chose, which a comparison of strategies lets differ)."""
+    model options the strategy chose, which a comparison of strategies lets differ); the
+    start-up line goes to ``log`` (``train.log``, the terminal when verbose)."""
     cfg_dict = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     ranks = launcher(cfg)
     if ranks.world_size == 1 and not under_torchrun():  # the launcher trains it: its imports
@@ -104,6 +130,7 @@ def _launch(cfg: DictConfig, run_dir: Path, phases: Phases,
     results["startup"] = {**phases.seconds, **results.get("startup", {})}
     results["settled"] = dict(settled or {})
     write_text_atomic(run_dir / "results.json", json.dumps(results, indent=1))
-    print(f"startup and phases (launcher, rank 0): {Phases.format(results['startup'])}",
-          flush=True)
+    line = f"startup and phases (launcher, rank 0): {Phases.format(results['startup'])}"
+    if log is not None:
+        log.detail(line)
     return results

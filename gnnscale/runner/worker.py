@@ -23,6 +23,7 @@ from gnnscale.evaluation.footprint import Footprint
 from gnnscale.partition.parts import PartLayout, format_host_report, host_report
 from gnnscale.partition.provider import CachedPartitions
 from gnnscale.runner import checkpoint
+from gnnscale.runner.loggers.console import RunLog, is_verbose, on_a_terminal, run_log
 from gnnscale.runner.metrics import (
     MetricsWriter,
     declared_reductions,
@@ -88,7 +89,19 @@ def build_context(topo: Topology, cfg, phases: Phases | None = None) -> RunConte
 
 
 def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
-    """Train on this rank; rank 0 returns the results, the others None.
+    """Train on this rank; rank 0 returns the results, the others None. Rank 0 tees what it
+    prints into the run folder's ``train.log`` (:mod:`~gnnscale.runner.loggers.console`): its
+    routine lines (the graph, each epoch, the summary table) reach the terminal only when the
+    run is verbose."""
+    if topo.rank != 0:
+        return _train_rank(topo, cfg_dict, run_dir, None)
+    with run_log(run_dir, is_verbose(cfg_dict)) as log:
+        return _train_rank(topo, cfg_dict, run_dir, log)
+
+
+def _train_rank(topo: Topology, cfg_dict: dict, run_dir: str,
+                log: RunLog | None) -> dict | None:
+    """:func:`rank_main`'s training (``log``: rank 0's, None elsewhere).
 
     The runner's collectives (metrics, RNG states, evaluation, checkpoint barrier) run on the
     strategy's ``group`` and only on the ranks that report; rank 0 must report and leads.
@@ -133,7 +146,7 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     if leader:
         _rewrite_metrics(writer.path, history)  # what the checkpoint holds, nothing more
         logger.start(OmegaConf.to_container(cfg), run_dir)
-        print(ctx.graph.summary(), flush=True)
+        log.detail(ctx.graph.summary())
     rule, patience = _value(cfg.early_stop.rule), cfg.early_stop.patience
     reductions, task = declared_reductions(cfg), declared_task(cfg)
     stopped = None
@@ -179,14 +192,13 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
             if leader:
                 writer.write(record)
                 logger.log_epoch(epoch, record)
-                print(_epoch_line(record, task), flush=True)
+                log.detail(_epoch_line(record, task))
     finally:
         strategy.close()
     if not leader:
         return None
     if stopped is not None:
-        print(f"early stop after epoch {stopped['after_epoch']}: {stopped['reason']}",
-              flush=True)
+        log.detail(f"early stop after epoch {stopped['after_epoch']}: {stopped['reason']}")
     t0 = time.perf_counter()
     results = _results(history, cfg, topo, task)
     results["summary"]["stopped_after_epoch"] = stopped and stopped["after_epoch"]
@@ -197,8 +209,8 @@ def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
     write_text_atomic(Path(run_dir) / "results.json", json.dumps(results, indent=1))
     phases.add("write_results", time.perf_counter() - t0)
     logger.finish(results["summary"])
-    print("\n" + summary_table(history, summary_columns(cfg)), flush=True)
-    print(f"\nresults: {os.path.join(run_dir, 'results.json')}", flush=True)
+    log.detail("\n" + summary_table(history, summary_columns(cfg)))
+    log.detail(f"\nresults: {os.path.join(run_dir, 'results.json')}")
     return results
 
 
@@ -304,7 +316,8 @@ def _rewrite_metrics(path: Path, history: list[dict]) -> None:
 
 
 def _progress(cfg, leader: bool, epoch: int, strategy):
-    steps = strategy.num_steps(epoch) if leader and cfg.progress else None
+    """Rank 0's bar over the epoch's steps: ``progress=true`` and standard error a terminal."""
+    steps = strategy.num_steps(epoch) if leader and cfg.progress and on_a_terminal() else None
     if steps is None:
         return None
     from tqdm import tqdm

@@ -40,8 +40,8 @@ from gnnscale.tasks.config import declared_task
 #: The declarations a strategy class takes from its schema.
 DECLARATIONS = ("name", "samples", "layer_by_layer", "takes_weighted_blocks",
                 "takes_edge_features", "reads", "deps", "default_deps",
-                "default_cache", "auto_candidate", "meta", "items_per_rank", "reductions",
-                "columns", "trains_types", "exchange_keys")
+                "default_cache", "default_epochs", "auto_candidate", "meta", "items_per_rank",
+                "reductions", "columns", "trains_types", "exchange_keys")
 
 
 @dataclass
@@ -84,8 +84,7 @@ class StrategyConfig(Options):
     #: Whether it trains on blocks that carry ``edge_weight`` (``sampler=random_walk``).
     takes_weighted_blocks: ClassVar[bool] = True
     #: Whether it gathers edge features for a model that reads them (``model.edge_dim``,
-    #: ``model=gine``, a user's conv with ``edge_dim``): ``data``, ``factored``, ``fullgraph``
-    #: and ``offload`` do.
+    #: ``model=gine``, a user's conv with ``edge_dim``): every built-in strategy does.
     takes_edge_features: ClassVar[bool] = False
     #: The component config groups whose settings it uses (the others are composed but
     #: ignored; ``scripts/compare.py`` leaves them out of its run labels).
@@ -97,6 +96,10 @@ class StrategyConfig(Options):
     #: composes each candidate with them).
     default_deps: ClassVar[str] = "depcache"
     default_cache: ClassVar[str] = "none"
+    #: Its ``epochs`` when the user set none (``${gnnscale.default_epochs:}``, the root's
+    #: default): enough for its default run to reach its accuracy on the default dataset. A
+    #: mini-batch strategy takes many optimizer steps per epoch; a full-graph one takes one.
+    default_epochs: ClassVar[int] = 3
     #: Whether it trains typed graphs (several node or edge types) with their types; a
     #: strategy that does not is refused a typed dataset at launch rather than ignoring types.
     trains_types: ClassVar[bool] = False

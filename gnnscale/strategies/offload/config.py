@@ -69,6 +69,9 @@ class OffloadConfig(StrategyConfig):
 
     name: ClassVar[str] = "offload"
     samples: ClassVar[bool] = False
+    #: one optimizer step per epoch: 20 reach data's accuracy of 3 mini-batch epochs on the
+    #: default dataset (README's commands; docs/choosing-a-strategy.md)
+    default_epochs: ClassVar[int] = 20
     layer_by_layer: ClassVar[bool] = True
     trains_types: ClassVar[bool] = True  # typed chunks, encoded layer-0 rows
     takes_edge_features: ClassVar[bool] = True  # each chunk's edge_attr by its edge ids
