@@ -292,10 +292,18 @@ def train(overrides: Sequence[str] = (), data: Any = None, model: Any = None,
 def load_run(run_dir: str | os.PathLike, data_root: str | os.PathLike | None = None) -> Run:
     """The finished run in ``run_dir`` (its ``results.json``, and its checkpoint for the
     model); ``data_root`` where its dataset is when it moved."""
+    from gnnscale.runner.finished import FinishedRun
+
     path = Path(os.path.expanduser(str(run_dir)))
     if not (path / "results.json").is_file() and not (path / "checkpoint.pt").is_file():
         raise UserError(f"{path} holds no finished run (no results.json or checkpoint.pt)")
-    return Run(path, data_root=None if data_root is None else str(data_root))
+    root = None if data_root is None else str(data_root)
+    # every config the folder holds checked now: one that names what gnnscale does not
+    # declare is refused here, before anything is imported or built
+    finished = FinishedRun.from_run(path, root, need_checkpoint=False)
+    run = Run(path, data_root=root)
+    run.__dict__["config"] = finished.config
+    return run
 
 
 def shutdown() -> None:
@@ -353,11 +361,11 @@ class Run:
     @cached_property
     def config(self) -> DictConfig:
         """The config it trained with."""
-        if self._results is not None or (self.run_dir / "results.json").is_file():
+        if self._results is not None:
             return OmegaConf.create(self.results["config"])
-        from gnnscale.runner.predict import run_config
+        from gnnscale.runner.finished import FinishedRun
 
-        return run_config(self.run_dir, self.data_root)[0]
+        return FinishedRun.from_run(self.run_dir, self.data_root, need_checkpoint=False).config
 
     @cached_property
     def _loaded(self) -> Any:

@@ -121,6 +121,19 @@ def schemas(group: str) -> dict[str, type]:
     return dict(_SCHEMAS.get(group, {}))
 
 
+def declared(group: str, target: Any) -> type | None:
+    """The registered schema of ``group`` whose ``_target_`` is exactly ``target`` (None when
+    no option of ``group`` declares it): what a config read from a file may name. Nothing is
+    imported but the schema modules."""
+    if group not in GROUPS or not isinstance(target, str) or not target:
+        return None
+    load_all()
+    for cls in _SCHEMAS.get(group, {}).values():
+        if getattr(cls, "_target_", None) == target:
+            return cls
+    return None
+
+
 def schema_of(group: str, node: Any) -> type | None:
     """The schema class behind a composed sub-config of ``group``: its structured type, else
     the registered schema whose ``_target_`` it names (None: an option without a schema)."""

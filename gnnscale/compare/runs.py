@@ -167,10 +167,16 @@ COMPONENT_GROUPS = frozenset({"sampler", "cache", "deps", "partition"})
 
 def strategy_class(config: dict[str, Any]) -> Any:
     """The class the run's ``strategy._target_`` names, or None when it cannot be imported
-    here (a run from another version of gnnscale, a strategy package not on the path)."""
+    here (a run from another version of gnnscale) or is not one the registry declares (a run
+    folder's config never chooses what is imported: a strategy from outside gnnscale is then
+    read by its target's name alone)."""
+    from gnnscale import registry
+
     target = str(config.get("strategy", {}).get("_target_", ""))
     if target.startswith("gnnscale.executor."):  # runs written before strategies/<name>/
         target = "gnnscale.strategies." + target.removeprefix("gnnscale.executor.")
+    if registry.declared("strategy", target) is None:
+        return None
     module, _, name = target.rpartition(".")
     try:
         return getattr(importlib.import_module(module), name)

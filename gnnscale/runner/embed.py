@@ -45,6 +45,7 @@ from omegaconf import OmegaConf
 
 from gnnscale.data.publish import pid_alive, temp_path
 from gnnscale.errors import UserError
+from gnnscale.runner.finished import FinishedRun, id_map, load_model
 
 
 @dataclass
@@ -57,27 +58,9 @@ class LayerFile:
 
 
 def load_run(cfg, ckpt_path: str):
-    """``(graph, model, task)`` of a run: its task's graph and its trained model (eval mode)."""
-    from gnnscale import registry
-    from gnnscale.distributed.launch import private_temp_dir
-    from gnnscale.runner import checkpoint
-    from gnnscale.strategies.base import model_node
-
-    registry.load_all()
-    task = registry.build(cfg.task) if cfg.get("task") is not None else None
-    graph = registry.build(cfg.dataset).load()
-    if task is not None:
-        graph = task.prepare(graph, cfg.data_root, cfg.seed)
-    out = graph.num_classes if task is None else task.out_channels(graph)
-    with private_temp_dir():
-        model = registry.build(model_node(cfg, graph), in_channels=graph.num_features,
-                               out_channels=out)
-    if task is not None:
-        task.attach(model)
-    model.bind_graph(graph)
-    model.load_state_dict(checkpoint.load_run(ckpt_path)["model"])
-    model.eval()
-    return graph, model, task
+    """``(graph, model, task)`` of a run: its task's graph and its trained model (eval mode),
+    from ``cfg`` once checked (:func:`gnnscale.runner.finished.load_model`)."""
+    return load_model(cfg, ckpt_path)
 
 
 def _write_rows(f: LayerFile, start: int, rows: torch.Tensor) -> None:
@@ -158,19 +141,14 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
     to ``out`` (default ``<run_dir>/embeddings.npy``, or ``.parquet``) with each row's id;
     returns the paths, shape, seconds and each rank's peak RSS."""
     from gnnscale.distributed.launch import Topology, spawn
-    from gnnscale.runner import checkpoint, outputs
+    from gnnscale.runner import outputs
 
-    ckpt = Path(run_dir) / checkpoint.FILENAME
-    if not ckpt.is_file():
-        raise UserError(f"no checkpoint at {ckpt}: give run_dir= a finished run's folder "
-                        "(trained with checkpoint=true, the default)")
     if world_size < 1 or batch_size < 1:
         raise UserError(f"world_size and batch_size must be >= 1, got {world_size}, "
                         f"{batch_size}")
     outputs.check_format(format)
-    cfg = OmegaConf.create(checkpoint.load_run(ckpt)["config"])
-    if data_root is not None:
-        cfg.data_root = data_root
+    run = FinishedRun.from_run(run_dir, data_root)  # its config checked: never imports code
+    cfg, ckpt = run.config, run.checkpoint
     graph, model, _ = load_run(cfg, str(ckpt))  # processes the data once, here
     keys = row_ids(cfg, graph)
     widths = model.widths(graph.num_features)[1:]
@@ -237,7 +215,7 @@ def _write_per_type(cfg, graph, rows_path: Path, out_path: Path, batch_size: int
     time and each renamed into place when complete; ``rows_path`` is removed."""
     from gnnscale.runner import outputs
 
-    ids = _id_map(cfg)
+    ids = id_map(cfg)
     rows = np.load(rows_path, mmap_mode="r")
     off = graph.node_type_offset.tolist()
     step = max(batch_size, 1 << 16)
@@ -281,18 +259,9 @@ def ids_file(out_path: Path) -> Path:
 def row_ids(cfg, graph) -> dict[str, np.ndarray]:
     """The id column(s) of every node's row: the user's ids when the dataset stores them
     (:mod:`gnnscale.data.idmap`), else the internal ids."""
-    from gnnscale.runner.predict import key_columns
+    from gnnscale.runner.outputs import key_columns
 
-    return key_columns(graph, _id_map(cfg), torch.arange(graph.num_nodes))
-
-
-def _id_map(cfg):
-    """The dataset's map of the user's ids (:mod:`gnnscale.data.idmap`), or None."""
-    from gnnscale.data.idmap import IdMap
-    from gnnscale.runner.predict import dataset_folder
-
-    folder = dataset_folder(cfg)
-    return IdMap.load(folder) if folder is not None and folder.is_dir() else None
+    return key_columns(graph, id_map(cfg), torch.arange(graph.num_nodes))
 
 
 def _single(keys: dict[str, np.ndarray]) -> np.ndarray:

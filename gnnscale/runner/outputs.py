@@ -7,7 +7,9 @@ probabilities, embeddings). It is written in the format the user picks:
   its entries are named (``prob_<class>``), else one fixed-size list column;
 * ``npy``: one folder ``<name>/`` with ``<column>.npy`` per column (2-D ones as they are) and
   ``<column>_names.npy`` beside a 2-D column whose entries are named; every file is a plain
-  ``.npy`` (read with ``allow_pickle=False``; strings as fixed-width unicode).
+  ``.npy`` (read with ``allow_pickle=False``; strings as fixed-width unicode). The folder holds
+  a mark (``.gnnscale-table``); an existing ``<name>/`` without it that is not empty (a folder
+  of the user's) is never replaced: the write is refused in one line.
 
 Either way the table is built beside its final place and renamed into it once complete
 (:mod:`gnnscale.data.publish`): a failed write leaves the previous table as it was. The key
@@ -22,6 +24,7 @@ import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +33,9 @@ from gnnscale.data.publish import publish_folder, temp_folder, temp_path
 from gnnscale.errors import UserError
 
 FORMATS = ("parquet", "npy")
+#: the file that marks a ``.npy`` table folder as gnnscale's own (only such a folder, or an
+#: empty one, is replaced by the next table of that name)
+TABLE_MARK = ".gnnscale-table"
 #: rows per Parquet row group (a 2-D column is converted one group at a time)
 ROW_GROUP = 1 << 16
 
@@ -68,6 +74,33 @@ def user_ids(ids: IdMap | None, node_type: str, local: np.ndarray) -> np.ndarray
     return ids.to_user(node_type, local)
 
 
+def key_columns(g: Any, ids: IdMap | None, nodes: Any, name: str = "id"
+                ) -> dict[str, np.ndarray]:
+    """The user's ids (``ids``; internal ids without a map) of the global ``nodes`` (a tensor)
+    of graph ``g`` as column ``name``, with ``<name>_type`` when they span several node types
+    (the ids are then strings if the types' ids differ in kind)."""
+    import torch
+
+    nodes = nodes.long()
+    if len(g.node_types) == 1:
+        return {name: user_ids(ids, g.node_types[0], nodes.numpy())}
+    which = g.node_type_of(nodes).numpy()
+    parts = {}
+    for t in np.unique(which):
+        at = which == t
+        node_type = g.node_types[int(t)]
+        local = g.to_local(node_type, nodes[torch.from_numpy(at)]).numpy()
+        parts[int(t)] = (at, user_ids(ids, node_type, local))
+    if len(parts) == 1:
+        return {name: next(iter(parts.values()))[1]}
+    kinds = {v.dtype.kind for _, v in parts.values()}
+    col = np.empty(len(nodes), dtype=object if len(kinds) > 1 or "U" in kinds else np.int64)
+    for at, v in parts.values():
+        col[at] = v if col.dtype != object else v.astype(str)
+    types = np.asarray(g.node_types)[which]
+    return {f"{name}_type": types, name: col.astype(str) if col.dtype == object else col}
+
+
 def internal_ids(ids: IdMap | None, node_type: str, user: np.ndarray, num_nodes: int,
                  what: str) -> np.ndarray:
     """Type-local internal ids of the user's ids ``user`` (``what`` names them in errors)."""
@@ -100,8 +133,11 @@ def write_table(out_dir: Path, name: str, columns: Mapping[str, np.ndarray], fmt
     path = table_path(Path(out_dir), name, fmt)
     if fmt == "parquet":
         return write_parquet(path, columns, names)
+    check_replaceable(path)
     tmp = temp_folder(path)
     try:
+        (tmp / TABLE_MARK).write_text(f"a table gnnscale wrote ({name}): replaced by the next "
+                                      "one written here\n")
         for col, arr in columns.items():
             np.save(tmp / f"{col}.npy", _plain(np.asarray(arr)), allow_pickle=False)
             if col in names:
@@ -111,6 +147,26 @@ def write_table(out_dir: Path, name: str, columns: Mapping[str, np.ndarray], fmt
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def check_replaceable(path: Path) -> None:
+    """Refuse (one :class:`UserError` line) to replace ``path`` unless it is absent, an empty
+    folder or a table folder gnnscale wrote (it holds :data:`TABLE_MARK`): a folder of the
+    user's that happens to have a table's name is never deleted."""
+    if not os.path.lexists(path):
+        return
+    if path.is_dir() and not path.is_symlink():
+        if (path / TABLE_MARK).is_file():
+            return
+        entries = sorted(e.name for e in path.iterdir())
+        if not entries:
+            return
+        held = f"it holds {entries[0]}" + (f" and {len(entries) - 1} more" if len(entries) > 1
+                                            else "")
+    else:
+        held = "it is a file" if not path.is_symlink() else "it is a link"
+    raise UserError(f"{path} exists and is not a table gnnscale wrote ({held}); a table is "
+                    "never written over your files: move it away, or give out= another folder")
 
 
 def _plain(arr: np.ndarray) -> np.ndarray:

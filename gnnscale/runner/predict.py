@@ -1,7 +1,8 @@
 """Predictions of a finished run, keyed by the user's ids (``python -m gnnscale.predict``).
 
-The run's model is rebuilt from its checkpoint on the CPU (:func:`gnnscale.runner.embed.load_run`:
-the graph as its task prepared it) and every output row comes from the same layer-wise
+The run's model is rebuilt from its checkpoint on the CPU
+(:class:`gnnscale.runner.finished.FinishedRun`: its config checked against the schemas, the
+graph as its task prepared it) and every output row comes from the same layer-wise
 full-neighbour inference the task's evaluation uses
 (:func:`gnnscale.evaluation.evaluate.layerwise_logits`), so a prediction is what the run's own
 evaluation scored.
@@ -31,11 +32,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from gnnscale.data.idmap import IdMap
 from gnnscale.errors import UserError
 from gnnscale.runner import outputs
+from gnnscale.runner.finished import FinishedRun, dataset_folder
+from gnnscale.runner.outputs import key_columns
 
 SPLITS = ("all", "train", "val", "test")
 #: pairs a decoder with weights scores at once in the top-k (its hidden rows are this many)
@@ -61,27 +64,11 @@ class Loaded:
 
 
 def run_config(run_dir: str | Path, data_root: str | None = None) -> tuple[DictConfig, Path]:
-    """The config a run trained with (from its checkpoint) and the checkpoint's path; no
-    checkpoint is a one-line :class:`UserError`."""
-    from gnnscale.runner import checkpoint
-
-    ckpt = Path(run_dir) / checkpoint.FILENAME
-    if not ckpt.is_file():
-        raise UserError(f"no checkpoint at {ckpt}: give run_dir= a finished run's folder "
-                        "(trained with checkpoint=true, the default)")
-    cfg = OmegaConf.create(checkpoint.load_run(ckpt)["config"])
-    if data_root is not None:
-        cfg.data_root = data_root
-    return cfg, ckpt
-
-
-def dataset_folder(cfg: DictConfig) -> Path | None:
-    """The dataset's processed folder (where its id map and class names are), if known."""
-    from gnnscale import registry
-
-    registry.load_all()
-    options = registry.options("dataset", cfg.dataset)
-    return None if options is None else options.processed_dir()
+    """The config a run trained with (from its checkpoint, checked:
+    :class:`~gnnscale.runner.finished.FinishedRun`) and the checkpoint's path; no checkpoint is
+    a one-line :class:`UserError`."""
+    run = FinishedRun.from_run(run_dir, data_root)
+    return run.config, run.checkpoint
 
 
 def class_names(folder: Path | None, node_type: str, num_classes: int) -> list[str] | None:
@@ -97,43 +84,16 @@ def class_names(folder: Path | None, node_type: str, num_classes: int) -> list[s
 
 def load(run_dir: str | Path, data_root: str | None = None) -> Loaded:
     """Everything a prediction needs of the run in ``run_dir``."""
-    from gnnscale.runner.embed import load_run
-
-    cfg, ckpt = run_config(run_dir, data_root)
-    graph, model, task = load_run(cfg, str(ckpt))
-    folder = dataset_folder(cfg)
+    run = FinishedRun.from_run(run_dir, data_root)
+    graph, model, task = run.load()
+    folder = dataset_folder(run.config)
     ids = IdMap.load(folder) if folder is not None and folder.is_dir() else None
     targets = tuple(graph.target_types or graph.node_types)
     classes = class_names(folder, targets[0], graph.num_classes) if targets else None
-    return Loaded(cfg, graph, model, task, ids, classes)
+    return Loaded(run.config, graph, model, task, ids, classes)
 
 
 # -- keys -------------------------------------------------------------------------------------
-def key_columns(g: Any, ids: IdMap | None, nodes: torch.Tensor, name: str = "id"
-                ) -> dict[str, np.ndarray]:
-    """The user's ids (``ids``; internal ids without a map) of the global ``nodes`` of graph
-    ``g`` as column ``name``, with ``<name>_type`` when they span several node types (the ids
-    are then strings if the types' ids differ in kind)."""
-    nodes = nodes.long()
-    if len(g.node_types) == 1:
-        return {name: outputs.user_ids(ids, g.node_types[0], nodes.numpy())}
-    which = g.node_type_of(nodes).numpy()
-    parts = {}
-    for t in np.unique(which):
-        at = which == t
-        node_type = g.node_types[int(t)]
-        local = g.to_local(node_type, nodes[torch.from_numpy(at)]).numpy()
-        parts[int(t)] = (at, outputs.user_ids(ids, node_type, local))
-    if len(parts) == 1:
-        return {name: next(iter(parts.values()))[1]}
-    kinds = {v.dtype.kind for _, v in parts.values()}
-    col = np.empty(len(nodes), dtype=object if len(kinds) > 1 or "U" in kinds else np.int64)
-    for at, v in parts.values():
-        col[at] = v if col.dtype != object else v.astype(str)
-    types = np.asarray(g.node_types)[which]
-    return {f"{name}_type": types, name: col.astype(str) if col.dtype == object else col}
-
-
 def to_internal(loaded: Loaded, user: np.ndarray, what: str) -> torch.Tensor:
     """Global ids of the user's ids ``user`` (a one-type graph, or the first type that has a
     map)."""
