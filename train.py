@@ -31,11 +31,12 @@ def main(cfg: DictConfig) -> None:
     """Train as the composed ``cfg`` says; a configuration error is one line, status 2 (in a
     sweep: reported, and the other jobs go on)."""
     from gnnscale.runner.run import run
+    from gnnscale.runner.runlock import locked
 
-    if SWEEP is not None:
-        return SWEEP.job(cfg, run)
+    if SWEEP is not None:  # each job: its folder locked before Hydra's record is written
+        return SWEEP.job(cfg, locked(run))
     try:
-        run(cfg)
+        locked(run)(cfg)
     except UserError as err:  # what to change, without a traceback; status 2 like argparse
         print(f"error: {err}", file=sys.stderr, flush=True)
         sys.exit(2)

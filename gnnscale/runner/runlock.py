@@ -14,9 +14,10 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from gnnscale.errors import ConfigError
 
@@ -82,3 +83,52 @@ def run_folder_lock(run_dir: str | Path) -> Iterator[None]:
         except FileNotFoundError:
             pass
         os.close(fd)
+
+
+#: the folder of the run folder where Hydra's record of the run is kept
+HYDRA_DIR = ".hydra"
+
+
+def write_hydra_record(run_dir: str | Path, cfg: Any) -> None:
+    """Write Hydra's record of this job (``.hydra/config.yaml``: ``cfg`` as composed,
+    ``hydra.yaml``, ``overrides.yaml``: what Hydra itself writes when ``hydra.output_subdir``
+    is set) into ``run_dir``; nothing outside a Hydra job, or when Hydra wrote it already.
+    ``configs/config.yaml`` sets ``hydra.output_subdir: null`` so that Hydra writes nothing
+    before the run folder's lock is held (:func:`locked`)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf, open_dict
+
+    from gnnscale.data.publish import write_text_atomic
+
+    if not HydraConfig.initialized():
+        return
+    record = OmegaConf.create(OmegaConf.to_container(HydraConfig.instance().cfg,
+                                                     resolve=False))
+    if record.hydra.output_subdir is not None:  # the user set it: Hydra wrote it itself
+        return
+    with open_dict(record):
+        record.hydra.output_subdir = HYDRA_DIR
+    folder = Path(run_dir) / HYDRA_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, node in (("config.yaml", cfg), ("hydra.yaml", record),
+                       ("overrides.yaml", record.hydra.overrides.task)):
+        write_text_atomic(folder / name, OmegaConf.to_yaml(node))
+
+
+def locked(train: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``train`` as ``train.py``'s task function runs it: the run folder's lock taken first
+    (by the leader, as :func:`gnnscale.runner.run.run` takes it: re-entrant), then Hydra's
+    record written (:func:`write_hydra_record`), then ``train(cfg)``; a run refused by the
+    lock writes nothing into the folder of the run that holds it."""
+    from gnnscale.distributed.schemas import under_torchrun
+
+    def job(cfg: Any) -> Any:
+        run_dir = Path(str(cfg.run_dir))
+        if under_torchrun() and os.environ.get("RANK") != "0":  # rank 0 writes the record
+            return train(cfg)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with run_folder_lock(run_dir):
+            write_hydra_record(run_dir, cfg)
+            return train(cfg)
+
+    return job
