@@ -309,7 +309,7 @@ def run_temp_dir() -> str:
     path, fd = _owned_dir(parent)
     mp_temp = getattr(process.current_process(), "_config", {}).get("tempdir")
     if mp_temp and os.path.dirname(mp_temp) == parent:  # made before this folder: record it
-        with open(os.path.join(path, _ALSO), "w") as f:
+        with open(os.path.join(path, _ALSO), "a") as f:
             f.write(f"{mp_temp}\n")
     _run_temp[pid] = (path, fd)
     os.environ["TMPDIR"] = path
@@ -374,7 +374,7 @@ def socket_dir() -> str:
         return current
     temp = tempfile.gettempdir()
     if not current and socket_room(temp + "/" + "x" * (_PYMP_LEN - 1)):
-        return util.get_temp_dir()  # its own, removed at exit by multiprocessing
+        return _own_pymp(temp)  # its own, removed at exit by multiprocessing
     pid = os.getpid()
     for base in SHORT_BASES:
         if _usable(base) and socket_room(base + "x" * _OWNED_LEN):
@@ -387,6 +387,28 @@ def socket_dir() -> str:
         f"bytes; a socket path holds at most {SUN_PATH_MAX}) and none of "
         f"{', '.join(SHORT_BASES)} is a writable folder to use instead: set TMPDIR to a "
         "shorter folder")
+
+
+def _own_pymp(parent: str) -> str:
+    """Multiprocessing's own temp folder (``util.get_temp_dir()``: ``pymp-*`` in ``parent``,
+    removed at exit by multiprocessing), made as it makes it, but with its name recorded in
+    this process's :func:`run_temp_dir` first, when there is one beside it: a process
+    SIGKILLed at any moment leaves no ``pymp-*`` that the next run does not remove."""
+    owned = _run_temp.get(os.getpid())
+    while True:
+        path = os.path.join(parent, "pymp-" + next(tempfile._get_candidate_names()))
+        if owned and os.path.dirname(owned[0]) == parent:
+            with open(os.path.join(owned[0], _ALSO), "a") as f:
+                f.write(f"{path}\n")
+        try:
+            os.mkdir(path, 0o700)
+            break
+        except FileExistsError:
+            continue
+    util.info("created temp directory %s", path)
+    util.Finalize(None, util._remove_temp_dir, args=(shutil.rmtree, path), exitpriority=-100)
+    process.current_process()._config["tempdir"] = path
+    return path
 
 
 def _remove_socket_dir(pid: int, path: str, fd: int) -> None:

@@ -238,6 +238,17 @@ def fork_server_death() -> str | None:
     return death
 
 
+def _dead_fork_server(wait_s: float = 2.0) -> str | None:
+    """:func:`fork_server_death`, given ``wait_s`` seconds to see a server that is dying (its
+    socket closed before the kernel made it a zombie); None when it still runs."""
+    end = time.monotonic() + wait_s
+    while True:
+        death = fork_server_death()
+        if death is not None or time.monotonic() >= end:
+            return death
+        time.sleep(0.05)
+
+
 #: What a rank reports when its fork server died under it: its death signal, or a peer that
 #: went first (a process group still connecting).
 PEER_GONE = ("Terminated: stopped by", "Connection closed by peer", "Connection reset by peer")
@@ -420,12 +431,19 @@ def spawn(
             try:
                 for p in procs:
                     p.start()
+            except (EOFError, OSError):  # the fork server died as it was asked for a rank
+                death = _dead_fork_server()
+                if death is None:
+                    raise
+                started = sum(p.pid is not None for p in procs)
+                message = (f"{death} while the ranks were starting ({started} of {world_size} "
+                           "started, and stopped): run again, a new fork server starts")
             finally:
                 if before is None:
                     os.environ.pop("TMPDIR", None)
                 else:
                     os.environ["TMPDIR"] = before
-            while len(outs) < world_size and not failures.settled(outs):
+            while message is None and len(outs) < world_size and not failures.settled(outs):
                 try:
                     rank, ok, payload = results.get(timeout=0.2)
                 except queue.Empty:
@@ -435,7 +453,7 @@ def spawn(
                     outs[rank] = pickle.loads(payload)
                 else:
                     failures.report(rank, payload, outs)
-            if failures.since is not None:
+            if failures.since is not None and message is None:
                 message = failures.message(outs)  # while the ranks still run as they stopped
         except Terminated as err:
             print(f"gnnscale: launcher {err}; stopping the ranks", file=sys.stderr, flush=True)

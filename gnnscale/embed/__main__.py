@@ -28,17 +28,23 @@ def main(argv: list[str] | None = None) -> dict:
     if args in (["-h"], ["--help"]):
         print(USAGE)
         return {}
+    failed: tuple = ()  # RankFailed, once torch may be imported
     try:
         kwargs = parse(args)  # first: a bad argument is refused before torch is imported
         from gnnscale.distributed.threads import quiet_waits
 
         quiet_waits()  # before torch loads here and in the ranks
+        from gnnscale.distributed.launch import RankFailed
         from gnnscale.runner.embed import embed
 
+        failed = (RankFailed,)
         res = embed(**kwargs)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
+    except failed as err:  # a rank (or the fork server starting them) failed: named
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
     mib = ", ".join(f"{b / 2**20:.0f}" for b in res["peak_rss_per_rank"])
     ids = f" (ids: {res['ids']})" if res.get("ids") else ""
     where = res["path"]

@@ -41,6 +41,8 @@ def warm_fork_server(argv: Sequence[str]) -> bool:
     """Start the fork server now when ``argv`` will start ranks; True when started."""
     if not needs_ranks(argv) or "forkserver" not in multiprocessing.get_all_start_methods():
         return False
+    import tempfile
+
     from gnnscale.distributed.guard import (
         SocketPathError,
         run_temp_dir,
@@ -48,18 +50,23 @@ def warm_fork_server(argv: Sequence[str]) -> bool:
         socket_dir,
     )
 
+    # this launcher's private folder first; then the server's socket folder (multiprocessing's
+    # pymp-*, beside it in the temp folder), its name recorded in the private folder before it
+    # is made: a launcher SIGKILLed at any moment (composing, validating, processing, before
+    # any rank starts) has both removed by the next run, never a pymp-* left for good
+    parent = tempfile.gettempdir()
+    private = run_temp_dir()  # now this process's temp folder ($TMPDIR, tempfile's)
+    tempfile.tempdir = parent  # for socket_dir alone (torch-free: not launch.temp_dir_as)
     try:
         socket_dir()  # the server's socket path must fit AF_UNIX
     except SocketPathError:
         return False  # the launcher refuses with the reason, before any rank starts
+    finally:
+        tempfile.tempdir = private
     quiet_waits()  # the server loads torch for every rank: its OpenMP wait policy first
     forkserver.set_forkserver_preload([SERVER_MODULE, WORKER_MODULE])  # launch.PRELOAD
     with sigint_blocked():  # a Ctrl-C now is the launcher's, not a traceback of the server's
         forkserver.ensure_running()
-    # this launcher's private folder, now: it records the server's pymp-* folder as its own, so
-    # a launcher killed while composing, validating or processing (before any rank starts) has
-    # both removed by the next run, instead of leaving pymp-* in the temp folder for good
-    run_temp_dir()
     return True
 
 
