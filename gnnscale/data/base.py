@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from gnnscale.data import bounded, processed
+from gnnscale.data.bounded import row_normalized
 from gnnscale.data.checks import check_task
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.metadata import FEATURES_PREFIX
@@ -33,18 +33,6 @@ def normalize_features(graph: GraphStore, norm: str, done: frozenset[str] = froz
                            row_normalized(f, norm, f"{graph.name} ({t} nodes)")
                            for t, f in graph.type_features.items()}
     return graph
-
-
-def row_normalized(features: torch.Tensor, norm: str, what: str) -> torch.Tensor:
-    """Each row of ``features`` divided by its sum (``norm``: the option's name, for the
-    error on negative values; rows are independent, so a chunk of rows gives the same)."""
-    x = features.float()
-    if bool((x < 0).any()):
-        raise ValueError(f"dataset.feature_norm={norm} divides each feature row by its sum, "
-                         f"which needs non-negative features (bag-of-words, TF-IDF); "
-                         f"{what} has negative values: use dataset.feature_norm=none")
-    total = x.sum(dim=1, keepdim=True)
-    return torch.where(total == 0, x, x / torch.where(total == 0, 1.0, total)).to(features.dtype)
 
 
 class Dataset(ABC):
@@ -106,12 +94,13 @@ class Dataset(ABC):
     def check_budget(self) -> None:
         """Refuse, in one line and before anything is read, a source that must be read whole
         and is larger than ``dataset.memory_budget``."""
-        size = None if self.memory_budget is None or self.streams else self.whole_bytes()
-        if size is not None and size > self.memory_budget:
+        budget = self.memory_budget
+        size = None if budget is None or self.streams else self.whole_bytes()
+        if size is not None and budget is not None and size > budget:
             raise ConfigError(
                 f"{self.source}: this source is read whole while it is processed "
                 f"({size / 2**20:,.0f} MiB), more than dataset.memory_budget="
-                f"{self.memory_budget / 2**20:,.0f} MiB; {self.budget_hint()}")
+                f"{budget / 2**20:,.0f} MiB; {self.budget_hint()}")
 
     def budget_hint(self) -> str:
         """What to do when the source is larger than the budget (the refusal's end)."""

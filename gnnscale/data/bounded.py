@@ -52,11 +52,14 @@ import numpy as np
 import torch
 
 from gnnscale.data import pages
-from gnnscale.data.graph import KEY_LIMIT
 from gnnscale.data.metadata import EDGE_ATTR, EDGE_ATTR_PREFIX, FEATURES_PREFIX
 from gnnscale.data.schemas import parse_budget  # noqa: F401 (re-exported)
 from gnnscale.errors import ConfigError
 
+#: the CSC builders (this out-of-core one, and :func:`gnnscale.data.graph.build_csc` in memory)
+#: sort on one combined int64 key while nodes x edge types x nodes is below this, else on
+#: three keys (slower, never overflows)
+KEY_LIMIT = 2 ** 63
 #: working bytes per edge of a bucket being sorted (source, destination, key, sort output,
 #: order, mask and the deduplicated copy, int64 each)
 BYTES_PER_EDGE = 64
@@ -104,6 +107,20 @@ class NpyWriter:
                              f"{self.shape} {self.dtype} ({expected} expected)")
         self.digest = self._hash.hexdigest()[:32]
         return self.digest
+
+
+def row_normalized(features: torch.Tensor, norm: str, what: str) -> torch.Tensor:
+    """Each row of ``features`` divided by its sum (``norm``: the option's name, for the
+    error on negative values; rows are independent, so a chunk of rows gives the same: a
+    dataset's whole matrix, :func:`gnnscale.data.base.normalize_features`, or one chunk
+    written at a time, :meth:`Stage.features`)."""
+    x = features.float()
+    if bool((x < 0).any()):
+        raise ValueError(f"dataset.feature_norm={norm} divides each feature row by its sum, "
+                         f"which needs non-negative features (bag-of-words, TF-IDF); "
+                         f"{what} has negative values: use dataset.feature_norm=none")
+    total = x.sum(dim=1, keepdim=True)
+    return torch.where(total == 0, x, x / torch.where(total == 0, 1.0, total)).to(features.dtype)
 
 
 def file_digest(file: Path) -> str:
@@ -192,8 +209,6 @@ class Stage:
         """Row chunks of a feature matrix written as float32 ``[rows, cols]`` (the feature
         transform applied per chunk: rows are independent), memory-mapped. More or fewer
         rows than ``rows`` is a ValueError naming both."""
-        from gnnscale.data.base import row_normalized
-
         if self.memory_budget is not None and 16 * cols > self.memory_budget // 4:
             raise ConfigError(f"dataset.memory_budget={self.memory_budget:,} bytes is too "
                               f"small to process {name}: one row of its {cols:,} features "

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from gnnscale.data import bounded
+from gnnscale.data.bounded import KEY_LIMIT
 from gnnscale.data.pages import release
 
 SELF_LOOP_MODES = ("keep", "remove", "add")
@@ -55,9 +57,6 @@ TYPE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 REVERSE = "rev_"
 
 EdgeType = tuple[str, str, str]
-#: :func:`build_csc` sorts on one combined int64 key while nodes x edge types x nodes is below
-#: this, else on three keys (slower, never overflows)
-KEY_LIMIT = 2 ** 63
 #: edges checked (or counted) at a time by the whole-graph checks of a typed graph
 CHECK_EDGES = 1 << 20
 
@@ -643,8 +642,6 @@ class GraphStore:
             _whole_rows(_edge_rows(edge_attr, ei.shape[1], "edge_attr"))
         src, dst = ei[0], ei[1]
         if stage is not None:
-            from gnnscale.data import bounded
-
             raw = ei.shape[1] * (2 if symmetrize else 1) + (num_nodes if self_loops == "add"
                                                              else 0)
             budget = bounded.budget_for(stage, raw)
@@ -653,20 +650,7 @@ class GraphStore:
                     stage, src, dst, w, num_nodes, symmetrize, self_loops, dedupe, budget,
                     index_dtype, fields.get("name", "graph"), a)
                 return cls(indptr=indptr, indices=indices, edge_weight=w, edge_attr=a, **fields)
-        if symmetrize:
-            src, dst = torch.cat([src, dst]), torch.cat([dst, src])
-            w = None if w is None else torch.cat([w, w])
-            a = None if a is None else torch.cat([a, a])
-        if self_loops in ("remove", "add"):
-            keep = src != dst
-            src, dst = src[keep], dst[keep]
-            w = None if w is None else w[keep]
-            a = None if a is None else a[keep]
-        if self_loops == "add":
-            loop = torch.arange(num_nodes)
-            src, dst = torch.cat([src, loop]), torch.cat([dst, loop])
-            w = None if w is None else torch.cat([w, torch.ones(num_nodes)])
-            a = None if a is None else torch.cat([a, a.new_zeros(num_nodes, a.shape[1])])
+        src, dst, w, a = _edited_edges(src, dst, w, a, num_nodes, symmetrize, self_loops)
         if a is None:
             indptr, src, _, w = build_csc(src, dst, None, num_nodes, 1, dedupe, w)
         else:
@@ -682,8 +666,6 @@ class GraphStore:
         """:meth:`from_edge_index` of an edge source read in chunks into ``stage``, edge
         features moved with their edges (None when the in-memory build applies: no stage or
         no budget)."""
-        from gnnscale.data import bounded
-
         if self_loops not in SELF_LOOP_MODES:
             raise ValueError(f"self_loops must be one of {SELF_LOOP_MODES}, got {self_loops!r}")
         e = source.num_edges
@@ -886,6 +868,30 @@ def csc_order(src: torch.Tensor, dst: torch.Tensor, etype: torch.Tensor | None,
     return indptr, src, etype, order
 
 
+
+def _edited_edges(src: torch.Tensor, dst: torch.Tensor, w: torch.Tensor | None,
+                  a: torch.Tensor | None, num_nodes: int, symmetrize: bool, self_loops: str
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None,
+                             torch.Tensor | None]:
+    """The edges (with their weights ``w`` and features ``a``) of
+    :meth:`GraphStore.from_edge_index`'s in-memory build: every reverse edge added
+    (``symmetrize``), then self loops kept, removed or one added per vertex (``self_loops``)."""
+    if symmetrize:
+        src, dst = torch.cat([src, dst]), torch.cat([dst, src])
+        w = None if w is None else torch.cat([w, w])
+        a = None if a is None else torch.cat([a, a])
+    if self_loops in ("remove", "add"):
+        keep = src != dst
+        src, dst = src[keep], dst[keep]
+        w = None if w is None else w[keep]
+        a = None if a is None else a[keep]
+    if self_loops == "add":
+        loop = torch.arange(num_nodes)
+        src, dst = torch.cat([src, loop]), torch.cat([dst, loop])
+        w = None if w is None else torch.cat([w, torch.ones(num_nodes)])
+        a = None if a is None else torch.cat([a, a.new_zeros(num_nodes, a.shape[1])])
+    return src, dst, w, a
+
 def _is_source(edges) -> bool:
     """Whether ``edges`` is a :class:`gnnscale.data.bounded.EdgeSource` (read in chunks)."""
     return hasattr(edges, "span") and hasattr(edges, "chunks")
@@ -998,8 +1004,6 @@ def _typed_source_csc(parts: list, edge_types: tuple[EdgeType, ...],
     build: no stage, no edge source among the parts, or no budget."""
     if stage is None or not any(_is_source(p) for p in parts):
         return None
-    from gnnscale.data import bounded
-
     budget = bounded.budget_for(stage, sum(int(p.shape[1]) for p in parts))
     if budget is None:
         return None
