@@ -78,7 +78,11 @@ GRAPHS = {"rgcn": (make_typed_graph, make_typed_model),
           "rgat": (lambda: _typed_fns.make_typed_graph(edge_features=True), make_rgat),
           **{m: (make_typed_graph, other_typed_model(m)) for m in ("hsage", "hgat", "hgt")},
           "gat_edge": (make_edge_graph, make_edge_model),
-          "gine": (make_edge_graph, lambda graph: _data_fns.make_model(graph, "gine"))}
+          "gine": (make_edge_graph, lambda graph: _data_fns.make_model(graph, "gine")),
+          # users' models traced into stages (tests/_user_models.py TRACED_EDGES)
+          **{f"user_{m}": (make_edge_graph,
+                           lambda graph, m=m: _data_fns.make_model(graph, f"user_{m}"))
+             for m in ("t_transformer_e", "t_gine", "t_gatv2e")}}
 
 
 def part_of(graph: GraphStore, world: int) -> torch.Tensor:

@@ -116,6 +116,13 @@ def case_model(name: str, graph):
                      **kw)
         model.bind_graph(graph)
         return model
+    if name.startswith("user_"):  # a user's model traced into stages (its own dropout)
+        from tests import _user_models
+
+        model = _user_models.wrap(name, graph.num_features, graph.num_classes, 2,
+                                  dropout=0.5, input_dropout=0.25, edge_dim=EDGE_DIM)
+        model.bind_graph(graph)
+        return model
     if name == "gine":
         from gnnscale.models.gine import GINE
 

@@ -158,7 +158,9 @@ def round_parts(topo) -> dict:
 # -- typed graphs and edge features (R-GCN with a featureless type; GAT/GINE with edge_dim) --
 TYPED_STEPS = 3
 #: per model: its graph's batch size (the typed graph trains 40 papers)
-TYPED_BATCH = {"rgcn": 12, "rgat": 12, "gat_edge": BATCH, "gine": BATCH}
+TYPED_BATCH = {"rgcn": 12, "rgat": 12, "gat_edge": BATCH, "gine": BATCH,
+               # users' models traced into stages (tests/_user_models.py TRACED_EDGES)
+               **{f"user_{m}": BATCH for m in ("t_transformer_e", "t_gine", "t_gatv2e")}}
 
 
 def _typed_case(model: str):

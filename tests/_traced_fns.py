@@ -27,3 +27,21 @@ def every_strategy(topo, names: tuple[str, ...] = NAMES) -> dict:
             "factored": _factored_fns.train_one_epoch(topo, "factored", "1", model=name),
         }
     return out
+
+
+#: traced models reading edge features (tests/_user_models.py TRACED_EDGES): data and
+#: factored run them in tests/test_edge_features.py; split, fullgraph and offload here
+EDGE_NAMES = ("user_t_transformer_e", "user_t_gine", "user_t_gatv2e")
+
+
+def edge_strategies(topo, names: tuple[str, ...] = EDGE_NAMES) -> dict:
+    """Per model: split (tests/_split_fns.py typed_split_steps), fullgraph (depcomm,
+    tests/_fullgraph_typed_fns.py) and offload (2 chunks, tests/_offload_fns.py) on a graph
+    with edge features, this rank's results."""
+    from tests import _fullgraph_typed_fns as T
+
+    split = _split_fns.typed_split_steps(topo, list(names))
+    full = T.strategy_epochs(topo, [(name, "depcomm", {}) for name in names])
+    off = _offload_fns.offload_epochs(topo, [(name, dict(chunks=2)) for name in names])
+    return {name: {"split": split[name], "fullgraph": full[i], "offload": off[i]}
+            for i, name in enumerate(names)}

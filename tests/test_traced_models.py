@@ -241,3 +241,28 @@ def test_run_model_of_a_built_in_model_takes_edge_index(tmp_path):
     torch.testing.assert_close(torch.as_tensor(probs), out.softmax(-1), rtol=1e-4, atol=1e-5)
     rows, _ = run.embed(progress=False)
     assert rows.shape == (g.num_nodes, 32)  # model.hidden=32: layer 0 of 2
+
+
+@pytest.mark.slow
+def test_edge_reading_models_under_split_fullgraph_and_offload_equal_one_process():
+    """TransformerConv with edge_dim, GATv2 with edge features and GINE, traced, on 2 ranks
+    of a graph with edge features: split's steps, fullgraph's and offload's epochs (keyed
+    dropout) equal one process (data and factored: tests/test_edge_features.py)."""
+    from tests import _fullgraph_typed_fns as T
+
+    ranks = spawn(_traced_fns.edge_strategies, 2)
+    for name in _traced_fns.EDGE_NAMES:
+        split = _split_fns.typed_reference_steps(name, 2)
+        full, off = T.reference(name), _offload_fns.whole_graph_epochs(name)
+        for r in ranks:
+            got = r[name]
+            assert got["split"]["losses"] == pytest.approx(split["losses"], rel=1e-5), name
+            for a, b in zip(got["split"]["grads"], split["grads"], strict=True):
+                _close(a, b)
+            assert got["fullgraph"]["losses"] == pytest.approx(full["losses"], rel=1e-5), name
+            for a, b in zip(got["fullgraph"]["grads"], full["grads"], strict=True):
+                _close(a, b)
+            assert got["offload"]["losses"] == pytest.approx(off["losses"], rel=1e-5), name
+            for a, b in zip(got["offload"]["grads"], off["grads"], strict=True):
+                _close(a, b)
+            assert got["offload"]["metrics"]["bytes_edge_features"] > 0

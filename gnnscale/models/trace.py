@@ -152,7 +152,8 @@ class Staged:
             return torch.empty((n, 0))
         dtype = next((env[v].dtype for v in values if env[v].is_floating_point()),
                      torch.float32)
-        return torch.cat([env[v].reshape(env[v].shape[0], -1).to(dtype) for v in values], 1)
+        return torch.cat([env[v].reshape(n, _prod(self.shapes[v])).to(dtype) for v in values],
+                         1)
 
     def _unpack(self, rows: torch.Tensor, values: list[fx.Node]) -> dict[fx.Node, Any]:
         env, at = {}, 0
@@ -206,7 +207,7 @@ class Staged:
             if stream is not None:
                 h, p, on = _dropout_args(root, node, env)
                 if on and root.training and p > 0:
-                    flat = h.reshape(h.shape[0], -1)
+                    flat = h.reshape(h.shape[0], _prod(tuple(h.shape[1:])))
                     h = drop(flat, p, stream, ids).reshape(h.shape)
                 env[node] = h
                 continue
