@@ -52,6 +52,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -85,6 +86,7 @@ __all__ = ["ProcessedDataError", "array_digest", "checksum", "is_processed", "lo
 assert LINK_ARRAYS == _graph.LINK_ARRAYS, "metadata.LINK_ARRAYS must list graph.LINK_ARRAYS"
 FORMAT_VERSION = FORMAT
 STAMP = ".verified.json"
+STAMP_DIR_ENV = "GNNSCALE_STAMP_DIR"  # where stamps of read-only folders go
 _CHUNK = 1 << 24
 SHARE_MIN_BYTES = 1 << 20  # smaller arrays are written: a link saves nothing worth a hash
 
@@ -193,16 +195,33 @@ def load_npy(file: Path, mmap_mode: str | None = None) -> np.ndarray:
     return np.load(file, mmap_mode=mmap_mode, allow_pickle=False)
 
 
-def write_stamp(path: Path, names: list[str], settle: bool = False) -> None:
-    """Record that ``names`` in ``path`` were verified as they are now (best effort: a
-    read-only folder is verified in full on every load instead). ``settle``: wait (a clock
-    tick at most) until the stamp is newer than every file, so that :func:`unverified`
-    trusts them all (for a folder just written by this process)."""
-    tmp = path / f"{STAMP}.{os.getpid()}.tmp"
-    for old in path.glob(f"{STAMP}.*.tmp"):  # of a process killed while stamping
-        pid = old.name[len(STAMP) + 1:-len(".tmp")]
-        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
-            old.unlink(missing_ok=True)
+def stamp_cache() -> Path:
+    """Where stamps of folders this process may not write go: ``$GNNSCALE_STAMP_DIR``, else
+    ``$XDG_CACHE_HOME/gnnscale/stamps`` (``~/.cache/gnnscale/stamps``)."""
+    given = os.environ.get(STAMP_DIR_ENV)
+    if given:
+        return Path(given)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "gnnscale" / "stamps"
+
+
+def _cached_stamp(path: Path) -> Path:
+    """The stamp of ``path`` kept in :func:`stamp_cache` (named by the folder's real path)."""
+    real = os.path.realpath(path)
+    return stamp_cache() / (hashlib.blake2b(real.encode(), digest_size=16).hexdigest() + ".json")
+
+
+def _put_stamp(path: Path, names: list[str], target: Path, settle: bool) -> bool:
+    """Write the stamp of ``names`` in ``path`` as ``target`` (through a temporary file
+    beside it); False when that cannot be written (a read-only folder or disk)."""
+    tmp = target.parent / f"{target.name}.{os.getpid()}.tmp"
+    try:
+        for old in target.parent.glob(f"{target.name}.*.tmp"):  # of a killed process
+            pid = old.name[len(target.name) + 1:-len(".tmp")]
+            if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+                old.unlink(missing_ok=True)
+    except OSError:
+        pass
     try:
         for _ in range(200 if settle else 1):
             stats = _file_stats(path, names)
@@ -210,24 +229,63 @@ def write_stamp(path: Path, names: list[str], settle: bool = False) -> None:
             if max((s[3] for s in stats.values()), default=0) < tmp.stat().st_mtime_ns:
                 break
             time.sleep(0.001)
-        os.replace(tmp, path / STAMP)
+        os.replace(tmp, target)
+        return True
     except OSError:
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:  # a read-only file system refuses even this
+            pass
+        return False
+
+
+_UNSTAMPED: set[str] = set()  # folders this process said it could not stamp
+
+
+def write_stamp(path: Path, names: list[str], settle: bool = False) -> None:
+    """Record that ``names`` in ``path`` were verified as they are now: in the folder
+    (``.verified.json``), else, where the folder is read-only, in :func:`stamp_cache`; where
+    neither can be written the folder is verified in full on every load, said once in a
+    line. ``settle``: wait (a clock tick at most) until the stamp is newer than every file,
+    so that :func:`unverified` trusts them all (for a folder just written by this process)."""
+    if _put_stamp(path, names, path / STAMP, settle):
+        return
+    cached = _cached_stamp(path)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass
+    if _put_stamp(path, names, cached, settle):
+        return
+    if str(path) not in _UNSTAMPED:
+        _UNSTAMPED.add(str(path))
+        print(f"note: {path} is read-only and so is {cached.parent}: its files are verified "
+              f"in full on every load (set {STAMP_DIR_ENV} to a folder this run may write to "
+              "keep its verification stamps there)", file=sys.stderr, flush=True)
+
+
+def _vouched(path: Path, stamp: Path, names: list[str]) -> set[str]:
+    """The files among ``names`` in ``path`` that the stamp file ``stamp`` vouches for."""
+    try:
+        stamp_time = stamp.stat().st_mtime_ns
+        recorded = json.loads(stamp.read_text())
+        now = _file_stats(path, names)
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(recorded, dict):
+        return set()
+    return {n for n in names if recorded.get(n) == now[n] and now[n][3] < stamp_time}
 
 
 def unverified(path: Path, names: list[str]) -> set[str]:
-    """The files among ``names`` in ``path`` that the stamp does not vouch for: changed since
-    it was written, or changed in the clock tick it was written in (a later write in that
-    tick would leave the same times), or all of them when there is no readable stamp."""
-    try:
-        stamp_time = (path / STAMP).stat().st_mtime_ns
-        recorded = json.loads((path / STAMP).read_text())
-        now = _file_stats(path, names)
-    except (OSError, ValueError):
-        return set(names)
-    if not isinstance(recorded, dict):
-        return set(names)
-    return {n for n in names if recorded.get(n) != now[n] or now[n][3] >= stamp_time}
+    """The files among ``names`` in ``path`` that no stamp (the folder's, or its stamp in
+    :func:`stamp_cache` when the folder is read-only) vouches for: changed since it was
+    written, or changed in the clock tick it was written in (a later write in that tick
+    would leave the same times), or all of them when there is no readable stamp."""
+    todo = set(names) - _vouched(path, path / STAMP, names)
+    if todo:
+        todo -= _vouched(path, _cached_stamp(path), names)
+    return todo
 
 
 def _shared_copies(share: Path, digests: dict[str, str],

@@ -524,7 +524,7 @@ TYPE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 TABLE_FORMATS = {".csv": "csv", ".tsv": "csv", ".txt": "csv", ".parquet": "parquet",
                  ".pq": "parquet"}
 #: bumped when the table reader's output for the same tables changes (part of the key)
-TABLES_READER = 1
+TABLES_READER = 2
 
 
 class TableFeatures:
@@ -559,6 +559,7 @@ class NodeTableConfig(TableFeatures):
     split: str | None = None
     format: str | None = None  # csv | parquet (None: from the file's suffix)
     delimiter: str | None = None  # CSV only (None: tab for .tsv, else comma)
+    nulls: list[str] | None = None  # CSV only: words that mean "empty" besides the empty field
 
 
 
@@ -578,6 +579,7 @@ class EdgeTableConfig(TableFeatures):
     features: Any = None
     format: str | None = None
     delimiter: str | None = None
+    nulls: list[str] | None = None
 
 
 @dataclass
@@ -660,6 +662,7 @@ class TablesConfig(DatasetConfig):
                 raise ConfigError(f"{key}.type {n.type!r} must be letters, digits, '_', '.' or "
                                   "'-': it names a file")
             table_format(n, key)
+            _check_nulls(n, key)
             if n.features is not None and not (isinstance(n.features, str) or (
                     isinstance(n.features, (list, tuple)) and n.features)):
                 raise ConfigError(f"{key}.features must be a list of column names, or one "
@@ -676,6 +679,7 @@ class TablesConfig(DatasetConfig):
             e.path = _table_path(e.path, base, key)
             e.type = _edge_type(e.type, types, key)
             table_format(e, key)
+            _check_nulls(e, key)
         ets = [tuple(e.type) for e in edges]
         twice_e = [et for et in ets if ets.count(et) > 1]
         if twice_e:
@@ -695,22 +699,43 @@ class TablesConfig(DatasetConfig):
         self.tables()
 
     def key(self) -> str | None:
-        """``<name>-<digest>``: a digest of every table's path, size and modification time
-        and of every option that changes the graph (None while a table is missing)."""
+        """``<name>-<digest>``: a digest of every table's path and content (a hash of its
+        bytes, :func:`content_digest`) and of every option that changes the graph (None while
+        a table is missing)."""
         try:
             nodes, edges = self.tables()
-        except ConfigError:
+            ident: list = [TABLES_READER, self.graph_name, bool(self.symmetrize),
+                           bool(self.add_reverse), float(self.train_ratio),
+                           float(self.val_ratio), int(self.split_seed)]
+            for t in (*nodes, *edges):
+                ident.append([sorted((k, v) for k, v in vars(t).items()),
+                              content_digest(Path(t.path))])
+        except (ConfigError, OSError):
             return None
-        ident: list = [TABLES_READER, self.graph_name, bool(self.symmetrize),
-                       bool(self.add_reverse), float(self.train_ratio), float(self.val_ratio),
-                       int(self.split_seed)]
-        for t in (*nodes, *edges):
-            st = Path(t.path).stat()
-            ident.append([sorted((k, v) for k, v in vars(t).items()), st.st_size,
-                          st.st_mtime_ns])
         digest = hashlib.blake2b(json.dumps(ident, default=str).encode(),
                                  digest_size=6).hexdigest()
         return f"{self.graph_name}-{digest}"
+
+
+#: a table's content digest by its path and file identity (size, times, inode), so one process
+#: hashes an unchanged table once
+_DIGESTS: dict[tuple, str] = {}
+
+
+def content_digest(path: Path) -> str:
+    """BLAKE2b of a file's bytes (a table's content: a rewrite that keeps its size and
+    modification time, as ``cp -p`` or ``rsync -a`` do, changes it), remembered for the
+    process while the file's size, times and inode stay the same. About 1 s per GB."""
+    st = path.stat()
+    ident = (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+    digest = _DIGESTS.get(ident)
+    if digest is None:
+        h = hashlib.blake2b(digest_size=16)
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+        digest = _DIGESTS[ident] = h.hexdigest()
+    return digest
 
 
 def _as(cls: type, value: Any) -> Any:
@@ -727,6 +752,55 @@ def _as(cls: type, value: Any) -> Any:
     return cls(**value)
 
 
+#: a schema file's largest size and node count (aliases expanded): a schema lists tables
+SCHEMA_MAX_BYTES, SCHEMA_MAX_NODES = 1 << 20, 100_000
+
+
+def _bound_yaml(file: Path) -> None:
+    """Refuse a schema file larger than :data:`SCHEMA_MAX_BYTES`, or whose YAML nodes, each
+    alias counted as the node it repeats, exceed :data:`SCHEMA_MAX_NODES` (nested aliases, a
+    "billion laughs", would expand exponentially when the file is loaded). The file is
+    composed, not constructed: aliases stay references, counted with a memo."""
+    import yaml
+
+    size = file.stat().st_size
+    if size > SCHEMA_MAX_BYTES:
+        raise ConfigError(f"{file}: {size:,} bytes, more than the {SCHEMA_MAX_BYTES:,} a tables "
+                          "schema may have: it lists tables, their columns and options")
+    try:
+        root = yaml.compose(file.read_text(errors="replace"), Loader=yaml.SafeLoader)
+    except yaml.YAMLError as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConfigError(f"{file}: not a tables schema ({first}); it holds nodes: and edges: "
+                          "lists of tables") from None
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()  # nodes whose children are being counted (a cycle returns to one)
+    pending = [] if root is None else [(root, False)]
+    while pending:  # post-order without recursion: a node's size is 1 + its children's
+        node, done = pending.pop()
+        if id(node) in sizes:
+            continue
+        children = [c for pair in node.value for c in pair] if isinstance(
+            node, yaml.MappingNode) else list(node.value) if isinstance(
+            node, yaml.SequenceNode) else []
+        if done:
+            open_.discard(id(node))
+            sizes[id(node)] = min(1 + sum(sizes.get(id(c), 0) for c in children),
+                                  SCHEMA_MAX_NODES + 1)
+        elif id(node) in open_:
+            sizes[id(root)] = SCHEMA_MAX_NODES + 1  # an alias inside itself: endless
+            break
+        else:
+            open_.add(id(node))
+            pending.append((node, True))
+            pending.extend((c, False) for c in children if id(c) not in sizes)
+    total = 0 if root is None else sizes[id(root)]
+    if total > SCHEMA_MAX_NODES:
+        raise ConfigError(f"{file}: its YAML expands to more than {SCHEMA_MAX_NODES:,} values "
+                          "(nested aliases?): a tables schema lists tables, their columns and "
+                          "options; write them out")
+
+
 def _read_schema(file: Path) -> tuple[list[NodeTableConfig], list[EdgeTableConfig]]:
     """The node and edge tables of a schema file, checked against :class:`TablesSchema`."""
     from omegaconf import OmegaConf
@@ -734,6 +808,7 @@ def _read_schema(file: Path) -> tuple[list[NodeTableConfig], list[EdgeTableConfi
 
     if not file.is_file():
         raise ConfigError(f"dataset.schema: no file {file}")
+    _bound_yaml(file)
     try:
         raw = OmegaConf.load(file)
         typed = OmegaConf.merge(OmegaConf.structured(TablesSchema), raw)
@@ -744,6 +819,19 @@ def _read_schema(file: Path) -> tuple[list[NodeTableConfig], list[EdgeTableConfi
                           "lists of tables") from None
     return [_as(NodeTableConfig, n) for n in plain["nodes"]], \
         [_as(EdgeTableConfig, e) for e in plain["edges"]]
+
+
+def _check_nulls(table: NodeTableConfig | EdgeTableConfig, key: str) -> None:
+    """``nulls``: None or a list of words (the CSV cells that mean "empty" besides the empty
+    field); stored as a list of strings."""
+    given = table.nulls
+    if given is None:
+        return
+    if isinstance(given, str) or not isinstance(given, (list, tuple)) or not all(
+            isinstance(w, (str, int, float)) and not isinstance(w, bool) for w in given):
+        raise ConfigError(f"{key}.nulls must be a list of words that mean an empty cell (the "
+                          f"empty field always does), e.g. [NA, 'null'], got {given!r}")
+    table.nulls = [str(w) for w in given]
 
 
 def _table_path(path: str | None, base: Path, key: str) -> str:

@@ -39,6 +39,7 @@ split value or a bad label; ``<file>: column <C>: ...`` for a missing column.
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,8 @@ INT_TEXT = r"^(0|-?[1-9][0-9]*)$"
 SPLIT_WORDS = {"": 0, "train": 1, "val": 2, "valid": 2, "validation": 2, "test": 3}
 SPLITS = ("train", "val", "test")
 CSV_BLOCK = 4 << 20  # bytes of CSV text parsed at a time (a row must fit in one block)
+CSV_MAX_HEADER = 64 << 20  # the longest CSV header row read
+CSV_MAX_COLUMNS = 100_000  # the most columns a CSV header may name
 
 
 class TableError(ConfigError):
@@ -90,16 +93,20 @@ def table_error(path: str | Path, problem: str, row: int | None = None,
 class Table:
     """One CSV or Parquet file, read in batches of the columns asked for."""
 
-    def __init__(self, path: str, fmt: str, delimiter: str | None, batch_rows: int) -> None:
+    def __init__(self, path: str, fmt: str, delimiter: str | None, batch_rows: int,
+                 nulls: list[str] | None = None) -> None:
         self.path, self.fmt, self.batch_rows = path, fmt, int(batch_rows)
+        self.nulls = [""] + [str(n) for n in nulls or [] if str(n) != ""]  # CSV only
         self.parse = pa_csv.ParseOptions(
             delimiter=delimiter or ("\t" if ".tsv" in Path(path).suffixes else ","))
+        self.block = CSV_BLOCK
         try:
             if fmt == "parquet":
                 self.names = list(pq.ParquetFile(path).schema_arrow.names)
             else:
+                self.block = _csv_block(path, self.parse.delimiter)
                 reader = pa_csv.open_csv(path, parse_options=self.parse,
-                                         read_options=pa_csv.ReadOptions(block_size=CSV_BLOCK))
+                                         read_options=pa_csv.ReadOptions(block_size=self.block))
                 self.names = list(reader.schema.names)
                 reader.close()
         except (pa.ArrowException, OSError) as err:
@@ -124,9 +131,10 @@ class Table:
             else:
                 source = pa_csv.open_csv(
                     self.path, parse_options=self.parse,
-                    read_options=pa_csv.ReadOptions(block_size=CSV_BLOCK),
+                    read_options=pa_csv.ReadOptions(block_size=self.block),
                     convert_options=pa_csv.ConvertOptions(
                         include_columns=columns, strings_can_be_null=True,
+                        null_values=self.nulls,
                         column_types={c: pa.string() for c in columns}))
             for batch in source:
                 for start in range(0, batch.num_rows, self.batch_rows):
@@ -134,8 +142,37 @@ class Table:
                     yield row, part
                     row += part.num_rows
         except (pa.ArrowException, OSError) as err:
+            why = _first_line(err)
+            if "straddle" in why:
+                why = (f"a row longer than the {self.block >> 20} MiB of text read at a time "
+                       "(4 times the header row, at least 4 MiB)")
             raise TableError(f"{self.path}: cannot read it as {self.fmt} after data row {row} "
-                             f"({_first_line(err)})") from None
+                             f"({why})") from None
+
+
+def _csv_block(path: str, delimiter: str) -> int:
+    """Bytes of CSV text parsed at a time: :data:`CSV_BLOCK`, or four times the header row
+    when that is longer (a wide table's rows must fit in one block). A header row longer
+    than :data:`CSV_MAX_HEADER`, or naming more than :data:`CSV_MAX_COLUMNS` columns, is
+    refused (pyarrow infers every column's type when it opens a CSV: minutes for 10^6)."""
+    head, found = b"", False
+    with pa.input_stream(path, compression="detect") as f:
+        while len(head) <= CSV_MAX_HEADER:
+            chunk = f.read(1 << 20)
+            cut = chunk.find(b"\n")
+            head += chunk if cut < 0 else chunk[:cut + 1]
+            if not chunk or cut >= 0:  # the end of the file, or of the header row
+                found = True
+                break
+    if not found:
+        raise TableError(f"{path}: its header row is longer than {CSV_MAX_HEADER >> 20} MiB: "
+                         "write wide features as one column of lists, or as Parquet")
+    row = next(csv.reader([head.decode("utf-8", errors="replace")], delimiter=delimiter), [])
+    if len(row) > CSV_MAX_COLUMNS:
+        raise TableError(f"{path}: its header row names {len(row):,} columns, more than the "
+                         f"{CSV_MAX_COLUMNS:,} a CSV table may have: write wide features as "
+                         "one column of lists, or as Parquet")
+    return max(CSV_BLOCK, 4 * len(head))
 
 
 def _first_line(err: BaseException) -> str:
@@ -239,6 +276,30 @@ def _text_ints(arr: pa.Array) -> pa.Array | None:
         return None
 
 
+def _beyond_int64(arr: pa.Array) -> int | None:
+    """The first value of a uint64 column that int64 cannot hold (>= 2^63), or None."""
+    if not pa.types.is_uint64(arr.type) or not len(arr):
+        return None
+    big = np.flatnonzero(arr.fill_null(0).to_numpy(zero_copy_only=False) >= np.uint64(2**63))
+    return int(big[0]) if big.size else None
+
+
+def _trailing_nul(arr: pa.Array) -> int | None:
+    """The first string of ``arr`` that ends in a NUL character (numpy unicode would drop
+    it), or None."""
+    if not _is_text(arr) or not len(arr):
+        return None
+    hit = np.flatnonzero(pc.fill_null(pc.ends_with(arr, "\x00"), False)
+                         .to_numpy(zero_copy_only=False))
+    return int(hit[0]) if hit.size else None
+
+
+def _exact(values: pa.Array) -> np.ndarray:
+    """Strings as a numpy object array of Python ``str``: compared and sorted exactly (NUL
+    characters included), unlike fixed-width numpy unicode."""
+    return np.array(values.to_pylist(), dtype=object)
+
+
 def _to_str(values: np.ndarray) -> np.ndarray:
     return values.astype(str) if len(values) else np.array([], dtype="<U1")
 
@@ -279,7 +340,8 @@ def text_hash(arr: pa.Array) -> np.ndarray:
 class IdIndex:
     """The user's ids of one node type, sorted once for lookups: integer ids themselves;
     string ids by :func:`text_hash`, every hit compared with the string itself (and, should two
-    of the type's ids share a hash, by the strings, sorted as numpy unicode: slower)."""
+    of the type's ids share a hash, by the strings themselves, sorted as Python strings:
+    exact, slower)."""
 
     def __init__(self, ids: np.ndarray | None, text: pa.Array | None) -> None:
         self.text = text  # string ids (large_string), None for integer ids
@@ -305,7 +367,7 @@ class IdIndex:
                              self.text.take(self.order[same + 1])).to_numpy(zero_copy_only=False)
             if not equal.all():  # two ids share a hash: index the strings themselves
                 self.hashed = False
-                self._sort(_to_str(self.text.to_numpy(zero_copy_only=False)))
+                self._sort(_exact(self.text))
                 return self.repeat()
         if not same.size:
             return None
@@ -321,7 +383,7 @@ class IdIndex:
             values = values.cast(self.text.type)
             keys = text_hash(values)
         else:
-            keys = _to_str(values.to_numpy(zero_copy_only=False))
+            keys = _exact(values.cast(self.text.type))
         if not len(self.sorted):
             return np.zeros(len(keys), np.int64), np.zeros(len(keys), bool)
         pos = np.minimum(np.searchsorted(self.sorted, keys), len(self.sorted) - 1)
@@ -349,7 +411,7 @@ class NodePart:
 def read_nodes(cfg: NodeTableConfig, batch_rows: int) -> NodePart:
     """Read one node table (see the module docstring)."""
     fmt = table_format(cfg, "node table")
-    table = Table(cfg.path, fmt, cfg.delimiter, batch_rows)
+    table = Table(cfg.path, fmt, cfg.delimiter, batch_rows, cfg.nulls)
     feats = cfg.feature_columns
     wanted = {cfg.id: "id", **{c: "features" for c in feats}}
     if cfg.label:
@@ -369,6 +431,15 @@ def read_nodes(cfg: NodeTableConfig, batch_rows: int) -> NodePart:
             raise at(cfg.id)(_first_null(arr), "missing id")
         if not (_is_text(arr) or pa.types.is_integer(arr.type)):
             raise at(cfg.id)(0, f"ids are {arr.type}: give integers or strings")
+        big = _beyond_int64(arr)
+        if big is not None:
+            raise at(cfg.id)(big, f"id {arr[big].as_py()} is beyond the signed 64-bit range "
+                             "that integer ids are kept in: store the ids as int64 or as "
+                             "strings")
+        nul = _trailing_nul(arr)
+        if nul is not None:
+            raise at(cfg.id)(nul, f"id {arr[nul].as_py()!r} ends in a NUL character, which "
+                             "the id map (numpy unicode) cannot keep: remove it")
         ids.append(arr)
         if feats:
             cols = []
@@ -382,6 +453,9 @@ def read_nodes(cfg: NodeTableConfig, batch_rows: int) -> NodePart:
             labels.append(_plain(batch.column(cfg.label)))
         if cfg.split:
             splits.append(_split_codes(batch.column(cfg.split), at(cfg.split)))
+    if not sum(len(c) for c in ids):
+        raise table_error(cfg.path, f"no data rows: the {cfg.type!r} node table lists its "
+                          "nodes, one per row under the header")
     id_arr, id_text = _id_values(ids, text)
     index = IdIndex(id_arr, id_text)
     repeat = index.repeat()
@@ -447,12 +521,19 @@ def _labels(chunks: list[pa.Array], text: bool, path: str, column: str
         arr = arr.cast(pa.large_string())
         arr = pc.if_else(pc.equal(pc.utf8_trim_whitespace(arr), ""),
                          pa.scalar(None, pa.large_string()), arr)
+        nul = _trailing_nul(arr)
+        if nul is not None:
+            raise table_error(path, f"class {arr[nul].as_py()!r} ends in a NUL character, "
+                              "which the class names (numpy unicode) cannot keep: remove it",
+                              nul, column)
         ints = _text_ints(arr.drop_null()) if text else None
+        if ints is None and text:
+            _refuse_fractions(arr, path, column)
         if ints is None:
-            names = np.sort(_to_str(pc.unique(arr.drop_null()).to_numpy(zero_copy_only=False)))
-            index = pc.index_in(arr, value_set=pa.array(names.tolist(), pa.large_string()))
+            names = sorted(pc.unique(arr.drop_null()).to_pylist())
+            index = pc.index_in(arr, value_set=pa.array(names, pa.large_string()))
             return pc.fill_null(index, -1).to_numpy(zero_copy_only=False).astype(np.int64), \
-                names
+                _to_str(np.array(names, dtype=object))
         arr = pc.cast(arr, pa.int64())
     elif pa.types.is_boolean(arr.type):
         arr = arr.cast(pa.int64())
@@ -474,6 +555,22 @@ def _labels(chunks: list[pa.Array], text: bool, path: str, column: str
     return y.astype(np.int64), None
 
 
+def _refuse_fractions(arr: pa.Array, path: str, column: str) -> None:
+    """A CSV label column of numbers (every value one) with a fractional one (``1.5``) is
+    refused naming its row: a column of numbers holds classes, not class names. Any other
+    column that is not all plain integers holds class names."""
+    try:
+        vals = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)
+    except pa.ArrowInvalid:  # some value is not a number: class names
+        return
+    given = arr.is_valid().to_numpy(zero_copy_only=False)
+    bad = np.flatnonzero(given & np.isfinite(vals) & (vals != np.round(vals)))
+    if bad.size:
+        i = int(bad[0])
+        raise table_error(path, f"label {arr[i].as_py()!r} is not a class: labels are integers "
+                          "or class names", i, column)
+
+
 # ---- edge tables ---------------------------------------------------------------------------
 
 
@@ -482,7 +579,7 @@ def read_edges(cfg: EdgeTableConfig, parts: dict[str, NodePart], batch_rows: int
     """One edge table: ``[2, E]`` type-local (source, destination) ids, the weights and the
     edge features (``[E, D]``; None without ``features``)."""
     fmt = table_format(cfg, "edge table")
-    table = Table(cfg.path, fmt, cfg.delimiter, batch_rows)
+    table = Table(cfg.path, fmt, cfg.delimiter, batch_rows, cfg.nulls)
     feats = cfg.feature_columns
     wanted = {cfg.src: "src", cfg.dst: "dst", **{c: "features" for c in feats}}
     if cfg.weight:
@@ -532,6 +629,9 @@ def _map_ids(arr: pa.Array, part: NodePart, fail: Callable[[int, str], Exception
     if part.index.text is not None:
         values = arr if _is_text(arr) else pc.cast(arr, pa.large_string())
     elif pa.types.is_integer(arr.type):
+        big = _beyond_int64(arr)
+        if big is not None:
+            raise fail(big, f"unknown id {arr[big].as_py()!r}: {unknown}")
         values = arr.cast(pa.int64())
     else:
         plain = pc.match_substring_regex(arr, INT_TEXT).to_numpy(zero_copy_only=False)

@@ -208,12 +208,38 @@ def node_order(parts: dict, path: Path) -> list[str]:
     named = set(nodes) | {t for et in edges for t in (et[0], et[2])}
     order = parts.get("node_types")
     if order is not None:
+        unknown = [t for t in order if t not in nodes]
+        if unknown:
+            known = ", ".join(sorted(nodes)) or "none"
+            raise ConfigError(f"{path}: node_types names {unknown[0]!r}, which has no "
+                              f"num_nodes, x or y (node types with arrays: {known})")
         missing = sorted(set(nodes) - set(order))
         if missing or len(set(order)) != len(order):
             raise ConfigError(f"{path}: node_types {order} must list each node type once; "
                               f"{missing or 'a type twice'} (from the arrays) is not")
         return list(order)
     return sorted(named)
+
+
+#: the nodes a type without x or y may always have, however few edges touch it
+FEATURELESS_FLOOR = 1 << 20
+
+
+def _bound_featureless(counts: dict[str, int], feats: dict, labels: dict, edge_index: dict,
+                       path: Path) -> None:
+    """A type with neither x nor y has only ``num_nodes`` to say how many nodes it has:
+    bounded, as the flat loader bounds a featureless graph, by twice the edges that touch
+    it (nodes numbered densely; at least 2^20 nodes are always allowed), so a forged
+    count is refused before anything is allocated."""
+    for t, n in counts.items():
+        if t in feats or t in labels:
+            continue
+        touching = sum(int(ei.shape[1]) for et, ei in edge_index.items()
+                       if t in (et[0], et[2]) and len(ei.shape) == 2)
+        if n > max(2 * touching, FEATURELESS_FLOOR):
+            raise ConfigError(f"{path}: num_nodes{SEP}{t} = {n} for {touching} edges touching "
+                              f"{t!r} and no x{SEP}{t} or y{SEP}{t} to back them: number its "
+                              "nodes densely from 0, or give its features")
 
 
 def hetero_classes() -> list:
@@ -336,6 +362,8 @@ def graph_from_parts(parts: dict, path: Path, symmetrize: bool, train_ratio: flo
                 raise ConfigError(f"{path}: {key}{SEP}{name} has {a.shape[0]} rows for the "
                                   f"{e} edges of {et}: one per edge")
             store[et] = a if isinstance(a, RowSource) else a.float()
+    if "x" not in parts:
+        _bound_featureless(counts, feats, labels, edge_index, path)
     num_classes = parts.get("num_classes")
     try:
         whole = {"x": parts["x"]} if "x" in parts else {}

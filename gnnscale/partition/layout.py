@@ -162,7 +162,14 @@ def read_part(root: str | os.PathLike, part: int, layout: dict) -> dict:
                 f"{_show(info.get(key))}, {Path(root) / LAYOUT_FILE} says "
                 f"{_show(layout.get(key))}; copy this host the parts written with that "
                 "layout.json (or partition again)")
-    if info.get("part") != part or layout["parts"][part] != info["checksum"]:
+    other = info.get("part")
+    if other != part and isinstance(other, int) and not isinstance(other, bool) \
+            and 0 <= other < len(layout["parts"]) \
+            and layout["parts"][other] == info.get("checksum"):
+        raise LayoutError(f"{folder} holds part {other}, not part {part}: the part folders "
+                          f"were swapped or renamed; move it back to {part_dir(root, other)} "
+                          f"and part {part}'s folder to {folder}")
+    if other != part or layout["parts"][part] != info["checksum"]:
         raise LayoutError(f"{folder} is not the part {part} that {Path(root) / LAYOUT_FILE} "
                           "lists (another run of the partitioner wrote it): copy the parts "
                           "written with that layout.json")

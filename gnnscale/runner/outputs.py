@@ -181,8 +181,8 @@ def _arrow_columns(columns: Mapping[str, np.ndarray], names: Mapping[str, list[s
     out = {}
     for col, arr in columns.items():
         part = np.asarray(arr[lo:hi])
-        if part.ndim == 1:
-            out[col] = pa.array(_plain(part))
+        if part.ndim == 1:  # unicode via Python strings: pyarrow cuts numpy's at a NUL
+            out[col] = pa.array(part.astype(object) if part.dtype.kind == "U" else part)
         elif col in names:
             for j, entry in enumerate(names[col]):
                 out[f"{col}_{entry}"] = pa.array(np.ascontiguousarray(part[:, j]))
