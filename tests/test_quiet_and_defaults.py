@@ -173,3 +173,21 @@ def test_a_script_piped_to_python_trains_two_ranks(tmp_path, how):
     assert "FileNotFoundError" not in proc.stderr and "trained 2" in proc.stdout
     assert json.loads((tmp_path / "run" / "results.json").read_text())["summary"][
         "world_size"] == 2
+
+
+def test_auto_says_its_plan_and_the_pick_trains_its_own_default_epochs(tmp_path):
+    from gnnscale.strategies.auto.candidates import candidate_config
+    from gnnscale.strategies.auto.strategy import _epochs, profiling_plan
+
+    cfg = api.config([*TINY, "strategy=auto", "strategy.candidates=[data,fullgraph]"],
+                     run_dir=tmp_path / "r", data_root=tmp_path / "d")
+    assert _epochs(cfg) is None
+    assert candidate_config(cfg, "fullgraph", tmp_path / "f", _epochs(cfg)).epochs == 20
+    assert candidate_config(cfg, "data", tmp_path / "d", _epochs(cfg)).epochs == 3
+    assert profiling_plan(cfg, ["data", "fullgraph"]) == (
+        "[auto] profiling 2 candidates (data, fullgraph): one launch of 3 epochs each, and up "
+        "to 4 more if the two best are close; then the pick trains its strategy's default "
+        "epochs")
+    given = api.config([*TINY, "strategy=auto", "epochs=7"], run_dir=tmp_path / "r")
+    assert candidate_config(given, "fullgraph", tmp_path / "f", _epochs(given)).epochs == 7
+    assert profiling_plan(given, ["data"]).endswith("then the pick trains 7 epochs")

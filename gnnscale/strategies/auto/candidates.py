@@ -69,7 +69,8 @@ def candidates(cfg: DictConfig) -> list[tuple[str, str | None]]:
     return out
 
 
-def candidate_config(cfg: DictConfig, name: str, run_dir: Path, epochs: int) -> DictConfig:
+def candidate_config(cfg: DictConfig, name: str, run_dir: Path,
+                     epochs: int | None) -> DictConfig:
     """``cfg`` (strategy=auto) as ``strategy=<name>`` would compose it, training ``epochs``
     in ``run_dir``; deps and cache the user left unset are the candidate's preferred ones, and
     the model options left to the run (``auto``) are the candidate's own
@@ -92,7 +93,9 @@ def candidate_config(cfg: DictConfig, name: str, run_dir: Path, epochs: int) -> 
         if OmegaConf.is_missing(cfg, group):
             base[group] = OmegaConf.to_container(option_node(group, preferred[group]),
                                                  enum_to_str=True)
-    base.update(run_dir=str(run_dir), epochs=epochs)
+    # epochs=None: left to the candidate's own default (the root's ${gnnscale.default_epochs:})
+    base.update(run_dir=str(run_dir),
+                epochs="${gnnscale.default_epochs:}" if epochs is None else epochs)
     ccfg = cast(DictConfig, OmegaConf.create(base))
     settle_model(ccfg)
     return ccfg

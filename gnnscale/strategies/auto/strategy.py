@@ -195,6 +195,25 @@ def profile(cfg: DictConfig, name: str, run_dir: Path, loss0: dict[str, float], 
         return {**row, "status": "crashed", "reason": f"{type(err).__name__}: {err}"}
 
 
+def profiling_plan(cfg: DictConfig, names: list[str]) -> str:
+    """The line ``auto`` says before it profiles: how many launches of how many epochs, and
+    what trains after."""
+    auto, epochs = cfg.strategy, _epochs(cfg)
+    more = (f", and up to {2 * auto.rematch_rounds} more if the two best are close"
+            if auto.rematch_rounds and auto.criterion == Criterion.measured else "")
+    then = f"{epochs} epochs" if epochs is not None else "its strategy's default epochs"
+    return (f"[auto] profiling {len(names)} candidates ({', '.join(names)}): one launch of "
+            f"{auto.profile_epochs} epochs each{more}; then the pick trains {then}")
+
+
+def _epochs(cfg: DictConfig) -> int | None:
+    """The chosen run's ``epochs``: the user's, or None (left to the chosen strategy's own
+    default, ``StrategyConfig.default_epochs``)."""
+    from gnnscale.runner.run import epochs_left
+
+    return None if epochs_left(cfg) else int(cfg.epochs)
+
+
 def recorded_choice(cfg: DictConfig, run_dir: Path) -> str | None:
     """On ``resume=true`` with a checkpoint in ``run_dir``: the strategy ``auto.json`` says was
     chosen (the one the checkpoint is of); None otherwise."""
@@ -214,7 +233,7 @@ def run_auto(cfg: DictConfig, train: Train) -> dict:
     if resumed is not None:
         print(f"[auto] resuming {resumed}, the strategy {run_dir / 'auto.json'} records",
               flush=True)
-        results = train(candidate_config(cfg, resumed, run_dir, cfg.epochs))
+        results = train(candidate_config(cfg, resumed, run_dir, _epochs(cfg)))
         results["auto"] = {"strategy": resumed, "chosen_by": "auto", "resumed": True,
                            "decision": "auto.json"}
         (run_dir / "results.json").write_text(json.dumps(results, indent=1))
@@ -222,6 +241,7 @@ def run_auto(cfg: DictConfig, train: Train) -> dict:
     from gnnscale.strategies.base import build_task
 
     names = chosen_candidates(cfg)
+    print(profiling_plan(cfg, names), flush=True)
     task, graph = build_task(cfg)
     loss0 = initial_losses(cfg, names, run_dir, task, graph)
     which_task, loss = task.name, task.loss_name
@@ -251,7 +271,7 @@ def run_auto(cfg: DictConfig, train: Train) -> dict:
     print(f"\n[auto] decision (task={which_task}, training loss = {loss}, initial "
           f"{first}; score = {decision['criterion']} s/epoch / loss drop per epoch):\n"
           f"{table(rows, chosen)}\n[auto] chose {why}\n", flush=True)
-    results = train(candidate_config(cfg, chosen, run_dir, cfg.epochs))
+    results = train(candidate_config(cfg, chosen, run_dir, _epochs(cfg)))
     results["auto"] = {"strategy": chosen, "chosen_by": "auto", "why": why,
                        "criterion": decision["criterion"], "task": which_task,
                        "decision": "auto.json"}
