@@ -43,6 +43,7 @@ test-fast: install
 
 lint: install
 	$(PY) -m ruff check gnnscale benchmarks tests scripts train.py setup.py
+	$(PY) -m pytest -q tests/test_typecheck.py  # mypy ([tool.mypy]) against tests/mypy_baseline.json
 
 bench: install
 	$(PY) -m benchmarks all --out bench-results

@@ -19,7 +19,7 @@ import os
 import pkgutil
 from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hydra.core.config_store import ConfigStore
 from hydra.utils import get_object
@@ -153,8 +153,8 @@ def instance(cls: type | None, node: Any) -> Any:
     their names, interpolations resolved; keys ``cls`` lacks left out); None without one."""
     if cls is None or node is None or not is_dataclass(cls):
         return None
-    values = (OmegaConf.to_container(node, resolve=True, enum_to_str=True)
-              if isinstance(node, DictConfig) else dict(node))
+    values = cast(dict, OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+                  if isinstance(node, DictConfig) else dict(node))
     names = {f.name for f in fields(cls)}
     return cls(**{k: v for k, v in values.items() if k in names})
 
@@ -184,8 +184,8 @@ def build(cfg: Any, **runtime: Any) -> Any:
     in a schema arrive as their names); runtime objects are passed
     through untouched (Hydra's ``instantiate`` would convert dataclasses into configs).
     """
-    kwargs = (OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-              if not isinstance(cfg, dict) else dict(cfg))
+    kwargs = cast(dict, OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+                  if not isinstance(cfg, dict) else dict(cfg))
     target = kwargs.pop("_target_", None)
     if not target:
         raise ValueError(f"config node has no _target_: {kwargs}")

@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import II, MISSING, OmegaConf
+from omegaconf import II, MISSING
 
 from gnnscale.errors import ConfigError
 
@@ -127,7 +127,8 @@ class RootConfig:
     experiment: Any = None
     seed: int = 0
     # left out: the strategy's declared default (StrategyConfig.default_epochs, resolved by
-    # the ``gnnscale.default_epochs`` resolver: 3 for the mini-batch strategies, more for
+    # the ``gnnscale.default_epochs`` resolver, registered beside the strategies'
+    # declarations in strategies/config.py: 3 for the mini-batch strategies, more for
     # full-graph ones, whose epoch is one optimizer step)
     epochs: int = II("gnnscale.default_epochs:")
     eval_every: int = 1  # 0: evaluate only after the last epoch; -1: never (training only)
@@ -150,14 +151,3 @@ class RootConfig:
 
 
 ConfigStore.instance().store(group="schema", name="root", node=RootConfig)
-
-
-def default_epochs(*, _root_: Any) -> int:
-    """``epochs`` left to the strategy: its declared ``default_epochs`` (the resolver
-    ``${gnnscale.default_epochs:}``, the root's default)."""
-    from gnnscale.strategies.config import declared
-
-    return int(declared(_root_.strategy).default_epochs)
-
-
-OmegaConf.register_new_resolver("gnnscale.default_epochs", default_epochs, replace=True)

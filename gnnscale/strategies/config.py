@@ -30,6 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from omegaconf import OmegaConf
+
 from gnnscale import registry
 from gnnscale.data.metadata import DatasetMeta
 from gnnscale.errors import ConfigError
@@ -426,3 +428,13 @@ def declared(node: Any) -> type[StrategyConfig]:
     from hydra.utils import get_object
 
     return get_object(target).schema
+
+
+def default_epochs(*, _root_: Any) -> int:
+    """``epochs`` left to the strategy: its declared ``default_epochs`` (the resolver
+    ``${gnnscale.default_epochs:}``, the root schema's default; registered here, beside the
+    declarations it reads, so the root schema imports no strategy)."""
+    return int(declared(_root_.strategy).default_epochs)
+
+
+OmegaConf.register_new_resolver("gnnscale.default_epochs", default_epochs, replace=True)
