@@ -9,8 +9,10 @@ Under torchrun a rank that cannot reach the store torchrun's agent serves fails 
 the address (:func:`~gnnscale.distributed.topology.check_store_reachable`); once in the group,
 the ranks learn which host each is on (:mod:`gnnscale.distributed.peers`), so a collective that
 fails because another host went away raises :class:`~gnnscale.distributed.peers.HostLost`
-naming that host and its ranks. One process may train several runs in turn (a sweep), each in
-a process group of its own.
+naming that host and its ranks; one that fails by its deadline because a peer stopped answering
+(stopped, or its host's link down) names that peer and its host, from their pulses in the
+store (:func:`~gnnscale.distributed.peers.silent_host`). One process may train several runs
+in turn (a sweep), each in a process group of its own.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ import torch.distributed as dist
 from gnnscale.distributed.device import IFNAME_VARS, listener_env
 from gnnscale.distributed.guard import guard_rank, run_temp_dir, socket_dir
 from gnnscale.distributed.launch import spawn
-from gnnscale.distributed.peers import HostLost, gather_peers, lost_host
+from gnnscale.distributed.peers import (
+    HostLost,
+    Pulse,
+    gather_peers,
+    lost_host,
+    silent_host,
+    timed_out,
+)
 from gnnscale.distributed.schemas import LocalDistConfig
 from gnnscale.distributed.threads import allowed_cores, binding, default_threads, host_load
 from gnnscale.distributed.topology import (
@@ -32,6 +41,7 @@ from gnnscale.distributed.topology import (
     Device,
     agent_hosts_store,
     check_store_reachable,
+    group_prefix,
     resolve_backend,
     topology_from_env,
     under_torchrun,
@@ -103,17 +113,31 @@ class Launcher:
             for key, value in listener_env(os.environ["MASTER_ADDR"]).items():
                 os.environ.setdefault(key, value)
         topo = topology_from_env(self.backend, self.device, self.timeout_s)
+        pulse = None
         try:
             peers = gather_peers(topo.rank)  # which host each rank is on, to name a lost one
+            prefix = pulse_prefix()
+            pulse = Pulse(topo.rank, prefix).start()  # to name one that goes quiet
             try:
                 return [fn(topo, *args)]
             except Exception as err:
                 lost = lost_host(err, peers, topo.rank)
+                if lost is None and timed_out(err):  # nothing closed: who stopped answering
+                    lost = silent_host(peers, topo.rank, prefix, self.timeout_s, pulse)
                 if lost is not None:
                     raise HostLost(lost) from err
                 raise
         finally:
+            if pulse is not None:
+                pulse.stop()
             dist.destroy_process_group()
+
+
+def pulse_prefix() -> str:
+    """A store prefix for the pulses of the process group just joined, its own (every rank
+    counts the groups it joined alike: :func:`~gnnscale.distributed.topology.group_prefix`),
+    under torchrun's run id."""
+    return f"gnnscale/{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}/{group_prefix()}"
 
 
 def run_here(fn: Callable[..., Any], args: tuple, backend: str, device: str, timeout_s: float,

@@ -8,6 +8,16 @@ reset by peer``...); :func:`lost_host` maps that address back to the node and it
 host that vanished mid-epoch (killed, rebooted, unplugged) is named on the hosts that remain:
 ``the host of ranks 2-3 (torchrun node 1, 10.0.0.2, host gpu7) is gone``. torchrun then ends
 the run (its agent stops the other ranks of the host and exits non-zero).
+
+A peer that is stopped (SIGSTOP, a debugger) or whose host's link went down closes nothing:
+the collective only runs past its deadline, and gloo says "Timed out waiting 20000ms". So
+every rank keeps a pulse in the run's store (:class:`Pulse`: a counter it advances every
+:data:`PULSE_S` seconds from a thread of its own, over a store connection of its own); a
+rank whose collective timed out marks itself so (it is a victim, alive) and watches the
+others' pulses for :data:`WATCH_S` seconds (:func:`quiet_peers`): the ranks whose pulse stood
+still and that did not time out themselves are the ones that did not answer, named with their
+host (:func:`silent_host`). When the store itself does not answer, this host lost its link to
+the store's host, which is named instead.
 """
 
 from __future__ import annotations
@@ -15,7 +25,10 @@ from __future__ import annotations
 import os
 import re
 import socket
+import threading
+import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch.distributed as dist
 
@@ -98,3 +111,121 @@ def _chain(error: BaseException) -> list[BaseException]:
 
 class HostLost(RuntimeError):
     """A collective failed because another host of the run went away; the message names it."""
+
+
+#: seconds between two beats of a rank's pulse in the run's store
+PULSE_S = 0.5
+#: seconds a rank whose collective timed out watches the others' pulses
+WATCH_S = 3.0
+#: deadline of one store operation of the pulse (connecting included)
+STORE_S = 5.0
+#: A collective (or store wait) that ran past its deadline, in an error's text.
+TIMED_OUT = re.compile(r"timed out|timeout(?!_s)|timing out", re.IGNORECASE)
+
+
+def _store(timeout_s: float = STORE_S) -> dist.TCPStore:
+    """A connection of its own to the run's store (torchrun's ``MASTER_ADDR:MASTER_PORT``)."""
+    return dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), None,
+                         False, timedelta(seconds=timeout_s))
+
+
+class Pulse:
+    """This rank's pulse in the run's store: the counter ``<prefix>/pulse/<rank>``, advanced
+    every :data:`PULSE_S` seconds by a daemon thread over a store connection of its own (a
+    stopped process, or one whose host lost its link, stops advancing it)."""
+
+    def __init__(self, rank: int, prefix: str) -> None:
+        self.rank, self.prefix = rank, prefix
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Pulse:
+        """Start beating (returns itself)."""
+        self._thread = threading.Thread(target=self._beat, name="gnnscale-pulse", daemon=True)
+        self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        try:
+            store = _store()
+            key = f"{self.prefix}/pulse/{self.rank}"
+            while not self._stop.is_set():
+                store.add(key, 1)
+                self._stop.wait(PULSE_S)
+        except Exception:  # noqa: BLE001 - the store is gone: the pulse stops, as it should
+            return
+
+    def timed_out(self) -> None:
+        """Mark this rank as one whose own collective timed out (alive: not the one that
+        went quiet); best effort."""
+        try:
+            _store().set(f"{self.prefix}/timed_out/{self.rank}", "1")
+        except Exception:  # noqa: BLE001 - the store is gone: quiet_peers says so
+            pass
+
+    def stop(self) -> None:
+        """Stop beating."""
+        self._stop.set()
+
+
+def quiet_peers(prefix: str, world_size: int, rank: int, watch_s: float = WATCH_S
+                ) -> list[int] | None:
+    """The ranks other than ``rank`` whose pulse stood still for ``watch_s`` seconds and that
+    did not time out themselves; None when the run's store does not answer."""
+    try:
+        store = _store()
+        keys = [f"{prefix}/pulse/{r}" for r in range(world_size)]
+        before = [store.add(k, 0) for k in keys]
+        time.sleep(watch_s)
+        after = [store.add(k, 0) for k in keys]
+        victims = {r for r in range(world_size)
+                   if store.check([f"{prefix}/timed_out/{r}"])}
+    except Exception:  # noqa: BLE001 - the store does not answer
+        return None
+    return [r for r in range(world_size)
+            if r != rank and after[r] == before[r] and r not in victims]
+
+
+def timed_out(error: BaseException) -> bool:
+    """Whether ``error`` (or what caused it) is a collective that ran past its deadline."""
+    return any(TIMED_OUT.search(str(e)) for e in _chain(error))
+
+
+def _named(peers: list[Peer], ranks: list[int]) -> str:
+    """``rank 2 (torchrun node 1, 10.0.0.2, host gpu7)``, grouped by host."""
+    out = []
+    for node in sorted({p.node for p in peers if p.rank in ranks}):
+        of = [p for p in peers if p.node == node and p.rank in ranks]
+        out.append(f"{_ranks([p.rank for p in of])} (torchrun node {node}, {of[0].addr}, "
+                   f"host {of[0].host})")
+    return "; ".join(out)
+
+
+def silent_host(peers: list[Peer], rank: int, prefix: str, timeout_s: float,
+                pulse: Pulse | None = None) -> str | None:
+    """After ``rank``'s collective timed out: a line naming the rank(s) and host(s) that did
+    not answer (their pulse stood still), or the store's host when this host cannot reach the
+    store either; None when every other rank still beats (one runs but skipped the
+    collective)."""
+    if pulse is not None:
+        pulse.timed_out()
+    quiet = quiet_peers(prefix, len(peers), rank)
+    deadline = f"dist.timeout_s={timeout_s:g}s"
+    if quiet is None:
+        addr = os.environ.get("MASTER_ADDR", "?")
+        try:
+            resolved = socket.gethostbyname(addr)
+        except OSError:
+            resolved = addr
+        nodes = sorted({p.node for p in peers if p.addr in (addr, resolved)})
+        where = "; ".join(describe_node(peers, n) for n in nodes) or f"MASTER_ADDR={addr}"
+        return (f"rank {rank}'s collective timed out ({deadline}) and the run's store at "
+                f"{addr}:{os.environ.get('MASTER_PORT', '?')} does not answer either: this "
+                f"host lost its link to {where}, or that host stopped")
+    if not quiet:
+        return None
+    many = len(quiet) > 1
+    return (f"{_named(peers, quiet)} did not answer: rank {rank}'s collective timed out "
+            f"waiting ({deadline}) and {'their pulses' if many else 'its pulse'} in the run's "
+            f"store stopped (a stopped process, or a host whose link went down); see that "
+            "host's own output")
