@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import (
+    APPNP,
     GATv2Conv,
     GCNConv,
     GINEConv,
@@ -84,6 +85,26 @@ class SAGESkip(nn.Module):
             x = self.norm(x + F.relu(conv(x, edge_index)))
             x = F.dropout(x, p=self.dropout, training=self.training)
         return self.head(x)
+
+
+class APPNPNet(nn.Module):
+    """APPNP (Gasteiger et al.): an MLP, then ``K`` propagation steps with a teleport to its
+    output; gnnscale runs each step as a stage (``K`` sampler fanouts)."""
+
+    def __init__(self, in_channels: int, out_channels: int, hidden: int = 16, K: int = 3,
+                 alpha: float = 0.1, dropout: float = 0.5) -> None:
+        super().__init__()
+        self.lin1 = nn.Linear(in_channels, hidden)
+        self.lin2 = nn.Linear(hidden, out_channels)
+        self.prop = APPNP(K, alpha)
+        self.dropout = dropout
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        """Every node's output rows (what gnnscale traces into stages)."""
+        x = F.dropout(x, p=self.dropout, training=self.training)
+        x = F.relu(self.lin1(x))
+        x = F.dropout(x, p=self.dropout, training=self.training)
+        return self.prop(self.lin2(x), edge_index)
 
 
 class Transformer(nn.Module):

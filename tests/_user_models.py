@@ -153,6 +153,7 @@ TRACED = {
     "t_gcnskip": ("examples.models.GCNSkip", {"hidden": 8, "dropout": 0.5}),
     "t_sageskip": ("examples.models.SAGESkip", {"hidden": 8, "dropout": 0.5}),
     "t_transformer": ("examples.models.Transformer", {"hidden": 4}),
+    "t_appnp": ("examples.models.APPNPNet", {"hidden": 8, "dropout": 0.5}),  # K: the layers
 }
 #: traced models that read edge features (given ``edge_dim``; GATv2Edge has two named convs)
 TRACED_EDGES = {
@@ -176,7 +177,9 @@ def wrap(name: str, in_channels: int, out_channels: int, num_layers: int,
         kwargs = dict(kwargs)
         if "dropout" in kwargs:
             kwargs["dropout"] = dropout
-        if key != "t_gatv2e":
+        if key == "t_appnp":  # its K propagation steps are its stages
+            kwargs["K"] = num_layers
+        elif key != "t_gatv2e":
             kwargs["num_layers"] = num_layers
         if edge_dim is not None:
             kwargs["edge_dim"] = edge_dim

@@ -266,3 +266,16 @@ def test_edge_reading_models_under_split_fullgraph_and_offload_equal_one_process
             for a, b in zip(got["offload"]["grads"], off["grads"], strict=True):
                 _close(a, b)
             assert got["offload"]["metrics"]["bytes_edge_features"] > 0
+
+
+def test_appnps_propagation_steps_are_stages_checked_against_the_fanouts(tmp_path):
+    """APPNP(K=3) after an MLP: three stages (the teleport's input carried beside them), so
+    the sampler's fanouts must have three entries."""
+    model = _user_models.wrap("t_appnp", 6, 3, 3)
+    assert model.num_layers == 3 and model.widths(6) == [6, 6, 6, 3]
+    cfg = make_cfg(tmp_path, *BASE, "model=custom", "model.target=examples.models.APPNPNet",
+                   "+model.kwargs.K=3")
+    with pytest.raises(ConfigError, match=r"sampler.fanouts has 2 entries.*"
+                       "model.num_layers=3") as err:
+        check_config(cfg)
+    assert "\n" not in str(err.value)

@@ -189,7 +189,9 @@ class Staged:
             if c.reads_edges:
                 kw["edge_attr"] = model.edge_attr(block)
             conv = root.get_submodule(c.node.target)
-            if _is_gcn(conv):
+            if c.node.kwargs.get(_HOP):
+                out[c.node] = _propagate(conv, v, block, model.gcn_weights)
+            elif _is_gcn(conv):
                 out[c.node] = _gcn(conv, v, block, model.gcn_weights)
             else:
                 out[c.node] = conv((v, v[:n_dst]), block.edge_index, **kw)
@@ -234,6 +236,75 @@ def _gcn(conv: nn.Module, x: torch.Tensor, block: Any, weights: Callable) -> tor
     return out if conv.bias is None else out + conv.bias
 
 
+#: the keyword marking one propagation step of an expanded APPNP call in the traced graph
+_HOP = "_gnnscale_hop"
+
+
+def _expand_appnp(module: nn.Module, graph: fx.Graph) -> None:
+    """Each call of PyG's ``APPNP`` (K propagation steps in one module) rewritten as its K
+    steps, each a stage, with the teleport to the input between them
+    (``x = (1 - alpha) * propagate(x) + alpha * h``, vertex-wise): the input ``h`` travels as
+    rows beside the stages."""
+    from torch_geometric.nn import APPNP
+
+    for node in list(graph.nodes):
+        if node.op != "call_module" or not isinstance(module.get_submodule(node.target), APPNP):
+            continue
+        conv = module.get_submodule(node.target)
+        bound = inspect.signature(conv.forward).bind(*node.args, **node.kwargs)
+        h, edge_index = bound.arguments["x"], bound.arguments["edge_index"]
+        if bound.arguments.get("edge_weight") is not None:
+            raise _refuse(module, _node_line(node), f"gives {node.target} edge weights "
+                          "(gnnscale gives a conv its rows, edges and edge features only)")
+        with graph.inserting_before(node):
+            cur = h
+            tele = graph.call_function(operator.mul, (h, float(conv.alpha)))  # carried once
+            tele.stack_trace = node.stack_trace
+            for _ in range(int(conv.K)):
+                hop = graph.call_module(node.target, (cur, edge_index), {_HOP: True})
+                scaled = graph.call_function(operator.mul, (hop, 1.0 - float(conv.alpha)))
+                cur = graph.call_function(operator.add, (scaled, tele))
+                for made in (hop, scaled, cur):
+                    made.stack_trace = node.stack_trace
+        node.replace_all_uses_with(cur)
+        graph.erase_node(node)
+
+
+class _WholeBlock:
+    """A whole graph as a block (the probe's)."""
+
+    def __init__(self, edge_index: torch.Tensor, n: int) -> None:
+        self.edge_index, self.num_src, self.num_dst = edge_index, n, n
+        self.size, self.src_ids = (n, n), torch.arange(n)
+
+
+def _whole_weights(block: Any, normalize: bool, loops: bool
+                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:meth:`~gnnscale.models.custom.Custom.gcn_weights` of a whole graph, from its own
+    degrees."""
+    ei = block.edge_index.to(torch.int64)
+    if loops:
+        ar = torch.arange(block.num_dst)
+        ei = torch.cat([ei, torch.stack([ar, ar])], 1)
+    if not normalize:
+        return ei, None
+    deg = torch.bincount(block.edge_index[1], minlength=block.num_src).float() + float(loops)
+    s = deg.rsqrt()
+    s = torch.where(torch.isinf(s), torch.zeros_like(s), s)
+    return ei, s[ei[0]] * s[ei[1]]
+
+
+def _propagate(conv: nn.Module, x: torch.Tensor, block: Any, weights: Callable
+               ) -> torch.Tensor:
+    """One propagation step of PyG's ``APPNP`` on a block: the sum over the block's edges
+    (and the destinations' self loops) weighted as its ``gcn_norm`` weighs the whole graph."""
+    if conv.normalize or conv.add_self_loops:
+        ei, w = weights(block, conv.normalize, conv.add_self_loops)
+    else:
+        ei, w = block.edge_index, None
+    return conv.propagate(ei, x=x, edge_weight=w, size=(block.num_src, block.num_dst))
+
+
 def _prod(shape: tuple[int, ...]) -> int:
     out = 1
     for s in shape:
@@ -258,6 +329,11 @@ def _eval(root: nn.Module, node: fx.Node, env: dict[fx.Node, Any]) -> Any:
             obj = getattr(obj, part)
         return obj
     args, kwargs = _value(env, root, node.args), _value(env, root, node.kwargs)
+    if node.op == "call_module" and kwargs.get(_HOP):  # an APPNP step on a whole graph
+        h, edge_index = args[0], args[1]
+        n = h.shape[0]
+        block = _WholeBlock(edge_index, n)
+        return _propagate(root.get_submodule(node.target), h, block, _whole_weights)
     if node.op == "call_module":
         return root.get_submodule(node.target)(*args, **kwargs)
     if node.op == "call_function":
@@ -337,6 +413,7 @@ def stage(module: nn.Module, in_channels: int, edge_dim: int | None = None) -> S
             first = "branches or loops on a tensor's value (data-dependent control flow)"
         raise NotStaged(f"{name}'s forward does not trace at {_error_line(err)}: "
                         f"{first[:160]}") from None
+    _expand_appnp(module, graph)
     holders = [n for n in graph.nodes if n.op == "placeholder"]
     by_name = dict(zip(names, holders))
     x, ei = holders[0], holders[1]
@@ -433,6 +510,11 @@ def _bind_conv(module: nn.Module, n: fx.Node, x: fx.Node, ei: fx.Node, ea: fx.No
                rowdep: set[fx.Node]) -> _Conv:
     conv = module.get_submodule(n.target)
     where = _node_line(n)
+    if n.kwargs.get(_HOP):  # one propagation step of an expanded APPNP
+        if n.args[1] is not ei:
+            raise _refuse(module, where, f"gives {n.target} an edge_index other than its own "
+                          "argument (only the graph's edges can be staged)")
+        return _Conv(node=n, x=n.args[0], kwargs={}, takes_size=False, reads_edges=False)
     params = inspect.signature(conv.forward).parameters
     try:
         bound = inspect.signature(conv.forward).bind(*n.args, **n.kwargs)
