@@ -8,13 +8,17 @@ import signal
 import sys
 import tempfile
 import time
+from datetime import timedelta
 from multiprocessing import resource_tracker
 
 import torch.distributed as dist
 
 from gnnscale.data import processed
+from gnnscale.distributed.topology import run_timeout
 from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.workers import SamplerPool
+
+STARTUP_S = 300.0  # a worker's start-up on a busy host: apart from the deadline under test
 
 
 class UnsendableSampler(NeighborSampler):
@@ -64,12 +68,17 @@ def nested_temp_pool(folder: str) -> None:
 def stopped_worker_rank(topo, folder: str, stamp: str) -> None:
     """Each rank samples with one worker; rank 0 stops its worker (writing the time to
     ``stamp``), then both go on: rank 0 waits for its batch, rank 1 in a barrier (a rank
-    function)."""
+    function). The workers' start-up, which a busy host slows, runs under a deadline of its
+    own (the pool's and the start-up barrier's); the run's deadline, the one under test, is
+    armed once both workers are ready."""
+    started = dist.new_group([0, 1], timeout=timedelta(seconds=STARTUP_S))
+    deadline = run_timeout().total_seconds()
     graph = processed.load(folder)
-    with SamplerPool(NeighborSampler([3]), graph, 1) as pool:
+    with SamplerPool(NeighborSampler([3]), graph, 1, timeout_s=STARTUP_S) as pool:
         jobs = [(graph.train_idx[i:i + 8], i) for i in range(3)]
         next(iter(pool.map(jobs[:1])))
-        dist.barrier()
+        pool.timeout_s = deadline
+        dist.barrier(group=started)
         if topo.rank == 0:
             os.kill(pool.pids[0], signal.SIGSTOP)
             with open(stamp, "w") as f:
