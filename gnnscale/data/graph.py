@@ -759,67 +759,22 @@ class GraphStore:
         edge_types = tuple(tuple(et) for et in edges)
         check_edge_types(edge_types, node_types)
         parts = [_local_edges(edges[et], et, count) for et in edge_types]
-        weights = dict(edge_weight or {})
-        for et in weights:
-            if tuple(et) not in edge_types:
-                raise ValueError(f"edge_weight names edge type {tuple(et)}, which edges lacks")
-        ws = []
-        for et, part in zip(edge_types, parts):
-            w = weights.get(et)
-            w = None if w is None else torch.as_tensor(w).float().reshape(-1)
-            if w is not None and w.numel() != part.shape[1]:
-                raise ValueError(f"edge_weight[{et}] has {w.numel()} entries for "
-                                 f"{part.shape[1]} edges")
-            ws.append(w)
-        attrs = dict(edge_attr or {})
-        for et in attrs:
-            if tuple(et) not in edge_types:
-                raise ValueError(f"edge_attr names edge type {tuple(et)}, which edges lacks")
-        attrs = {tuple(et): a for et, a in attrs.items()}
-        ats = [None if et not in attrs else _edge_rows(attrs[et], part.shape[1],
-                                                       f"edge_attr[{et}]")
-               for et, part in zip(edge_types, parts)]
+        ws, ats = _typed_edge_values(edge_types, parts, edge_weight, edge_attr)
         if add_reverse:
-            rev = tuple((d, REVERSE + r, s) for s, r, d in edge_types)
-            clash = [et for et in rev if et in edge_types]
-            if clash:
-                raise ValueError(f"add_reverse would add edge type {clash[0]}, which edges "
-                                 "already has")
-            edge_types, parts, ws = edge_types + rev, parts + [
-                _Flipped(p) if _is_source(p) else p.flip(0) for p in parts], ws + ws
-            ats = ats + ats
+            edge_types, parts, ws, ats = _with_reverse(edge_types, parts, ws, ats)
         n = int(off[-1])
         streamed = _typed_source_csc(parts, edge_types, ws, ats, start, n, dedupe,
                                      index_dtype, stage, fields.get("name", "graph"))
         if streamed is not None:
             indptr, indices, w, et_id, one_attr, type_attr = streamed
         else:
-            parts = [_edge_array(p.whole(), "edges") if _is_source(p) else p for p in parts]
-            ats = [_whole_rows(a) for a in ats]
-            src = torch.cat([p[0] + start[et[0]] for et, p in zip(edge_types, parts)])
-            dst = torch.cat([p[1] + start[et[2]] for et, p in zip(edge_types, parts)])
-            et_id = torch.repeat_interleave(torch.arange(len(edge_types)),
-                                            torch.tensor([p.shape[1] for p in parts]))
-            w = None
-            if any(v is not None for v in ws):
-                w = torch.cat([torch.ones(p.shape[1]) if v is None else v
-                               for p, v in zip(parts, ws)])
-            indptr, indices, et_id, order = csc_order(src, dst, et_id, n, len(edge_types),
-                                                      dedupe)
-            w = None if w is None else w[order]
-            one_attr, type_attr = _typed_edge_attr(ats, parts, order, et_id, edge_types)
-        if x_whole is not None:
-            if x_whole.dim() != 2 or x_whole.shape[0] != n:
-                raise ValueError(f"x has shape {tuple(x_whole.shape)}: {n} rows expected, one "
-                                 "per node of every type")
-            x, type_features = x_whole, {}
-        else:
-            x, type_features = _typed_features(features or {}, node_types, count)
+            indptr, indices, w, et_id, one_attr, type_attr = _typed_csc_in_memory(
+                parts, edge_types, ws, ats, start, n, dedupe)
+        x, type_features = _typed_x(x_whole, features, node_types, count, n)
         labels, target_types = _typed_labels(y, target_types, node_types, count, start, n)
-        splits = {}
-        for split, given in (("train_idx", train_idx), ("val_idx", val_idx),
-                             ("test_idx", test_idx)):
-            splits[split] = _typed_split(given, split, target_types, count, start)
+        splits = {split: _typed_split(given, split, target_types, count, start)
+                  for split, given in (("train_idx", train_idx), ("val_idx", val_idx),
+                                       ("test_idx", test_idx))}
         if num_classes is None:
             num_classes = int(labels.max()) + 1 if labels is not None and labels.numel() else 0
         return cls(indptr=indptr, indices=indices.to(index_dtype), x=x, y=labels,
@@ -868,6 +823,80 @@ def csc_order(src: torch.Tensor, dst: torch.Tensor, etype: torch.Tensor | None,
     return indptr, src, etype, order
 
 
+
+
+
+def _typed_x(x_whole: torch.Tensor | None, features: Mapping[str, torch.Tensor] | None,
+             node_types: tuple[str, ...], count: dict[str, int], n: int
+             ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+    """:meth:`GraphStore.from_typed`'s ``x`` and ``type_features``: ``x_whole`` (every type's
+    rows as one matrix, checked to hold ``n`` rows) or the per-type ``features``."""
+    if x_whole is None:
+        return _typed_features(features or {}, node_types, count)
+    if x_whole.dim() != 2 or x_whole.shape[0] != n:
+        raise ValueError(f"x has shape {tuple(x_whole.shape)}: {n} rows expected, one "
+                         "per node of every type")
+    return x_whole, {}
+
+def _typed_edge_values(edge_types: tuple, parts: list, edge_weight: Mapping | None,
+                       edge_attr: Mapping | None) -> tuple[list, list]:
+    """Per edge type (in ``edge_types`` order), :meth:`GraphStore.from_typed`'s weights
+    (``[E]`` float, or None: weight 1) and edge features (rows, or None), each checked against
+    its type's edge count; a type that ``edges`` lacks is refused."""
+    weights = dict(edge_weight or {})
+    for et in weights:
+        if tuple(et) not in edge_types:
+            raise ValueError(f"edge_weight names edge type {tuple(et)}, which edges lacks")
+    ws = []
+    for et, part in zip(edge_types, parts):
+        w = weights.get(et)
+        w = None if w is None else torch.as_tensor(w).float().reshape(-1)
+        if w is not None and w.numel() != part.shape[1]:
+            raise ValueError(f"edge_weight[{et}] has {w.numel()} entries for "
+                             f"{part.shape[1]} edges")
+        ws.append(w)
+    attrs = dict(edge_attr or {})
+    for et in attrs:
+        if tuple(et) not in edge_types:
+            raise ValueError(f"edge_attr names edge type {tuple(et)}, which edges lacks")
+    attrs = {tuple(et): a for et, a in attrs.items()}
+    ats = [None if et not in attrs else _edge_rows(attrs[et], part.shape[1],
+                                                   f"edge_attr[{et}]")
+           for et, part in zip(edge_types, parts)]
+    return ws, ats
+
+
+def _with_reverse(edge_types: tuple, parts: list, ws: list, ats: list
+                  ) -> tuple[tuple, list, list, list]:
+    """``(dst, "rev_" + relation, src)`` added after every given edge type, with the same
+    weights and edge features (:meth:`GraphStore.from_typed`'s ``add_reverse``)."""
+    rev = tuple((d, REVERSE + r, s) for s, r, d in edge_types)
+    clash = [et for et in rev if et in edge_types]
+    if clash:
+        raise ValueError(f"add_reverse would add edge type {clash[0]}, which edges "
+                         "already has")
+    flipped = [_Flipped(p) if _is_source(p) else p.flip(0) for p in parts]
+    return edge_types + rev, parts + flipped, ws + ws, ats + ats
+
+
+def _typed_csc_in_memory(parts: list, edge_types: tuple, ws: list, ats: list,
+                         start: dict[str, int], n: int, dedupe: bool) -> tuple:
+    """:meth:`GraphStore.from_typed`'s fused CSC built in memory: ``(indptr, indices,
+    edge_weight, type of each edge, one edge_attr, type_edge_attr)``."""
+    parts = [_edge_array(p.whole(), "edges") if _is_source(p) else p for p in parts]
+    ats = [_whole_rows(a) for a in ats]
+    src = torch.cat([p[0] + start[et[0]] for et, p in zip(edge_types, parts)])
+    dst = torch.cat([p[1] + start[et[2]] for et, p in zip(edge_types, parts)])
+    et_id = torch.repeat_interleave(torch.arange(len(edge_types)),
+                                    torch.tensor([p.shape[1] for p in parts]))
+    w = None
+    if any(v is not None for v in ws):
+        w = torch.cat([torch.ones(p.shape[1]) if v is None else v
+                       for p, v in zip(parts, ws)])
+    indptr, indices, et_id, order = csc_order(src, dst, et_id, n, len(edge_types), dedupe)
+    w = None if w is None else w[order]
+    one_attr, type_attr = _typed_edge_attr(ats, parts, order, et_id, edge_types)
+    return indptr, indices, w, et_id, one_attr, type_attr
 
 def _edited_edges(src: torch.Tensor, dst: torch.Tensor, w: torch.Tensor | None,
                   a: torch.Tensor | None, num_nodes: int, symmetrize: bool, self_loops: str
