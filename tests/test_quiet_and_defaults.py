@@ -102,12 +102,13 @@ def test_a_python_call_is_quiet_and_train_log_holds_every_line(tmp_path, capfd):
     assert api.config([*over, "verbose=true"]).verbose is True  # the override says it too
 
 
-def test_a_missing_model_module_keeps_its_cause(tmp_path):
+def test_a_missing_model_module_keeps_its_cause(tmp_path, caplog):
     plain = [o for o in TINY if not o.startswith("model.")]
     with pytest.raises(ConfigError, match=r"No module named 'nosuchpkg_53'") as err:
         gnnscale.train([*plain, "model=custom", "model.target=nosuchpkg_53.models.MyGNN",
                         "dist.world_size=1"], run_dir=tmp_path / "r", data_root=tmp_path / "d")
     assert "\n" not in str(err.value)
+    assert not [r for r in caplog.records if r.name == "hydra.utils"]  # said once, not twice
 
 
 # -- per-strategy epochs ----------------------------------------------------------------------
@@ -151,6 +152,20 @@ def test_train_py_progress_false_is_quiet_and_train_log_holds_the_run(tmp_path):
     told = _train_py(tmp_path, "told", "progress=false", "verbose=true")
     assert told.returncode == 0 and len(_epoch_lines(told.stdout)) == 2
     assert "\r" not in told.stderr  # no bar: stderr is a pipe, not a terminal
+
+
+@pytest.mark.slow
+def test_train_py_says_a_missing_model_module_in_one_line(tmp_path):
+    plain = [o for o in TINY if not o.startswith("model.")]
+    proc = subprocess.run([sys.executable, "train.py", *plain, "model=custom",
+                           "model.target=nosuchpkg_53.models.MyGNN", "dist.world_size=1",
+                           f"data_root={tmp_path / 'd'}", f"hydra.run.dir={tmp_path / 'r'}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: model.target=nosuchpkg_53.models.MyGNN does not import: No module named "
+        "'nosuchpkg_53' (give the dotted path of your nn.Module class, its package on "
+        "PYTHONPATH)"], proc.stderr
 
 
 @pytest.mark.slow

@@ -267,34 +267,11 @@ def _conv_dropout(module: Any) -> str | None:
 
 
 def reads_edges(conv: Any) -> bool:
-    """Whether a conv reads edge features when it is given them: its ``forward`` takes
-    ``edge_attr`` and it has an ``edge_dim`` set (GATConv, GATv2Conv, TransformerConv), or its
-    ``message`` needs ``edge_attr`` (:func:`message_needs_edges`: GINEConv). A conv whose
-    ``edge_attr`` is optional (``Optional[Tensor]``, as TransformerConv's) and unused (no
-    ``edge_dim``) reads none."""
-    try:
-        if "edge_attr" not in inspect.signature(conv.forward).parameters:
-            return False
-    except (TypeError, ValueError):
-        return False
-    if getattr(conv, "edge_dim", None) is not None:
-        return True
-    return message_needs_edges(conv)
+    """Whether a conv reads edge features when it is given them
+    (:func:`gnnscale.models.trace.reads_edges`)."""
+    from gnnscale.models.trace import reads_edges as reads
 
-
-def message_needs_edges(conv: Any) -> bool:
-    """Whether a conv's ``message`` takes ``edge_attr`` as a required, non-optional tensor
-    (GINEConv's ``edge_attr: Tensor``; not TransformerConv's ``edge_attr: OptTensor``)."""
-    message = getattr(conv, "message", None)
-    try:
-        param = inspect.signature(message).parameters.get("edge_attr") if message else None
-    except (TypeError, ValueError):
-        return False
-    if param is None or param.default is not inspect.Parameter.empty:
-        return False
-    note = param.annotation
-    text = note if isinstance(note, str) else repr(note)
-    return not ("Optional" in text or "OptTensor" in text or "None" in text)
+    return reads(conv)
 
 
 def _takes_edge_index(module: Any) -> bool:
@@ -310,8 +287,13 @@ def _takes_edge_index(module: Any) -> bool:
 def locate(target: str) -> Any:
     """The object ``target`` names, its module imported (torch only if that module imports
     it); one :class:`ConfigError` line, with the import's own cause, when it does not."""
+    import logging
+
     from hydra.utils import get_object
 
+    hydra_log = logging.getLogger("hydra.utils")  # it logs the error again, over 3 lines
+    was = hydra_log.disabled
+    hydra_log.disabled = True
     try:
         return get_object(target)
     except Exception as err:  # noqa: BLE001 - import errors of every kind
@@ -320,6 +302,8 @@ def locate(target: str) -> Any:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ConfigError(f"model.target={target} does not import: {first} (give the dotted "
                           "path of your nn.Module class, its package on PYTHONPATH)") from None
+    finally:
+        hydra_log.disabled = was
 
 
 def build(target: str, in_channels: int, out_channels: int,
