@@ -13,6 +13,9 @@
   backward uses a transpose built once.
 
 Nothing outside this package calls ``torch.ops.gnnscale`` directly.
+Every op also has a torch-only path (:mod:`gnnscale.ops._torch`, the same results) that
+:mod:`gnnscale.ops._loader` takes when the extension is absent or does not load, or when
+``GNNSCALE_NATIVE=0``; ``split_sample`` has none yet.
 """
 
 from gnnscale.ops._loader import available
