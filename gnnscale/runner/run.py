@@ -26,7 +26,7 @@ from gnnscale.runner.phases import LAUNCH_ENV, Phases
 from gnnscale.runner.prepare import prepare_data
 from gnnscale.runner.runlock import run_folder_lock
 from gnnscale.runner.validate import check_config, strategy_class, validate_data
-from gnnscale.strategies.config import declared
+from gnnscale.strategies.config import declared, epochs_left
 
 
 def rank_main(topo: Any, cfg_dict: dict, run_dir: str) -> dict | None:
@@ -78,13 +78,6 @@ def run(cfg: DictConfig) -> dict:
             if declared(cfg.strategy).meta:
                 return strategy_class(cfg).train_meta(cfg, run)
             return _launch(cfg, run_dir, phases, settled, log)
-
-
-def epochs_left(cfg: DictConfig) -> bool:
-    """Whether ``cfg``'s ``epochs`` is left to its strategy (``${gnnscale.default_epochs:}``,
-    the root's default) rather than set."""
-    return OmegaConf.is_interpolation(cfg, "epochs") and \
-        "gnnscale.default_epochs" in str(cfg._get_node("epochs")._value())
 
 
 def epochs_note(cfg: DictConfig) -> str | None:

@@ -438,3 +438,10 @@ def default_epochs(*, _root_: Any) -> int:
 
 
 OmegaConf.register_new_resolver("gnnscale.default_epochs", default_epochs, replace=True)
+
+
+def epochs_left(cfg: Any) -> bool:
+    """Whether ``cfg``'s ``epochs`` is left to its strategy (``${gnnscale.default_epochs:}``,
+    the root's default) rather than set."""
+    node = cfg._get_node("epochs") if OmegaConf.is_interpolation(cfg, "epochs") else None
+    return node is not None and "gnnscale.default_epochs" in str(node._value())

@@ -35,6 +35,7 @@ from gnnscale.strategies.auto.candidates import candidate_config, option_node
 from gnnscale.strategies.auto.choice import choose, close_leaders, pooled, seconds_per_loss, table
 from gnnscale.strategies.auto.config import AutoConfig, Criterion, check_auto, chosen_candidates
 from gnnscale.strategies.base import Strategy
+from gnnscale.strategies.config import epochs_left
 
 if TYPE_CHECKING:
     from gnnscale.data.graph import GraphStore
@@ -209,8 +210,6 @@ def profiling_plan(cfg: DictConfig, names: list[str]) -> str:
 def _epochs(cfg: DictConfig) -> int | None:
     """The chosen run's ``epochs``: the user's, or None (left to the chosen strategy's own
     default, ``StrategyConfig.default_epochs``)."""
-    from gnnscale.runner.run import epochs_left
-
     return None if epochs_left(cfg) else int(cfg.epochs)
 
 
