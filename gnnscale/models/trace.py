@@ -375,11 +375,40 @@ def _refuse(module: nn.Module, where: str, why: str) -> NotStaged:
     return NotStaged(f"{type(module).__name__}'s forward at {where} {why}")
 
 
+def reads_edges(conv: Any) -> bool:
+    """Whether a conv reads edge features when it is given them: its ``forward`` takes
+    ``edge_attr`` and it has an ``edge_dim`` set (GATConv, GATv2Conv, TransformerConv), or its
+    ``message`` needs ``edge_attr`` (:func:`message_needs_edges`: GINEConv). A conv whose
+    ``edge_attr`` is optional (``Optional[Tensor]``, as TransformerConv's) and unused (no
+    ``edge_dim``) reads none."""
+    try:
+        if "edge_attr" not in inspect.signature(conv.forward).parameters:
+            return False
+    except (TypeError, ValueError):
+        return False
+    if getattr(conv, "edge_dim", None) is not None:
+        return True
+    return message_needs_edges(conv)
+
+
+def message_needs_edges(conv: Any) -> bool:
+    """Whether a conv's ``message`` takes ``edge_attr`` as a required, non-optional tensor
+    (GINEConv's ``edge_attr: Tensor``; not TransformerConv's ``edge_attr: OptTensor``)."""
+    message = getattr(conv, "message", None)
+    try:
+        param = inspect.signature(message).parameters.get("edge_attr") if message else None
+    except (TypeError, ValueError):
+        return False
+    if param is None or param.default is not inspect.Parameter.empty:
+        return False
+    note = param.annotation
+    text = note if isinstance(note, str) else repr(note)
+    return not ("Optional" in text or "OptTensor" in text or "None" in text)
+
+
 def _signature(module: nn.Module) -> tuple[list[str], dict[str, Any], bool]:
     """The forward's parameter names, the ones traced as constants (their defaults), and
     whether ``edge_attr`` is traced as an input."""
-    from gnnscale.models.contract import reads_edges
-
     params = [p for p in inspect.signature(module.forward).parameters.values()
               if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     if len(params) < 2:
@@ -543,15 +572,9 @@ def _bind_conv(module: nn.Module, n: fx.Node, x: fx.Node, ei: fx.Node, ea: fx.No
         if value is not None:
             kwargs[key] = value
     reads = edge is not None and ea is not None and (getattr(conv, "edge_dim", 0) is not None
-                                                       or _message_needs_edges(conv))
+                                                       or message_needs_edges(conv))
     return _Conv(node=n, x=xv, kwargs=kwargs, takes_size="size" in params,
                  reads_edges=bool(reads))
-
-
-def _message_needs_edges(conv: nn.Module) -> bool:
-    from gnnscale.models.contract import message_needs_edges
-
-    return message_needs_edges(conv)
 
 
 def _probe(module: nn.Module, graph: fx.Graph, body: list[fx.Node],
