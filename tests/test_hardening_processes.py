@@ -116,11 +116,11 @@ def test_a_stopped_worker_is_named_at_the_deadline_and_stopped(graph):
 
 @pytest.mark.slow
 def test_a_result_the_worker_cannot_send_is_an_error_not_a_lost_job(graph):
-    with SamplerPool(UnsendableSampler([3]), graph, 1, timeout_s=60) as pool:
+    with SamplerPool(UnsendableSampler([3]), graph, 1, timeout_s=300) as pool:
         start = time.monotonic()
         with pytest.raises(SamplerWorkerError, match=r"worker 0 failed on job 0:\n"):
             list(pool.map(_jobs(graph, 2)))
-        assert time.monotonic() - start < 30  # at once, not at the deadline
+        assert time.monotonic() - start < 200  # at once, not at the deadline (start-up in)
 
 
 @pytest.mark.slow

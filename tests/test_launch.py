@@ -14,10 +14,12 @@ def test_spawn_allreduce(world):
 
 
 def test_failing_rank_ends_run_with_its_traceback():
+    """The failure ends the run at once, not at the deadline: the bound, which counts the
+    ranks' start-up (slow on a busy host), is well below the deadline, not near start-up."""
     start = time.monotonic()
     with pytest.raises(RankFailed, match="boom on rank 1"):
-        spawn(_dist_fns.fail_on_rank1, 2, timeout_s=60, grace_s=3)
-    assert time.monotonic() - start < 45
+        spawn(_dist_fns.fail_on_rank1, 2, timeout_s=300, grace_s=3)
+    assert time.monotonic() - start < 200
 
 
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])

@@ -181,7 +181,7 @@ def test_a_sampler_worker_error_ends_a_split_run(tmp_path):
     start = time.monotonic()
     with pytest.raises(RankFailed, match="(?s)rank [01] failed.*sampler worker 0 failed"):
         run(cfg)
-    assert time.monotonic() - start < 60
+    assert time.monotonic() - start < 200  # well before the run's 300 s deadline, start-up in
 
 
 def test_workers_sample_a_typed_graph_built_in_memory_with_its_edge_types():
