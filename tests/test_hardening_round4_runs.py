@@ -331,3 +331,37 @@ def test_d2_a_launcher_killed_while_processing_leaves_no_processed_temp(tmp_path
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr
     assert [p for p in data.rglob(".*") if p.name.startswith(".processed.")] == []
+
+
+# -- item 1: a part layout's info ---------------------------------------------------------------
+@pytest.mark.parametrize("key", ["partitioner_config", "dataset"])
+def test_a_layout_naming_an_undeclared_target_is_refused(tmp_path, key):
+    """A layout.json whose partitioner's or dataset's ``_target_`` names a command (its
+    checksum made to match) is refused in one line by every reader of the layout."""
+    from gnnscale.partition.book import PartitionBook
+    from gnnscale.partition.layout import LayoutError, info_checksum, read_layout
+    from gnnscale.partition.parts import write_layout
+    from gnnscale.partition.store import graph_checksum
+    from gnnscale.runner.validate import validate
+    from tests._train import make_cfg
+    from tests.test_parts import RUN, nodes, small_graph
+
+    cfg = make_cfg(tmp_path, *RUN, f"parts={tmp_path / 'L'}")
+    graph = small_graph()
+    book = PartitionBook.from_edge_cut(graph, torch.arange(graph.num_nodes) % 2, 2)
+    book.meta["checksum"] = graph_checksum(graph)
+    write_layout(graph, book, tmp_path / "L", nodes(cfg, "dataset"), nodes(cfg, "partitioner"),
+                 log=lambda _m: None)
+    validate(cfg)  # as written: accepted
+    path = tmp_path / "L" / "layout.json"
+    info = json.loads(path.read_text())
+    info[key] = {**info[key], "_target_": "subprocess.getoutput"}
+    info["checksum"] = info_checksum(info)
+    path.write_text(json.dumps(info))
+    for read in (lambda: read_layout(tmp_path / "L"), lambda: validate(cfg)):
+        with pytest.raises(LayoutError) as err:
+            read()
+        text = str(err.value)
+        assert len(text.splitlines()) == 1, text
+        assert f"{key}._target_='subprocess.getoutput' is not an option gnnscale declares" \
+            in text, text

@@ -360,7 +360,8 @@ def test_a_vertex_cut_part_holds_its_edges_and_gives_the_same_syncs(tmp_path, cu
     book = {"cvc": CvcPartitioner, "oec": OecPartitioner}[cut]().partition(graph, 2)
     book.meta["checksum"] = graph_checksum(graph)
     logs: list[str] = []
-    write_layout(graph, book, tmp_path / "V", {}, {"_target_": f"x.{cut}.P"}, log=logs.append)
+    target = f"gnnscale.partition.{cut}.{cut.capitalize()}Partitioner"  # a declared option
+    write_layout(graph, book, tmp_path / "V", {}, {"_target_": target}, log=logs.append)
     assert "wrote 2 vertex-cut parts" in logs[0]
     hosts = PartLayout(tmp_path / "V")
     sync = json.loads((tmp_path / "V" / "part-0" / "part.json").read_text())["sync"]

@@ -142,8 +142,26 @@ def read_layout(root: str | os.PathLike) -> dict:
     if not root.is_dir():
         raise LayoutError(f"parts={root}: no such folder; write it with python -m "
                           "gnnscale.partition ... parts=DIR (and copy it to this host)")
-    return read_info(root / LAYOUT_FILE, "not a partitioned layout (python -m "
+    info = read_info(root / LAYOUT_FILE, "not a partitioned layout (python -m "
                      "gnnscale.partition ... parts=DIR writes one)")
+    _check_targets(info, root / LAYOUT_FILE)
+    return info
+
+
+def _check_targets(info: dict, path: Path) -> None:
+    """A layout's configs (its partitioner's, its dataset's) name only options gnnscale
+    declares: a file never chooses what is imported (one :class:`LayoutError` line)."""
+    from gnnscale import registry
+
+    for key, group in (("partitioner_config", "partitioner"), ("dataset", "dataset")):
+        node = info.get(key)
+        if isinstance(node, dict) and "_target_" not in node:
+            continue  # names nothing to import
+        target = node.get("_target_") if isinstance(node, dict) else node
+        if node is not None and registry.declared(group, target) is None:
+            raise LayoutError(f"{path}: {key}._target_={target!r} is not an option gnnscale "
+                              f"declares for {group}; a layout's config never chooses what is "
+                              "imported: partition again")
 
 
 def read_part(root: str | os.PathLike, part: int, layout: dict) -> dict:
