@@ -391,17 +391,10 @@ def test_a_very_wide_csv_header_and_an_empty_node_table(tmp_path):
 
 
 def test_swapped_part_folders_are_named_as_a_swap(tmp_path):
-    from gnnscale.partition.cli import run as partition
     from gnnscale.partition.layout import LayoutError
     from gnnscale.partition.parts import PartLayout
 
-    cfg = make_cfg(tmp_path, "dataset=synthetic", "dataset.preset=tiny", "partitioner=random",
-                   "strategy=fullgraph", "deps=depcomm", "dist.world_size=2",
-                   f"parts={tmp_path / 'L'}")
-    partition(cfg, log=lambda _m: None)
-    os.rename(tmp_path / "L" / "part-0", tmp_path / "L" / "tmp")
-    os.rename(tmp_path / "L" / "part-1", tmp_path / "L" / "part-0")
-    os.rename(tmp_path / "L" / "tmp", tmp_path / "L" / "part-1")
+    _swapped_layout(tmp_path)
     with pytest.raises(LayoutError) as err:
         PartLayout(tmp_path / "L").open_part(0)
     assert str(err.value) == (
@@ -410,10 +403,26 @@ def test_swapped_part_folders_are_named_as_a_swap(tmp_path):
         f"{tmp_path / 'L' / 'part-0'}")
 
 
+def _swapped_layout(tmp_path: Path) -> list[str]:
+    """A 2-part layout whose part folders were swapped; the overrides that train from it."""
+    from gnnscale.partition.cli import run as partition
+
+    run = ["dataset=synthetic", "dataset.preset=tiny", "partitioner=random",
+           "strategy=fullgraph", "deps=depcomm", "dist.world_size=2", f"parts={tmp_path / 'L'}"]
+    partition(make_cfg(tmp_path, *run), log=lambda _m: None)
+    os.rename(tmp_path / "L" / "part-0", tmp_path / "L" / "tmp")
+    os.rename(tmp_path / "L" / "part-1", tmp_path / "L" / "part-0")
+    os.rename(tmp_path / "L" / "tmp", tmp_path / "L" / "part-1")
+    return run
+
+
 @pytest.mark.slow
 def test_each_hostile_input_is_one_line_and_exit_2(tmp_path):
     """Through train.py: status 2, one ``error:`` line, no traceback, for each."""
-    for name, (overrides, says) in _bad_inputs(tmp_path).items():
+    cases = _bad_inputs(tmp_path)
+    cases["swapped part folders"] = (_swapped_layout(tmp_path), "holds part 1, not part 0: "
+                                     "the part folders were swapped or renamed")
+    for name, (overrides, says) in cases.items():
         proc = subprocess.run([sys.executable, "train.py", f"hydra.run.dir={tmp_path / 'run'}",
                                f"data_root={tmp_path / 'data'}", "logger=none", *overrides],
                               cwd=ROOT, capture_output=True, text=True, timeout=300)
