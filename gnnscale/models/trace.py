@@ -222,7 +222,7 @@ def _is_gcn(conv: nn.Module) -> bool:
     return isinstance(conv, GCNConv)
 
 
-def _gcn(conv: nn.Module, x: torch.Tensor, block: Any, weights: Callable) -> torch.Tensor:
+def _gcn(conv: Any, x: torch.Tensor, block: Any, weights: Callable) -> torch.Tensor:
     """PyG's ``GCNConv`` on a bipartite block (which its ``forward`` refuses): ``lin``, the
     sum over the block's edges and the destinations' self loops weighted as its
     ``gcn_norm`` weighs the whole graph (``weights(block)``: the graph's degrees, so every
@@ -250,7 +250,7 @@ def _expand_appnp(module: nn.Module, graph: fx.Graph) -> None:
     for node in list(graph.nodes):
         if node.op != "call_module" or not isinstance(module.get_submodule(node.target), APPNP):
             continue
-        conv = module.get_submodule(node.target)
+        conv: Any = module.get_submodule(str(node.target))  # PyG's APPNP (alpha, K)
         bound = inspect.signature(conv.forward).bind(*node.args, **node.kwargs)
         h, edge_index = bound.arguments["x"], bound.arguments["edge_index"]
         if bound.arguments.get("edge_weight") is not None:
@@ -294,7 +294,7 @@ def _whole_weights(block: Any, normalize: bool, loops: bool
     return ei, s[ei[0]] * s[ei[1]]
 
 
-def _propagate(conv: nn.Module, x: torch.Tensor, block: Any, weights: Callable
+def _propagate(conv: Any, x: torch.Tensor, block: Any, weights: Callable
                ) -> torch.Tensor:
     """One propagation step of PyG's ``APPNP`` on a block: the sum over the block's edges
     (and the destinations' self loops) weighted as its ``gcn_norm`` weighs the whole graph."""
@@ -349,7 +349,7 @@ def _dropout_args(root: nn.Module, node: fx.Node, env: dict[fx.Node, Any]
                   ) -> tuple[torch.Tensor, float, bool]:
     """(input, p, whether it drops when the module trains) of a dropout call."""
     if node.op == "call_module":
-        mod = root.get_submodule(node.target)
+        mod: Any = root.get_submodule(str(node.target))  # a Dropout (p)
         return _value(env, root, node.args[0]), float(mod.p), True
     bound = inspect.signature(F.dropout).bind(*node.args, **node.kwargs)
     bound.apply_defaults()
