@@ -287,6 +287,24 @@ def test_a_part_layout_on_a_read_only_mount_trains(tmp_path, monkeypatch):
     assert list((tmp_path / "stamps").glob("*.json"))
 
 
+@pytest.mark.slow
+def test_a_run_trains_from_a_data_root_on_a_read_only_mount(tmp_path, monkeypatch):
+    """Two ranks load a processed copy (new inodes: its stamp vouches for nothing) from a
+    read-only data_root and train as from the writable one."""
+    from gnnscale.runner.run import run
+    from tests._train import TINY
+
+    monkeypatch.setenv("GNNSCALE_STAMP_DIR", str(tmp_path / "stamps"))
+    ref = run(make_cfg(tmp_path, *TINY, "epochs=1", "dist.world_size=2", run="ref"))
+    shutil.copytree(tmp_path / "data", tmp_path / "copy")
+    with read_only(tmp_path / "copy", tmp_path / "ro") as ro:
+        cfg = make_cfg(tmp_path, *TINY, "epochs=1", "dist.world_size=2", run="from-ro")
+        cfg.data_root = str(ro)
+        got = run(cfg)
+    assert [h["train_loss"] for h in got["history"]] == [h["train_loss"] for h in ref["history"]]
+    assert list((tmp_path / "stamps").glob("*.json"))
+
+
 # -- item 5: bounded and named ----------------------------------------------------------------
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n"
