@@ -91,7 +91,7 @@ def _open(path: str, direct: bool) -> tuple[int, bool]:
         else:
             buf = io_ops.aligned_empty(BLOCK)
             try:  # some file systems accept the flag and refuse the read
-                os.preadv(fd, [memoryview(buf.numpy())], 0)
+                os.preadv(fd, [buf.numpy().data], 0)
                 return fd, True
             except OSError as err:
                 os.close(fd)

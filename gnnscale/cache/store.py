@@ -253,7 +253,7 @@ class FeatureStore:
             return
         ids = torch.as_tensor(ids).long().cpu()
         want = ids[self.slot.cpu()[ids] < 0]
-        if self.exchange is not None:  # a peer caches it: fetched from the peer
+        if self.exchange is not None and self.owner is not None:  # fetched from the peer
             want = want[self.owner.cpu()[want] < 0]
         if self.local is not None:  # a part's: its own rows only, at their positions
             want = self.view.positions(want[self.local[want] >= 0])
@@ -412,6 +412,7 @@ class FeatureStore:
     def _take_disk(self) -> None:
         """Move the disk tier's counters (its reads since the last call, also those serving
         peers) into :attr:`disk_last` and :attr:`disk_totals`."""
+        assert self.disk is not None
         taken = vars(self.disk.take_stats())
         self.disk_last = dict(taken)
         for k, v in taken.items():

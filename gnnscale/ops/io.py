@@ -96,7 +96,7 @@ def read_ranges(fd: int, offsets: torch.Tensor, lengths: torch.Tensor, dest: tor
                                                   lengths.long().contiguous(),
                                                   dest.long().contiguous(), buffer, depth,
                                                   uring))
-    view = memoryview(buffer.numpy()).cast("B")
+    view = buffer.numpy().data.cast("B")
     ranges = list(zip(offsets.tolist(), lengths.tolist(), dest.tolist()))
     if depth == 1:
         return _read_some(fd, view, ranges)
