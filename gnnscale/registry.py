@@ -18,16 +18,18 @@ import importlib
 import os
 import pkgutil
 from dataclasses import fields, is_dataclass
-from pathlib import Path
 from typing import Any, cast
 
 from hydra.core.config_store import ConfigStore
 from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
+from gnnscale import paths as _paths
+
 #: the project's config folder (``configs/config.yaml`` and one folder per group): the one
-#: path every compose of the package starts from
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+#: path every compose of the package starts from (gnnscale/paths.py: the clone's configs/ or
+#: the copy an install ships in the package)
+CONFIGS = _paths.CONFIGS
 
 # config group -> package that holds its options
 GROUPS = {
