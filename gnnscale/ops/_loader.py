@@ -3,7 +3,7 @@ or the torch-only path (:mod:`gnnscale.ops._torch`).
 
 ``GNNSCALE_NATIVE`` picks: ``auto`` (the default) loads the extension and falls back to the
 torch-only path when it is absent or fails to load (an extension built against another torch),
-saying so in one line, once per process tree; ``1`` requires the extension (an ImportError
+saying so in one line, once (in rank 0 of a run); ``1`` requires the extension (an ImportError
 that says how to build it); ``0`` always takes the torch-only path.
 
 The pattern every op module of :mod:`gnnscale.ops` follows: the module's typed wrappers call
@@ -44,10 +44,27 @@ def _load() -> str | None:
         from gnnscale import _C  # noqa: F401  (registers the ops on import)
     except (ImportError, OSError) as err:  # absent, or built against another torch
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        if "No module named" in first:
+        if _absent():
             return "the native extension is not built"
         return f"the native extension does not load ({first[:160]})"
     return None
+
+
+def _absent() -> bool:
+    """Whether no file of ``gnnscale._C`` exists (as opposed to one that fails to load)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("gnnscale._C") is None
+    except (ImportError, ValueError):  # sys.modules holds None for it: treated as absent
+        return True
+
+
+def _quiet_rank() -> bool:
+    """Whether this process is a rank other than 0 (rank 0 says it for the run)."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_rank() != 0
 
 
 def _why_not() -> str | None:
@@ -64,7 +81,7 @@ def _fallback() -> types.ModuleType:
     from gnnscale.ops import _torch
 
     why = _why_not()
-    if os.environ.get(_WARNED_ENV) != "1" and why != f"{ENV}=0":
+    if os.environ.get(_WARNED_ENV) != "1" and why != f"{ENV}=0" and not _quiet_rank():
         print(f"gnnscale: {why}; using the torch-only ops (slower, the same results; "
               f"docs/benchmarks.md). To build it: {BUILD_HINT}", file=sys.stderr, flush=True)
         os.environ[_WARNED_ENV] = "1"
