@@ -91,3 +91,14 @@ def test_the_wheel_ships_configs_sources_and_the_entry_point(tmp_path):
     assert "Requires-Dist: torch<2.16,>=2.2" in meta and "Requires-Python: <3.15,>=3.10" in meta
     entry = zipfile.ZipFile(wheel).read("gnnscale-0.1.0.dist-info/entry_points.txt").decode()
     assert "gnnscale-train = gnnscale.__main__:main" in entry
+
+
+def test_a_failed_build_is_one_line_and_the_torch_only_ops_go_on(monkeypatch, capsys):
+    def fail(**_):
+        raise RuntimeError("error: command 'c++' failed: No such file or directory\nmore")
+
+    monkeypatch.setattr(native, "build", fail)
+    assert native.main(["build"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("error: the native build failed (error: command")
+    assert "torch-only ops" in err and "C++20 compiler" in err
