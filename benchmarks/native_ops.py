@@ -1,9 +1,12 @@
-"""Suite ``native_ops``: each native op against its torch-only path (gnnscale/ops/_torch.py),
-side by side in one process on the same inputs: what running without the extension costs.
+"""Suite ``native_ops``: each native op against its torch-only path (gnnscale/ops/_torch.py;
+split_sample: gnnscale/ops/_torch_split.py), side by side in one process on the same inputs:
+what running without the extension costs.
 
 A random graph (``nodes`` vertices, ``degree`` in-edges each, CSC); per op the median of
 ``repeats`` calls of each variant (one warm-up each), at ``torch.get_num_threads()`` threads
-(the native ops' default). The ratio is torch-only time / native time.
+(the native ops' default). The ratio is torch-only time / native time. ``split_sample`` splits
+the sampler's mini-batch of the batch over 4 ranks (random owners; the plain split, and
+``split_sample_hybrid``: the hybrid greedy with a row budget and the exchange cost).
 """
 
 from __future__ import annotations
@@ -37,6 +40,15 @@ def _cases(s: dict) -> dict:
     lc = torch.rand(9, generator=g, dtype=torch.float64)
     cost = torch.rand(n, generator=g, dtype=torch.float64)
     mem = torch.rand(n, generator=g, dtype=torch.float64)
+    # a sampler mini-batch split over 4 ranks: counts targets first, blocks input first
+    world, nl = 4, len(s["fanouts"])
+    n_id, counts, hops, _ = torch.ops.gnnscale.sample_neighbors(indptr, indices, None, seeds,
+                                                                s["fanouts"], False, 1, 0, False)
+    owner = torch.randint(0, world, (n,), generator=g, dtype=torch.int32)[n_id]
+    blocks = list(reversed(hops))
+    plain = torch.zeros(3 * (nl + 1), dtype=torch.float64)
+    hybrid = torch.tensor([0.3] * (nl + 1) + [0.01] * (nl + 1) + [0.05] * (nl + 1) + [2.0],
+                          dtype=torch.float64)
     return {
         "sample_neighbors": (indptr, indices, None, seeds, s["fanouts"], False, 1, 0, False),
         "sample_neighbors_weighted": (indptr, indices, weights, seeds[:128], s["fanouts"], False,
@@ -51,11 +63,13 @@ def _cases(s: dict) -> dict:
         "needed_mask": (indptr, indices, seeds),
         "subtree_costs": (indptr, indices, seeds, ok, [64, 64, 64], lc, 12),
         "hybrid_greedy": (cost, torch.tensor([0.5], dtype=torch.float64), mem, n / 10, 1.0),
+        "split_sample": (counts, blocks, owner, owner, world, 0, False, plain, 0),
+        "split_sample_hybrid": (counts, blocks, owner, owner, world, 0, False, hybrid, 1000),
     }
 
 
 def run(quick: bool) -> dict:
-    from gnnscale.ops import _loader
+    from gnnscale.ops import _loader, _torch_split
     from gnnscale.ops import _torch as torch_only
 
     s = settings(quick)
@@ -65,8 +79,9 @@ def run(quick: bool) -> dict:
     native = torch.ops.gnnscale
     results, ratios = {}, {}
     for op, args in _cases(s).items():
-        name = op.replace("_weighted", "")
-        f_native, f_torch = getattr(native, name), getattr(torch_only, name)
+        name = op.replace("_weighted", "").replace("_hybrid", "")
+        f_native = getattr(native, name)
+        f_torch = getattr(_torch_split if name.startswith("split_") else torch_only, name)
         t_native = median_time(lambda f=f_native, a=args: f(*a), s["repeats"])
         t_torch = median_time(lambda f=f_torch, a=args: f(*a), s["repeats"])
         results[op] = {"native_ms": t_native * 1000, "torch_only_ms": t_torch * 1000}
