@@ -194,9 +194,21 @@ def test_rng_helpers_match_python_ints():
     assert [x & mask for x in ref._mix(z).tolist()] == [ref._mix_py(x) for x in zs]
 
 
-def test_split_sample_names_the_build_without_the_extension():
-    with pytest.raises(ref.NativeMissing, match="python -m gnnscale.native build"):
-        ref.split_sample()
+def test_every_native_schema_has_its_torch_only_function():
+    """What the loader falls back to answers every op the extension registers (the split's
+    equality with the kernel is tested in test_split_fallback.py)."""
+    from gnnscale.ops import _torch_split
+
+    assert ref.split_sample is _torch_split.split_sample
+    assert ref.split_sample_all is _torch_split.split_sample_all
+    if _loader.available():
+        names = {n.split("::", 1)[1].split(".", 1)[0]
+                 for n in torch._C._dispatch_get_all_op_names() if n.startswith("gnnscale::")}
+        assert names, "the extension registered no gnnscale:: op"
+        # the disk reader's fallback is its own pool of preadv threads (gnnscale.ops.io)
+        own_pool = {"read_ranges", "io_uring_available"}
+        missing = sorted(n for n in names - own_pool if not callable(getattr(ref, n, None)))
+        assert not missing, f"no torch-only path for {missing}"
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess:

@@ -8,8 +8,10 @@ that says how to build it); ``0`` always takes the torch-only path.
 
 The pattern every op module of :mod:`gnnscale.ops` follows: the module's typed wrappers call
 ``native().<op>(...)`` with the schema's arguments, and :mod:`gnnscale.ops._torch` holds a
-function of the same name and arguments (or one made by ``_missing(name)`` when an op has no
-torch-only path yet). Nothing outside :mod:`gnnscale.ops` calls ``torch.ops.gnnscale``.
+function of the same name and arguments (every op has one; a large one may live in its own
+module, as the split does in :mod:`gnnscale.ops._torch_split`, re-exported there; the disk
+reader's fallback is :mod:`gnnscale.ops.io`'s own thread pool). Nothing outside
+:mod:`gnnscale.ops` calls ``torch.ops.gnnscale``.
 """
 
 from __future__ import annotations

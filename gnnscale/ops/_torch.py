@@ -7,8 +7,9 @@ counter-based RNG (``csrc/utils/rng.h``: splitmix64 keyed by (seed, hop, vertex)
 arithmetic (wrapping multiplication, logical shifts emulated by masking), so their samples are
 the native samples, bit for bit; the one exception is :func:`edge_key_table`, whose slots hold
 the same keys as the native table, possibly in other slots (its only reader,
-:func:`negative_sample`, answers the same). ``num_threads`` is accepted and unused. Ops without a
-torch-only path (``split_sample``) raise :class:`NativeMissing` naming what to do.
+:func:`negative_sample`, answers the same). ``num_threads`` is accepted and unused. The split
+ops (``split_sample``, ``split_sample_all``) live in :mod:`gnnscale.ops._torch_split`, re-exported
+here, so every schema has its torch-only function.
 """
 
 from __future__ import annotations
@@ -878,16 +879,5 @@ def negative_sample(indptr: torch.Tensor, indices: torch.Tensor, sources: torch.
 
 # ---------------------------------------------------------------------------------- split
 
-
-def _missing(name: str):
-    def op(*args, **kwargs):
-        raise NativeMissing(
-            f"gnnscale: {name} has no torch-only path; it needs the native extension "
-            "(build it against this torch: python -m gnnscale.native build)")
-    op.__name__ = name
-    op.__doc__ = f"``{name}`` without the extension: raises :class:`NativeMissing`."
-    return op
-
-
-split_sample = _missing("split_sample")
-split_sample_all = _missing("split_sample_all")
+# the online split of one sample: its own module (the kernel's steps, bit for bit)
+from gnnscale.ops._torch_split import split_sample, split_sample_all  # noqa: E402, F401

@@ -6,15 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from gnnscale.ops import _torch, _torch_split
 from gnnscale.ops._loader import native
-
-
-def _ops():
-    """``torch.ops.gnnscale`` when the extension is loaded, else the torch-only functions of
-    :mod:`gnnscale.ops._torch_split` (what :func:`native` falls back to has no split)."""
-    ops = native()
-    return _torch_split if ops is _torch else ops
 
 
 def split_sample(counts: torch.Tensor, edges: list[torch.Tensor], own_in: torch.Tensor,
@@ -36,9 +28,9 @@ def split_sample(counts: torch.Tensor, edges: list[torch.Tensor], own_in: torch.
     ``csrc/split/cpu/split_sample_kernel.cpp``; ``strategies.split.splitter.split_sample``
     turns it into a ``SplitPlan``.
     """
-    return _ops().split_sample(counts, list(edges), own_in, own_part, int(world), int(rank),
-                               bool(preagg), costs, int(budget), int(num_threads),
-                               bool(edge_pos), bool(read_in))
+    return native().split_sample(counts, list(edges), own_in, own_part, int(world), int(rank),
+                                 bool(preagg), costs, int(budget), int(num_threads),
+                                 bool(edge_pos), bool(read_in))
 
 
 def split_sample_all(counts: torch.Tensor, edges: list[torch.Tensor], own_in: torch.Tensor,
@@ -47,8 +39,8 @@ def split_sample_all(counts: torch.Tensor, edges: list[torch.Tensor], own_in: to
                      read_in: bool = False) -> list[list[torch.Tensor]]:
     """Every rank's :func:`split_sample` list, rank 0 first, from one plan of the sample (a
     rank that splits a sample for all ranks plans it once, not once per rank)."""
-    flat = _ops().split_sample_all(counts, list(edges), own_in, own_part, int(world),
-                                   bool(preagg), costs, int(budget), int(num_threads),
-                                   bool(edge_pos), bool(read_in))
+    flat = native().split_sample_all(counts, list(edges), own_in, own_part, int(world),
+                                      bool(preagg), costs, int(budget), int(num_threads),
+                                      bool(edge_pos), bool(read_in))
     per = len(flat) // int(world)
     return [flat[r * per: (r + 1) * per] for r in range(int(world))]
