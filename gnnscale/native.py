@@ -79,7 +79,8 @@ def extension(csrc: Path | None = None, build_dir: Path | None = None,
     cuda_srcs = sorted(str(p) for p in csrc.rglob("*.cu"))
     flags = {"cxx": ["-O3", "-g0", "-fopenmp", "-std=c++20"]}  # -g0: no debug info (2x faster)
     kw = dict(include_dirs=[str(csrc)], extra_link_args=["-fopenmp"])
-    with_cuda = (torch.cuda.is_available() and CUDA_HOME is not None and cuda_srcs
+    # a CUDA build of torch and nvcc decide the build (a build host may have no GPU)
+    with_cuda = (torch.version.cuda is not None and CUDA_HOME is not None and cuda_srcs
                  and os.environ.get("GNNSCALE_NO_CUDA") != "1")
     if with_cuda:
         return CUDAExtension(EXT_NAME, srcs + cuda_srcs, extra_compile_args={**flags,
