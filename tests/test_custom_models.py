@@ -9,8 +9,9 @@ import torch
 from gnnscale.distributed import spawn
 from gnnscale.errors import ConfigError
 from gnnscale.runner.validate import check_config
-from tests import _custom_fns, _factored_fns, _offload_fns, _split_fns, _user_models
+from tests import _custom_fns, _factored_fns, _offload_fns, _user_models
 from tests import _fullgraph_fns as F
+from tests._model_equality import close, matches, staged_equal, trainers_equal
 from tests._train import make_cfg
 
 USER = "model=custom"
@@ -19,18 +20,7 @@ GRAPHCONV = (USER, "model.target=tests._user_models.GraphConvNet", "+model.kwarg
 BASE = ("dataset=synthetic", "dataset.preset=tiny", "sampler.fanouts=[5,5]", "dist.world_size=2")
 
 
-def _close(a: list[torch.Tensor], b: list[torch.Tensor]) -> None:
-    for x, y in zip(a, b, strict=True):
-        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-6)
 
-
-def _matches(trainer: dict, ref: dict, t: int) -> None:
-    """A data/factored trainer's steps against one process's micro-batch ``t``."""
-    assert len(trainer["losses"]) == len(ref["losses"])
-    for step, loss in enumerate(trainer["losses"]):
-        assert loss == pytest.approx(ref["losses"][step][t], rel=1e-5)
-        _close(trainer["grads"][step], ref["grads"][step])
-    _close(trainer["params"], ref["params"])
 
 
 # ---- the contract, read from the module ---------------------------------------------------------
@@ -140,7 +130,7 @@ def test_offload_on_one_rank_equals_the_whole_graph_with_keyed_dropout(name):
     ref = F.reference(name)
     m = _offload_fns.one_epoch(_offload_fns.make_strategy(None, None, name, chunks=3))
     assert m["train_loss"] == pytest.approx(ref["loss"], rel=1e-5)
-    _close(m["grads"], ref["grads"])
+    close(m["grads"], ref["grads"])
 
 
 def test_factored_on_one_process_equals_the_reference_whole_graph_model():
@@ -148,7 +138,7 @@ def test_factored_on_one_process_equals_the_reference_whole_graph_model():
 
     cpu1 = Topology(0, 1, 0, 1, torch.device("cpu"))
     out = _factored_fns.train_one_epoch(cpu1, "factored", "auto", model="user_centered")
-    _matches(out, _factored_fns.reference_epoch(1, model="user_centered"), 0)
+    matches(out, _factored_fns.reference_epoch(1, model="user_centered"), 0)
 
 
 @pytest.mark.slow
@@ -157,23 +147,6 @@ def test_every_strategy_on_two_ranks_equals_one_process():
     split, data and factored on 2 ranks: the per-step losses and gradients of one process."""
     ranks = spawn(_custom_fns.every_strategy, 2)
     for name in _custom_fns.LAYER_WISE:
-        full = F.reference(name)
-        for r in ranks:
-            for case in r[name]["fullgraph"]:
-                assert case["loss"] == pytest.approx(full["loss"], rel=1e-5), name
-                _close(case["grads"], full["grads"])
-            off = r[name]["offload"][0]
-            assert off["train_loss"] == pytest.approx(full["loss"], rel=1e-5), name
-            _close(off["grads"], full["grads"])
-        split = _split_fns.reference(name)
-        for r in ranks:
-            got = r[name]["split"][0]["read"]
-            assert got["loss"] == pytest.approx(split["loss"], rel=1e-5), name
-            _close(got["grads"], split["grads"])
+        staged_equal(ranks, name)
     for name in (*_custom_fns.LAYER_WISE, *_custom_fns.WHOLE_GRAPH):
-        two, one = (_factored_fns.reference_epoch(t, model=name) for t in (2, 1))
-        for rank, r in enumerate(ranks):
-            _matches(r[name]["data"], two, rank)
-        trainers = [r[name]["factored"] for r in ranks if r[name]["factored"]["trainer"]]
-        assert len(trainers) == 1
-        _matches(trainers[0], one, 0)
+        trainers_equal(ranks, name)

@@ -15,16 +15,13 @@ from gnnscale.errors import ConfigError
 from gnnscale.models.contract import describe, reads_edges
 from gnnscale.models.custom import Custom
 from gnnscale.runner.validate import check_config
-from tests import _factored_fns, _offload_fns, _split_fns, _traced_fns, _user_models
 from tests import _fullgraph_fns as F
+from tests import _offload_fns, _split_fns, _traced_fns, _user_models
+from tests._model_equality import close, staged_equal, trainers_equal
 from tests._train import make_cfg
 
 BASE = ("dataset=synthetic", "dataset.preset=tiny", "sampler.fanouts=[5,5]", "dist.world_size=2")
 
-
-def _close(a: list[torch.Tensor], b: list[torch.Tensor]) -> None:
-    for x, y in zip(a, b, strict=True):
-        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-6)
 
 
 # ---- the traced form equals the user's own forward ----------------------------------------------
@@ -70,7 +67,7 @@ def test_offload_on_one_rank_equals_the_whole_graph_with_keyed_dropout(name):
     ref = F.reference(name)
     m = _offload_fns.one_epoch(_offload_fns.make_strategy(None, None, name, chunks=3))
     assert m["train_loss"] == pytest.approx(ref["loss"], rel=1e-5)
-    _close(m["grads"], ref["grads"])
+    close(m["grads"], ref["grads"])
 
 
 # ---- edge features follow what the forward passes ---------------------------------------------
@@ -156,33 +153,10 @@ def test_every_strategy_on_two_ranks_equals_one_process():
     split, data and factored on 2 ranks: the per-step losses and gradients of one process."""
     ranks = spawn(_traced_fns.every_strategy, 2)
     for name in _traced_fns.NAMES:
-        full = F.reference(name)
-        for r in ranks:
-            for case in r[name]["fullgraph"]:
-                assert case["loss"] == pytest.approx(full["loss"], rel=1e-5), name
-                _close(case["grads"], full["grads"])
-            off = r[name]["offload"][0]
-            assert off["train_loss"] == pytest.approx(full["loss"], rel=1e-5), name
-            _close(off["grads"], full["grads"])
-        split = _split_fns.reference(name)
-        for r in ranks:
-            got = r[name]["split"][0]["read"]
-            assert got["loss"] == pytest.approx(split["loss"], rel=1e-5), name
-            _close(got["grads"], split["grads"])
-        two, one = (_factored_fns.reference_epoch(t, model=name) for t in (2, 1))
-        for rank, r in enumerate(ranks):
-            _matches(r[name]["data"], two, rank)
-        trainers = [r[name]["factored"] for r in ranks if r[name]["factored"]["trainer"]]
-        assert len(trainers) == 1
-        _matches(trainers[0], one, 0)
+        staged_equal(ranks, name)
+        trainers_equal(ranks, name)
 
 
-def _matches(trainer: dict, ref: dict, t: int) -> None:
-    assert len(trainer["losses"]) == len(ref["losses"])
-    for step, loss in enumerate(trainer["losses"]):
-        assert loss == pytest.approx(ref["losses"][step][t], rel=1e-5)
-        _close(trainer["grads"][step], ref["grads"][step])
-    _close(trainer["params"], ref["params"])
 
 
 
@@ -258,13 +232,13 @@ def test_edge_reading_models_under_split_fullgraph_and_offload_equal_one_process
             got = r[name]
             assert got["split"]["losses"] == pytest.approx(split["losses"], rel=1e-5), name
             for a, b in zip(got["split"]["grads"], split["grads"], strict=True):
-                _close(a, b)
+                close(a, b)
             assert got["fullgraph"]["losses"] == pytest.approx(full["losses"], rel=1e-5), name
             for a, b in zip(got["fullgraph"]["grads"], full["grads"], strict=True):
-                _close(a, b)
+                close(a, b)
             assert got["offload"]["losses"] == pytest.approx(off["losses"], rel=1e-5), name
             for a, b in zip(got["offload"]["grads"], off["grads"], strict=True):
-                _close(a, b)
+                close(a, b)
             assert got["offload"]["metrics"]["bytes_edge_features"] > 0
 
 
