@@ -11,13 +11,18 @@
 #       plain   - `pip install <clone>` (isolated build: no torch there, so a pure-Python
 #                 install) then `python -m gnnscale.native build` against the venv's torch;
 #       nobuild - as plain, without the native build: the torch-only ops must train too.
-# Leaves its venv and run folder under $CHECK_DIR (default a new /tmp folder); prints each
-# step's wall seconds and ends with "install check: ok".
+# Works in $CHECK_DIR when given (and leaves its venv and run folder there), else in a new /tmp
+# folder that is removed at any exit; prints each step's wall seconds and ends with
+# "install check: ok".
 set -euo pipefail
 CLONE="$(cd "$(dirname "$0")/.." && pwd)"
 TORCH_SPEC="${1:-torch==2.13.0}"
 MODE="${2:-wheel}"
-CHECK_DIR="${CHECK_DIR:-$(mktemp -d /tmp/gnnscale-install-XXXXXX)}"
+if [ -z "${CHECK_DIR:-}" ]; then
+  CHECK_DIR="$(mktemp -d /tmp/gnnscale-install-XXXXXX)"
+  trap 'rm -rf "$CHECK_DIR"' EXIT
+  trap 'exit 130' INT TERM  # the EXIT trap then removes the folder
+fi
 HOST_PY="${HOST_PY:-python3}"
 VENV="$CHECK_DIR/venv"
 PY="$VENV/bin/python"
