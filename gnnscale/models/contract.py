@@ -153,14 +153,8 @@ def describe(module: Any, in_channels: int | None = None,
         return _whole_graph_only(module, str(err))
     out = _prod(staged.shapes[staged.output])
     batch = _row_statistics(module)
-    if batch is not None:
-        no_layers = (f"{name}'s {batch} normalises over the rows a forward holds, which differ "
-                     "between the parts of a layer: use a row-wise norm (LayerNorm)")
-    else:
-        drop = _conv_dropout(module)
-        no_layers = None if drop is None else (
-            f"{name}'s {drop} drops with torch's generator inside a conv, which ranks "
-            "computing the same vertex cannot agree on: set it to 0")
+    no_layers = _not_layer_by_layer(name, batch, _conv_dropout(module), " inside a conv",
+                                    "set it to 0")
     return Contract(name=name, layer_wise=True, why_not_layer_wise=None,
                     num_layers=staged.num_layers, widths=staged.widths(start, out),
                     batch_norm=batch is not None, has_between=False,
@@ -237,20 +231,27 @@ def _explicit(module: Any, in_channels: int | None) -> Contract:
     first = getattr(convs[0], "in_channels", None)
     start = in_channels if in_channels is not None else first
     widths = [int(start) if isinstance(start, int) else -1, *(conv_width(c) for c in convs)]
-    if batch is not None:
-        no_layers = (f"{name}'s {batch} normalises over the rows a forward holds, which differ "
-                     "between the parts of a layer: use a row-wise norm (LayerNorm)")
-    else:
-        drop = _torch_dropout(module)
-        no_layers = None if drop is None else (
-            f"{name}'s {drop} drops with torch's generator, which ranks computing the same "
-            "vertex cannot agree on: set it to 0 and use model.dropout (keyed by vertex id)")
+    no_layers = _not_layer_by_layer(name, batch, _torch_dropout(module), "",
+                                    "set it to 0 and use model.dropout (keyed by vertex id)")
     sized = tuple("size" in inspect.signature(c.forward).parameters for c in convs)
     edges = tuple(reads_edges(c) for c in convs)
     return Contract(name=name, layer_wise=True, why_not_layer_wise=None,
                     num_layers=len(convs), widths=widths, batch_norm=batch is not None,
                     has_between=True, why_not_layer_by_layer=no_layers, takes_size=sized,
                     reads_edges=edges)
+
+
+def _not_layer_by_layer(name: str, batch: str | None, drop: str | None, where: str,
+                        remedy: str) -> str | None:
+    """Why model ``name`` cannot run a layer at a time on parts of it (its batch statistics
+    ``batch``, else its unkeyed dropout ``drop``), or None when it can."""
+    if batch is not None:
+        return (f"{name}'s {batch} normalises over the rows a forward holds, which differ "
+                "between the parts of a layer: use a row-wise norm (LayerNorm)")
+    if drop is None:
+        return None
+    return (f"{name}'s {drop} drops with torch's generator{where}, which ranks computing the "
+            f"same vertex cannot agree on: {remedy}")
 
 
 def _conv_dropout(module: Any) -> str | None:
