@@ -3,7 +3,7 @@
 Each ``__init__`` takes ``in_channels`` and ``out_channels`` (gnnscale passes the dataset's
 feature width and the task's output width); the rest goes in ``model.kwargs``. gnnscale traces
 each ``forward`` into stages (:mod:`gnnscale.models.trace`), so every strategy runs them as
-they are; ``tests/test_traced_models.py`` trains each under all five strategies against one
+they are; ``tests/integration/test_traced_models.py`` trains each under all five strategies against one
 process. docs/bring-your-own-model.md walks through them.
 """
 

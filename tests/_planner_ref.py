@@ -1,5 +1,5 @@
 """The pure-torch hybrid planner that the native one (``csrc/deps/``) replaced, kept as the
-reference the native results must equal exactly (tests/test_planner_native.py)."""
+reference the native results must equal exactly (tests/ops/test_planner_native.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rank functions for the traced models' tests (tests/test_traced_models.py): the models users
+"""Rank functions for the traced models' tests (tests/integration/test_traced_models.py): the models users
 have, unmodified (tests/_user_models.py TRACED), through each strategy's own equivalence
 harness (tests/_*_fns.py), as tests/_custom_fns.py runs the explicit form."""
 
@@ -30,7 +30,7 @@ def every_strategy(topo, names: tuple[str, ...] = NAMES) -> dict:
 
 
 #: traced models reading edge features (tests/_user_models.py TRACED_EDGES): data and
-#: factored run them in tests/test_edge_features.py; split, fullgraph and offload here
+#: factored run them in tests/integration/test_edge_features.py; split, fullgraph and offload here
 EDGE_NAMES = ("user_t_transformer_e", "user_t_gine", "user_t_gatv2e")
 
 

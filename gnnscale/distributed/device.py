@@ -7,7 +7,7 @@ gloo), where a group's tensors live (:func:`comm_device`: the device under nccl,
 under gloo, by construction), whether host buffers are pinned (:func:`host_empty`,
 :func:`pinned`) and whether copies are non-blocking (:func:`to_device`), and it reads the
 device's memory (:func:`peak_allocated`, :func:`free_bytes`) and RNG (:func:`rng_states`).
-No other module of gnnscale calls ``torch.cuda`` (``tests/test_device.py`` checks it).
+No other module of gnnscale calls ``torch.cuda`` (``tests/distributed/test_device.py`` checks it).
 
 It also decides where a rank's own listeners bind (:func:`listener_env`): gloo's pair
 listeners and NCCL's bootstrap otherwise bind to the address the host name resolves to, which

@@ -22,7 +22,7 @@ layer-wise evaluation (one layer over all vertices at a time) and sampled blocks
 edges are not the previous layer's) do not carry.
 
 The conv's parameters are PyG's ``GATConv``'s and the result equals calling it with
-``edge_attr = embedding[edge_type]`` (tests/test_simplehgn.py); :meth:`SimpleHGN.conv`
+``edge_attr = embedding[edge_type]`` (tests/models/test_simplehgn.py); :meth:`SimpleHGN.conv`
 computes it without a row per edge and channel: the relation term on the embedding table's
 rows (one per relation, not per edge), the scores per edge and head, and each head's
 weighted sum as one sparse product (:class:`_HeadSum`, whose backward computes the
