@@ -29,7 +29,7 @@ from omegaconf import DictConfig, open_dict
 from gnnscale import registry
 from gnnscale.data.metadata import DatasetMeta
 from gnnscale.errors import ConfigError, UserError
-from gnnscale.strategies.config import Checked, StrategyConfig, declared, partition_kind
+from gnnscale.strategies.config import Checked, StrategyConfig, declared
 from gnnscale.tasks.config import TaskConfig, declared_task
 
 if TYPE_CHECKING:
@@ -240,40 +240,11 @@ def validate_data(cfg: DictConfig) -> None:
     check_dataset(cfg, built, decl)
 
 
-#: the sampling strategies that train from parts= (the whole topology, their own feature rows,
-#: the others' rows fetched from their owners by the feature store: in lockstep under data and
-#: split, from every rank's row server under factored)
-SAMPLING_FROM_PARTS = ("data", "split", "factored")
-
-
 def parts_problem(cfg: DictConfig, built: Checked) -> str | None:
-    """Why ``cfg`` cannot train from a partitioned layout (None: it can). The full-graph
-    strategy with ``deps=depcomm`` (on an edge-cut or a vertex-cut layout) and ``offload`` (on
-    an edge-cut layout) read nothing beyond a part's own rows and edges; ``data``, ``split``
-    and ``factored`` read the whole topology and labels, their own feature rows and the
-    others' from their owners."""
-    strategy = declared(cfg.strategy).name
-    if strategy in SAMPLING_FROM_PARTS:
-        if partition_kind(cfg) != "edge_cut":
-            return (f"strategy={strategy} samples from the whole topology, which a vertex-cut "
-                    "layout does not hold: partition with an edge-cut partitioner (e.g. "
-                    "partitioner=metis) for parts=")
-        task = declared_task(cfg).name
-        return None if task == "node" else \
-            f"task={task} is not trained from parts= yet: use task=node or drop parts="
-    if strategy not in ("fullgraph", "offload"):
-        return (f"strategy={strategy} reads the whole graph on every rank, so it cannot train "
-                "from parts= yet: use strategy=fullgraph deps=depcomm or strategy=offload, or "
-                "drop parts= and give every host the whole processed dataset")
-    if strategy == "fullgraph" and (built.deps is None or
-                                    not type(built.deps).replicates_none):
-        return ("parts= holds each rank's own rows and in-edges only, so fullgraph needs "
-                "deps=depcomm (depcache and hybrid replicate rows of other parts): set "
-                "deps=depcomm")
-    task = declared_task(cfg).name
-    if task != "node":
-        return f"task={task} is not trained from parts= yet: use task=node or drop parts="
-    return None
+    """Why ``cfg`` cannot train from a partitioned layout (None: it can), as its strategy and
+    task declare it (``from_parts``; the strategy's ``parts_problem`` says what it needs of
+    the layout and its options, e.g. fullgraph's ``deps=depcomm``)."""
+    return declared(cfg.strategy).parts_problem(cfg, built) or declared_task(cfg).parts_problem()
 
 
 def parts_meta(cfg: DictConfig, built: Checked) -> DatasetMeta:

@@ -43,7 +43,7 @@ from gnnscale.tasks.config import declared_task
 DECLARATIONS = ("name", "samples", "layer_by_layer", "takes_weighted_blocks",
                 "takes_edge_features", "reads", "deps", "default_deps",
                 "default_cache", "default_epochs", "auto_candidate", "meta", "items_per_rank",
-                "reductions", "columns", "trains_types", "exchange_keys")
+                "reductions", "columns", "trains_types", "exchange_keys", "from_parts")
 
 
 @dataclass
@@ -110,6 +110,10 @@ class StrategyConfig(Options):
     #: exchanges; none for a strategy that exchanges no hidden rows (``data``, ``factored``).
     #: The comparison tool reads them (``gnnscale/compare/table.py``, its typed bytes table).
     exchange_keys: ClassVar[tuple[str, ...]] = ()
+    #: Whether it trains from a partitioned layout (``parts=``: each rank reads its own part
+    #: and what the part holds of the rest, not the whole processed dataset); what it needs of
+    #: the layout and the other options :meth:`parts_problem` says.
+    from_parts: ClassVar[bool] = False
     #: Whether ``strategy=auto`` may profile it.
     auto_candidate: ClassVar[bool] = True
     #: Whether its ranks run faster bound to cores (``dist.bind_cores``; docs/distributed.md):
@@ -206,6 +210,21 @@ class StrategyConfig(Options):
                               "or gat")
         ranks = cfg.dist.world_size if cls.items_per_rank else 1
         declared_task(cfg).check_data(cfg, graph, ranks)
+
+    @classmethod
+    def parts_problem(cls, cfg: Any, built: Checked) -> str | None:
+        """Why it cannot train ``cfg`` from ``cfg.parts`` (None: it can, as far as the strategy
+        goes): it does not declare :attr:`from_parts`, or it samples (reads the whole
+        topology) and the layout is a vertex-cut's."""
+        if not cls.from_parts:
+            return (f"strategy={cls.name} reads the whole graph on every rank, so it cannot "
+                    f"train from parts= yet: use {strategies_that('from_parts')}, or drop "
+                    "parts= and give every host the whole processed dataset")
+        if cls.samples and partition_kind(cfg) != "edge_cut":
+            return (f"strategy={cls.name} samples from the whole topology, which a vertex-cut "
+                    "layout does not hold: partition with an edge-cut partitioner (e.g. "
+                    "partitioner=metis) for parts=")
+        return None
 
     @classmethod
     def checks_built(cls, cfg: Any) -> bool:

@@ -6,8 +6,9 @@ Each task's ``tasks/<name>/config.py`` holds its typed schema, a subclass of
 is: what it needs of a dataset (:attr:`~TaskConfig.needs`), whether it derives its own data
 from it in the launcher (:attr:`~TaskConfig.derives_data`), the metrics it reports
 (:attr:`~TaskConfig.metrics`, :attr:`~TaskConfig.auto_metric`), how each per-epoch figure it
-adds to a rank's metrics combines over the ranks (:attr:`~TaskConfig.reductions`) and whether
-``strategy=auto`` can rank strategies on it (:attr:`~TaskConfig.auto_rankable`). The launcher
+adds to a rank's metrics combines over the ranks (:attr:`~TaskConfig.reductions`), whether
+``strategy=auto`` can rank strategies on it (:attr:`~TaskConfig.auto_rankable`) and whether it
+trains from a partitioned layout (:attr:`~TaskConfig.from_parts`). The launcher
 (``runner/validate.py``), the strategies' checks and the runner read these without importing
 torch; the task class (``tasks/base.py``) names its declarations with ``Task.schema``.
 
@@ -71,6 +72,10 @@ class TaskConfig(Options):
     #: mean the same under every strategy (False: e.g. a loss whose scale depends on the
     #: batch). Node classification and link prediction are.
     auto_rankable: ClassVar[bool] = True
+    #: Whether it trains from a partitioned layout (``parts=``, read by a strategy that
+    #: declares ``from_parts``); when not, :attr:`parts_reason` says why, for the refusal.
+    from_parts: ClassVar[bool] = False
+    parts_reason: ClassVar[str] = "it is not trained from parts= yet"
     _target_: str = ""
 
     @classmethod
@@ -90,6 +95,16 @@ class TaskConfig(Options):
         plain dict a finished run's config holds) on a graph of ``num_classes`` classes (what
         the task class's ``out_channels`` gives, for the cost model); default the classes."""
         return int(num_classes)
+
+    @classmethod
+    def parts_problem(cls) -> str | None:
+        """Why it cannot train from ``parts=`` (None: it can), naming the tasks that can."""
+        if cls.from_parts:
+            return None
+        able = sorted(f"task={name}" for name, schema in registry.schemas("task").items()
+                      if getattr(schema, "from_parts", False))
+        return (f"task={cls.name} cannot train from parts=: {cls.parts_reason}; use "
+                f"{' or '.join(able) or 'no parts='}, or drop parts=")
 
     @classmethod
     def check_config(cls, cfg: Any) -> None:

@@ -21,6 +21,8 @@ class DataParallelConfig(SamplingConfig):
     default_deps: ClassVar[str] = "depcache"
     default_cache: ClassVar[str] = "presample"  # PaGraph/GNNLab's pre-sampled cache
     trains_types: ClassVar[bool] = True  # typed inputs, sparse embedding gradients reduced
+    #: parts=: the whole topology and labels, its own feature rows, the others' from owners
+    from_parts: ClassVar[bool] = True
     takes_edge_features: ClassVar[bool] = True  # gathered from the blocks' edge ids
     reductions: ClassVar[dict[str, Reduce]] = {  # per rank: each holds the whole tables
         "embedding_rows_held": Reduce.max, "embedding_bytes": Reduce.max,

@@ -67,6 +67,8 @@ class FactoredConfig(SamplingConfig):
     default_deps: ClassVar[str] = "depcache"
     default_cache: ClassVar[str] = "presample"
     trains_types: ClassVar[bool] = True  # trainers train types as data does (sparse tables)
+    #: parts=: the whole topology and labels, the others' rows from every rank's row server
+    from_parts: ClassVar[bool] = True
     takes_edge_features: ClassVar[bool] = True  # trainers gather them from the jobs' edge ids
     #: Samplers and trainers run at their own pace, joined by a queue: an unbound rank takes
     #: the core its peer leaves idle, so it runs unbound (bound: 0.84-0.91x the epoch speed,

@@ -67,6 +67,8 @@ class FullGraphConfig(StrategyConfig):
     default_deps: ClassVar[str] = "hybrid"  # NeutronStar's cost model
     default_cache: ClassVar[str] = "none"
     trains_types: ClassVar[bool] = True  # typed inputs encoded, sparse gradients summed
+    #: parts=: a part's own rows and in-edges, with deps=depcomm (see parts_problem)
+    from_parts: ClassVar[bool] = True
     #: DepComm's rows and gradients (``bytes_forward`` + ``bytes_backward``)
     exchange_keys: ClassVar[tuple[str, ...]] = ("bytes_rank_to_rank",)
     takes_edge_features: ClassVar[bool] = True  # each block's rows, gathered at set-up
@@ -88,6 +90,15 @@ class FullGraphConfig(StrategyConfig):
         """NeutronStar's hybrid on an edge-cut; depcomm (the only deps) on a vertex-cut."""
         return {"deps": "depcomm" if partition_kind(cfg) != "edge_cut" else "hybrid",
                 "cache": "none"}
+
+    @classmethod
+    def parts_problem(cls, cfg: Any, built: Checked) -> str | None:
+        """A part holds its own rows and in-edges only: deps must replicate none (depcomm)."""
+        if built.deps is None or not type(built.deps).replicates_none:
+            return ("parts= holds each rank's own rows and in-edges only, so fullgraph needs "
+                    "deps=depcomm (depcache and hybrid replicate rows of other parts): set "
+                    "deps=depcomm")
+        return super().parts_problem(cfg, built)
 
     @classmethod
     def check_config(cls, cfg: Any, built: Checked) -> None:

@@ -74,6 +74,8 @@ class OffloadConfig(StrategyConfig):
     default_epochs: ClassVar[int] = 20
     layer_by_layer: ClassVar[bool] = True
     trains_types: ClassVar[bool] = True  # typed chunks, encoded layer-0 rows
+    #: parts=: a part's own rows and in-edges (an edge-cut layout: its partitioner's kind)
+    from_parts: ClassVar[bool] = True
     takes_edge_features: ClassVar[bool] = True  # each chunk's edge_attr by its edge ids
     reads: ClassVar[tuple[str, ...]] = ("partition",)  # its transfers stand in for deps
     default_deps: ClassVar[str] = "depcomm"

@@ -27,6 +27,8 @@ class SplitParallelConfig(SamplingConfig):
     #: Typed graphs: each rank encodes the typed rows it loads, shuffles dense rows; the local
     #: blocks carry their edges' types (relations) and ids; sparse tables' gradients summed.
     trains_types: ClassVar[bool] = True
+    #: parts=: the whole topology and labels, its own feature rows, the others' from owners
+    from_parts: ClassVar[bool] = True
     #: Each local block's edge features are gathered by its edge ids on the rank computing it.
     takes_edge_features: ClassVar[bool] = True
     deps: ClassVar[str] = "communicate"

@@ -55,6 +55,9 @@ class LinkTaskConfig(TaskConfig):
     title: ClassVar[str] = "link prediction"
     needs: ClassVar[tuple[str, ...]] = ("features",)  # nodes are encoded from their features
     derives_data: ClassVar[bool] = True  # the edge split and the message graph
+    parts_reason: ClassVar[str] = ("its edge split and message graph are derived from the "
+                                    "whole dataset, and a part layout holds the graph before "
+                                    "the split")
     metrics: ClassVar[tuple[str, ...]] = ("auc", "ap", "hits", "mrr")  # hits: val_hits@K
     auto_metric: ClassVar[tuple[str, ...]] = ("auc",)
     #: the endpoint rows a rank sent to score pairs (sharded loss, evaluation): a total

@@ -23,6 +23,7 @@ class NodeTaskConfig(TaskConfig):
     needs: ClassVar[tuple[str, ...]] = ("features", "labels", "train_split")
     metrics: ClassVar[tuple[str, ...]] = ("acc", "rocauc", "macro_f1", "micro_f1")
     auto_metric: ClassVar[tuple[str, ...]] = ("rocauc", "acc")  # ROC-AUC for two classes
+    from_parts: ClassVar[bool] = True
     _target_: str = "gnnscale.tasks.node.NodeTask"
 
     @classmethod
