@@ -35,8 +35,9 @@ edge features has neither, and nothing about it changes.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -44,6 +45,9 @@ import torch
 from gnnscale.data import bounded
 from gnnscale.data.bounded import KEY_LIMIT
 from gnnscale.data.pages import release
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 SELF_LOOP_MODES = ("keep", "remove", "add")
 #: Link-prediction split edges a graph may carry (``GraphStore.links``), each ``[2, E]`` int64.
@@ -59,6 +63,45 @@ REVERSE = "rev_"
 EdgeType = tuple[str, str, str]
 #: edges checked (or counted) at a time by the whole-graph checks of a typed graph
 CHECK_EDGES = 1 << 20
+#: The default of the :class:`GraphStore` fields its ``__post_init__`` derives when they are
+#: left out (``node_type_offset``, ``edge_types``, ``target_types``): None until then, typed
+#: ``Any`` so that the fields read as what every constructed graph holds.
+DERIVED: Any = None
+
+
+class EdgeChunks(Protocol):
+    """Edges read in chunks, never whole at once: what
+    :class:`gnnscale.data.bounded.EdgeSource` is (a ``[2, E]`` list on disk)."""
+
+    num_edges: int
+    shape: tuple[int, ...]
+
+    def chunks(self, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(sources, destinations)`` chunks of at most ``rows`` edges, in order."""
+        ...
+
+    def span(self) -> tuple[int, int, int, int] | None:
+        """``(min source, max source, min destination, max destination)``, None: no edges."""
+        ...
+
+    def whole(self) -> torch.Tensor:
+        """All the edges in memory, ``[2, E]`` int64."""
+        ...
+
+
+class RowChunks(Protocol):
+    """Edge feature rows read in chunks: what :class:`gnnscale.data.bounded.RowSource` is."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def chunks(self, rows: int) -> Iterator[np.ndarray]:
+        """``[k, D]`` chunks of at most ``rows`` rows, in order."""
+        ...
+
+    def whole(self) -> torch.Tensor:
+        """All the rows in memory."""
+        ...
 
 
 def check_csc(indptr: torch.Tensor, indices: torch.Tensor, num_nodes: int) -> None:
@@ -89,7 +132,8 @@ def _check_range(ids: torch.Tensor, num_nodes: int, subject: str) -> None:
         if ids.dim() == 1 and ids.numel() > CHECK_EDGES:  # a chunk at a time, pages given back
             lo, hi = _chunked_aminmax(ids)
         else:
-            lo, hi = torch.aminmax(ids)
+            m, x = torch.aminmax(ids)
+            lo, hi = int(m), int(x)
         if int(lo) < 0 or int(hi) >= num_nodes:
             raise ValueError(f"{subject} ids in [{int(lo)}, {int(hi)}] but there are "
                              f"{num_nodes} nodes")
@@ -98,13 +142,13 @@ def _check_range(ids: torch.Tensor, num_nodes: int, subject: str) -> None:
 def _chunked_aminmax(a: torch.Tensor) -> tuple[int, int]:
     """``(min, max)`` of a 1-D tensor read :data:`CHECK_EDGES` values at a time, the pages of
     each chunk of a mapped file given back once read (:func:`gnnscale.data.pages.release`)."""
-    lo = hi = None
+    lows, highs = [], []
     for c in range(0, a.numel(), CHECK_EDGES):
         m, x = torch.aminmax(a[c:c + CHECK_EDGES])
-        lo = int(m) if lo is None else min(lo, int(m))
-        hi = int(x) if hi is None else max(hi, int(x))
+        lows.append(int(m))
+        highs.append(int(x))
         release(a, c, c + CHECK_EDGES)
-    return lo, hi
+    return min(lows), max(highs)
 
 
 def check_link_edges(edges: torch.Tensor, num_nodes: int, name: str) -> None:
@@ -130,11 +174,13 @@ def check_node_types(node_types: tuple[str, ...]) -> None:
         raise ValueError(f"node_types {list(node_types)} names a type twice")
 
 
-def check_edge_types(edge_types: tuple[EdgeType, ...], node_types: tuple[str, ...]) -> None:
+def check_edge_types(edge_types: tuple[tuple[str, ...], ...], node_types: tuple[str, ...]
+                     ) -> tuple[EdgeType, ...]:
     """Edge types: ``(source type, relation, destination type)`` triples of known node types,
-    none twice."""
+    none twice; returned as triples."""
     if not edge_types:
         raise ValueError("edge_types is empty: a graph has at least one edge type")
+    triples = []
     for et in edge_types:
         if len(et) != 3 or not all(isinstance(p, str) and p for p in et):
             raise ValueError(f"edge type {et!r} must be a (source type, relation, destination "
@@ -143,8 +189,10 @@ def check_edge_types(edge_types: tuple[EdgeType, ...], node_types: tuple[str, ..
             if end not in node_types:
                 raise ValueError(f"edge type {et} names node type {end!r}, which is not one of "
                                  f"the node types ({', '.join(node_types)})")
-    if len(set(edge_types)) != len(edge_types):
+        triples.append((et[0], et[1], et[2]))
+    if len(set(triples)) != len(triples):
         raise ValueError(f"edge_types {list(edge_types)} names a type twice")
+    return tuple(triples)
 
 
 @dataclass
@@ -168,14 +216,17 @@ class GraphStore:
     links: dict[str, torch.Tensor] = field(default_factory=dict)
     node_types: tuple[str, ...] = (NODE,)
     #: int64 ``[T + 1]``: type ``t`` holds global ids ``[offset[t], offset[t + 1])``
-    node_type_offset: torch.Tensor | None = None
-    edge_types: tuple[EdgeType, ...] | None = None
+    #: (left out: ``[0, N]`` of a one-type graph)
+    node_type_offset: torch.Tensor = DERIVED
+    #: left out: the one edge type ``(t, "to", t)`` of a one-type graph
+    edge_types: tuple[EdgeType, ...] = DERIVED
     #: int16 ``[E]`` in CSC order (an index into ``edge_types``); None with one edge type
     type_per_edge: torch.Tensor | None = None
     #: ``{type: [num_nodes_of(type), F_type]}`` when there is no single ``x``
     type_features: dict[str, torch.Tensor] = field(default_factory=dict)
-    #: the node types that carry labels and splits (None: every type of a one-type graph)
-    target_types: tuple[str, ...] | None = None
+    #: the node types that carry labels and splits (left out: the one type of a one-type
+    #: graph, none of a typed one)
+    target_types: tuple[str, ...] = DERIVED
     #: ``[E, D]`` edge features in CSC order (every edge type featured, one width and dtype)
     edge_attr: torch.Tensor | None = None
     #: ``{edge type: [E_type, D]}`` in that type's edge id order, when there is no one edge_attr
@@ -236,8 +287,8 @@ class GraphStore:
             if not one:
                 raise ValueError(f"edge_types is needed with {len(self.node_types)} node types")
             self.edge_types = ((self.node_types[0], EDGE[1], self.node_types[0]),)
-        self.edge_types = tuple(tuple(et) for et in self.edge_types)
-        check_edge_types(self.edge_types, self.node_types)
+        self.edge_types = check_edge_types(tuple(tuple(et) for et in self.edge_types),
+                                           self.node_types)
         tpe = self.type_per_edge
         if len(self.edge_types) == 1:
             if tpe is not None:
@@ -293,7 +344,13 @@ class GraphStore:
             raise ValueError(f"edge {e} of type {et} starts at node {s} of type {st!r}; edges "
                              f"of that type start at {et[0]!r} nodes (global ids "
                              f"[{int(off[tix[et[0]]])}, {int(off[tix[et[0]] + 1])}))")
-        for c in range(1, self.num_edges if tpe is not None else 0, step):
+        if tpe is not None:
+            self._check_grouped(tpe)
+
+    def _check_grouped(self, tpe: torch.Tensor) -> None:
+        """The in-edges of each destination grouped by edge type (``tpe``: type_per_edge)."""
+        indptr, step = self.indptr, CHECK_EDGES
+        for c in range(1, self.num_edges, step):
             c1 = min(self.num_edges, c + step)  # edges [c, c1) against the ones before them
             down = (tpe[c:c1] < tpe[c - 1:c1 - 1]).nonzero().reshape(-1) + c
             release(tpe, c - 1, c1 - 1)
@@ -325,7 +382,7 @@ class GraphStore:
 
     def _check_edge_attr(self) -> None:
         """Edge features: one ``[E, D]`` matrix, or per edge type ``[E_type, D]`` rows."""
-        self.type_edge_attr = {tuple(et): a for et, a in self.type_edge_attr.items()}
+        self.type_edge_attr = {self._attr_type(et): a for et, a in self.type_edge_attr.items()}
         if self.edge_attr is None and len(self.edge_types) == 1 and \
                 list(self.type_edge_attr) == [self.edge_types[0]]:  # one type: its attrs
             self.edge_attr, self.type_edge_attr = self.type_edge_attr[self.edge_types[0]], {}
@@ -347,6 +404,13 @@ class GraphStore:
             if a.dim() != 2 or a.shape[0] != rows:
                 raise ValueError(f"edge_attr[{et}] has shape {tuple(a.shape)}: {rows} rows "
                                  "expected, one per edge of that type")
+
+    def _attr_type(self, et: tuple[str, ...]) -> EdgeType:
+        """A key of ``type_edge_attr`` as an edge type triple (ValueError: not an edge type)."""
+        if len(et) != 3:
+            raise ValueError(f"type_edge_attr names edge type {tuple(et)}, which is not one of "
+                             f"the edge types {list(self.edge_types)}")
+        return (et[0], et[1], et[2])
 
     def _check_targets(self) -> None:
         if self.target_types is None:
@@ -589,7 +653,7 @@ class GraphStore:
     @classmethod
     def from_edge_index(
         cls,
-        edge_index: torch.Tensor | np.ndarray,
+        edge_index: torch.Tensor | np.ndarray | EdgeChunks,
         num_nodes: int | None = None,
         *,
         symmetrize: bool = False,
@@ -756,8 +820,7 @@ class GraphStore:
         off = torch.tensor([0, *np.cumsum(counts).tolist()], dtype=torch.int64)
         count = dict(zip(node_types, counts))
         start = dict(zip(node_types, off.tolist()))
-        edge_types = tuple(tuple(et) for et in edges)
-        check_edge_types(edge_types, node_types)
+        edge_types = check_edge_types(tuple(tuple(et) for et in edges), node_types)
         parts = [_local_edges(edges[et], et, count) for et in edge_types]
         ws, ats = _typed_edge_values(edge_types, parts, edge_weight, edge_attr)
         if add_reverse:
@@ -783,7 +846,8 @@ class GraphStore:
                    type_per_edge=None if len(edge_types) == 1 else et_id if streamed else
                    et_id.to(torch.int16),
                    type_features=type_features, target_types=target_types,
-                   edge_attr=one_attr, type_edge_attr=type_attr, **splits, **fields)
+                   edge_attr=one_attr, type_edge_attr=type_attr, train_idx=splits["train_idx"],
+                   val_idx=splits["val_idx"], test_idx=splits["test_idx"], **fields)
 
 
 def build_csc(src: torch.Tensor, dst: torch.Tensor, etype: torch.Tensor | None,
@@ -804,7 +868,7 @@ def csc_order(src: torch.Tensor, dst: torch.Tensor, etype: torch.Tensor | None,
     n = max(num_nodes, 1)
     k = num_etypes if etype is not None else 1
     if n * k * n < KEY_LIMIT:
-        key = dst * n + src if k == 1 else (dst * k + etype) * n + src
+        key = dst * n + src if k == 1 or etype is None else (dst * k + etype) * n + src
         if dedupe:
             key, order = unique_first(key)
         else:
@@ -812,12 +876,14 @@ def csc_order(src: torch.Tensor, dst: torch.Tensor, etype: torch.Tensor | None,
         src, rest = key % n, key // n
         dst, etype = (rest, None) if k == 1 else (rest // k, rest % k)
     else:  # the combined key would overflow int64: a stable three-key sort instead
-        order = torch.from_numpy(np.lexsort((src.numpy(), etype.numpy(), dst.numpy())))
-        src, dst, etype = src[order], dst[order], etype[order]
+        types = torch.zeros_like(dst) if etype is None else etype
+        order = torch.from_numpy(np.lexsort((src.numpy(), types.numpy(), dst.numpy())))
+        src, dst, types = src[order], dst[order], types[order]
         if dedupe and src.numel():
             new = torch.ones_like(src, dtype=torch.bool)
-            new[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1]) | (etype[1:] != etype[:-1])
-            src, dst, etype, order = src[new], dst[new], etype[new], order[new]
+            new[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1]) | (types[1:] != types[:-1])
+            src, dst, types, order = src[new], dst[new], types[new], order[new]
+        etype = None if etype is None else types
     indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
     indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
     return indptr, src, etype, order
@@ -893,10 +959,10 @@ def _typed_csc_in_memory(parts: list, edge_types: tuple, ws: list, ats: list,
     if any(v is not None for v in ws):
         w = torch.cat([torch.ones(p.shape[1]) if v is None else v
                        for p, v in zip(parts, ws)])
-    indptr, indices, et_id, order = csc_order(src, dst, et_id, n, len(edge_types), dedupe)
+    indptr, indices, et_csc, order = csc_order(src, dst, et_id, n, len(edge_types), dedupe)
     w = None if w is None else w[order]
-    one_attr, type_attr = _typed_edge_attr(ats, parts, order, et_id, edge_types)
-    return indptr, indices, w, et_id, one_attr, type_attr
+    one_attr, type_attr = _typed_edge_attr(ats, parts, order, et_csc, edge_types)
+    return indptr, indices, w, et_csc, one_attr, type_attr
 
 def _edited_edges(src: torch.Tensor, dst: torch.Tensor, w: torch.Tensor | None,
                   a: torch.Tensor | None, num_nodes: int, symmetrize: bool, self_loops: str
@@ -921,12 +987,12 @@ def _edited_edges(src: torch.Tensor, dst: torch.Tensor, w: torch.Tensor | None,
         a = None if a is None else torch.cat([a, a.new_zeros(num_nodes, a.shape[1])])
     return src, dst, w, a
 
-def _is_source(edges) -> bool:
+def _is_source(edges: object) -> TypeIs[EdgeChunks]:
     """Whether ``edges`` is a :class:`gnnscale.data.bounded.EdgeSource` (read in chunks)."""
     return hasattr(edges, "span") and hasattr(edges, "chunks")
 
 
-def _is_rows(attr) -> bool:
+def _is_rows(attr: object) -> TypeIs[RowChunks]:
     """Whether ``attr`` is a :class:`gnnscale.data.bounded.RowSource` (rows read in chunks)."""
     return not torch.is_tensor(attr) and hasattr(attr, "chunks") and hasattr(attr, "whole")
 
@@ -961,7 +1027,8 @@ def _next_rows(chunks, count: int) -> np.ndarray:
     return block
 
 
-def _edge_rows(attr: torch.Tensor | np.ndarray, edges: int, what: str) -> torch.Tensor:
+def _edge_rows(attr: torch.Tensor | np.ndarray | RowChunks, edges: int, what: str
+               ) -> torch.Tensor | RowChunks:
     """Edge features ``[E, D]`` (``[E]``: one column), one row per edge of their list (a
     :class:`gnnscale.data.bounded.RowSource` checked by its shape and kept as it is)."""
     if _is_rows(attr):
@@ -983,10 +1050,11 @@ def _typed_edge_attr(ats: list[torch.Tensor | None], parts: list[torch.Tensor],
                      ) -> tuple[torch.Tensor | None, dict[EdgeType, torch.Tensor]]:
     """Edge features given per type (input order), moved with the edges into CSC order:
     one matrix when every type has them in one width and dtype, else per type."""
-    if all(a is None for a in ats):
+    given = [a for a in ats if a is not None]
+    if not given:
         return None, {}
-    if all(a is not None for a in ats) and len({(a.shape[1], a.dtype) for a in ats}) == 1:
-        return torch.cat(ats)[order], {}
+    if len(given) == len(ats) and len({(a.shape[1], a.dtype) for a in given}) == 1:
+        return torch.cat(given)[order], {}
     starts = np.cumsum([0] + [p.shape[1] for p in parts]).tolist()
     out = {}
     for k, (et, a) in enumerate(zip(edge_types, ats)):
@@ -1080,10 +1148,10 @@ def _local_edges(edges, et: EdgeType, count: dict[str, int]):
     ei = _edge_array(edges, f"edges[{et}]")
     for row, end in ((0, et[0]), (1, et[2])):
         if ei.shape[1]:
-            lo, hi = torch.aminmax(ei[row])
-            if int(lo) < 0 or int(hi) >= count[end]:
+            m, x = torch.aminmax(ei[row])
+            if int(m) < 0 or int(x) >= count[end]:
                 side = "source" if row == 0 else "destination"
-                raise ValueError(f"edges[{et}] holds {side} ids in [{int(lo)}, {int(hi)}] but "
+                raise ValueError(f"edges[{et}] holds {side} ids in [{int(m)}, {int(x)}] but "
                                  f"there are {count[end]} {end!r} nodes: ids are local to "
                                  "their node type")
     return ei
@@ -1100,8 +1168,8 @@ def _typed_features(features: Mapping[str, torch.Tensor], node_types: tuple[str,
         if f.dim() != 2 or f.shape[0] != count[t]:
             raise ValueError(f"features[{t!r}] has shape {tuple(f.shape)}: {count[t]} rows "
                              f"expected, one per {t!r} node")
-    feats = [features.get(t) for t in node_types]
-    if feats and all(f is not None for f in feats) and \
+    feats = [features[t] for t in node_types if t in features]
+    if feats and len(feats) == len(node_types) and \
             len({(f.shape[1], f.dtype) for f in feats}) == 1:
         return (feats[0] if len(feats) == 1 else torch.cat(feats)), {}
     return None, {t: features[t] for t in node_types if t in features}
