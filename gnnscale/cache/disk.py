@@ -122,7 +122,7 @@ class DiskTier:
     def __init__(self, path: str, offset: int, num_rows: int, num_features: int,
                  dtype: torch.dtype, *, block: int | None = None, depth: int = DEPTH,
                  direct: bool = True, max_run: int = MAX_RUN, uring: bool = True,
-                 index: torch.Tensor | None = None) -> None:
+                 index: torch.Tensor | None = None, fused: bool = True) -> None:
         if block is None:  # the device's smallest read: the fewest bytes per random row
             block = logical_block(path)
         if block <= 0 or block % 512:
@@ -137,6 +137,11 @@ class DiskTier:
         self.row_bytes = self.num_features * self.itemsize
         self.block, self.depth, self.max_run, self.uring = block, depth, max_run, uring
         self.want_direct = direct
+        #: natively, the whole gather in one call (:func:`gnnscale.ops.io.read_rows`: no
+        #: staging buffer of the gather, rows copied out while the other reads are in flight);
+        #: False plans the blocks in torch and reads them with ``read_ranges`` (the benchmark's
+        #: side-by-side variant, and the only path without the extension)
+        self.fused = fused
         #: id -> row of the file, when the file holds the rows in a locality order
         #: (:mod:`gnnscale.cache.layout`); None: row = id
         self.index = None if index is None else torch.as_tensor(index).long()
@@ -223,21 +228,33 @@ class DiskTier:
         if os.getpid() != self._pid:  # a forked child: its own descriptor
             self.fd, self.direct = _open(self.path, self.want_direct)
             self._pid = os.getpid()
-        blocks, pos = self.blocks(ids)
-        heads, counts = self.requests(blocks)
-        buffer = io_ops.aligned_empty(blocks.numel() * self.block, self.block)
-        t0 = time.perf_counter()
-        got = io_ops.read_ranges(self.fd, blocks[heads] * self.block, counts * self.block,
-                                 heads * self.block, buffer, self.depth, self.uring)
-        waited = time.perf_counter() - t0
+        if self.fused and io_ops.rows_available():
+            rows = ids if self.index is None else self.index[ids]
+            out = torch.empty(ids.numel() * self.row_bytes, dtype=torch.uint8)
+            t0 = time.perf_counter()
+            reads, got = io_ops.read_rows(self.fd, rows, self.offset, self.row_bytes,
+                                          self.block, self.max_run, out, self.depth,
+                                          self.uring)
+            waited = time.perf_counter() - t0
+            result = out.view(self.dtype).view(out_shape)
+        else:
+            blocks, pos = self.blocks(ids)
+            heads, counts = self.requests(blocks)
+            buffer = io_ops.aligned_empty(blocks.numel() * self.block, self.block)
+            t0 = time.perf_counter()
+            got = io_ops.read_ranges(self.fd, blocks[heads] * self.block, counts * self.block,
+                                     heads * self.block, buffer, self.depth, self.uring)
+            waited = time.perf_counter() - t0
+            reads = int(heads.numel())
+            result = self._rows(buffer, pos, ids.numel())
         if count:
             with self._lock:
                 s = self.stats
-                s.disk_reads += int(heads.numel())
+                s.disk_reads += reads
                 s.disk_bytes_read += int(got)
                 s.disk_rows += int(ids.numel())
                 s.disk_time += waited
-        return self._rows(buffer, pos, ids.numel())
+        return result
 
     def _rows(self, buffer: torch.Tensor, pos: torch.Tensor, n: int) -> torch.Tensor:
         f = self.num_features

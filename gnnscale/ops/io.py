@@ -5,7 +5,12 @@ into ``buffer[dest[i]:]``, keeping up to ``depth`` requests in flight. It runs t
 ``torch.ops.gnnscale.read_ranges`` (``csrc/io/``: io_uring through raw system calls where the
 kernel allows it, else a pool of ``pread`` threads) when the extension has it, and otherwise a
 pool of Python threads calling :func:`os.preadv` (which releases the GIL while it waits).
-Buffers for ``O_DIRECT`` files come from :func:`aligned_empty`. Short reads are retried; a read
+Buffers for ``O_DIRECT`` files come from :func:`aligned_empty`.
+:func:`read_rows` is the disk tier's whole gather in one native call
+(``torch.ops.gnnscale.read_rows``): the blocks holding the rows planned, read into staging
+slots with ``depth`` requests in flight, each request's rows copied out as it completes
+(:func:`rows_available` says whether this process has it; the tier otherwise plans in torch and
+calls :func:`read_ranges`). Short reads are retried; a read
 that ends at the end of the file is short without error (the caller knows which bytes it
 needs). Errors are raised as :class:`OSError` naming the offset.
 """
@@ -18,7 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-__all__ = ["aligned_empty", "read_ranges", "native_available", "backend"]
+__all__ = ["aligned_empty", "read_ranges", "read_rows", "rows_available", "native_available",
+           "backend"]
 
 _POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}  # (process, depth): none across forks
 _POOL_LOCK = threading.Lock()
@@ -102,3 +108,22 @@ def read_ranges(fd: int, offsets: torch.Tensor, lengths: torch.Tensor, dest: tor
         return _read_some(fd, view, ranges)
     parts = [ranges[k::depth] for k in range(depth)]
     return sum(_pool(depth).map(lambda todo: _read_some(fd, view, todo), parts))
+
+
+def rows_available() -> bool:
+    """Whether :func:`read_rows` runs here: the native op is registered and the Python reader
+    is not forced."""
+    return backend() == "native" and hasattr(torch.ops.gnnscale, "read_rows")
+
+
+def read_rows(fd: int, rows: torch.Tensor, offset: int, row_bytes: int, block: int,
+              max_run: int, out: torch.Tensor, depth: int = 64, uring: bool = True
+              ) -> tuple[int, int]:
+    """Row ``i`` of ``out`` (uint8, ``rows.numel() * row_bytes``) = the ``row_bytes`` bytes at
+    file offset ``offset + rows[i] * row_bytes``: each ``block`` holding one read once, runs
+    of adjacent blocks (at most ``max_run``) as one request, ``depth`` in flight; returns
+    ``(requests, bytes read)``. Native only (:func:`rows_available`)."""
+    reads, got = torch.ops.gnnscale.read_rows(fd, rows.long().contiguous(), int(offset),
+                                              int(row_bytes), int(block), int(max_run),
+                                              max(1, int(depth)), bool(uring), out)
+    return int(reads), int(got)

@@ -97,6 +97,28 @@ def test_bytes_read_per_row_byte_by_block_and_alignment(tmp_path, reader):
     assert tier.take_stats().disk_bytes_read == ids.numel() * 1024
 
 
+@pytest.mark.parametrize("uring", [True, False])
+def test_one_call_gather_equals_the_planned_reads(tmp_path, uring):
+    """The native one-call gather (``read_rows``: rows copied out of per-request slots as each
+    request completes) returns the rows and counts the requests and bytes of the torch-planned
+    ``read_ranges`` path, for rows inside a block, across blocks, wider than a run of
+    ``max_run`` blocks (a row split over two requests), repeated and out of order."""
+    if not io_ops.rows_available():
+        pytest.skip("the native read_rows op is not built (python -m gnnscale.native build)")
+    for cols, dtype in ((256, np.float32), (7, np.float16), (1500, np.float32)):
+        t = _table(tmp_path, 3000, cols, dtype, name=f"x{cols}.npy")
+        ids = torch.cat([torch.randint(0, 3000, (700,)), torch.tensor([2999, 0, 0, 5])])
+        for block, max_run in ((512, 64), (512, 3), (4096, 1)):
+            kw = dict(block=block, max_run=max_run, depth=8, uring=uring)
+            fused, planned = DiskTier.of(t, **kw), DiskTier.of(t, fused=False, **kw)
+            assert torch.equal(fused.read(ids), t[ids]) and torch.equal(planned.read(ids), t[ids])
+            a, b = fused.take_stats(), planned.take_stats()
+            assert (a.disk_reads, a.disk_bytes_read, a.disk_rows) == (
+                b.disk_reads, b.disk_bytes_read, b.disk_rows), (cols, block, max_run)
+            fused.close()
+            planned.close()
+
+
 def test_no_odirect_falls_back_with_one_line(tmp_path, reader, caplog, monkeypatch):
     """A file system that refuses O_DIRECT (open says EINVAL: tmpfs before Linux 6.6, some
     network file systems): the tier reads through the page cache and says so once."""

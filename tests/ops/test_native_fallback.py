@@ -206,7 +206,7 @@ def test_every_native_schema_has_its_torch_only_function():
                  for n in torch._C._dispatch_get_all_op_names() if n.startswith("gnnscale::")}
         assert names, "the extension registered no gnnscale:: op"
         # the disk reader's fallback is its own pool of preadv threads (gnnscale.ops.io)
-        own_pool = {"read_ranges", "io_uring_available"}
+        own_pool = {"read_ranges", "read_rows", "io_uring_available"}
         missing = sorted(n for n in names - own_pool if not callable(getattr(ref, n, None)))
         assert not missing, f"no torch-only path for {missing}"
 
