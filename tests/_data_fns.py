@@ -54,7 +54,8 @@ def make_model(graph: GraphStore, name: str = "sage") -> torch.nn.Module:
         from tests import _user_models
 
         model = _user_models.wrap(name, graph.num_features, graph.num_classes, len(FANOUTS),
-                                  edge_dim=EDGE_DIM if name in EDGE_MODELS else None)
+                                  edge_dim=EDGE_DIM if name in EDGE_MODELS else None,
+                                  graph=graph)
         model.bind_graph(graph)  # a traced GCNConv's degrees (as build_model binds them)
         return model
     if name == "gat_edge":

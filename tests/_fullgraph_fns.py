@@ -50,7 +50,7 @@ def make_model(name: str, graph: GraphStore, dropout: float = 0.5):
     torch.manual_seed(5)
     if name.startswith("user_"):  # a user's own model (model=custom), tests/_user_models.py
         model = _user_models.wrap(name, graph.num_features, graph.num_classes, LAYERS,
-                                  dropout=dropout, input_dropout=dropout / 2)
+                                  dropout=dropout, input_dropout=dropout / 2, graph=graph)
         model.bind_graph(graph)  # a traced GCNConv's degrees (as build_model binds them)
         return model
     kw = dict(hidden=8, num_layers=LAYERS, dropout=dropout, input_dropout=dropout / 2)

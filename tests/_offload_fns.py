@@ -120,7 +120,8 @@ def case_model(name: str, graph):
         from tests import _user_models
 
         model = _user_models.wrap(name, graph.num_features, graph.num_classes, 2,
-                                  dropout=0.5, input_dropout=0.25, edge_dim=EDGE_DIM)
+                                  dropout=0.5, input_dropout=0.25, edge_dim=EDGE_DIM,
+                                  graph=graph)
         model.bind_graph(graph)
         return model
     if name == "gine":

@@ -28,7 +28,8 @@ BATCH = 48
 def make_model(name: str, graph):
     torch.manual_seed(3)
     if name.startswith("user_"):  # a user's own model (model=custom)
-        model = _user_models.wrap(name, graph.num_features, graph.num_classes, len(FANOUTS))
+        model = _user_models.wrap(name, graph.num_features, graph.num_classes, len(FANOUTS),
+                                  graph=graph)
         model.bind_graph(graph)  # a traced GCNConv's degrees (as build_model binds them)
         return model
     kw = dict(hidden=16, num_layers=len(FANOUTS), dropout=0.0)

@@ -154,6 +154,11 @@ TRACED = {
     "t_sageskip": ("examples.models.SAGESkip", {"hidden": 8, "dropout": 0.5}),
     "t_transformer": ("examples.models.Transformer", {"hidden": 4}),
     "t_appnp": ("examples.models.APPNPNet", {"hidden": 8, "dropout": 0.5}),  # K: the layers
+    # PNA's degree histogram from the graph it trains on (model.kwargs.deg=auto)
+    "t_pna": (f"{PYG}.PNA", {"hidden_channels": 8, "dropout": 0.5, "deg": "auto",
+                             "aggregators": ["mean", "min", "max", "std"],
+                             "scalers": ["identity", "amplification", "attenuation"]}),
+    "t_edgecnn": (f"{PYG}.EdgeCNN", {"hidden_channels": 8, "dropout": 0.5}),  # x_j - x_i
 }
 #: traced models that read edge features (given ``edge_dim``; GATv2Edge has two named convs)
 TRACED_EDGES = {
@@ -164,11 +169,13 @@ TRACED_EDGES = {
 
 
 def wrap(name: str, in_channels: int, out_channels: int, num_layers: int,
-         dropout: float = 0.0, input_dropout: float = 0.0, edge_dim: int | None = None):
+         dropout: float = 0.0, input_dropout: float = 0.0, edge_dim: int | None = None,
+         graph=None):
     """``user_<key>`` of :data:`LAYER_WISE`, :data:`EDGE_READING` (give ``edge_dim``) or
     :data:`WHOLE_GRAPH` as ``model=custom`` builds
     it: by its dotted path, with ``num_layers`` (and ``edge_dim``, when given) in its kwargs
-    (gnnscale's dropouts keyed by vertex id)."""
+    (gnnscale's dropouts keyed by vertex id); ``deg=auto`` filled from ``graph`` as a run
+    fills it (the schema's ``graph_inputs``)."""
     from gnnscale.models.custom import Custom
 
     key = name.removeprefix("user_")
@@ -183,6 +190,13 @@ def wrap(name: str, in_channels: int, out_channels: int, num_layers: int,
             kwargs["num_layers"] = num_layers
         if edge_dim is not None:
             kwargs["edge_dim"] = edge_dim
+        if kwargs.get("deg") == "auto":
+            from gnnscale.models.schemas import CustomModelConfig
+
+            if graph is None:
+                raise ValueError(f"{name} takes the graph's degree histogram: give graph=")
+            kwargs.update(CustomModelConfig(target=target, kwargs=kwargs)
+                          .graph_inputs(graph)["kwargs"])
         return Custom(in_channels, out_channels, target=target, kwargs=kwargs,
                       input_dropout=input_dropout)
     if key in WHOLE_GRAPH:  # its forward reads two hops

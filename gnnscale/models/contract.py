@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,8 @@ from gnnscale.errors import ConfigError
 #: Widths the launcher's probe builds a module with (its checks need no dataset); a module
 #: given ``edge_dim=auto`` in its kwargs is probed with ``PROBE_EDGE``.
 PROBE_IN, PROBE_OUT, PROBE_EDGE = 8, 3, 4
+#: The in-degree histogram a module given ``deg=auto`` (PyG's ``PNA``) is probed with.
+PROBE_DEG = (0, 3, 4, 2, 1)
 
 
 @dataclass
@@ -317,7 +320,14 @@ def build(target: str, in_channels: int, out_channels: int,
 
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise ConfigError(f"model.target={target} is not an nn.Module class")
-    kwargs = dict(kwargs or {})
+    kwargs = _plain(kwargs)
+    if kwargs.get("deg") == "auto":
+        raise ConfigError("model.kwargs.deg=auto is filled from the training graph when the "
+                          "model is built for a run (give a histogram to build it alone)")
+    if isinstance(kwargs.get("deg"), Sequence) and not isinstance(kwargs["deg"], str):
+        import torch  # a degree histogram (PyG's PNA takes it as a tensor)
+
+        kwargs["deg"] = torch.as_tensor([int(d) for d in kwargs["deg"]], dtype=torch.long)
     taken = {"in_channels", "out_channels"} & set(kwargs)
     if taken:
         raise ConfigError(f"model.kwargs.{sorted(taken)[0]}: the dataset and task give it; "
@@ -325,12 +335,28 @@ def build(target: str, in_channels: int, out_channels: int,
     try:
         inspect.signature(cls).bind(in_channels=in_channels, out_channels=out_channels,
                                     **kwargs)
-    except TypeError as err:
+        return cls(in_channels=in_channels, out_channels=out_channels, **kwargs)
+    except TypeError as err:  # arguments it does not take (its own or, via **kwargs, a conv's)
+        hint = ("model.kwargs.deg=auto gives the training graph's in-degree histogram; " if
+                "'deg'" in str(err) else "")
+        shown = {k: ("<histogram>" if k == "deg" else v) for k, v in kwargs.items()}
         raise ConfigError(f"model.target={target} cannot be built with in_channels, "
-                          f"out_channels and model.kwargs={kwargs}: {err} (its __init__ must "
-                          "take in_channels and out_channels keywords; its other arguments go "
-                          "in model.kwargs)") from None
-    return cls(in_channels=in_channels, out_channels=out_channels, **kwargs)
+                          f"out_channels and model.kwargs={shown}: {err} ({hint}its __init__ "
+                          "must take in_channels and out_channels keywords; its other "
+                          "arguments go in model.kwargs)") from None
+
+
+def _plain(kwargs: Any) -> dict[str, Any]:
+    """``kwargs`` as plain Python values (a config's lists and dicts as ``list`` and ``dict``:
+    PyG checks ``isinstance(aggregators, list)``)."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    out = {}
+    for key, value in dict(kwargs or {}).items():
+        if isinstance(value, (DictConfig, ListConfig)):
+            value = OmegaConf.to_container(value, resolve=True)
+        out[str(key)] = value
+    return out
 
 
 @functools.lru_cache(maxsize=16)
@@ -341,6 +367,8 @@ def _probe(target: str, kwargs_json: str) -> Contract:
     kwargs = json.loads(kwargs_json)
     if kwargs.get("edge_dim") == "auto":  # the dataset's width, unknown to the probe
         kwargs["edge_dim"] = PROBE_EDGE
+    if kwargs.get("deg") == "auto":  # the training graph's histogram, likewise
+        kwargs["deg"] = list(PROBE_DEG)
     state = torch.random.get_rng_state()  # building draws initial weights: leave no trace
     try:
         module = build(target, PROBE_IN, PROBE_OUT, kwargs)
@@ -348,6 +376,16 @@ def _probe(target: str, kwargs_json: str) -> Contract:
         torch.random.set_rng_state(state)
     dim = kwargs.get("edge_dim")
     return describe(module, PROBE_IN, dim if isinstance(dim, int) else None)
+
+
+def degree_histogram(graph: Any) -> list[int]:
+    """The graph's in-degree histogram (entry ``d``: how many vertices have ``d`` in-edges),
+    as PyG's PNA documentation computes ``deg`` from its training graph
+    (``torch.bincount(degree(edge_index[1], num_nodes))``): what ``model.kwargs.deg=auto``
+    gives the module."""
+    import torch
+
+    return [int(c) for c in torch.bincount(graph.in_degree().to(torch.long)).tolist()]
 
 
 def probe(target: str, kwargs: dict[str, Any]) -> Contract:

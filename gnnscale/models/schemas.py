@@ -510,6 +510,15 @@ class CustomModelConfig(Options):
                               "edge_dim")
         return {"kwargs": {**self.kwargs, "edge_dim": int(width)}}
 
+    def graph_inputs(self, graph: Any) -> dict[str, Any]:
+        """``model.kwargs.deg=auto`` filled with the training graph's in-degree histogram
+        (PyG's ``PNA`` takes it as ``deg``; :func:`gnnscale.models.contract.degree_histogram`)."""
+        if self.kwargs.get("deg") != "auto":
+            return {}
+        from gnnscale.models.contract import degree_histogram
+
+        return {"kwargs": {"deg": degree_histogram(graph)}}
+
 
 #: Which node types' features a typed input reads (models/typed_input.py input_dims)
 INPUT_FEATURES = ("all", "target", "none")

@@ -109,6 +109,7 @@ class _Conv:
     kwargs: dict[str, Any]  #: constant keyword arguments the forward passes (not None)
     takes_size: bool
     reads_edges: bool
+    pair: bool = True  #: it takes PyG's bipartite ``(x_src, x_dst)``; else one tensor of rows
 
 
 @dataclass
@@ -193,6 +194,9 @@ class Staged:
                 out[c.node] = _propagate(conv, v, block, model.gcn_weights)
             elif _is_gcn(conv):
                 out[c.node] = _gcn(conv, v, block, model.gcn_weights)
+            elif not c.pair:  # every source's rows; the destinations are the first n_dst
+                kw.pop("size", None)
+                out[c.node] = conv(v, block.edge_index, **kw)[:n_dst]
             else:
                 out[c.node] = conv((v, v[:n_dst]), block.edge_index, **kw)
         for v in self.carries[i]:
@@ -574,7 +578,16 @@ def _bind_conv(module: nn.Module, n: fx.Node, x: fx.Node, ei: fx.Node, ea: fx.No
     reads = edge is not None and ea is not None and (getattr(conv, "edge_dim", 0) is not None
                                                        or message_needs_edges(conv))
     return _Conv(node=n, x=xv, kwargs=kwargs, takes_size="size" in params,
-                 reads_edges=bool(reads))
+                 reads_edges=bool(reads), pair=_takes_pair(params[first]))
+
+
+def _takes_pair(param: inspect.Parameter) -> bool:
+    """Whether a conv's first ``forward`` argument takes PyG's pair ``(x_src, x_dst)``: all
+    but one annotated ``Tensor`` alone (``PNAConv``'s, which concatenates its input rows to
+    the aggregate: it is given every source's rows and its first ``n_dst`` output rows are
+    the destinations')."""
+    note = param.annotation
+    return not (note is torch.Tensor or note == "Tensor")
 
 
 def _probe(module: nn.Module, graph: fx.Graph, body: list[fx.Node],

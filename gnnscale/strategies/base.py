@@ -288,12 +288,16 @@ def build_model(cfg, graph: GraphStore, task: Task) -> torch.nn.Module:
 
 def model_node(cfg, graph: GraphStore) -> Any:
     """``cfg.model`` with ``edge_dim=auto`` (or ``kwargs.edge_dim=auto``) filled with the
-    graph's edge feature width (the schema's ``edge_inputs``); unchanged otherwise."""
+    graph's edge feature width (the schema's ``edge_inputs``) and ``kwargs.deg=auto`` with its
+    in-degree histogram (``graph_inputs``); unchanged otherwise."""
     from omegaconf import OmegaConf
 
     spec = registry.options("model", cfg.model)
     if spec is None or not hasattr(spec, "edge_inputs"):
         return cfg.model
     width = 0 if graph.edge_attr is None else int(graph.edge_attr.shape[1])
-    fill = spec.edge_inputs(width)
-    return OmegaConf.merge(cfg.model, fill) if fill else cfg.model
+    fills = [spec.edge_inputs(width)]
+    if hasattr(spec, "graph_inputs"):  # model.kwargs.deg=auto: the graph's degree histogram
+        fills.append(spec.graph_inputs(graph))
+    fills = [f for f in fills if f]
+    return OmegaConf.merge(cfg.model, *fills) if fills else cfg.model

@@ -29,7 +29,8 @@ BASE = ("dataset=synthetic", "dataset.preset=tiny", "sampler.fanouts=[5,5]", "di
 @pytest.mark.parametrize("key", sorted(_user_models.TRACED))
 def test_the_staged_form_equals_the_users_own_forward(key):
     graph = F.make_graph()
-    model = _user_models.wrap(key, graph.num_features, graph.num_classes, F.LAYERS).eval()
+    model = _user_models.wrap(key, graph.num_features, graph.num_classes, F.LAYERS,
+                              graph=graph).eval()
     assert model.contract.traced and model.num_layers == F.LAYERS
     torch.testing.assert_close(model.whole_graph(graph.x, graph.edge_index()),
                                model.net(graph.x, graph.edge_index()))
