@@ -428,5 +428,6 @@ class Run:
         from gnnscale.runner.predict import predict_loaded
 
         with _as_caller_had_it():
-            return predict_loaded(self._loaded, out, format, split, pairs, top_k, sources,
-                                  batch_size, progress=progress, **chunks)
+            return predict_loaded(self._loaded, out, format, batch_size, progress,
+                                  split=split, pairs=pairs, top_k=top_k, sources=sources,
+                                  **chunks)

@@ -20,24 +20,65 @@ The seams (every strategy uses some of them):
   normalised by the global number of terms so that gradients summed over the ranks equal one
   process's;
 - :meth:`Task.evaluate` (layer-wise full-neighbour inference) and :meth:`Task.evaluate_owned`
-  (a strategy's own partitioned forward): the metrics, identical on every rank.
+  (a strategy's own partitioned forward): the metrics, identical on every rank;
+- :meth:`Task.predict` (a finished run, on the CPU): the tables of its predictions, keyed by
+  the user's ids through the :class:`Predicting` the runner gives it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
 from gnnscale.data.graph import GraphStore
+from gnnscale.errors import UserError
 from gnnscale.tasks.config import TaskConfig
 
 #: The attribute under which a task's head (its trainable parameters) joins the model, so that
 #: optimizers, gradient reductions and checkpoints include it without knowing the task.
 HEAD = "task_head"
+
+#: A table of a prediction: its columns, each an array with a row per entry.
+Columns = dict[str, np.ndarray]
+#: A task's predictions: its tables by name, and the names of the entries of a table's column
+#: that holds a row of values per entry (``{"nodes": {"prob": [class names]}}``).
+Predicted = tuple[dict[str, Columns], dict[str, dict[str, list[str]]]]
+
+
+@dataclass
+class Predicting:
+    """What the runner gives :meth:`Task.predict` (``python -m gnnscale.predict``,
+    ``Run.predict``): the finished run's model (on the CPU, eval mode) and graph (as the task
+    prepared it), the dataset's class names (None when it stores none), the request's batch
+    size and progress flag, and the runner's keying of ids, so that a task reads and writes the
+    user's ids without knowing how they are stored:
+
+    - ``keys(nodes, name)``: the columns keying global node ids ``nodes`` (a tensor): ``name``
+      (the user's ids, or the internal ids without a map), and ``<name>_type`` when they span
+      several node types;
+    - ``nodes_of(value, what, node_type)``: global ids of the user's ids ``value`` (an array,
+      or a file of ids: ``.npy``, or the first column of ``.csv``/``.parquet``) of
+      ``node_type`` (None: the graph's one type, or the first that has a map); ``what`` names
+      the option in a refusal;
+    - ``pairs_of(value)``: the user's ``(src, dst)`` ids of a pairs file (or a tuple of two
+      arrays), unconverted;
+    - ``bar(total, desc)``: a progress bar (None when progress is off)."""
+
+    model: torch.nn.Module
+    graph: GraphStore
+    classes: list[str] | None
+    batch_size: int
+    progress: bool
+    keys: Callable[[torch.Tensor, str], Columns]
+    nodes_of: Callable[[Any, str, str | None], torch.Tensor]
+    pairs_of: Callable[[Any], tuple[np.ndarray, np.ndarray]]
+    bar: Callable[[int, str], Any]
 
 
 class Task(ABC):
@@ -147,6 +188,15 @@ class Task(ABC):
                        group: dist.ProcessGroup | None) -> dict[str, float]:
         """The metrics of ``splits`` from a partitioned forward: ``forward()`` returns this
         rank's output rows of ``masters`` (each vertex one rank's master); collective."""
+
+    # -- predictions ----------------------------------------------------------------------------
+    def predict(self, on: Predicting, **options: Any) -> Predicted:
+        """The tables of a finished run's predictions (see :class:`Predicting`), from the
+        request's ``options`` (every keyword of the request: a task reads its own and refuses,
+        in one :class:`~gnnscale.errors.UserError` line, one it does not take that was given);
+        default: the task writes none."""
+        raise UserError(f"task={self.name} writes no predictions (its class defines no "
+                        "predict)")
 
 
 def eval_mode(model: torch.nn.Module, forward: Callable[[], torch.Tensor]) -> torch.Tensor:

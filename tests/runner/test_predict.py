@@ -17,6 +17,7 @@ from gnnscale.errors import UserError
 from gnnscale.predict.__main__ import main, parse
 from gnnscale.runner import predict as P
 from gnnscale.runner.outputs import read_table
+from gnnscale.tasks.link import predict as LP
 from gnnscale.tasks.link.metrics import roc_auc
 from tests._train import TINY
 
@@ -102,7 +103,7 @@ def test_top_k_equals_a_dense_stable_argsort(link_run, decoder, monkeypatch):
         from gnnscale.tasks.link.decoders import DotDecoder
 
         monkeypatch.setattr(loaded.task, "head", DotDecoder())
-    rows = P.node_rows(loaded)
+    rows = LP.node_rows(loaded.model, loaded.graph)
     n = rows.shape[0]
     sources = torch.tensor([0, 5, 17, 1999, 42, 7])
     with torch.no_grad():
@@ -111,17 +112,17 @@ def test_top_k_equals_a_dense_stable_argsort(link_run, decoder, monkeypatch):
     rows_tied = dense.clone()
     want = torch.sort(rows_tied, dim=1, descending=True, stable=True)
     for k in (1, 7, 50):
-        values, idx = P.top_k(loaded, rows, sources, k, chunk_sources=4,
-                              chunk_destinations=300)
+        values, idx = LP.top_k(loaded.task, rows, sources, k, chunk_sources=4,
+                               chunk_destinations=300)
         torch.testing.assert_close(values, want.values[:, :k], rtol=1e-5, atol=1e-5)
         assert torch.equal(idx, want.indices[:, :k])
 
 
 def test_top_k_breaks_ties_by_the_smaller_id():
     scores = torch.tensor([[1.0, 3.0, 3.0, 0.0, 3.0, 2.0, 3.0]])
-    values, idx = P._chunk_topk(scores, 2)
+    values, idx = LP._chunk_topk(scores, 2)
     assert idx.tolist() == [[1, 2]] and values.tolist() == [[3.0, 3.0]]
-    merged = P._ordered(torch.tensor([[3.0, 3.0, 5.0]]), torch.tensor([[9, 4, 6]]))
+    merged = LP._ordered(torch.tensor([[3.0, 3.0, 5.0]]), torch.tensor([[9, 4, 6]]))
     assert merged[1].tolist() == [[6, 4, 9]]
 
 

@@ -148,8 +148,6 @@ NAME_SWITCHES_ALLOWED = {
     # the papers' speed-ups are over their data-parallel baseline run: a row of a comparison
     # picked to divide by, not a question of what a strategy can do
     "gnnscale/cost/papers.py",
-    # link prediction's tables: moved behind the task's predict seam next
-    "gnnscale/runner/predict.py",
 }
 
 

@@ -25,6 +25,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -35,7 +36,7 @@ from gnnscale.deps.shuffle import ShuffleStats
 from gnnscale.distributed.collectives import group_rank, group_size
 from gnnscale.errors import ConfigError
 from gnnscale.sampling.schedule import mix_seed
-from gnnscale.tasks.base import Task, eval_mode
+from gnnscale.tasks.base import Predicted, Predicting, Task, eval_mode
 from gnnscale.tasks.link import edge_types, metrics
 from gnnscale.tasks.link.config import LinkTaskConfig
 from gnnscale.tasks.link.decoders import make_decoder
@@ -313,3 +314,10 @@ class LinkTask(Task):
         if group_k:
             out[f"{split}_mrr"] = metrics.mrr(pos, neg.reshape(pos.numel(), group_k))
         return out
+
+    def predict(self, on: Predicting, **options: Any) -> Predicted:
+        """Scores of given pairs (``pairs=``) and each source's ``top_k`` destinations
+        (:func:`gnnscale.tasks.link.predict.predict`)."""
+        from gnnscale.tasks.link.predict import predict
+
+        return predict(self, on, **options)

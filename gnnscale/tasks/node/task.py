@@ -6,6 +6,7 @@ cross-entropy, Macro-F1 and Micro-F1 and, for two classes, ROC-AUC
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.metadata import lacks, lacks_message
 from gnnscale.errors import ConfigError
-from gnnscale.tasks.base import Task
+from gnnscale.tasks.base import Predicted, Predicting, Task
 from gnnscale.tasks.node.config import NodeTaskConfig
 
 
@@ -93,3 +94,10 @@ class NodeTask(Task):
         from gnnscale.evaluation.owned import evaluate_owned
 
         return evaluate_owned(model, forward, masters, self.graph, splits, group)
+
+    def predict(self, on: Predicting, **options: Any) -> Predicted:
+        """Per node of ``split`` (default ``all``): the class and every class's probability
+        (:func:`gnnscale.tasks.node.predict.predict`)."""
+        from gnnscale.tasks.node.predict import predict
+
+        return predict(on, **options)
