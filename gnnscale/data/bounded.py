@@ -46,7 +46,9 @@ import weakref
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, BinaryIO
 
 import numpy as np
 import torch
@@ -78,6 +80,9 @@ class NpyWriter:
     """A ``.npy`` written chunk by chunk (C order) and hashed as it is written, so that
     :attr:`digest` equals :func:`gnnscale.data.processed.array_digest` of the whole array."""
 
+    #: the array's digest, set by :meth:`close`
+    digest: str
+
     def __init__(self, file: Path, shape: tuple[int, ...], dtype: np.dtype) -> None:
         self.file, self.shape, self.dtype = Path(file), tuple(int(s) for s in shape), \
             np.dtype(dtype)
@@ -92,8 +97,8 @@ class NpyWriter:
     def write(self, chunk: np.ndarray) -> None:
         """Append ``chunk`` (of this dtype; rows of the array in order)."""
         data = np.ascontiguousarray(chunk, dtype=self.dtype).reshape(-1).view(np.uint8)
-        self._hash.update(memoryview(data))
-        self._f.write(memoryview(data))
+        self._hash.update(data.data)
+        self._f.write(data.data)
         self._written += data.size
 
     def close(self) -> str:
@@ -215,7 +220,8 @@ class Stage:
                               f"takes {16 * cols:,} bytes while it is converted; give at "
                               f"least {math.ceil(64 * cols / 2**20)}MiB")
         writer = NpyWriter(self.folder / f"{name}.npy", (rows, cols), np.dtype(np.float32))
-        bad = [0, 0, None]  # NaN/Inf values, rows, first row: checked as it is written
+        # NaN/Inf values, rows, first row: checked as it is written
+        bad_values, bad_rows, first_bad = 0, 0, None
         try:
             done = 0
             for chunk in chunks:
@@ -225,9 +231,10 @@ class Stage:
                 finite = np.isfinite(block)
                 if not finite.all():
                     rows_bad = ~finite.all(axis=1)
-                    bad[0] += int((~finite).sum())
-                    bad[1] += int(rows_bad.sum())
-                    bad[2] = done + int(rows_bad.nonzero()[0][0]) if bad[2] is None else bad[2]
+                    bad_values += int((~finite).sum())
+                    bad_rows += int(rows_bad.sum())
+                    if first_bad is None:
+                        first_bad = done + int(rows_bad.nonzero()[0][0])
                 del finite
                 done += len(block)
                 if self.feature_norm != "none":
@@ -242,11 +249,11 @@ class Stage:
         except BaseException:
             writer._f.close()
             raise
-        if bad[2] is not None:
+        if first_bad is not None:
             writer.close()
-            raise ConfigError(f"{name} holds {bad[0]} NaN/Inf values in {bad[1]} rows (first: "
-                              f"row {bad[2]}); replace them, e.g. with 0 or the column mean, "
-                              "before training")
+            raise ConfigError(f"{name} holds {bad_values} NaN/Inf values in {bad_rows} rows "
+                              f"(first: row {first_bad}); replace them, e.g. with 0 or the "
+                              "column mean, before training")
         if self.feature_norm != "none":
             self.normalized.add(name)
         out = self.mapped(name, writer)
@@ -324,26 +331,82 @@ def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetriz
     n, k_types = num_nodes, max(1, int(num_types))
     nodes_bytes = BYTES_PER_NODE * (n + 1)
     row_bytes = attr_row_bytes(attr)
-    per_type = isinstance(attr, dict)
     chunk = edge_rows(budget, row_bytes)
     need = nodes_bytes + (48 + 3 * row_bytes) * chunk + (BYTES_PER_EDGE + 2 * row_bytes) * 1024
     if budget < need:
         raise ConfigError(f"dataset.memory_budget={budget:,} bytes is too small to process "
                           f"{what}: its {n:,} nodes alone need {nodes_bytes:,} bytes for the "
                           f"per-node arrays; give at least {math.ceil(need / 2**20)}MiB")
-    typed = k_types > 1
-    if per_type and not typed:
+    if isinstance(attr, dict) and k_types == 1:
         raise ValueError("per-type edge features need edge types")
-    one = attr if attr is not None and not per_type else None
+    build = _CscBuild(edges, n, symmetrize, self_loops, dedupe, weighted, k_types, attr, chunk)
+    per_edge = BYTES_PER_EDGE + 2 * row_bytes + (16 if build.per_type else 0)
+    cap = max(1024, (budget - nodes_bytes - (48 + 3 * row_bytes) * chunk) // per_edge)
+    bounds = build.buckets(cap)  # pass 1
+    trim()
+    spill = folder / "csc_buckets"
+    spill.mkdir(exist_ok=True)
+    if len(bounds) > 2:  # pass 2
+        build.spill(bounds, spill)
+    trim()
+    raws = {"indices": folder / "csc_indices.raw", "edge_weight": folder / "csc_weights.raw",
+            "type_per_edge": folder / "csc_types.raw"}
+    raws.update({name: folder / f"csc_{name}.raw" for name in build.slots})
+    indptr, total, rows_of = build.write_buckets(bounds, spill, raws, index_dtype)  # pass 3
+    shutil.rmtree(spill, ignore_errors=True)
+    files, out = build.npy_files(raws, folder, total, rows_of, index_dtype)
+    trim()
+    return indptr, out, files
 
-    def stream() -> Iterator[Chunk]:
-        for flip in ([False, True] if symmetrize else [False]):
-            for s, d, w, t, a in edges():
+
+@dataclass(frozen=True)
+class _CscBuild:
+    """One :func:`external_csc` build: the edge stream and the options its passes share."""
+
+    edges: Callable[[], Iterator[Chunk]]
+    n: int
+    symmetrize: bool
+    self_loops: str
+    dedupe: bool
+    weighted: bool
+    k_types: int
+    attr: AttrSpec
+    chunk: int  # edges per chunk
+
+    @property
+    def typed(self) -> bool:
+        """Whether every chunk carries edge types (sorted by (type, source) per destination)."""
+        return self.k_types > 1
+
+    @property
+    def per_type(self) -> bool:
+        """Whether edge features are per edge type (``attr`` ``{type id: (width, dtype)}``)."""
+        return isinstance(self.attr, dict)
+
+    @property
+    def one(self) -> tuple[int, np.dtype] | None:
+        """``(width, dtype)`` of one edge feature matrix every edge has a row of, or None."""
+        return self.attr if self.attr is not None and not isinstance(self.attr, dict) else None
+
+    @property
+    def slots(self) -> dict[str, tuple[int, np.dtype]]:
+        """The edge feature arrays written, by name: ``(width, dtype)`` of each."""
+        if isinstance(self.attr, dict):
+            return {f"{EDGE_ATTR_PREFIX}{j}": spec for j, spec in self.attr.items()}
+        return {} if self.attr is None else {EDGE_ATTR: self.attr}
+
+    def stream(self) -> Iterator[Chunk]:
+        """The edges as the CSC holds them, in input order: given (``symmetrize``: then every
+        reverse edge), self loops removed (``remove``/``add``; ``add``: one per node last)."""
+        n, weighted, typed, one = self.n, self.weighted, self.typed, self.one
+        for flip in ([False, True] if self.symmetrize else [False]):
+            for s, d, w, t, a in self.edges():
                 s, d = np.asarray(s, dtype=np.int64), np.asarray(d, dtype=np.int64)
                 w = None if not weighted else np.asarray(w, dtype=np.float32)
                 t = None if not typed else np.asarray(t, dtype=np.int64)
                 if a is not None:
-                    if per_type and s.size and (t[0] not in attr or (t != t[0]).any()):
+                    if isinstance(self.attr, dict) and s.size and t is not None and \
+                            (t[0] not in self.attr or (t != t[0]).any()):
                         raise ValueError("a chunk with edge feature rows holds edges of one "
                                          "featured type")
                     a = np.asarray(a).reshape(s.size, -1)
@@ -351,54 +414,52 @@ def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetriz
                     raise ValueError("every chunk carries edge feature rows")
                 if flip:
                     s, d = d, s
-                if self_loops in ("remove", "add"):
+                if self.self_loops in ("remove", "add"):
                     keep = s != d
                     s, d = s[keep], d[keep]
                     w = None if w is None else w[keep]
                     t = None if t is None else t[keep]
                     a = None if a is None else a[keep]
                 yield s, d, w, t, a
-        if self_loops == "add":
-            for a in range(0, n, chunk):
-                loop = np.arange(a, min(n, a + chunk), dtype=np.int64)
+        if self.self_loops == "add":
+            for b in range(0, n, self.chunk):
+                loop = np.arange(b, min(n, b + self.chunk), dtype=np.int64)
                 yield (loop, loop, np.ones(loop.size, np.float32) if weighted else None,
                        np.zeros(loop.size, np.int64) if typed else None,
                        None if one is None else np.zeros((loop.size, one[0]), one[1]))
 
-    counts = np.zeros(n, dtype=np.int64)  # pass 1: raw in-degrees
-    for _, d, _, _, _ in stream():
-        counts += np.bincount(d, minlength=n)
-    per_edge = BYTES_PER_EDGE + 2 * row_bytes + (16 if per_type else 0)
-    cap = max(1024, (budget - nodes_bytes - (48 + 3 * row_bytes) * chunk) // per_edge)
-    # buckets: runs of destinations whose raw in-edges fit ``cap`` (one heavy vertex alone)
-    csum = np.cumsum(counts)
-    bounds, base = [0], 0
-    while True:
-        cut = max(int(np.searchsorted(csum, base + cap, side="right")), bounds[-1] + 1)
-        if cut >= n:
-            break
-        bounds.append(cut)
-        base = int(csum[cut - 1])
-    bounds.append(n)
-    bounds = np.asarray(bounds, dtype=np.int64)
-    del csum
-    del counts
-    nb = len(bounds) - 1
-    trim()
-    cols = 3 if typed else 2
-    spill = folder / "csc_buckets"
-    spill.mkdir(exist_ok=True)
-    if nb > 1:  # pass 2: every edge appended to its bucket's file, in input order
-        for s, d, w, t, a in stream():
+    def buckets(self, cap: int) -> np.ndarray:
+        """Pass 1: the bucket bounds, runs of destinations whose raw in-edges fit ``cap`` (one
+        heavy vertex alone): ``[0, ..., n]``."""
+        n = self.n
+        counts = np.zeros(n, dtype=np.int64)  # raw in-degrees
+        for _, d, _, _, _ in self.stream():
+            counts += np.bincount(d, minlength=n)
+        csum = np.cumsum(counts)
+        del counts
+        bounds, base = [0], 0
+        while True:
+            cut = max(int(np.searchsorted(csum, base + cap, side="right")), bounds[-1] + 1)
+            if cut >= n:
+                break
+            bounds.append(cut)
+            base = int(csum[cut - 1])
+        bounds.append(n)
+        return np.asarray(bounds, dtype=np.int64)
+
+    def spill(self, bounds: np.ndarray, spill: Path) -> None:
+        """Pass 2: every edge appended to its bucket's files in ``spill``, in input order
+        (``<k>.sd`` records, ``<k>.w`` weights, ``<k>.a`` or ``<k>.a<type>`` feature rows)."""
+        for s, d, w, t, a in self.stream():
             if not s.size:  # every edge of the chunk was a dropped self loop
                 continue
             b = np.searchsorted(bounds, d, side="right") - 1
             order = np.argsort(b, kind="stable")
             b = b[order]
-            rec = np.stack([s[order], d[order]] + ([t[order]] if typed else [])).T
+            rec = np.stack([s[order], d[order]] + ([t[order]] if t is not None else [])).T
             w = None if w is None else w[order]
             a = None if a is None else a[order]
-            ak = "a" if a is None or not per_type else f"a{int(t[0])}"
+            ak = "a" if a is None or t is None or not self.per_type else f"a{int(t[0])}"
             cuts = np.flatnonzero(np.diff(b)) + 1
             for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), b.size]):
                 k = int(b[lo])
@@ -411,107 +472,137 @@ def external_csc(edges: Callable[[], Iterator[Chunk]], num_nodes: int, symmetriz
                     with open(spill / f"{k}.{ak}", "ab") as f:
                         f.write(np.ascontiguousarray(a[lo:hi]).tobytes())
             del rec, a
-    trim()
-    indptr = torch.zeros(n + 1, dtype=torch.int64)
-    raws = {"indices": folder / "csc_indices.raw", "edge_weight": folder / "csc_weights.raw",
-            "type_per_edge": folder / "csc_types.raw"}
-    slots = {} if attr is None else {EDGE_ATTR: one} if not per_type else \
-        {f"{EDGE_ATTR_PREFIX}{j}": spec for j, spec in attr.items()}
-    raws.update({name: folder / f"csc_{name}.raw" for name in slots})
-    rows_of = dict.fromkeys(slots, 0)
-    total = 0
-    with ExitStack() as stack:
-        out_f = {name: stack.enter_context(open(raw, "wb")) for name, raw in raws.items()}
-        for k in range(nb):  # pass 3: each bucket sorted alone, appended in order
-            d0, d1 = int(bounds[k]), int(bounds[k + 1])
-            ab: dict[str, np.ndarray] = {}  # the bucket's feature rows, in input order
-            if nb > 1:
-                sd_file = spill / f"{k}.sd"
-                held = [np.fromfile(sd_file, dtype=np.int64).reshape(-1, cols)
-                        if sd_file.exists() else np.empty((0, cols), np.int64)]
-                sd_file.unlink(missing_ok=True)
-                wb = None
-                if weighted:
-                    wf = spill / f"{k}.w"
-                    wb = torch.from_numpy(np.fromfile(wf, dtype=np.float32)) if wf.exists() \
-                        else torch.empty(0)
-                    wf.unlink(missing_ok=True)
-                for name, (width, dt) in slots.items():
-                    af = spill / f"{k}.{'a' if not per_type else 'a' + name.rsplit('_', 1)[1]}"
-                    ab[name] = np.fromfile(af, dtype=dt).reshape(-1, width) if af.exists() \
-                        else np.empty((0, width), dt)
-                    af.unlink(missing_ok=True)
+
+    def write_buckets(self, bounds: np.ndarray, spill: Path, raws: dict[str, Path],
+                      index_dtype: torch.dtype) -> tuple[torch.Tensor, int, dict[str, int]]:
+        """Pass 3: each bucket sorted alone and appended to the ``raws`` files in order;
+        ``(indptr, edges written, feature rows written per slot)``."""
+        nb = len(bounds) - 1
+        indptr = torch.zeros(self.n + 1, dtype=torch.int64)
+        rows_of = dict.fromkeys(self.slots, 0)
+        total = 0
+        with ExitStack() as stack:
+            out_f = {name: stack.enter_context(open(raw, "wb")) for name, raw in raws.items()}
+            for k in range(nb):
+                d0, d1 = int(bounds[k]), int(bounds[k + 1])
+                held, wb, ab = self._spilled(k, spill) if nb > 1 else self._whole()
+                rank = self._type_ranks(held[0])
+                src, dst_local, tt, order = _bucket_sort(held, d0, d1 - d0, self.n,
+                                                         self.k_types, self.dedupe)
+                ptr = torch.zeros(d1 - d0 + 1, dtype=torch.int64)
+                ptr[1:] = torch.cumsum(torch.bincount(dst_local, minlength=d1 - d0), 0)
+                del dst_local
+                indptr[d0 + 1:d1 + 1] = ptr[1:] + total
+                total += src.numel()
+                out_f["indices"].write(src.to(index_dtype).numpy().data)
+                del src
+                if wb is not None:
+                    out_f["edge_weight"].write(wb[order].numpy().data)
+                for name, rows in ab.items():
+                    rows_of[name] += _write_rows(out_f[name], rows, order, rank, tt, name)
+                del ab, rank
+                if tt is not None:
+                    out_f["type_per_edge"].write(tt.to(torch.int16).numpy().data)
+                del order, wb, tt
+                trim()
+        return indptr, total, rows_of
+
+    def _spilled(self, k: int, spill: Path
+                 ) -> tuple[list[np.ndarray], torch.Tensor | None, dict[str, np.ndarray]]:
+        """Bucket ``k`` read back from its spill files (removed once read): ``([records],
+        weights or None, feature rows by slot)``, in input order."""
+        cols = 3 if self.typed else 2
+        sd_file = spill / f"{k}.sd"
+        held = [np.fromfile(sd_file, dtype=np.int64).reshape(-1, cols)
+                if sd_file.exists() else np.empty((0, cols), np.int64)]
+        sd_file.unlink(missing_ok=True)
+        wb = None
+        if self.weighted:
+            wf = spill / f"{k}.w"
+            wb = torch.from_numpy(np.fromfile(wf, dtype=np.float32)) if wf.exists() \
+                else torch.empty(0)
+            wf.unlink(missing_ok=True)
+        ab: dict[str, np.ndarray] = {}
+        for name, (width, dt) in self.slots.items():
+            af = spill / f"{k}.{'a' if not self.per_type else 'a' + name.rsplit('_', 1)[1]}"
+            ab[name] = np.fromfile(af, dtype=dt).reshape(-1, width) if af.exists() \
+                else np.empty((0, width), dt)
+            af.unlink(missing_ok=True)
+        return held, wb, ab
+
+    def _whole(self) -> tuple[list[np.ndarray], torch.Tensor | None, dict[str, np.ndarray]]:
+        """The one bucket of a build whose edges fit: the stream read whole, as
+        :meth:`_spilled` returns a bucket."""
+        parts = list(self.stream())
+        cols = 3 if self.typed else 2
+        rec = np.empty((sum(p[0].size for p in parts), cols), dtype=np.int64)
+        a = 0
+        for p in parts:
+            rec[a:a + p[0].size, 0], rec[a:a + p[0].size, 1] = p[0], p[1]
+            if p[3] is not None:  # typed
+                rec[a:a + p[0].size, 2] = p[3]
+            a += p[0].size
+        wb = None
+        if self.weighted:
+            ws = [p[2] for p in parts if p[2] is not None]
+            wb = torch.from_numpy(np.concatenate(ws) if parts else np.empty(0, np.float32))
+        ab: dict[str, np.ndarray] = {}
+        for name, (width, dt) in self.slots.items():
+            j = None if not self.per_type else int(name.rsplit("_", 1)[1])
+            got = [p[4] for p in parts if p[4] is not None and p[0].size and
+                   (j is None or (p[3] is not None and int(p[3][0]) == j))]
+            ab[name] = np.concatenate(got).reshape(-1, width).astype(dt, copy=False) \
+                if got else np.empty((0, width), dt)
+        return [rec], wb, ab
+
+    def _type_ranks(self, rec: np.ndarray) -> np.ndarray | None:
+        """With per-type edge features: each edge's row among its type's rows of the bucket
+        whose records are ``rec`` (None otherwise)."""
+        if not self.per_type:
+            return None
+        tcol = rec[:, 2]
+        rank = np.zeros(tcol.size, dtype=np.int64)
+        for name in self.slots:
+            mine = np.flatnonzero(tcol == int(name.rsplit("_", 1)[1]))
+            rank[mine] = np.arange(mine.size)
+        return rank
+
+    def npy_files(self, raws: dict[str, Path], folder: Path, total: int,
+                  rows_of: dict[str, int], index_dtype: torch.dtype
+                  ) -> tuple[dict[str, NpyWriter], dict[str, torch.Tensor]]:
+        """The raw files this build fills as ``.npy`` files in ``folder``, mapped shared (the
+        others removed): ``(writers, arrays)`` by name."""
+        dtypes = {"indices": _np_dtype(index_dtype), "edge_weight": np.dtype(np.float32),
+                  "type_per_edge": np.dtype(np.int16)}
+        shapes: dict[str, tuple[int, ...]] = {name: (total,) for name in dtypes}
+        for name, (width, dt) in self.slots.items():
+            dtypes[name], shapes[name] = np.dtype(dt), (rows_of[name], int(width))
+        keep = {"indices", *(["edge_weight"] if self.weighted else []),
+                *(["type_per_edge"] if self.typed else []), *self.slots}
+        files, out = {}, {}
+        for name, raw in raws.items():
+            if name in keep:
+                files[name] = _npy_from_raw(raw, folder / f"{name}.npy", shapes[name],
+                                            dtypes[name])
+                out[name] = _shared_map(files[name].file)
             else:
-                parts = list(stream())
-                rec = np.empty((sum(p[0].size for p in parts), cols), dtype=np.int64)
-                a = 0
-                for p in parts:
-                    rec[a:a + p[0].size, 0], rec[a:a + p[0].size, 1] = p[0], p[1]
-                    if typed:
-                        rec[a:a + p[0].size, 2] = p[3]
-                    a += p[0].size
-                wb = torch.from_numpy(np.concatenate([p[2] for p in parts]) if parts else
-                                      np.empty(0, np.float32)) if weighted else None
-                for name, (width, dt) in slots.items():
-                    j = None if not per_type else int(name.rsplit("_", 1)[1])
-                    got = [p[4] for p in parts if p[4] is not None and p[0].size and
-                           (j is None or int(p[3][0]) == j)]
-                    ab[name] = np.concatenate(got).reshape(-1, width).astype(dt, copy=False) \
-                        if got else np.empty((0, width), dt)
-                del parts
-                held = [rec]
-                del rec
-            rank = None
-            if per_type:  # each edge's row among its type's rows of this bucket
-                tcol = held[0][:, 2]
-                rank = np.zeros(tcol.size, dtype=np.int64)
-                for name in slots:
-                    mine = np.flatnonzero(tcol == int(name.rsplit("_", 1)[1]))
-                    rank[mine] = np.arange(mine.size)
-                    del mine
-                del tcol
-            src, dst_local, tt, order = _bucket_sort(held, d0, d1 - d0, n, k_types, dedupe)
-            ptr = torch.zeros(d1 - d0 + 1, dtype=torch.int64)
-            ptr[1:] = torch.cumsum(torch.bincount(dst_local, minlength=d1 - d0), 0)
-            del dst_local
-            indptr[d0 + 1:d1 + 1] = ptr[1:] + total
-            total += src.numel()
-            out_f["indices"].write(memoryview(src.to(index_dtype).numpy()))
-            del src
-            if wb is not None:
-                out_f["edge_weight"].write(memoryview(wb[order].numpy()))
-            on = order.numpy()
-            for name, rows in ab.items():
-                if per_type:
-                    j = int(name.rsplit("_", 1)[1])
-                    rows = rows[rank[on[tt.numpy() == j]]]
-                else:
-                    rows = rows[on]
-                rows_of[name] += rows.shape[0]
-                out_f[name].write(memoryview(np.ascontiguousarray(rows).reshape(-1)
-                                             .view(np.uint8)))
-            ab = rank = rows = None
-            if tt is not None:
-                out_f["type_per_edge"].write(memoryview(tt.to(torch.int16).numpy()))
-            del order, wb, tt, on
-            trim()
-    shutil.rmtree(spill, ignore_errors=True)
-    dtypes = {"indices": _np_dtype(index_dtype), "edge_weight": np.dtype(np.float32),
-              "type_per_edge": np.dtype(np.int16)}
-    shapes = {name: (total,) for name in dtypes}
-    for name, (width, dt) in slots.items():
-        dtypes[name], shapes[name] = np.dtype(dt), (rows_of[name], int(width))
-    keep = {"indices", *(["edge_weight"] if weighted else []),
-            *(["type_per_edge"] if typed else []), *slots}
-    files, out = {}, {}
-    for name, raw in raws.items():
-        if name in keep:
-            files[name] = _npy_from_raw(raw, folder / f"{name}.npy", shapes[name], dtypes[name])
-            out[name] = _shared_map(files[name].file)
-        else:
-            raw.unlink(missing_ok=True)
-    trim()
-    return indptr, out, files
+                raw.unlink(missing_ok=True)
+        return files, out
+
+
+def _write_rows(f: BinaryIO, rows: np.ndarray, order: torch.Tensor, rank: np.ndarray | None,
+                tt: torch.Tensor | None, name: str) -> int:
+    """A bucket's feature rows of slot ``name`` (input order) written to ``f`` in CSC order
+    (``order``: the input position of each CSC edge; with per-type rows, ``rank``: each edge's
+    row among its type's, ``tt``: the CSC edges' types); returns the rows written."""
+    on = order.numpy()
+    if rank is not None and tt is not None:
+        j = int(name.rsplit("_", 1)[1])
+        rows = rows[rank[on[tt.numpy() == j]]]
+    else:
+        rows = rows[on]
+    f.write(np.ascontiguousarray(rows).reshape(-1).view(np.uint8).data)
+    return int(rows.shape[0])
 
 
 def _bucket_sort(held: list[np.ndarray], d0: int, span: int, n: int, k: int, dedupe: bool
@@ -566,11 +657,11 @@ def trim() -> None:
             _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
         except (OSError, AttributeError):
             _LIBC = False
-    if _LIBC:
+    if isinstance(_LIBC, ctypes.CDLL):
         _LIBC.malloc_trim(0)
 
 
-_LIBC = None
+_LIBC: ctypes.CDLL | bool | None = None
 
 
 def _shared_map(file: Path) -> torch.Tensor:
@@ -654,7 +745,7 @@ class EdgeSource:
     take one instead of an array: with a stage and a budget the CSC is built from its chunks,
     else :meth:`whole` reads it into memory as before."""
 
-    def __init__(self, opener: Callable[[int], object], num_edges: int, dtype: np.dtype,
+    def __init__(self, opener: Callable[[int], IO[bytes]], num_edges: int, dtype: np.dtype,
                  interleaved: bool, what: str) -> None:
         #: ``opener(byte offset into the array's data)``: a binary file positioned there
         self.opener, self.num_edges, self.dtype = opener, int(num_edges), np.dtype(dtype)
@@ -687,11 +778,11 @@ class EdgeSource:
             return cls._checked(lambda off: _at(open(path, "rb"), start + off), shape, fortran,
                                 dtype, what)
 
-        def opener(off: int):
+        def opener(off: int) -> IO[bytes]:
             zf = zipfile.ZipFile(path)
             f = zf.open(info)
             f.seek(header + off)  # forward: decompressed and skipped
-            f._gnnscale_zip = zf  # closed with the reader's file (kept alive meanwhile)
+            weakref.finalize(f, zf.close)  # closed once the reader is gone (alive meanwhile)
             return f
         return cls._checked(opener, shape, fortran, dtype, what)
 
