@@ -9,6 +9,11 @@ layer-wise full-neighbour inference the task's evaluation scores:
   running top-k per source, so memory is bounded by the chunk sizes and ``k``, never
   ``sources x nodes``. Ties are broken by the smaller destination id, so the result equals a
   stable dense argsort.
+
+On a typed graph the pairs are of the task's edge type ``(s, r, d)``: the user's ids of a pairs
+file are of ``s`` (sources) and ``d`` (destinations), ``sources=`` are ids of ``s`` (default
+every node of ``s``), the top-k ranks the nodes of ``d`` only, and both tables carry the types
+(``src_type``, ``dst_type``).
 """
 
 from __future__ import annotations
@@ -59,11 +64,32 @@ def score_pairs(task: Any, rows: torch.Tensor, src: torch.Tensor, dst: torch.Ten
     return torch.cat(out) if out else torch.zeros(0)
 
 
+def endpoint_types(task: Any, graph: GraphStore) -> tuple[str | None, str | None]:
+    """The source and destination node types of the task's edge type on a typed graph;
+    ``(None, None)`` on a homogeneous one."""
+    edge_type = getattr(task, "edge_type", None)
+    if not graph.is_typed or edge_type is None:
+        return None, None
+    return edge_type[0], edge_type[2]
+
+
+def keyed(on: Predicting, nodes: torch.Tensor, name: str, node_type: str | None) -> Columns:
+    """The key columns of ``nodes``: ``name`` (and, of a node type, ``<name>_type`` first,
+    one entry per row of ``nodes``' first dimension)."""
+    cols = on.keys(nodes.reshape(-1), name)
+    if node_type is None:
+        return cols
+    return {f"{name}_type": np.full(nodes.shape[0], node_type),
+            name: cols[name].reshape(nodes.shape)}
+
+
 def pair_table(task: Any, on: Predicting, rows: torch.Tensor, src: torch.Tensor,
                dst: torch.Tensor, label: torch.Tensor | None = None) -> Columns:
-    """Columns ``src``, ``dst``, ``score`` (logit), ``prob`` (and ``label``)."""
+    """Columns ``src``, ``dst`` (``src_type``, ``dst_type`` on a typed graph), ``score``
+    (logit), ``prob`` (and ``label``)."""
     logits = score_pairs(task, rows, src.long(), dst.long(), bar=on.bar).float()
-    cols = {**on.keys(src, "src"), **on.keys(dst, "dst"),
+    src_t, dst_t = endpoint_types(task, on.graph)
+    cols = {**keyed(on, src.long(), "src", src_t), **keyed(on, dst.long(), "dst", dst_t),
             "score": logits.numpy(), "prob": torch.sigmoid(logits).numpy()}
     if label is not None:
         cols["label"] = label.numpy().astype(np.int8)
@@ -106,14 +132,15 @@ def _chunk_topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tenso
 
 
 def top_k(task: Any, rows: torch.Tensor, sources: torch.Tensor, k: int,
-          chunk_sources: int = 256, chunk_destinations: int = 16384, bar: Bar = None
-          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``k`` best-scoring destinations (global ids, over every node) of each source and
-    their logits, ``[sources, k]`` each, best first (see the module docstring)."""
+          chunk_sources: int = 256, chunk_destinations: int = 16384, bar: Bar = None,
+          destinations: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` best-scoring destinations (global ids, over the nodes ``[lo, hi)`` of
+    ``destinations``; default every node) of each source and their logits, ``[sources, k]``
+    each, best first (see the module docstring)."""
     from gnnscale.tasks.link.decoders import DotDecoder
 
-    n = rows.shape[0]
-    k = min(int(k), n)
+    lo_d, n = (0, rows.shape[0]) if destinations is None else destinations
+    k = min(int(k), n - lo_d)
     dot = isinstance(task.head, DotDecoder)
     top_v = torch.empty(sources.numel(), k)
     top_i = torch.empty(sources.numel(), k, dtype=torch.int64)
@@ -127,8 +154,8 @@ def top_k(task: Any, rows: torch.Tensor, sources: torch.Tensor, k: int,
                                                               PAIR_BUDGET // src.numel()))
             best_v, best_i = torch.empty(src.numel(), 0), torch.empty(src.numel(), 0,
                                                                        dtype=torch.int64)
-            for d0 in range(0, n, width):
-                zd = rows[d0: d0 + width]
+            for d0 in range(lo_d, n, width):
+                zd = rows[d0: min(d0 + width, n)]
                 if dot:
                     scores = zs @ zd.T
                 else:
@@ -148,10 +175,17 @@ def top_k(task: Any, rows: torch.Tensor, sources: torch.Tensor, k: int,
 
 def top_k_table(task: Any, on: Predicting, rows: torch.Tensor, sources: torch.Tensor, k: int,
                 **chunks: int) -> Columns:
-    """Columns ``src``, ``dst`` ``[sources, k]`` and ``score`` ``[sources, k]`` (best first)."""
-    values, idx = top_k(task, rows, sources, k, bar=on.bar, **chunks)
-    dst = on.keys(idx.reshape(-1), "dst")
-    return {**on.keys(sources, "src"), **{c: v.reshape(idx.shape) for c, v in dst.items()},
+    """Columns ``src``, ``dst`` ``[sources, k]`` and ``score`` ``[sources, k]`` (best first);
+    on a typed graph ``src_type`` and ``dst_type`` (one per source) too, the destinations
+    ranked among the nodes of the edge type's destination type only."""
+    src_t, dst_t = endpoint_types(task, on.graph)
+    within = on.graph._range(dst_t) if dst_t is not None else None
+    values, idx = top_k(task, rows, sources, k, bar=on.bar, destinations=within, **chunks)
+    if dst_t is None:
+        dst = on.keys(idx.reshape(-1), "dst")
+        return {**on.keys(sources, "src"), **{c: v.reshape(idx.shape) for c, v in dst.items()},
+                "score": values.numpy()}
+    return {**keyed(on, sources.long(), "src", src_t), **keyed(on, idx, "dst", dst_t),
             "score": values.numpy()}
 
 
@@ -163,20 +197,24 @@ def predict(task: Any, on: Predicting, pairs: Any = None, top_k: int = 0, source
         raise UserError("task=link predicts pairs: give pairs=FILE (or pairs=val|test) "
                         "and/or top_k=K")
     rows = node_rows(on.model, on.graph, on.batch_size)
+    src_t, dst_t = endpoint_types(task, on.graph)
     tables: dict[str, Columns] = {}
     if pairs is not None:
         if isinstance(pairs, str) and pairs in ("val", "test"):
             src, dst, label = split_pairs(task, pairs)
         else:
             usrc, udst = on.pairs_of(pairs)
-            src, dst = on.nodes_of(usrc, "pairs", None), on.nodes_of(udst, "pairs", None)
+            src, dst = on.nodes_of(usrc, "pairs", src_t), on.nodes_of(udst, "pairs", dst_t)
             label = None
         tables["pairs"] = pair_table(task, on, rows, src, dst, label)
     if top_k:
         if top_k < 1:
             raise UserError(f"top_k={top_k}: give a positive number of destinations")
-        srcs = (torch.arange(on.graph.num_nodes) if sources is None else
-                on.nodes_of(sources, "sources", None))
+        if sources is not None:
+            srcs = on.nodes_of(sources, "sources", src_t)
+        else:
+            srcs = torch.arange(*(on.graph._range(src_t) if src_t is not None else
+                                  (0, on.graph.num_nodes)))
         tables["top_k"] = top_k_table(task, on, rows, srcs, top_k, chunk_sources=chunk_sources,
                                       chunk_destinations=chunk_destinations)
     return tables, {}
