@@ -350,17 +350,20 @@ def warm(file: Path) -> None:
 
 
 def run_train(root: Path, ds: dict, steps: int, features: Path | None = None,
-              extra: tuple[str, ...] = (), start: str = "evict", name: str = "run") -> dict:
+              extra: tuple[str, ...] = (), start: str = "evict", name: str = "run",
+              strategy: str = "data") -> dict:
     """``train.py`` over the processed copy with ``extra`` overrides. ``start``: ``evict``
     drops ``features`` (its ``x.npy``) from the page cache first, so the epoch starts cold for
     the features (the topology may stay cached); ``drop`` drops the whole page cache (root);
-    ``warm`` reads ``features`` into the page cache first (the features held in memory)."""
+    ``warm`` reads ``features`` into the page cache first (the features held in memory).
+    ``strategy``: ``data`` (the suite's), ``split`` or ``factored`` (2 ranks: 1 sampler, 1
+    trainer)."""
     over = [f"dataset.{k}={v}" for k, v in ds.items()]
     run_dir = root / name
     fanouts = ",".join(str(f) for f in FULL["fanouts"])
     cmd = [sys.executable, "train.py", "dataset=products_sim", *over, "model=sage",
            f"model.num_layers={len(FULL['fanouts'])}", f"sampler.fanouts=[{fanouts}]",
-           "strategy=data",
+           f"strategy={strategy}",
            f"strategy.batch_size={FULL['batch_size']}", "dist.world_size=2", "epochs=1",
            "eval_every=-1", "checkpoint=false",
            "progress=false", f"data_root={root}", f"hydra.run.dir={run_dir}", *extra]
@@ -429,7 +432,7 @@ def run_train(root: Path, ds: dict, steps: int, features: Path | None = None,
 #: the disk tier's figures copied from the epoch's metrics
 DISK_KEYS = ("disk_reads", "disk_bytes_read", "disk_rows", "disk_time", "disk_rows_per_s",
              "rows_per_read", "disk_bytes_per_row_byte", "disk_rate", "disk_probe_reads_per_s",
-             "cache_hit_rate", "hits", "requested")
+             "cache_hit_rate", "hits", "requested", "disk_wait_time", "disk_ahead_rows")
 
 
 def tier_variants(feature_bytes: int, depth: int = 64) -> dict[str, tuple[tuple[str, ...], str]]:
@@ -487,9 +490,11 @@ def layout_rows_per_read(processed_dir: str, batches: int = 20) -> dict:
 
 
 def run_tiers(work: Path, ds: dict, processed_dir: str, repeats: int = 1,
-              only: tuple[str, ...] = ()) -> dict:
-    """Each of :func:`tier_variants` ``repeats`` times over the processed copy, plus the
-    device probe at queue depths 1..128 on ``x.npy``'s own device."""
+              only: tuple[str, ...] = (), strategy: str = "data",
+              extra: tuple[str, ...] = ()) -> dict:
+    """Each of :func:`tier_variants` ``repeats`` times over the processed copy (trained by
+    ``strategy``, ``extra`` overrides added to each), plus the device probe at queue depths
+    1..128 on ``x.npy``'s own device."""
     from gnnscale.cache.disk import probe_sweep
 
     x = Path(processed_dir) / "x.npy"
@@ -498,21 +503,24 @@ def run_tiers(work: Path, ds: dict, processed_dir: str, repeats: int = 1,
     from gnnscale.ops import io as io_ops
 
     out: dict = {"probe_reads_per_s": {str(d): r for d, r in probe_sweep(str(x)).items()},
-                 "reader": io_ops.backend(), "block": logical_block(str(x)), "variants": {}}
+                 "reader": io_ops.backend(), "block": logical_block(str(x)), "variants": {},
+                 "strategy": strategy, "extra": list(extra)}
     _log(f"probe: {out['probe_reads_per_s']}")
     out["layout"] = layout_rows_per_read(processed_dir)
     _log(f"layout: {out['layout']}")
     feature_bytes = x.stat().st_size
     for rep in range(repeats):
-        for name, (extra, start) in tier_variants(feature_bytes).items():
+        for name, (over, start) in tier_variants(feature_bytes).items():
             if only and name not in only:
                 continue
             shutil.rmtree(work / f"run-{name}", ignore_errors=True)
-            row = run_train(work, ds, FULL["steps"], x, extra, start, f"run-{name}")
+            row = run_train(work, ds, FULL["steps"], x, (*over, *extra), start, f"run-{name}",
+                            strategy)
             out["variants"].setdefault(name, []).append(row)
             _log(f"{name} #{rep}: step {row['step_time_s']:.2f}s load {row['load_time_s']:.1f}s "
                  f"rows/s {row.get('disk_rows_per_s', 0):.0f} read/step "
-                 f"{row['disk_read_bytes_per_step'] / 2**20:.1f} MiB")
+                 f"{row['disk_read_bytes_per_step'] / 2**20:.1f} MiB wait "
+                 f"{row.get('disk_wait_time', 0):.2f}s")
     return out
 
 
@@ -545,13 +553,15 @@ def _peaks(w: dict) -> dict:
 
 def run(quick: bool = False, scale: float | None = None, root: str | None = None,
         keep: bool = False, resume: dict | None = None, tiers: bool = False,
-        repeats: int = 1, only: tuple[str, ...] = ()) -> dict:
+        repeats: int = 1, only: tuple[str, ...] = (), strategy: str = "data",
+        extra: tuple[str, ...] = ()) -> dict:
     """Every phase at ``scale`` (default: 1, or :data:`QUICK_SCALE` with ``quick``) under
     ``root`` (default: a folder in the run's temp dir), removed afterwards unless ``keep``.
     ``resume``: the ``results`` of an earlier run of the same scale and root (kept): its
     phases are taken as they are and the graph on disk reused; the others run. ``tiers``:
     instead of the partition and train phases, the feature store's variants side by side
-    (:func:`run_tiers`, ``repeats`` times each, ``only`` those named)."""
+    (:func:`run_tiers`, ``repeats`` times each, ``only`` those named, by ``strategy`` with
+    ``extra`` overrides)."""
     import tempfile
 
     scale = float(scale if scale is not None else QUICK_SCALE if quick else 1.0)
@@ -569,7 +579,7 @@ def run(quick: bool = False, scale: float | None = None, root: str | None = None
             _log(f"process: {results['process']['time_s']:.0f}s")
         if tiers:
             results["tiers"] = run_tiers(work, ds, results["process"]["processed_dir"],
-                                         repeats, only)
+                                         repeats, only, strategy, extra)
             return {"config": {"scale": scale, "dataset": ds, "mem_total_bytes": mem,
                                **{k: FULL[k] for k in ("steps", "batch_size", "fanouts")},
                                "num_nodes": results["process"]["num_nodes"],
@@ -630,6 +640,10 @@ def main(argv: list[str] | None = None) -> int:
                         "disk tier + 20%% host cache, in memory) instead of partition + train")
     p.add_argument("--repeats", type=int, default=1, help="runs of each variant (--tiers)")
     p.add_argument("--only", default="", help="comma-separated variants to run (--tiers)")
+    p.add_argument("--strategy", default="data", choices=["data", "split", "factored"],
+                   help="the strategy the variants train with (--tiers; 2 ranks)")
+    p.add_argument("--extra", default="",
+                   help="space-separated overrides added to every variant (--tiers)")
     p.add_argument("--io-library", default=None,
                    help="a library of csrc/io built alone (GNNSCALE_IO_LIBRARY), for an "
                         "extension built before csrc/io: the disk tier's native reader")
@@ -644,7 +658,8 @@ def main(argv: list[str] | None = None) -> int:
     report = {"suite": "beyond_ram", "quick": args.scale < 1,
               **run(scale=args.scale, root=args.root, keep=args.keep, resume=resume,
                     tiers=args.tiers, repeats=args.repeats,
-                    only=tuple(v for v in args.only.split(",") if v)),
+                    only=tuple(v for v in args.only.split(",") if v),
+                    strategy=args.strategy, extra=tuple(args.extra.split())),
               "env": benchmarks.env()}
     if resume:
         report["resumed_phases"] = sorted(k for k in resume if k != "train")

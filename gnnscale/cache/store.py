@@ -48,7 +48,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -71,7 +71,8 @@ COUNTERS = ("requested", "hits", "local_hits", "remote_hits", "misses",
             "bytes_host_to_rank", "bytes_rank_to_rank", "remote_owner_rows",
             "bytes_remote_owner", "calls")
 #: the disk tier's counters (a store with a disk tier only; also ``disk_time``: seconds its
-#: reads took, ``disk_wait_time``: seconds gathers waited for them)
+#: reads took, ``disk_wait_time``: seconds gathers waited for them, ``disk_ahead_rows``: rows
+#: gathers took from reads started ahead by :meth:`FeatureStore.read_ahead`)
 DISK_COUNTERS = ("disk_reads", "disk_bytes_read", "disk_rows")
 _CHUNK_ROWS = 1 << 16
 
@@ -130,7 +131,7 @@ class FeatureStore:
         #: the dtype :meth:`gather` returns (None: the tiers'): float32 over 16-bit tiers
         self.out_dtype = out_dtype
         self.disk_last = dict.fromkeys(DISK_COUNTERS, 0) | {"disk_time": 0.0}
-        self.disk_totals = dict(self.disk_last) | {"disk_wait_time": 0.0}
+        self.disk_totals = dict(self.disk_last) | {"disk_wait_time": 0.0, "disk_ahead_rows": 0}
         #: steps whose disk reads :meth:`read_ahead` starts early (``cache.disk_ahead``)
         self.ahead = 0
         self._pending: deque = deque()
@@ -174,6 +175,7 @@ class FeatureStore:
         if self.disk is not None:
             self.disk.take_stats()  # the cache tier's fill is not an epoch's
             self.disk_totals["disk_wait_time"] = 0.0
+            self.disk_totals["disk_ahead_rows"] = 0
 
     # -- properties --------------------------------------------------------------------------
     @property
@@ -240,6 +242,8 @@ class FeatureStore:
             out = self._prefetched(rows)
             if out is None:
                 out = self.disk.read(rows)
+            else:
+                self.disk_totals["disk_ahead_rows"] += int(rows.numel())
             self.disk_totals["disk_wait_time"] += time.perf_counter() - t0
             return out
         return _host_rows(self.host, rows)
@@ -271,11 +275,15 @@ class FeatureStore:
                 return fut.result()
         return None
 
-    def read_ahead(self, feed: Iterable, depth: int | None = None) -> Iterator:
-        """``feed`` (``(MiniBatch, ...)`` items) passed through ``depth`` items late, each
-        item's rows :meth:`prefetch` ed when it enters the window: the disk reads of the next
-        ``depth`` steps run while this one computes (``depth`` default: ``cache.disk_ahead``)."""
+    def read_ahead(self, feed: Iterable, depth: int | None = None,
+                   key: Callable[[Any], torch.Tensor] | None = None) -> Iterator:
+        """``feed`` passed through ``depth`` items late, each item's rows :meth:`prefetch` ed
+        when it enters the window: the disk reads of the next ``depth`` steps run while this
+        one computes (``depth`` default: ``cache.disk_ahead``). ``key(item)``: the ids the
+        item's step will gather (default ``item[0].input_nodes``: ``(MiniBatch, ...)`` items;
+        ``split`` passes each plan's loaded rows)."""
         depth = self.ahead if depth is None else depth
+        rows_of = key if key is not None else (lambda item: item[0].input_nodes)
         if self.disk is None or depth <= 0:
             yield from feed
             return
@@ -283,7 +291,7 @@ class FeatureStore:
         source = iter(feed)
         try:
             for item in source:
-                self.prefetch(item[0].input_nodes)
+                self.prefetch(rows_of(item))
                 window.append(item)
                 if len(window) > depth:
                     yield window.popleft()
@@ -460,8 +468,8 @@ class FeatureStore:
         self.totals = dict.fromkeys(COUNTERS, 0)
         if self.disk is not None:
             self.disk.take_stats()
-            self.disk_totals = dict.fromkeys(DISK_COUNTERS, 0) | {"disk_time": 0.0,
-                                                                  "disk_wait_time": 0.0}
+            self.disk_totals = dict.fromkeys(DISK_COUNTERS, 0) | {
+                "disk_time": 0.0, "disk_wait_time": 0.0, "disk_ahead_rows": 0}
 
 
 def owner_rows(view: Any, ids: torch.Tensor, group: dist.ProcessGroup | None = None
@@ -783,7 +791,8 @@ class TypedFeatureStore:
         out["embedding_rows_touched"] = float(touched)
         return out
 
-    def read_ahead(self, feed: Iterable, depth: int | None = None) -> Iterator:
+    def read_ahead(self, feed: Iterable, depth: int | None = None,
+                   key: Callable[[Any], torch.Tensor] | None = None) -> Iterator:
         """``feed`` as it is: a typed store reads no rows ahead."""
         yield from feed
 

@@ -221,12 +221,17 @@ def _losses(tmp_path: Path, name: str, *over: str, dataset: tuple[str, ...] = ()
 def test_strategies_train_equal_from_the_disk_tier(tmp_path, strategy):
     """data and split on 2 ranks, factored on 3 (1 sampler, 2 trainers), the same processed
     graph: with cache.disk=true every row no cache tier holds is read from x.npy by the disk
-    tier, and the losses equal the in-memory store's to the bit (same batches, same rows)."""
+    tier, and the losses equal the in-memory store's to the bit (same batches, same rows).
+    data and split read the next steps' rows ahead (cache.disk_ahead=2) and their gathers take
+    rows from those reads; factored's trainers gather on the shared queue's feeder thread,
+    ahead of the job in training."""
     mem, _ = _losses(tmp_path, "mem", *STRATEGIES[strategy], "cache.disk=false")
     disk, hist = _losses(tmp_path, "disk", *STRATEGIES[strategy], "cache.disk=true")
     assert disk == mem
     assert all(h["disk_rows"] > 0 and h["disk_reads"] > 0 for h in hist)
     assert all(h["disk_probe_reads_per_s"] > 0 and h["rows_per_read"] >= 1 for h in hist)
+    if strategy != "factored":
+        assert all(0 < h["disk_ahead_rows"] <= h["disk_rows"] for h in hist)
 
 
 @pytest.mark.slow

@@ -399,8 +399,17 @@ class SplitParallel(SamplingStrategy):
 
     def _run_steps(self, jobs: list, m: dict[str, float], per_rank: list[int],
                    progress: Any) -> None:
-        """Train ``jobs`` in order, adding to the metrics ``m`` and the per-rank edges."""
-        for job, (plan, t_sample, t_split) in zip(jobs, self._plans(jobs)):
+        """Train ``jobs`` in order, adding to the metrics ``m`` and the per-rank edges; the
+        disk rows of the next ``cache.disk_ahead`` plans are read while a step computes
+        (:meth:`FeatureStore.read_ahead`: the plans are split ahead, so each rank knows the
+        rows it will load)."""
+        plans = self.store.read_ahead(self._plans(jobs), key=lambda item: self.input_ids(item[0]))
+        with closing(iter(plans)) as feed:
+            self._train_plans(jobs, feed, m, per_rank, progress)
+
+    def _train_plans(self, jobs: list, feed: Iterator, m: dict[str, float], per_rank: list[int],
+                     progress: Any) -> None:
+        for job, (plan, t_sample, t_split) in zip(jobs, feed):
             m["sample_time"] += t_sample
             m["split_time"] += t_split
             t0 = time.perf_counter()
