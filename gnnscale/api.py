@@ -292,7 +292,7 @@ def train(overrides: Sequence[str] = (), data: Any = None, model: Any = None,
 def load_run(run_dir: str | os.PathLike, data_root: str | os.PathLike | None = None) -> Run:
     """The finished run in ``run_dir`` (its ``results.json``, and its checkpoint for the
     model); ``data_root`` where its dataset is when it moved."""
-    from gnnscale.runner.finished import FinishedRun
+    from gnnscale.runner.plan import RunPlan
 
     path = Path(os.path.expanduser(str(run_dir)))
     if not (path / "results.json").is_file() and not (path / "checkpoint.pt").is_file():
@@ -300,9 +300,9 @@ def load_run(run_dir: str | os.PathLike, data_root: str | os.PathLike | None = N
     root = None if data_root is None else str(data_root)
     # every config the folder holds checked now: one that names what gnnscale does not
     # declare is refused here, before anything is imported or built
-    finished = FinishedRun.from_run(path, root, need_checkpoint=False)
+    plan = RunPlan.from_run(path, root, need_checkpoint=False)
     run = Run(path, data_root=root)
-    run.__dict__["config"] = finished.config
+    run.__dict__["config"] = plan.config
     return run
 
 
@@ -363,9 +363,9 @@ class Run:
         """The config it trained with."""
         if self._results is not None:
             return OmegaConf.create(self.results["config"])
-        from gnnscale.runner.finished import FinishedRun
+        from gnnscale.runner.plan import RunPlan
 
-        return FinishedRun.from_run(self.run_dir, self.data_root, need_checkpoint=False).config
+        return RunPlan.from_run(self.run_dir, self.data_root, need_checkpoint=False).config
 
     @cached_property
     def _loaded(self) -> Any:

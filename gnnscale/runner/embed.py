@@ -41,11 +41,11 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
-from omegaconf import OmegaConf
 
 from gnnscale.data.publish import pid_alive, temp_path
 from gnnscale.errors import UserError
-from gnnscale.runner.finished import FinishedRun, id_map, load_model
+from gnnscale.runner.finished import id_map, load_model
+from gnnscale.runner.plan import RunPlan
 
 
 @dataclass
@@ -81,14 +81,15 @@ def _read_rows(f: LayerFile, ids: torch.Tensor, num_nodes: int) -> torch.Tensor:
         del m
 
 
-def embed_rank(topo, cfg_dict: dict, ckpt_path: str, files: list[LayerFile], batch_size: int,
+def embed_rank(topo, plan: RunPlan, files: list[LayerFile], batch_size: int,
                progress: bool) -> dict:
-    """This rank's share of every layer up to ``len(files) - 1``, written to ``files``."""
+    """This rank's share of every layer up to ``len(files) - 1``, written to ``files``;
+    ``plan``: the finished run's (:meth:`~gnnscale.runner.plan.RunPlan.from_run`), whose
+    graph and trained model it loads (:meth:`~gnnscale.runner.plan.RunPlan.load`)."""
     from gnnscale.cache.store import typed_inputs
     from gnnscale.sampling.neighbor import NeighborSampler
 
-    cfg = OmegaConf.create(cfg_dict)
-    graph, model, _ = load_run(cfg, ckpt_path)
+    graph, model, _ = plan.load()
     device = topo.device
     model.to(device)
     world, rank, n = topo.world_size, topo.rank, graph.num_nodes
@@ -147,9 +148,9 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
         raise UserError(f"world_size and batch_size must be >= 1, got {world_size}, "
                         f"{batch_size}")
     outputs.check_format(format)
-    run = FinishedRun.from_run(run_dir, data_root)  # its config checked: never imports code
-    cfg, ckpt = run.config, run.checkpoint
-    graph, model, _ = load_run(cfg, str(ckpt))  # processes the data once, here
+    plan = RunPlan.from_run(run_dir, data_root)  # its config checked: never imports code
+    cfg = plan.config
+    graph, model, _ = plan.load()  # processes the data once, here
     keys = row_ids(cfg, graph)
     widths = model.widths(graph.num_features)[1:]
     last = len(widths) - 1
@@ -169,14 +170,12 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
                                           shape=(graph.num_nodes, width))
             files.append(LayerFile(str(path), int(m.offset), width))
             del m
-        cfg_dict = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         t0 = time.perf_counter()
         if world_size == 1:
             cpu = Topology(0, 1, 0, 1, torch.device("cpu"))
-            ranks = [embed_rank(cpu, cfg_dict, str(ckpt), files, batch_size, progress)]
+            ranks = [embed_rank(cpu, plan, files, batch_size, progress)]
         else:
-            ranks = spawn(embed_rank, world_size, cfg_dict, str(ckpt), files, batch_size,
-                          progress)
+            ranks = spawn(embed_rank, world_size, plan, files, batch_size, progress)
         seconds = time.perf_counter() - t0
         per_type = None
         if format == "parquet":  # read back in row groups: bounded as the layers were

@@ -202,26 +202,17 @@ def load_model(cfg: Any, ckpt_path: str, run_dir: str | Path | None = None
                ) -> tuple[Any, Any, Any]:
     """``(graph, model, task)`` of a run: its task's graph and its trained model (eval mode),
     built from ``cfg`` once it is checked (:func:`checked_config`: a config from a file never
-    chooses what is imported)."""
-    from gnnscale import registry
-    from gnnscale.distributed.launch import private_temp_dir
+    chooses what is imported) by the one builder every rank uses
+    (:func:`~gnnscale.strategies.base.build_task`, :func:`~gnnscale.strategies.base.
+    build_model`: the task's ``prepare`` and head), then given the checkpoint's weights."""
     from gnnscale.runner import checkpoint
-    from gnnscale.strategies.base import model_node
+    from gnnscale.strategies.base import build_model, build_task
 
     if run_dir is None:
         run_dir = Path(ckpt_path).parent
     cfg = checked_config(cfg, ckpt_path, run_dir)
-    task = registry.build(cfg.task) if cfg.get("task") is not None else None
-    graph = registry.build(cfg.dataset).load()
-    if task is not None:
-        graph = task.prepare(graph, cfg.data_root, cfg.seed)
-    out = graph.num_classes if task is None else task.out_channels(graph)
-    with private_temp_dir():
-        model = registry.build(model_node(cfg, graph), in_channels=graph.num_features,
-                               out_channels=out)
-    if task is not None:
-        task.attach(model)
-    model.bind_graph(graph)
+    task, graph = build_task(cfg)
+    model = build_model(cfg, graph, task, private_temp=True)
     model.load_state_dict(checkpoint.load_run(ckpt_path)["model"])
     model.eval()
     return graph, model, task

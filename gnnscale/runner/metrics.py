@@ -38,11 +38,13 @@ from gnnscale.tasks.config import declared_task
 RUNNER = {"peak_memory": Reduce.max}  # the largest rank's peak
 
 
-def declared_reductions(cfg: Any) -> dict[str, Reduce]:
+def declared_reductions(cfg: Any, declarations: tuple[Any, Any] | None = None
+                        ) -> dict[str, Reduce]:
     """How each metric of ``cfg``'s run reduces over ranks, as its strategy, its task and the
-    runner declare (torch-free); two that declare one figure differently are a bug."""
+    runner declare (torch-free; ``declarations``: the strategy's and the task's, when read
+    already, e.g. a run's plan's); two that declare one figure differently are a bug."""
     out = dict(RUNNER)
-    for decl in (declared(cfg.strategy), declared_task(cfg)):
+    for decl in declarations or (declared(cfg.strategy), declared_task(cfg)):
         for key, how in decl.metric_reductions().items():
             if out.get(key, how) != how:
                 raise ValueError(f"{key} reduces by {out[key].value} elsewhere but by "
@@ -51,11 +53,13 @@ def declared_reductions(cfg: Any) -> dict[str, Reduce]:
     return out
 
 
-def summary_columns(cfg: Any) -> tuple[str, ...]:
+def summary_columns(cfg: Any, declarations: tuple[Any, Any] | None = None
+                    ) -> tuple[str, ...]:
     """The summary table's columns for ``cfg``'s run: ``epoch``, ``train_loss``, the task's
-    (validation loss and metrics), then the strategy's."""
-    return ("epoch", "train_loss", *declared_task(cfg).columns(),
-            *declared(cfg.strategy).summary_columns())
+    (validation loss and metrics), then the strategy's (``declarations``: the strategy's and
+    the task's, when read already)."""
+    strategy, task = declarations or (declared(cfg.strategy), declared_task(cfg))
+    return ("epoch", "train_loss", *task.columns(), *strategy.summary_columns())
 
 
 def peak_memory(device: torch.device) -> int:

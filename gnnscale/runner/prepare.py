@@ -11,24 +11,30 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
 from gnnscale.distributed.schemas import under_torchrun
 from gnnscale.partition.layout import LAYOUT_FILE
-from gnnscale.strategies.config import Checked
+
+if TYPE_CHECKING:
+    from gnnscale.runner.plan import RunPlan
 
 
-def prepare_data(cfg: DictConfig) -> None:
+def prepare_data(plan: RunPlan | DictConfig) -> None:
     """Write what the run reads and nothing has written yet: on a single-host launch, the
-    layout ``cfg.parts`` names when the run can train from one
+    layout ``parts=`` names when the run can train from one
     (:func:`~gnnscale.runner.validate.parts_problem` says none; else the data checks refuse
-    it, and nothing is written)."""
+    it, and nothing is written). ``plan``: the run's checked plan (a config is planned
+    first)."""
+    from gnnscale.runner.plan import RunPlan
     from gnnscale.runner.validate import parts_problem
 
-    if cfg.get("parts") and not under_torchrun() and \
-            parts_problem(cfg, Checked.build(cfg)) is None:
-        write_missing_layout(cfg)
+    if not isinstance(plan, RunPlan):
+        plan = RunPlan.of(plan)
+    if plan.parts and not under_torchrun() and parts_problem(plan.config, plan.checked) is None:
+        write_missing_layout(plan.config)
 
 
 def write_missing_layout(cfg: DictConfig) -> bool:

@@ -23,25 +23,30 @@ from gnnscale.distributed.threads import quiet_waits
 from gnnscale.errors import ConfigError
 from gnnscale.runner.loggers.console import RunLog, is_verbose, run_log
 from gnnscale.runner.phases import LAUNCH_ENV, Phases
+from gnnscale.runner.plan import RunPlan
 from gnnscale.runner.prepare import prepare_data
 from gnnscale.runner.runlock import run_folder_lock
-from gnnscale.runner.validate import check_config, strategy_class, validate_data
+from gnnscale.runner.validate import strategy_class, validate
 from gnnscale.strategies.config import declared, epochs_left
 
 
-def rank_main(topo: Any, cfg_dict: dict, run_dir: str) -> dict | None:
+def rank_main(topo: Any, cfg_dict: dict, run_dir: str, plan: RunPlan | None = None
+              ) -> dict | None:
     """What every rank runs (:func:`gnnscale.runner.worker.rank_main`), imported in the rank:
-    the launcher hands ranks this function without importing the worker (torch, PyG) itself."""
+    the launcher hands ranks this function without importing the worker (torch, PyG) itself,
+    with the run's plan."""
     from gnnscale.runner.worker import rank_main as worker_main
 
-    return worker_main(topo, cfg_dict, run_dir)
+    return worker_main(topo, cfg_dict, run_dir, plan)
 
 
-def launcher(cfg: DictConfig) -> Any:
-    """The ``dist`` option's launcher; what this host lacks for the backend or device (no
+def launcher(plan: RunPlan | DictConfig) -> Any:
+    """The ``dist`` option's launcher of a run's ``plan`` (or of a checked config: its
+    strategy's declarations read here); what this host lacks for the backend or device (no
     CUDA, say) is a :class:`ConfigError` naming the key."""
-    dist = cfg.dist
-    if dist.get("bind_cores") and not declared(cfg.strategy).binds_cores:
+    decl = plan.strategy if isinstance(plan, RunPlan) else declared(plan.strategy)
+    dist = (plan.config if isinstance(plan, RunPlan) else plan).dist
+    if dist.get("bind_cores") and not decl.binds_cores:
         dist = OmegaConf.merge(dist, {"bind_cores": False})  # its ranks run faster unbound
     try:
         return registry.build(dist)
@@ -53,9 +58,10 @@ def run(cfg: DictConfig) -> dict:
     """Train as ``cfg`` says; returns rank 0's results (summary, per-epoch history, config,
     and ``startup``: seconds per phase of the launcher and of rank 0).
 
-    Every check runs first (:func:`~gnnscale.runner.validate.validate`'s two halves, with the
-    launcher's own data step between them: :func:`~gnnscale.runner.prepare.prepare_data`
-    writes a missing part layout before the data checks read it); then the run folder
+    Every check runs first, once (:func:`~gnnscale.runner.validate.validate`'s two halves,
+    with the launcher's own data step between them: :func:`~gnnscale.runner.prepare.
+    prepare_data` writes a missing part layout before the data checks read it), and gives the
+    run's :class:`~gnnscale.runner.plan.RunPlan`, which the ranks are handed; then the run folder
     is locked for the run (:mod:`~gnnscale.runner.runlock`: a second run given it is refused,
     naming the holder; torchrun's rank 0 holds it for its ranks); a meta strategy (``auto``)
     then runs concrete configs through this same function."""
@@ -63,28 +69,27 @@ def run(cfg: DictConfig) -> dict:
     phases.since_start("imports_and_compose")
     registry.load_all()
     torchrun_world(cfg)
-    with phases.time("validate"):
-        settled = check_config(cfg)
-        prepare_data(cfg)  # a missing part layout, written before the data checks read it
-        validate_data(cfg)
+    with phases.time("validate"):  # the run's plan, once; a missing part layout written
+        plan = validate(cfg, prepare=prepare_data)  # before the data checks read it
     run_dir = Path(str(cfg.run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
     leader = not under_torchrun() or os.environ.get("RANK") == "0"
     with run_folder_lock(run_dir) if leader else nullcontext():  # one run per folder
         with run_log(run_dir, is_verbose(cfg)) if leader else nullcontext() as log:
-            note = epochs_note(cfg)
+            note = epochs_note(cfg, plan)
             if note is not None and log is not None:
                 log.detail(note)
-            if declared(cfg.strategy).meta:
+            if plan.strategy.meta:
                 return strategy_class(cfg).train_meta(cfg, run)
-            return _launch(cfg, run_dir, phases, settled, log)
+            return _launch(plan, run_dir, phases, log)
 
 
-def epochs_note(cfg: DictConfig) -> str | None:
-    """The run's first line when its ``epochs`` is its strategy's default: how many and why."""
+def epochs_note(cfg: DictConfig, plan: RunPlan) -> str | None:
+    """The run's first line when its ``epochs`` is its strategy's default: how many and why
+    (``cfg``: the config as composed, ``epochs`` left to the strategy or not)."""
     if not epochs_left(cfg):
         return None
-    decl = declared(cfg.strategy)
+    decl = plan.strategy
     if decl.meta:
         return ("epochs: each candidate profiles strategy.profile_epochs, then the chosen "
                 "strategy trains its own default number of epochs (epochs=N sets it)")
@@ -102,26 +107,26 @@ def torchrun_world(cfg: DictConfig) -> None:
             cfg.dist.world_size = int(os.environ["WORLD_SIZE"])
 
 
-def _launch(cfg: DictConfig, run_dir: Path, phases: Phases,
-            settled: dict[str, Any] | None = None, log: RunLog | None = None) -> dict:
-    """Start the ranks on the validated ``cfg``, write ``results.json`` (with ``settled``: the
-    model options the strategy chose, which a comparison of strategies lets differ); the
-    start-up line goes to ``log`` (``train.log``, the terminal when verbose)."""
-    cfg_dict = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    ranks = launcher(cfg)
+def _launch(plan: RunPlan, run_dir: Path, phases: Phases, log: RunLog | None = None) -> dict:
+    """Start the ranks on the validated ``plan`` (each given the plan and its settled config),
+    write ``results.json`` (with ``settled``: the model options the strategy chose, which a
+    comparison of strategies lets differ); the start-up line goes to ``log`` (``train.log``,
+    the terminal when verbose)."""
+    cfg_dict = plan.config_dict()
+    ranks = launcher(plan)
     if ranks.world_size == 1 and not under_torchrun():  # the launcher trains it: its imports
         with phases.time("rank_imports"):
             import gnnscale.runner.worker  # noqa: F401
     os.environ[LAUNCH_ENV] = repr(time.time())
     quiet_waits()  # ranks started from here on (spawned, or a fork server not yet running)
     try:
-        results = ranks.launch(rank_main, cfg_dict, str(run_dir))[0]
+        results = ranks.launch(rank_main, cfg_dict, str(run_dir), plan)[0]
     finally:
         os.environ.pop(LAUNCH_ENV, None)
     if results is None:  # a torchrun rank other than the leader
         return results
     results["startup"] = {**phases.seconds, **results.get("startup", {})}
-    results["settled"] = dict(settled or {})
+    results["settled"] = dict(plan.settled)
     write_text_atomic(run_dir / "results.json", json.dumps(results, indent=1))
     line = f"startup and phases (launcher, rank 0): {Phases.format(results['startup'])}"
     if log is not None:

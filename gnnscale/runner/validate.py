@@ -21,14 +21,16 @@ missing on a single-host launch is written before these checks by the launcher's
 from __future__ import annotations
 
 import os
-from dataclasses import fields, is_dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import fields, is_dataclass, replace
+from typing import TYPE_CHECKING, Any, cast
 
 from omegaconf import DictConfig, open_dict
 
 from gnnscale import registry
 from gnnscale.data.metadata import DatasetMeta
 from gnnscale.errors import ConfigError, UserError
+from gnnscale.runner.plan import RunPlan, frozen_config
 from gnnscale.strategies.config import Checked, StrategyConfig, declared
 from gnnscale.tasks.config import TaskConfig, declared_task
 
@@ -40,12 +42,20 @@ MAX_SEED = 2**32 - 1
 
 
 def check_config(cfg: DictConfig) -> dict[str, Any]:
+    """Every check the config alone decides (:func:`check_plan`); returns the model options
+    the strategy settled, ``{"model.<key>": value}``."""
+    return dict(check_plan(cfg).settled)
+
+
+def check_plan(cfg: DictConfig) -> RunPlan:
     """Every check the config alone decides: the task's options and declarations, the run's
     own keys, each component's options, the strategy against the rest of the config. The
     model options left to the run are settled first (:func:`settle_model`, which ``cfg``
-    keeps); returns them, ``{"model.<key>": value}``."""
+    keeps). Returns the run's :class:`~gnnscale.runner.plan.RunPlan` without the dataset's
+    metadata (:func:`validate_data` adds it): its declarations read here, once."""
     task = declared_task(cfg)
-    group_options("task", task, cfg.get("task")).check()
+    task_options = group_options("task", task, cfg.get("task"))
+    task_options.check()
     task.check_config(cfg)
     if not 0 <= cfg.seed <= MAX_SEED:
         raise ConfigError(f"seed must lie in [0, {MAX_SEED}] (2**32 - 1: it seeds torch, numpy "
@@ -60,32 +70,35 @@ def check_config(cfg: DictConfig) -> dict[str, Any]:
     check_early_stop(cfg)
     check_unused_cache_budget(cfg)
     registry.check_options(cfg, [g for g in registry.GROUPS if g not in ("task", "strategy")])
-    settled = settle_model(cfg)
+    decl = declared(cfg.strategy)
+    settled = settle_model(cfg, decl)
     optim, model = registry.options("optim", cfg.get("optim")), cfg.get("model")
     if optim is not None and model is not None and hasattr(optim, "check_layers"):
         optim.check_layers(model.num_layers)
-    decl = declared(cfg.strategy)
-    group_options("strategy", decl, cfg.strategy).check()
-    decl.check_config(cfg, Checked.build(cfg))
-    if decl.meta:
-        return settled  # the concrete run it resumes is checked against its checkpoint
-    if cfg.get("resume"):
+    strategy_options = group_options("strategy", decl, cfg.strategy)
+    strategy_options.check()
+    checked = Checked.build(cfg)
+    decl.check_config(cfg, checked)
+    if not decl.meta and cfg.get("resume"):  # a meta strategy's concrete run: its checkpoint
         from gnnscale.runner.resume import ResumeError, check_resume
 
         try:
             check_resume(cfg)
         except ResumeError as err:
             raise ConfigError(str(err)) from err
-    return settled
+    return RunPlan(config=cfg, strategy=decl, task=task,
+                   strategy_options=cast(StrategyConfig, strategy_options),
+                   task_options=cast(TaskConfig, task_options),
+                   checked=checked, settled=settled)
 
 
-def settle_model(cfg: DictConfig) -> dict[str, Any]:
+def settle_model(cfg: DictConfig, decl: type[StrategyConfig] | None = None) -> dict[str, Any]:
     """Set the model options left to the run (``auto``, e.g. ``model.gcn_norm``) to what the
     strategy asks of the model's schema (``StrategyConfig.model_defaults``), said in one line;
     a value the user set is kept (and checked like any other). A meta strategy (``auto``)
     leaves them to each concrete run. Returns ``{"model.<key>": value}``."""
     node = cfg.get("model")
-    decl = declared(cfg.strategy)
+    decl = decl or declared(cfg.strategy)
     schema = registry.options("model", node) if node is not None else None
     if schema is None or decl.meta:
         return {}
@@ -182,15 +195,15 @@ def dataset_meta(cfg: DictConfig) -> tuple[DatasetMeta, Any]:
     return DatasetMeta.of(graph), graph
 
 
-def check_dataset(cfg: DictConfig, built: Checked,
-                  decl: type[StrategyConfig] | None = None) -> None:
-    """The checks that read the dataset (``built.graph``: its metadata), then, when the
-    strategy's schema asks for them, those on the loaded graph and built components."""
-    decl = decl or declared(cfg.strategy)
-    graph, world = built.graph, cfg.dist.world_size
+def check_dataset(plan: RunPlan, loaded: Any = None) -> None:
+    """The checks that read the dataset (``plan.meta``: its metadata), then, when the
+    strategy's schema asks for them, those on the loaded graph (``loaded``, the dataset's as
+    loaded, else loaded there) and built components."""
+    cfg, built, decl = plan.config, plan.built(loaded), plan.strategy
+    graph, world = built.graph, plan.world_size
     if graph is None:
-        raise ValueError("check_dataset reads the dataset's metadata: build its Checked with "
-                         "it (Checked.build(cfg, meta))")
+        raise ValueError("check_dataset reads the dataset's metadata: give it a plan with it "
+                         "(RunPlan.with_meta)")
     if graph.num_nodes < world:
         raise ConfigError(f"dataset {graph.name} has {graph.num_nodes} vertices, fewer than "
                           f"dist.world_size={world} ranks: use at most {graph.num_nodes} ranks")
@@ -199,45 +212,56 @@ def check_dataset(cfg: DictConfig, built: Checked,
         strategy_class(cfg).check_built(cfg, built)
 
 
-def check_data(cfg: DictConfig, graph: Any) -> None:
+def check_data(cfg: DictConfig, graph: Any) -> RunPlan:
     """Every check on ``cfg`` with its dataset ``graph`` (a loaded graph or its
     :class:`DatasetMeta`): :func:`check_config`'s, then those that read the dataset."""
-    check_config(cfg)
-    check_dataset(cfg, Checked.build(cfg, graph))
+    plan = check_plan(cfg)
+    meta = graph if isinstance(graph, DatasetMeta) else DatasetMeta.of(graph)
+    plan = plan.with_meta(meta)
+    check_dataset(plan, None if isinstance(graph, DatasetMeta) else graph)
+    return plan
 
 
-def validate(cfg: DictConfig) -> dict[str, Any]:
+def validate(cfg: DictConfig, prepare: Callable[[RunPlan], None] | None = None) -> RunPlan:
     """The one validation pass, in the launcher before any rank starts: everything the config
-    decides (:func:`check_config`, torch-free), then the checks that read the data
-    (:func:`validate_data`). Returns the model options the strategy settled
-    (:func:`settle_model`). It writes no part layout: that is the launcher's own step between
-    the two (:func:`gnnscale.runner.prepare.prepare_data`)."""
-    settled = check_config(cfg)
-    validate_data(cfg)
-    return settled
+    decides (:func:`check_plan`, torch-free), then the checks that read the data
+    (:func:`validate_data`). Returns the run's :class:`~gnnscale.runner.plan.RunPlan`, the
+    value everything after the checks reads (its config a copy of its own). The checks write
+    nothing; ``prepare``: the launcher's own data step, run between the two halves
+    (:func:`gnnscale.runner.prepare.prepare_data`: a missing part layout written first)."""
+    plan = check_plan(cfg)
+    if prepare is not None:
+        prepare(plan)
+    plan = validate_data(plan)
+    return replace(plan, config=frozen_config(plan.config))
 
 
-def validate_data(cfg: DictConfig) -> None:
-    """The checks that read the data of a checked ``cfg``: the dataset's metadata (processed
-    here once when needed; a task's derived data, link's edge split, prepared here once) or,
-    with ``parts=``, the layout's; then those on the loaded graph and built components."""
-    decl = declared(cfg.strategy)
-    if cfg.get("parts"):  # a partitioned layout: its metadata, its parts this process reads
-        built = Checked.build(cfg, parts_meta(cfg, Checked.build(cfg)))
-    elif decl.meta:  # each candidate is validated alone when profiled
-        return
-    elif declared_task(cfg).derives_data:  # e.g. link's edge split: processed once, here
-        graph = prepare_task(cfg, open_dataset(cfg))
-        built = Checked.build(cfg, graph)
+def validate_data(plan: RunPlan | DictConfig) -> RunPlan:
+    """The checks that read the data of a checked ``plan`` (or config: planned here, its
+    config checks run already): the dataset's metadata (processed here once when needed; a
+    task's derived data, link's edge split, prepared here once) or, with ``parts=``, the
+    layout's; then those on the loaded graph and built components. Returns the plan with the
+    metadata (a meta strategy's as it was: each candidate is planned alone)."""
+    if not isinstance(plan, RunPlan):
+        plan = RunPlan.of(plan)
+    cfg = plan.config
+    loaded = None
+    if plan.parts:  # a partitioned layout: its metadata, its parts this process reads
+        meta = parts_meta(cfg, plan.checked, plan)
+    elif plan.strategy.meta:  # each candidate is validated alone when profiled
+        return plan
+    elif plan.task.derives_data:  # e.g. link's edge split: processed once, here
+        loaded = open_dataset(cfg)
+        meta = DatasetMeta.of(prepare_task(plan, loaded))
     else:
-        meta, graph = dataset_meta(cfg)
-        built = Checked.build(cfg, meta)
-        built.loaded = graph
+        meta, loaded = dataset_meta(cfg)
+    plan = plan.with_meta(meta)
     if cfg.get("resume"):  # the checkpoint's graph against this one
         from gnnscale.runner.resume import check_graph
 
-        check_graph(cfg, built.graph)
-    check_dataset(cfg, built, decl)
+        check_graph(cfg, meta)
+    check_dataset(plan, loaded)
+    return plan
 
 
 def parts_problem(cfg: DictConfig, built: Checked) -> str | None:
@@ -247,7 +271,7 @@ def parts_problem(cfg: DictConfig, built: Checked) -> str | None:
     return declared(cfg.strategy).parts_problem(cfg, built) or declared_task(cfg).parts_problem()
 
 
-def parts_meta(cfg: DictConfig, built: Checked) -> DatasetMeta:
+def parts_meta(cfg: DictConfig, built: Checked, plan: RunPlan | None = None) -> DatasetMeta:
     """The metadata of ``cfg.parts``' graph, after :func:`parts_problem` and
     :func:`gnnscale.partition.layout.check_run` on the parts this process's ranks read (all of
     them; under torchrun its own rank's)."""
@@ -260,20 +284,21 @@ def parts_meta(cfg: DictConfig, built: Checked) -> DatasetMeta:
     ranks = [int(os.environ["RANK"])] if under_torchrun() else \
         list(range(int(cfg.dist.world_size)))
     meta = check_run(cfg, ranks)
-    if declared(cfg.strategy).samples and any(meta.edge_feature_dims):
+    decl = plan.strategy if plan is not None else declared(cfg.strategy)
+    if decl.samples and any(meta.edge_feature_dims):
         raise ConfigError(f"parts={cfg.parts} keeps each edge's features in its destination's "
-                          f"part, but strategy={declared(cfg.strategy).name} samples any edge: "
+                          f"part, but strategy={decl.name} samples any edge: "
                           "drop parts= to train a graph with edge features by sampling")
     return meta
 
 
-def prepare_task(cfg: DictConfig, graph: Any) -> Any:
-    """The graph ``cfg``'s task trains on (link prediction: the message graph, its split
-    processed once and stored), after the task's own checks on it (imports torch)."""
+def prepare_task(plan: RunPlan, graph: Any) -> Any:
+    """The graph ``plan``'s task trains on (link prediction: the message graph, its split
+    processed once and stored; :meth:`~gnnscale.runner.plan.RunPlan.build_task`), after the
+    task's own checks on it (imports torch)."""
     try:
-        task = registry.build(cfg.task)
+        task, prepared = plan.build_task(graph)
     except (ValueError, TypeError) as err:
         raise ConfigError(f"task: {err}") from err
-    prepared = task.prepare(graph, cfg.data_root, cfg.seed)
-    task.check(prepared, cfg.dist.world_size)
+    task.check(prepared, plan.world_size)
     return prepared

@@ -33,6 +33,7 @@ from gnnscale.runner.metrics import (
     summary_table,
 )
 from gnnscale.runner.phases import LAUNCH_ENV, Phases
+from gnnscale.runner.plan import RunPlan
 from gnnscale.runner.selection import (
     agree,
     reported,
@@ -40,9 +41,12 @@ from gnnscale.runner.selection import (
     selection_metric,
     stop_reason,
 )
-from gnnscale.strategies.base import RunContext, SamplingStrategy, build_model, build_task
-from gnnscale.strategies.config import declared
-from gnnscale.tasks.config import TaskConfig, declared_task
+from gnnscale.strategies.base import (  # noqa: F401 - build_task re-exported
+    RunContext,
+    SamplingStrategy,
+    build_task,
+)
+from gnnscale.tasks.config import TaskConfig
 
 # The fork server preloads this module (distributed/launch.py PRELOAD): importing every option
 # module here (torch, PyG, every strategy) means a forked rank imports nothing more.
@@ -64,16 +68,20 @@ class TimedPartitions:
         return getattr(self.inner, name)
 
 
-def build_context(topo: Topology, cfg, phases: Phases | None = None) -> RunContext:
-    """Every component from its own sub-config plus the runtime objects it needs."""
+def build_context(topo: Topology, cfg, phases: Phases | None = None,
+                  plan: RunPlan | None = None) -> RunContext:
+    """Every component from its own sub-config plus the runtime objects it needs; the task,
+    graph and model from the run's ``plan`` (:meth:`~gnnscale.runner.plan.RunPlan.build`;
+    planned here from ``cfg``, a settled config, when not given)."""
     phases = phases or Phases()
     registry.load_all()
+    plan = plan if plan is not None else RunPlan.of(cfg)
     layout = PartLayout(cfg.parts) if cfg.get("parts") else None  # this rank's part only
     with phases.time("dataset"):  # a sampling strategy: the whole topology, its own rows
-        task, graph = build_task(cfg, None if layout is None else layout.open_part(
-            topo.rank, topology=declared(cfg.strategy).samples))
+        task, graph = plan.build_task(None if layout is None else layout.open_part(
+            topo.rank, topology=plan.strategy.samples))
     with phases.time("model_build"):
-        model = build_model(cfg, graph, task)
+        model = plan.build_model(graph, task)
     provider = layout.partitions() if layout is not None else \
         CachedPartitions(graph, cfg.partitioner, Path(cfg.data_root) / "partitions")
     partitions = TimedPartitions(provider, phases)
@@ -88,19 +96,21 @@ def build_context(topo: Topology, cfg, phases: Phases | None = None) -> RunConte
     )
 
 
-def rank_main(topo: Topology, cfg_dict: dict, run_dir: str) -> dict | None:
-    """Train on this rank; rank 0 returns the results, the others None. Rank 0 tees what it
-    prints into the run folder's ``train.log`` (:mod:`~gnnscale.runner.loggers.console`): its
-    routine lines (the graph, each epoch, the summary table) reach the terminal only when the
-    run is verbose."""
+def rank_main(topo: Topology, cfg_dict: dict, run_dir: str, plan: RunPlan | None = None
+              ) -> dict | None:
+    """Train on this rank; rank 0 returns the results, the others None. ``plan``: the run's,
+    as the launcher checked it (planned here from ``cfg_dict``, a settled config, when not
+    given). Rank 0 tees what it prints into the run folder's ``train.log``
+    (:mod:`~gnnscale.runner.loggers.console`): its routine lines (the graph, each epoch, the
+    summary table) reach the terminal only when the run is verbose."""
     if topo.rank != 0:
-        return _train_rank(topo, cfg_dict, run_dir, None)
+        return _train_rank(topo, cfg_dict, run_dir, None, plan)
     with run_log(run_dir, is_verbose(cfg_dict)) as log:
-        return _train_rank(topo, cfg_dict, run_dir, log)
+        return _train_rank(topo, cfg_dict, run_dir, log, plan)
 
 
 def _train_rank(topo: Topology, cfg_dict: dict, run_dir: str,
-                log: RunLog | None) -> dict | None:
+                log: RunLog | None, plan: RunPlan | None = None) -> dict | None:
     """:func:`rank_main`'s training (``log``: rank 0's, None elsewhere).
 
     The runner's collectives (metrics, RNG states, evaluation, checkpoint barrier) run on the
@@ -111,11 +121,12 @@ def _train_rank(topo: Topology, cfg_dict: dict, run_dir: str,
     if launched is not None:  # forking (or spawning) and the process group's start
         phases.add("ranks_start", max(0.0, time.time() - float(launched)))
     cfg = OmegaConf.create(cfg_dict)
+    plan = plan if plan is not None else RunPlan.of(cfg)
     ckpt_path = Path(run_dir) / checkpoint.FILENAME
     state = resume_state(ckpt_path, bool(cfg.resume), topo)
     if state is not None and not cfg.dist.threads_per_rank and state.get("threads"):
         torch.set_num_threads(int(state["threads"]))  # the count it chose: the same bits
-    ctx = build_context(topo, cfg, phases)
+    ctx = build_context(topo, cfg, phases, plan)
     check_same_graph(ctx.graph, topo, cfg.data_root)
     t0 = time.perf_counter()
     strategy = registry.build(cfg.strategy, ctx=ctx)
@@ -148,7 +159,7 @@ def _train_rank(topo: Topology, cfg_dict: dict, run_dir: str,
         logger.start(OmegaConf.to_container(cfg), run_dir)
         log.detail(ctx.graph.summary())
     rule, patience = _value(cfg.early_stop.rule), cfg.early_stop.patience
-    reductions, task = declared_reductions(cfg), declared_task(cfg)
+    reductions, task = declared_reductions(cfg, (plan.strategy, plan.task)), plan.task
     stopped = None
     try:
         for epoch in range(start, cfg.epochs):
@@ -209,7 +220,7 @@ def _train_rank(topo: Topology, cfg_dict: dict, run_dir: str,
     write_text_atomic(Path(run_dir) / "results.json", json.dumps(results, indent=1))
     phases.add("write_results", time.perf_counter() - t0)
     logger.finish(results["summary"])
-    log.detail("\n" + summary_table(history, summary_columns(cfg)))
+    log.detail("\n" + summary_table(history, summary_columns(cfg, (plan.strategy, task))))
     log.detail(f"\nresults: {os.path.join(run_dir, 'results.json')}")
     return results
 

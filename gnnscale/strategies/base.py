@@ -267,7 +267,10 @@ class SamplingStrategy(Strategy):
 
 def build_task(cfg, graph: GraphStore | None = None) -> tuple[Task, GraphStore]:
     """The run's task and the graph it trains on (link prediction: the message graph), from
-    ``graph`` when given (a host's part of a partitioned layout), else the dataset's."""
+    ``graph`` when given (a host's part of a partitioned layout, or the dataset loaded
+    already), else the dataset's. The first of the one builder's two steps
+    (:meth:`gnnscale.runner.plan.RunPlan.build`): every context that builds a run's task and
+    graph calls it, so each gets the task's ``prepare``."""
     from gnnscale.tasks.node import NodeTask
 
     task = registry.build(cfg.task) if cfg.get("task") is not None else NodeTask()
@@ -275,12 +278,21 @@ def build_task(cfg, graph: GraphStore | None = None) -> tuple[Task, GraphStore]:
     return task, task.prepare(source, cfg.data_root, cfg.seed)
 
 
-def build_model(cfg, graph: GraphStore, task: Task) -> torch.nn.Module:
+def build_model(cfg, graph: GraphStore, task: Task, private_temp: bool = False
+                ) -> torch.nn.Module:
     """The model with the task's head, in its initial parameters: seeded by ``cfg.seed``, the
-    same on every rank (and in ``strategy=auto``'s launcher, which measures their loss)."""
+    same on every rank (and in every launcher-side build: ``strategy=auto``'s initial losses,
+    ``offload``'s plan of every rank's chunks, a finished run's loader). The second step of
+    the one builder; ``private_temp``: PyG's generated modules go to a temp folder of their
+    own, removed after (a launcher's build; a rank's temp folder is its own already)."""
+    from contextlib import nullcontext
+
+    from gnnscale.distributed.launch import private_temp_dir
+
     torch.manual_seed(cfg.seed)
-    model = registry.build(model_node(cfg, graph), in_channels=graph.num_features,
-                           out_channels=task.out_channels(graph))
+    with private_temp_dir() if private_temp else nullcontext():
+        model = registry.build(model_node(cfg, graph), in_channels=graph.num_features,
+                               out_channels=task.out_channels(graph))
     task.attach(model)  # the task's head (a decoder) trains with the model
     model.bind_graph(graph)
     return model

@@ -101,26 +101,23 @@ class Offload(Strategy):
     @classmethod
     def check_built(cls, cfg, built) -> None:
         """``strategy.device_budget_gb``: plan every rank's chunks here, in the launcher, and
-        refuse a budget below the largest device bound, naming the smallest that works (the
-        graph loaded, the model and deps manager built)."""
+        refuse a budget below the largest device bound, naming the smallest that works. The
+        task, the graph it trains on and the model come from the one builder the ranks use
+        (:func:`~gnnscale.strategies.base.build_task`, :func:`~gnnscale.strategies.base.
+        build_model`: the task's ``prepare`` and its head included), from ``built.loaded``
+        when the launcher loaded the dataset already."""
         if cfg.strategy.get("device_budget_gb") is None:
             return
         import copy
         from pathlib import Path
 
         from gnnscale import registry
-        from gnnscale.distributed.launch import private_temp_dir
         from gnnscale.distributed.topology import Topology
         from gnnscale.partition.provider import CachedPartitions
-        from gnnscale.strategies.base import model_node
-        from gnnscale.tasks.node import NodeTask
+        from gnnscale.strategies.base import build_model, build_task
 
-        graph = built.loaded if built.loaded is not None else registry.build(cfg.dataset).load()
-        # the output width is the task's, as the ranks build it (link: the embedding width)
-        task = registry.build(cfg.task) if cfg.get("task") is not None else NodeTask()
-        with private_temp_dir():  # PyG writes its generated modules to the temp folder
-            model = registry.build(model_node(cfg, graph), in_channels=graph.num_features,
-                                   out_channels=task.out_channels(graph))
+        task, graph = build_task(cfg, built.loaded)
+        model = build_model(cfg, graph, task, private_temp=True)
         deps = registry.build(cfg.deps)
         world = cfg.dist.world_size
         partitions = CachedPartitions(graph, cfg.partitioner,
@@ -131,7 +128,7 @@ class Offload(Strategy):
             ctx = RunContext(topo=topo, graph=graph, model=copy.deepcopy(model),
                              sampler=None, cache_policy=None, deps=deps,
                              partition=partitions, optim=registry.build(cfg.optim),
-                             seed=cfg.seed)
+                             seed=cfg.seed, task=task)
             plan = registry.build(cfg.strategy, ctx=ctx)
             plan.plan()
             if worst is None or plan.bound > worst.bound:
