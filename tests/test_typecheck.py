@@ -19,7 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 BASELINE = ROOT / "tests" / "mypy_baseline.json"
 #: modules held at zero errors (those issue 51 touched)
 CLEAN = tuple(f"gnnscale/{m}.py" for m in (
-    "registry", "data/base",
+    "registry", "data/base", "data/bounded", "data/checks", "data/convert", "data/custom",
+    "data/entities", "data/graph", "data/hetero_sim", "data/heterophilous", "data/hgb",
+    "data/magnn", "data/npz", "data/ogb", "data/ogb_mag", "data/ogbl", "data/pages",
+    "data/paper_graphs", "data/planetoid", "data/presets", "data/processed", "data/publish",
+    "data/safe_pickle", "data/saved", "data/schemas", "data/synthetic", "data/typed_input",
+    "data/typed_splits",
     "partition/book", "partition/cli", "partition/part_files", "partition/parts",
     "partition/quality", "partition/vc_parts",
     "runner/cli", "runner/prepare", "runner/validate",

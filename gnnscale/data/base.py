@@ -44,9 +44,11 @@ class Dataset(ABC):
     arrays in chunks (:mod:`gnnscale.data.bounded`) instead of holding them in memory.
     """
 
-    #: whether :meth:`process` streams its source in chunks (:mod:`gnnscale.data.bounded`);
-    #: a loader that does not reads it whole, refused under a smaller ``memory_budget``
-    streams: bool = False
+    @property
+    def streams(self) -> bool:
+        """Whether :meth:`process` streams its source in chunks (:mod:`gnnscale.data.bounded`);
+        a loader that does not reads it whole, refused under a smaller ``memory_budget``."""
+        return False
 
     def __init__(self, root: str = "data", feature_norm: str = "none",
                  memory_budget: int | str | None = None) -> None:

@@ -41,6 +41,7 @@ def check_features(x: torch.Tensor | None, where: str, what: str = "x") -> None:
     step = max(1, CHECK_CHUNK_BYTES // row_bytes)
     values = rows = 0
     first = None
+    bad: torch.Tensor | None = None
     for a in range(0, x.shape[0] if x.dim() else 1, step):
         bad = ~torch.isfinite(x[a:a + step] if x.dim() else x)
         release(x, a, a + step)  # a mapped file's pages given back once read

@@ -14,7 +14,7 @@ import os
 import warnings
 import zipfile
 import zlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,7 +190,7 @@ def read_member(zf: zipfile.ZipFile, member: NpzMember, path: Path) -> np.ndarra
 
 
 def index_split(
-    masks_or_idx: dict[str, torch.Tensor | np.ndarray | None], num_nodes: int,
+    masks_or_idx: Mapping[str, torch.Tensor | np.ndarray | None], num_nodes: int,
     kinds: dict[str, str] | None = None,
 ) -> dict[str, torch.Tensor | None]:
     """Normalise ``{train,val,test}`` given as masks or id lists to int64 id tensors.

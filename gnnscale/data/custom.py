@@ -38,6 +38,7 @@ import math
 import zipfile
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -141,8 +142,8 @@ def read_npz(path: Path, max_member_bytes: int = 64 << 30, stage: Stage | None =
             for name, m in members.items():
                 _check_shape(name, m.shape, m.dtype, path, refuse=lambda problem, n=name:
                              _refuse_member(members, n, path, problem))
-            out = {name: read_member(zf, members[name], path)
-                   for name in SCALARS if name in members}
+            out: dict[str, Any] = {name: read_member(zf, members[name], path)
+                                   for name in SCALARS if name in members}
             claimed = out.get("num_nodes")
             _check_declared(members, None if claimed is None else
                             _scalar(claimed, "num_nodes", path), path)
@@ -153,7 +154,7 @@ def read_npz(path: Path, max_member_bytes: int = 64 << 30, stage: Stage | None =
                                                       "edge_index")
             if "edge_attr" in streamed:  # rows moved with their edges, a chunk at a time
                 out["edge_attr"] = RowSource(path, members["edge_attr"].info, "edge_attr")
-            if "x" in streamed:
+            if "x" in streamed and stage is not None:
                 x = members["x"]
                 rows, cols = x.shape[0], math.prod(x.shape[1:])
                 try:
@@ -318,7 +319,7 @@ def _tensor(value, what: str, path: Path) -> torch.Tensor:
         raise ConfigError(f"{path}: {what} is not an array ({err})") from err
 
 
-def _num_nodes(arrays: dict, ei: torch.Tensor, x: torch.Tensor | None,
+def _num_nodes(arrays: dict, ei: torch.Tensor | EdgeSource, x: torch.Tensor | None,
                y: torch.Tensor | None, path: Path) -> int:
     """The node count, checked against what backs it, before anything is allocated."""
     backed = {k: v.shape[0] for k, v in (("x", x), ("y", y)) if v is not None}
@@ -369,17 +370,19 @@ def graph_from_arrays(arrays: dict, path: Path, symmetrize: bool, train_ratio: f
                                         dtype=np.float32))
     y = None if arrays.get("y") is None else _labels(arrays["y"], path)
     num_nodes = _num_nodes(arrays, ei, x, y, path)
-    split, kinds = {}, {}
+    given: dict[str, torch.Tensor] = {}
+    kinds: dict[str, str] = {}
     for s in SPLITS:
         for suffix in ("mask", "idx"):
             if arrays.get(f"{s}_{suffix}") is not None:
-                split[s] = _tensor(arrays[f"{s}_{suffix}"], f"{s}_{suffix}", path)
+                given[s] = _tensor(arrays[f"{s}_{suffix}"], f"{s}_{suffix}", path)
                 kinds[s] = suffix
+    split: dict[str, torch.Tensor | None]
     try:
-        if split:
-            split = index_split({s: split.get(s) for s in SPLITS}, num_nodes, kinds)
+        if given:
+            split = index_split({s: given.get(s) for s in SPLITS}, num_nodes, kinds)
         elif y is not None:
-            split = ratio_split(y, train_ratio, val_ratio, split_seed)
+            split = dict(ratio_split(y, train_ratio, val_ratio, split_seed))
         else:
             split = {s: None for s in SPLITS}
     except ValueError as err:
@@ -420,7 +423,10 @@ class CustomDataset(Dataset):
         super().__init__(root, feature_norm, memory_budget)
         self.spec = CustomConfig(path=path, symmetrize=symmetrize, train_ratio=train_ratio,
                                  val_ratio=val_ratio, split_seed=split_seed,
-                                 max_member_gb=max_member_gb, memory_budget=memory_budget)
+                                 max_member_gb=max_member_gb,
+                                 # checked by Dataset.__init__: the text parses alike
+                                 memory_budget=None if memory_budget is None else
+                                 str(memory_budget))
         self.spec.check()
         self.path = self.spec.file
         if not self.path.is_file():
@@ -435,7 +441,10 @@ class CustomDataset(Dataset):
     @property
     def key(self) -> str:
         """The processed folder's name for this dataset and its options."""
-        return self.spec.key()
+        key = self.spec.key()
+        if key is None:  # the file was there when the loader was made
+            raise DatasetNotFoundError(f"custom dataset file {self.path} is gone")
+        return key
 
     @property
     def source(self) -> str:

@@ -63,7 +63,8 @@ def read_ntriples(path: Path) -> list[tuple[str, str, str]]:
             if m is None:
                 raise ValueError(f"{path}:{n}: not an N-Triples line ('<subject> <predicate> "
                                  f"<object> .'): {stripped[:100]!r}")
-            seen[m.groups()] = None
+            s, p, o = m.groups()
+            seen[s, p, o] = None
     return list(seen)
 
 

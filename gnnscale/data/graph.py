@@ -73,8 +73,15 @@ class EdgeChunks(Protocol):
     """Edges read in chunks, never whole at once: what
     :class:`gnnscale.data.bounded.EdgeSource` is (a ``[2, E]`` list on disk)."""
 
-    num_edges: int
-    shape: tuple[int, ...]
+    @property
+    def num_edges(self) -> int:
+        """Edges in the list."""
+        ...
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """``(2, num_edges)``."""
+        ...
 
     def chunks(self, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """``(sources, destinations)`` chunks of at most ``rows`` edges, in order."""
@@ -92,8 +99,15 @@ class EdgeChunks(Protocol):
 class RowChunks(Protocol):
     """Edge feature rows read in chunks: what :class:`gnnscale.data.bounded.RowSource` is."""
 
-    shape: tuple[int, ...]
-    dtype: np.dtype
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """``(rows, width)``."""
+        ...
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The rows' numpy dtype."""
+        ...
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
         """``[k, D]`` chunks of at most ``rows`` rows, in order."""
@@ -660,7 +674,7 @@ class GraphStore:
         self_loops: str = "keep",
         dedupe: bool = True,
         edge_weight: torch.Tensor | None = None,
-        edge_attr: torch.Tensor | None = None,
+        edge_attr: torch.Tensor | RowChunks | None = None,
         index_dtype: torch.dtype = torch.int64,
         stage=None,
         **fields,
@@ -773,7 +787,7 @@ class GraphStore:
     def from_typed(
         cls,
         num_nodes: Mapping[str, int],
-        edges: Mapping[EdgeType, torch.Tensor | np.ndarray],
+        edges: Mapping[EdgeType, torch.Tensor | np.ndarray | EdgeChunks],
         *,
         features: Mapping[str, torch.Tensor] | None = None,
         y: Mapping[str, torch.Tensor] | None = None,
@@ -782,7 +796,7 @@ class GraphStore:
         val_idx: Mapping[str, torch.Tensor] | None = None,
         test_idx: Mapping[str, torch.Tensor] | None = None,
         edge_weight: Mapping[EdgeType, torch.Tensor] | None = None,
-        edge_attr: Mapping[EdgeType, torch.Tensor] | None = None,
+        edge_attr: Mapping[EdgeType, torch.Tensor | RowChunks] | None = None,
         add_reverse: bool = False,
         dedupe: bool = True,
         index_dtype: torch.dtype = torch.int64,

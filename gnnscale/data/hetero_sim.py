@@ -166,7 +166,9 @@ def generate(spec: HeteroSimConfig) -> GraphStore:
         add_reverse=bool(spec.add_reverse), name=f"hetero_sim-x{scale:g}",
         meta={"generator": "hetero_sim", "seed": int(spec.seed), "scale": scale,
               "split_name": "year: <= 2017 / 2018 / 2019"},
-        **{s: {"paper": torch.from_numpy(v)} for s, v in split.items()})
+        train_idx={"paper": torch.from_numpy(split["train_idx"])},
+        val_idx={"paper": torch.from_numpy(split["val_idx"])},
+        test_idx={"paper": torch.from_numpy(split["test_idx"])})
 
 
 class HeteroSimDataset(Dataset):

@@ -157,9 +157,9 @@ def read_hgb(folder: Path, val_ratio: float, split_seed: int, name: str) -> Grap
             labels[t][i] = int(parts[3])
             split[s][t].append(i)
     train, val = {}, {}
-    for t, ids in split["train"].items():
-        train[t], val[t] = hold_out(torch.tensor(sorted(ids)), val_ratio, split_seed)
-    test = {t: torch.tensor(sorted(ids)) for t, ids in split["test"].items()}
+    for t, members in split["train"].items():
+        train[t], val[t] = hold_out(torch.tensor(sorted(members)), val_ratio, split_seed)
+    test = {t: torch.tensor(sorted(members)) for t, members in split["test"].items()}
     return GraphStore.from_typed(
         count, edge_index, features=feats, y=labels, train_idx=train, val_idx=val,
         test_idx=test, edge_weight=edge_weight or None, name=name,

@@ -133,8 +133,9 @@ class MagnnDataset(SpecDataset):
                 "them)")
         train, train_y = read_hgb_labels(folder / "label.dat", count)
         test, test_y = read_hgb_labels(folder / "label.dat.test", count)
-        for ids, labels, f in ((train, train_y, "label.dat"), (test, test_y, "label.dat.test")):
-            if not torch.equal(y[ids], labels):
+        for given, labels, f in ((train, train_y, "label.dat"),
+                                 (test, test_y, "label.dat.test")):
+            if not torch.equal(y[given], labels):
                 raise ValueError(f"{folder / f}: its labels disagree with {raw / 'labels.npy'} "
                                  "(HGB's DBLP numbers authors as MAGNN's does)")
         train, val = hold_out(torch.sort(train).values, self.spec.val_ratio,

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from gnnscale.data.base import Dataset
-from gnnscale.data.bounded import EdgeSource, csv_rows, member_chunks
+from gnnscale.data.bounded import EdgeSource, Stage, csv_rows, member_chunks
 from gnnscale.data.convert import DatasetNotFoundError, find_raw, raw_candidates
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.schemas import OGB_GRAPHS, OgbConfig
@@ -111,11 +111,11 @@ class OgbNodeDataset(Dataset):
                                  f"{num_nodes} nodes (num-node-list)")
         return edge_index, x, y, num_nodes
 
-    def _stream_raw(self, raw: Path) -> tuple[EdgeSource, torch.Tensor, np.ndarray, int]:
+    def _stream_raw(self, raw: Path, stage: Stage
+                    ) -> tuple[EdgeSource, torch.Tensor, np.ndarray, int]:
         """:meth:`_read_raw` in bounded memory into :attr:`stage`: the edges an
         :class:`EdgeSource` (a CSV spilled to disk once, or the ``.npz`` member read in place)
         and the features streamed in row chunks into the staged ``x.npy``."""
-        stage = self.stage
         if self.binary:
             with np.load(raw / "node-label.npz") as z:
                 label = z["node_label"]
@@ -158,12 +158,13 @@ class OgbNodeDataset(Dataset):
         """Read the raw files into a graph (called once; the result is saved and memory-mapped):
         streamed in bounded memory while a dataset is loaded (:attr:`stage`), else whole."""
         raw, split_dir = self._locate()
+        edge_index: EdgeSource | torch.Tensor
         if self.stage is not None:
-            edge_index, x, y, num_nodes = self._stream_raw(raw)
+            edge_index, x, y, num_nodes = self._stream_raw(raw, self.stage)
         else:
-            edge_index, x, y, num_nodes = self._read_raw(raw)
-            edge_index = torch.from_numpy(np.ascontiguousarray(edge_index))
-            x = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+            edges, features, y, num_nodes = self._read_raw(raw)
+            edge_index = torch.from_numpy(np.ascontiguousarray(edges))
+            x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
         split = {}
         for s, f in zip(("train", "val", "test"), SPLIT_FILES):
             idx = read_csv(split_dir / f, np.int64).reshape(-1)
@@ -173,7 +174,8 @@ class OgbNodeDataset(Dataset):
         return GraphStore.from_edge_index(
             edge_index, num_nodes, symmetrize=self.symmetrize, x=x,
             y=torch.from_numpy(y), num_classes=self.num_classes, name=self.ogb_name,
-            meta={"source": str(raw), "split_name": split_dir.name}, stage=self.stage, **split,
+            meta={"source": str(raw), "split_name": split_dir.name}, stage=self.stage,
+            train_idx=split["train_idx"], val_idx=split["val_idx"], test_idx=split["test_idx"],
         )
 
 

@@ -70,7 +70,10 @@ def read_mag(raw: Path, split: Path, add_reverse: bool) -> GraphStore:
                                                                    np.int64).T))
         if (folder / "edge-feat.csv.gz").is_file():
             edge_attr[et] = torch.from_numpy(read_csv(folder / "edge-feat.csv.gz", np.float32))
-    feats, labels, splits = {}, {}, {"train_idx": {}, "val_idx": {}, "test_idx": {}}
+    feats: dict[str, torch.Tensor] = {}
+    labels: dict[str, torch.Tensor] = {}
+    splits: dict[str, dict[str, torch.Tensor]] = {"train_idx": {}, "val_idx": {},
+                                                  "test_idx": {}}
     for t in counts:
         f = raw / "node-feat" / t / "node-feat.csv.gz"
         if f.is_file():
@@ -89,7 +92,8 @@ def read_mag(raw: Path, split: Path, add_reverse: bool) -> GraphStore:
     return GraphStore.from_typed(counts, edges, features=feats, y=labels,
                                  edge_attr=edge_attr or None, add_reverse=add_reverse,
                                  name=NAME, meta={"source": str(raw), "split_name": SPLIT_TYPE},
-                                 **splits)
+                                 train_idx=splits["train_idx"], val_idx=splits["val_idx"],
+                                 test_idx=splits["test_idx"])
 
 
 class OgbMagDataset(Dataset):

@@ -56,6 +56,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -105,7 +106,7 @@ def array_digest(a: np.ndarray) -> str:
     h.update(str((a.shape, a.dtype.str)).encode())
     flat = a.reshape(-1).view(np.uint8)
     for start in range(0, flat.size, _CHUNK):
-        h.update(memoryview(flat[start:start + _CHUNK]))
+        h.update(flat[start:start + _CHUNK].data)
     return h.hexdigest()[:32]
 
 
@@ -183,7 +184,8 @@ def _file_stats(path: Path, names: list[str]) -> dict[str, list[int]]:
     return out
 
 
-def load_npy(file: Path, mmap_mode: str | None = None) -> np.ndarray:
+def load_npy(file: Path, mmap_mode: Literal["r+", "r", "w+", "c"] | None = None
+             ) -> np.ndarray:
     """``np.load`` of one ``.npy`` file that never falls back to unpickling: a file without
     the ``.npy`` magic (cut short, or overwritten) is a ValueError saying so."""
     magic = np.lib.format.MAGIC_PREFIX
@@ -519,7 +521,8 @@ def load(path: str | os.PathLike, mmap: bool = True, verify: bool | None = None)
 def _built(path: Path, meta: dict, tensors: dict[str, torch.Tensor]) -> GraphStore:
     """The graph of a processed folder's mapped arrays, checked against meta.json."""
     types = meta.get("types")
-    typed = {} if types is None else {
+    arrays: dict[str, Any] = tensors  # each array of the folder by its field's name
+    typed: dict[str, Any] = {} if types is None else {
         "node_types": tuple(types["node_types"]),
         "edge_types": tuple(tuple(et) for et in types["edge_types"]),
         "target_types": tuple(types["target_types"]),
@@ -532,7 +535,7 @@ def _built(path: Path, meta: dict, tensors: dict[str, torch.Tensor]) -> GraphSto
         graph = GraphStore(num_classes=meta["num_classes"], name=meta["name"],
                            meta=meta.get("meta", {}),
                            links={k: tensors.pop(k) for k in LINK_ARRAYS if k in tensors},
-                           **typed, **tensors)
+                           **typed, **arrays)
     except (TypeError, ValueError) as err:
         raise ProcessedDataError(path, path, str(err)) from err
     if types is not None and (graph.node_type_offset.diff().tolist() != types["num_nodes"]

@@ -74,7 +74,7 @@ def sweep_temp(path: Path) -> list[Path]:
     ``.<name>.old<pid>@<host>.*``, and the host-less ``.<name>.tmp<pid>`` that earlier versions
     wrote -- whose process, on this host, is gone; returns them."""
     pattern = re.compile(re.escape(f".{path.name}.") + r"(?:tmp|old)(\d+)(?:@([^.]+)\.|$)")
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(path.parent.iterdir())
     except OSError:

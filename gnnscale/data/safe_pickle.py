@@ -10,9 +10,11 @@ called, so a planted or tampered raw file cannot run code.
 
 from __future__ import annotations
 
+import importlib
 import io
 import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,19 +34,19 @@ class SparseRecord:
     @property
     def shape(self) -> tuple[int, int]:
         """The matrix's (rows, columns)."""
-        shape = self.__dict__.get("_shape", self.__dict__.get("shape"))
+        shape: Any = self.__dict__.get("_shape", self.__dict__.get("shape"))
         return int(shape[0]), int(shape[1])
 
 
 def _numpy_rebuilders() -> tuple:
     """numpy's array rebuilders: ``_reconstruct`` (protocol 2) and ``_frombuffer`` (5)."""
     try:
-        from numpy._core.multiarray import _reconstruct  # numpy >= 2
-        from numpy._core.numeric import _frombuffer
+        multiarray = importlib.import_module("numpy._core.multiarray")  # numpy >= 2
+        numeric = importlib.import_module("numpy._core.numeric")
     except ImportError:  # pragma: no cover - numpy 1.x
-        from numpy.core.multiarray import _reconstruct
-        from numpy.core.numeric import _frombuffer
-    return _reconstruct, _frombuffer
+        multiarray = importlib.import_module("numpy.core.multiarray")
+        numeric = importlib.import_module("numpy.core.numeric")
+    return multiarray._reconstruct, numeric._frombuffer
 
 
 def _allowed() -> dict[tuple[str, str], object]:

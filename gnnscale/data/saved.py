@@ -15,7 +15,7 @@ from pathlib import Path
 from gnnscale.data import processed
 from gnnscale.data.base import Dataset
 from gnnscale.data.graph import GraphStore
-from gnnscale.data.schemas import SavedConfig
+from gnnscale.data.schemas import SavedConfig, feature_norm_of
 from gnnscale.errors import ConfigError
 
 
@@ -26,9 +26,9 @@ class SavedDataset(Dataset):
                  feature_norm: str = "none",
                  memory_budget: int | str | None = None) -> None:
         super().__init__(root, feature_norm, memory_budget)
-        self.spec = SavedConfig(path=path, feature_norm=feature_norm)
+        self.spec = SavedConfig(path=path, feature_norm=feature_norm_of(feature_norm))
         self.spec.check()
-        self.path = self.spec.processed_dir()
+        self.path = self.spec.folder()
 
     @property
     def key(self) -> str:

@@ -63,6 +63,16 @@ HGB_GRAPHS = {"acm": "ACM"}
 ENTITIES_NAMES = ("aifb", "mutag")
 
 
+def feature_norm_of(value: str | FeatureNorm) -> FeatureNorm:
+    """``value`` (``dataset.feature_norm``) as a :class:`FeatureNorm`; ConfigError naming the
+    choices when it is none of them."""
+    norm = getattr(value, "value", value)
+    if norm not in FeatureNorm.__members__:
+        raise ConfigError(f"dataset.feature_norm must be one of "
+                          f"{list(FeatureNorm.__members__)}, got {norm!r}")
+    return FeatureNorm[norm]
+
+
 def processed_dir(root: str | os.PathLike, key: str, feature_norm: str) -> Path:
     """``<root>/<key>[-<feature_norm>norm]/processed``: a transform is a different copy."""
     norm = getattr(feature_norm, "value", feature_norm)
@@ -106,10 +116,7 @@ class DatasetConfig(Options):
     def check(self) -> None:
         """A known feature transform and a readable memory budget."""
         parse_budget(self.memory_budget)
-        norm = getattr(self.feature_norm, "value", self.feature_norm)
-        if norm not in FeatureNorm.__members__:
-            raise ConfigError(f"dataset.feature_norm must be one of "
-                              f"{list(FeatureNorm.__members__)}, got {norm!r}")
+        feature_norm_of(self.feature_norm)
 
     def key(self) -> str | None:
         """The processed folder's name for this dataset and its options (None: the config
@@ -471,7 +478,11 @@ class SavedConfig(DatasetConfig):
 
     def processed_dir(self) -> Path | None:
         """The folder itself."""
-        return Path(os.path.expanduser(str(self.path))).resolve() if self.path else None
+        return self.folder() if self.path else None
+
+    def folder(self) -> Path:
+        """The folder ``path`` names (:meth:`check` makes sure it is given)."""
+        return Path(os.path.expanduser(str(self.path))).resolve()
 
 
 @register("dataset", "synthetic")
@@ -600,11 +611,11 @@ def table_format(table: NodeTableConfig | EdgeTableConfig, what: str) -> str:
     suffixes = [s.lower() for s in Path(str(table.path)).suffixes]
     if suffixes and suffixes[-1] in (".gz", ".bz2"):
         suffixes = suffixes[:-1]
-    fmt = TABLE_FORMATS.get(suffixes[-1] if suffixes else "")
-    if fmt is None:
+    guessed = TABLE_FORMATS.get(suffixes[-1] if suffixes else "")
+    if guessed is None:
         raise ConfigError(f"{what}: cannot tell the format of {table.path} from its suffix; "
                           f"name it .csv, .tsv or .parquet or set {what}.format=csv|parquet")
-    return fmt
+    return guessed
 
 
 @register("dataset", "tables")
@@ -707,9 +718,10 @@ class TablesConfig(DatasetConfig):
             ident: list = [TABLES_READER, self.graph_name, bool(self.symmetrize),
                            bool(self.add_reverse), float(self.train_ratio),
                            float(self.val_ratio), int(self.split_seed)]
-            for t in (*nodes, *edges):
+            tables: list[NodeTableConfig | EdgeTableConfig] = [*nodes, *edges]
+            for t in tables:
                 ident.append([sorted((k, v) for k, v in vars(t).items()),
-                              content_digest(Path(t.path))])
+                              content_digest(Path(str(t.path)))])
         except (ConfigError, OSError):
             return None
         digest = hashlib.blake2b(json.dumps(ident, default=str).encode(),
@@ -817,6 +829,9 @@ def _read_schema(file: Path) -> tuple[list[NodeTableConfig], list[EdgeTableConfi
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ConfigError(f"{file}: not a tables schema ({first}); it holds nodes: and edges: "
                           "lists of tables") from None
+    if not isinstance(plain, dict):
+        raise ConfigError(f"{file}: not a tables schema; it holds nodes: and edges: lists of "
+                          "tables")
     return [_as(NodeTableConfig, n) for n in plain["nodes"]], \
         [_as(EdgeTableConfig, e) for e in plain["edges"]]
 

@@ -305,7 +305,7 @@ def generate_params(p: SyntheticParams, seed: int = 0, name: str = "synthetic",
     region = _region(p, r_comm, starts)
     budget = None if stage is None else \
         bounded.budget_for(stage, 2 * p.num_undirected_edges)
-    if budget is None:
+    if budget is None or stage is None:
         keys = _edges(p, r_edge, starts)
         indptr, indices = _csc(keys, perm, p.num_nodes)
         del keys

@@ -38,7 +38,9 @@ import math
 import re
 import zipfile
 import zlib
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -51,7 +53,7 @@ from gnnscale.data.convert import (
     scan_npz,
     size_text,
 )
-from gnnscale.data.graph import GraphStore
+from gnnscale.data.graph import EdgeType, GraphStore
 from gnnscale.errors import ConfigError
 
 SEP = "__"
@@ -89,7 +91,8 @@ def _count(value, what: str, path: Path) -> int:
     return int(a[0])
 
 
-def parts_from_npz(arrays: dict[str, np.ndarray], path: Path) -> dict:
+def parts_from_npz(arrays: Mapping[str, np.ndarray | EdgeSource | RowSource], path: Path
+                   ) -> dict:
     """The typed parts of an ``.npz`` in the typed layout: ``{"nodes": {type: {key: array}},
     "edges": {edge type: {key: array}}, "num_classes": ..., "node_types": ...}``."""
     nodes: dict[str, dict] = {}
@@ -289,14 +292,48 @@ def graph_from_parts(parts: dict, path: Path, symmetrize: bool, train_ratio: flo
                 known = ", ".join(sorted(nodes)) or "none"
                 raise ConfigError(f"{path}: edge type {et} names node type {end!r}, which has "
                                   f"no num_nodes, x or y (node types: {known})")
-    counts, feats, labels = {}, {}, {}
+    counts, feats, labels = _node_parts(nodes, node_types, path)
+    splits = _node_splits(nodes, node_types, counts, labels, path, train_ratio, val_ratio,
+                          split_seed)
+    edge_index, weights, attrs = _edge_parts(edges, path)
+    if "x" not in parts:
+        _bound_featureless(counts, feats, labels, edge_index, path)
+    num_classes = parts.get("num_classes")
+    try:
+        whole: dict[str, Any] = {"x": parts["x"]} if "x" in parts else {}
+        return GraphStore.from_typed(
+            counts, edge_index, features=None if whole else feats, y=labels or None,
+            target_types=tuple(labels), edge_weight=weights or None, edge_attr=attrs or None,
+            add_reverse=symmetrize, name=path.stem,
+            num_classes=None if num_classes is None else _count(num_classes, "num_classes", path),
+            meta={"source": str(path), "inferred_classes": num_classes is None},
+            stage=stage, train_idx=splits["train_idx"] or None,
+            val_idx=splits["val_idx"] or None, test_idx=splits["test_idx"] or None, **whole)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{path}: {err}") from err
+
+
+def _node_parts(nodes: dict[str, dict], node_types: list[str], path: Path
+                ) -> tuple[dict[str, int], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``(nodes, features, labels)`` per node type, each checked against the type's count
+    (``num_nodes``, else the rows of ``x``, else the labels of ``y``)."""
+    counts: dict[str, int] = {}
+    feats: dict[str, torch.Tensor] = {}
+    labels: dict[str, torch.Tensor] = {}
     for t in node_types:
         arr = nodes[t]
         x = None if arr.get("x") is None else _tensor(arr["x"], f"x{SEP}{t}", path)
         y = None if arr.get("y") is None else _tensor(arr["y"], f"y{SEP}{t}", path)
         given = None if arr.get("num_nodes") is None else _count(arr["num_nodes"],
                                                                  f"num_nodes{SEP}{t}", path)
-        n = given if given is not None else x.shape[0] if x is not None else y.reshape(-1).numel()
+        if given is not None:
+            n = given
+        elif x is not None:
+            n = x.shape[0]
+        elif y is not None:
+            n = y.reshape(-1).numel()
+        else:
+            raise ConfigError(f"{path}: node type {t!r} has no num_nodes, x or y")
         if x is not None:
             x = x.reshape(-1, 1) if x.dim() == 1 else x
             if x.dim() != 2 or x.shape[0] != n:
@@ -311,17 +348,25 @@ def graph_from_parts(parts: dict, path: Path, symmetrize: bool, train_ratio: flo
                                   f"{tuple(y.shape)}")
             labels[t] = y.long()
         counts[t] = n
-    splits: dict[str, dict] = {f"{s}_idx": {} for s in SPLITS}
+    return counts, feats, labels
+
+
+def _node_splits(nodes: dict[str, dict], node_types: list[str], counts: dict[str, int],
+                 labels: dict[str, torch.Tensor], path: Path, train_ratio: float,
+                 val_ratio: float, split_seed: int) -> dict[str, dict[str, torch.Tensor]]:
+    """``{train_idx: {type: local ids}, ...}``: the splits given (ids or masks) per labelled
+    type, drawn (``train_ratio``, ``val_ratio``, ``split_seed``) for one given none."""
+    splits: dict[str, dict[str, torch.Tensor]] = {f"{s}_idx": {} for s in SPLITS}
     for t in node_types:
         for s in SPLITS:
             for kind in ("idx", "mask"):
-                v = nodes[t].get(f"{s}_{kind}")
-                if v is None:
+                given = nodes[t].get(f"{s}_{kind}")
+                if given is None:
                     continue
                 if t not in labels:
                     raise ConfigError(f"{path}: target type {t!r} has a {s} split but no "
                                       f"labels: give y{SEP}{t}")
-                v = _tensor(v, f"{s}_{kind}{SEP}{t}", path).reshape(-1)
+                v = _tensor(given, f"{s}_{kind}{SEP}{t}", path).reshape(-1)
                 if kind == "mask" or v.dtype == torch.bool:
                     if v.numel() != counts[t]:
                         raise ConfigError(f"{path}: {s}_mask{SEP}{t} has {v.numel()} entries "
@@ -336,7 +381,18 @@ def graph_from_parts(parts: dict, path: Path, symmetrize: bool, train_ratio: flo
                 raise ConfigError(f"{path}: {err}") from err
             for s in SPLITS:
                 splits[f"{s}_idx"][t] = drawn[s]
-    edge_index, weights, attrs = {}, {}, {}
+    return splits
+
+
+def _edge_parts(edges: dict[EdgeType, dict], path: Path
+                ) -> tuple[dict[EdgeType, torch.Tensor | EdgeSource],
+                           dict[EdgeType, torch.Tensor],
+                           dict[EdgeType, torch.Tensor | RowSource]]:
+    """``(edge lists, edge weights, edge features)`` per edge type, checked: integer ids,
+    one weight and one feature row per edge (sources on disk kept as they are)."""
+    edge_index: dict[EdgeType, torch.Tensor | EdgeSource] = {}
+    weights: dict[EdgeType, torch.Tensor] = {}
+    attrs: dict[EdgeType, torch.Tensor | RowSource] = {}
     for et, arr in edges.items():
         name = SEP.join(et)
         if arr.get("edge_index") is None:
@@ -353,26 +409,21 @@ def graph_from_parts(parts: dict, path: Path, symmetrize: bool, train_ratio: flo
                                   f"{ei.dtype}")
         edge_index[et] = ei
         e = ei.shape[1] if len(ei.shape) == 2 else -1
-        for key, store in (("edge_attr", attrs), ("edge_weight", weights)):
-            if arr.get(key) is None:
-                continue
-            a = arr[key] if isinstance(arr[key], RowSource) else \
-                _tensor(arr[key], f"{key}{SEP}{name}", path)
-            if a.shape[0] != e or (key == "edge_weight" and a.numel() != e):
-                raise ConfigError(f"{path}: {key}{SEP}{name} has {a.shape[0]} rows for the "
-                                  f"{e} edges of {et}: one per edge")
-            store[et] = a if isinstance(a, RowSource) else a.float()
-    if "x" not in parts:
-        _bound_featureless(counts, feats, labels, edge_index, path)
-    num_classes = parts.get("num_classes")
-    try:
-        whole = {"x": parts["x"]} if "x" in parts else {}
-        return GraphStore.from_typed(
-            counts, edge_index, features=None if whole else feats, y=labels or None,
-            target_types=tuple(labels), edge_weight=weights or None, edge_attr=attrs or None,
-            add_reverse=symmetrize, name=path.stem,
-            num_classes=None if num_classes is None else _count(num_classes, "num_classes", path),
-            meta={"source": str(path), "inferred_classes": num_classes is None},
-            stage=stage, **whole, **{s: v or None for s, v in splits.items()})
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"{path}: {err}") from err
+        if arr.get("edge_attr") is not None:
+            a = arr["edge_attr"] if isinstance(arr["edge_attr"], RowSource) else \
+                _tensor(arr["edge_attr"], f"edge_attr{SEP}{name}", path)
+            if a.shape[0] != e:
+                raise _rows_error(f"edge_attr{SEP}{name}", a.shape[0], e, et, path)
+            attrs[et] = a if isinstance(a, RowSource) else a.float()
+        if arr.get("edge_weight") is not None:
+            w = _tensor(arr["edge_weight"], f"edge_weight{SEP}{name}", path)
+            if w.shape[0] != e or w.numel() != e:
+                raise _rows_error(f"edge_weight{SEP}{name}", w.shape[0], e, et, path)
+            weights[et] = w.float()
+    return edge_index, weights, attrs
+
+
+def _rows_error(what: str, rows: int, edges: int, et: EdgeType, path: Path) -> ConfigError:
+    """The error of ``what`` not having one row per edge of ``et``."""
+    return ConfigError(f"{path}: {what} has {rows} rows for the {edges} edges of {et}: one per "
+                       "edge")
