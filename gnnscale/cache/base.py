@@ -77,11 +77,12 @@ class CachePolicy:
                  reserve: float = 0.05, disk: bool | None = None, disk_depth: int = 64,
                  disk_block: int | None = None, memory_budget: str | int | None = None,
                  disk_order: str = "none", disk_ahead: int = 2,
-                 feature_dtype: str = "float32") -> None:
+                 feature_dtype: str = "float32", host_bytes: int | None = None) -> None:
         CacheConfig(ratio=ratio, bytes=bytes, placement=placement, reserve=reserve, disk=disk,
                     disk_depth=disk_depth, disk_block=disk_block,
                     memory_budget=memory_budget, disk_order=disk_order,
-                    disk_ahead=disk_ahead, feature_dtype=feature_dtype).check()
+                    disk_ahead=disk_ahead, feature_dtype=feature_dtype,
+                    host_bytes=host_bytes).check()
         self.ratio = float(ratio)
         self.bytes = bytes
         self.placement = Placement(placement).value
@@ -100,6 +101,8 @@ class CachePolicy:
         self.disk_ahead = int(disk_ahead)
         #: the dtype the store's tiers hold (gathers return float32)
         self.feature_dtype = feature_dtype
+        #: bytes of the host tier per rank (None: no host tier apart from the cache tier)
+        self.host_bytes = host_bytes
 
     def hotness(self, graph: GraphStore, *, schedule: Schedule | None = None,
                 sampler: Sampler | None = None, seed: int = 0,

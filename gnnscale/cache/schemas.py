@@ -50,6 +50,9 @@ class CacheConfig(Options):
     #: the dtype every tier holds the features in (float16, bfloat16: half the bytes, rounded
     #: to nearest once, up-cast to float32 on gather)
     feature_dtype: str = "float32"
+    #: bytes of the host tier per rank (the next hottest rows after the cache tier's, in host
+    #: memory: pinned on a GPU), between the cache tier and the disk; null: none
+    host_bytes: int | None = None
 
     def check(self) -> None:
         """A ratio in [0, 1], a byte budget >= 0, a known placement, a reserve in [0, 1), a
@@ -58,6 +61,9 @@ class CacheConfig(Options):
                       note=" (fraction of vertices each rank caches)")
         if self.bytes is not None:
             require_at_least("cache.bytes", self.bytes, 0, " (a byte budget per rank)")
+        if self.host_bytes is not None:
+            require_at_least("cache.host_bytes", self.host_bytes, 0,
+                             " (the host tier's bytes per rank)")
         require_one_of("cache.placement", self.placement, PLACEMENTS)
         require_range("cache.reserve", self.reserve, 0, 1)
         require_range("cache.disk_depth", self.disk_depth, 1, 1025,
@@ -70,6 +76,11 @@ class CacheConfig(Options):
                        ("float32", "float16", "bfloat16"))
         require_one_of("cache.disk_order", self.disk_order, ("none", "degree", "bfs"))
         budget = memory_bytes(self.memory_budget)
+        if budget is not None and self.host_bytes is not None and self.host_bytes > budget:
+            raise ConfigError(f"cache.memory_budget={self.memory_budget!r} cannot hold the "
+                              f"host tier's cache.host_bytes={self.host_bytes}: give at least "
+                              f"cache.memory_budget={self.host_bytes}, or a smaller "
+                              f"cache.host_bytes")
         if budget is not None and self.bytes is not None and self.bytes > budget:
             raise ConfigError(f"cache.memory_budget={self.memory_budget!r} cannot hold the "
                               f"cache's cache.bytes={self.bytes}: give at least "

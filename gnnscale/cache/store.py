@@ -48,7 +48,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -67,7 +67,7 @@ from gnnscale.distributed.collectives import all_gather_rows
 from gnnscale.sampling.base import Sampler, TypedInputs
 from gnnscale.sampling.schedule import Schedule
 
-COUNTERS = ("requested", "hits", "local_hits", "remote_hits", "misses",
+COUNTERS = ("requested", "hits", "local_hits", "remote_hits", "host_hits", "misses",
             "bytes_host_to_rank", "bytes_rank_to_rank", "remote_owner_rows",
             "bytes_remote_owner", "calls")
 #: the disk tier's counters (a store with a disk tier only; also ``disk_time``: seconds its
@@ -94,7 +94,8 @@ class FeatureStore:
                  owner: torch.Tensor | None = None, exchange: Exchange | None = None,
                  record_visits: bool = False, fetch_remote: bool = True,
                  group: dist.ProcessGroup | None = None, disk: DiskTier | None = None,
-                 out_dtype: torch.dtype | None = None) -> None:
+                 out_dtype: torch.dtype | None = None,
+                 host_ids: torch.Tensor | None = None) -> None:
         if features.dim() != 2:
             raise ValueError(f"features must be a [N, F] table, got shape "
                              f"{tuple(features.shape)}")
@@ -148,6 +149,13 @@ class FeatureStore:
         slot[cached] = torch.arange(cached.numel(), dtype=torch.int32)
         self.slot = slot.to(self.device)
         self.cache = self._load_device_tier(cached)
+        #: the host tier (``cache.host_bytes``): rows in host memory (pinned on a GPU) between
+        #: the cache tier and the disk; global id -> slot (-1: not held), None: no host tier
+        self.host_slot: torch.Tensor | None = None
+        self.host_ids = torch.empty(0, dtype=torch.long)
+        self.host_cache: torch.Tensor | None = None
+        if host_ids is not None:
+            self._load_host_tier(torch.as_tensor(host_ids).long().cpu().reshape(-1), slot)
         if not fetch_remote:
             self.owner_exchange = None  # the tier's fill above was the last fetch from peers
         self.owner = None
@@ -234,6 +242,34 @@ class FeatureStore:
             cache[at.to(self.device)] = self._host_read(rows).to(self.device)
         return cache
 
+    def _load_host_tier(self, ids: torch.Tensor, device_slot: torch.Tensor) -> None:
+        """Read the host tier's rows ``ids`` once, in file order (sequential runs where the
+        rows are), into host memory (pinned when the device is a GPU)."""
+        n = self.num_nodes
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
+            raise ValueError(f"host_ids must lie in [0, {n})")
+        if torch.unique(ids).numel() != ids.numel() or bool((device_slot[ids] >= 0).any()):
+            raise ValueError("host_ids must be distinct and disjoint from cached_ids")
+        if self.local is not None and bool((self.local[ids] < 0).any()):
+            raise ValueError("from a part (parts=) the host tier holds this rank's own rows only")
+        self.host_ids = ids
+        slot = torch.full((n,), -1, dtype=torch.int32)
+        slot[ids] = torch.arange(ids.numel(), dtype=torch.int32)
+        self.host_slot = slot
+        self.host_cache = device_seam.host_empty((ids.numel(), self.num_features), self.device,
+                                                 self.host.dtype)
+        order = torch.argsort(ids)  # in file order
+        for start in range(0, ids.numel(), _CHUNK_ROWS):
+            at = order[start:start + _CHUNK_ROWS]
+            part = ids[at]
+            rows = part if self.local is None else self.view.positions(part)
+            self.host_cache[at] = self._host_read(rows)
+
+    @property
+    def host_tier_bytes(self) -> int:
+        """Bytes of this rank's host tier."""
+        return int(self.host_ids.numel()) * self.row_bytes
+
     def _host_read(self, rows: torch.Tensor) -> torch.Tensor:
         """Rows of :attr:`host` (its positions): from the disk tier when there is one (read
         ahead by :meth:`prefetch` when it asked for these), the wait counted."""
@@ -257,6 +293,8 @@ class FeatureStore:
             return
         ids = torch.as_tensor(ids).long().cpu()
         want = ids[self.slot.cpu()[ids] < 0]
+        if self.host_slot is not None:  # held by the host tier
+            want = want[self.host_slot[want] < 0]
         if self.exchange is not None and self.owner is not None:  # fetched from the peer
             want = want[self.owner.cpu()[want] < 0]
         if self.local is not None:  # a part's: its own rows only, at their positions
@@ -276,7 +314,8 @@ class FeatureStore:
         return None
 
     def read_ahead(self, feed: Iterable, depth: int | None = None,
-                   key: Callable[[Any], torch.Tensor] | None = None) -> Iterator:
+                   key: Callable[[Any], torch.Tensor] | None = None
+                   ) -> Generator[Any, None, None]:
         """``feed`` passed through ``depth`` items late, each item's rows :meth:`prefetch` ed
         when it enters the window: the disk reads of the next ``depth`` steps run while this
         one computes (``depth`` default: ``cache.disk_ahead``). ``key(item)``: the ids the
@@ -366,8 +405,8 @@ class FeatureStore:
                              f"[{int(ids.min())}, {int(ids.max())}]")
         slots = self.slot[ids]
         hit = slots >= 0
-        if (self.exchange is None and self.owner_exchange is None and ids.numel()
-                and not bool(hit.any())):
+        if (self.exchange is None and self.owner_exchange is None and self.host_slot is None
+                and ids.numel() and not bool(hit.any())):
             out = self._from_host(ids)  # every row from the host: no buffer to scatter into
             if self.visits is not None:
                 self.visits += torch.bincount(ids, minlength=self.num_nodes)
@@ -377,6 +416,15 @@ class FeatureStore:
                           device=self.device)
         out[hit] = self.cache[slots[hit].long()]
         miss_pos = (~hit).nonzero().flatten()
+        host_hits = 0
+        if self.host_slot is not None and miss_pos.numel():  # the host tier, before the disk
+            assert self.host_cache is not None
+            hslot = self.host_slot[ids[miss_pos].cpu()]
+            held = hslot >= 0
+            hpos = miss_pos[held.to(self.device)]
+            out[hpos] = device_seam.to_device(self.host_cache[hslot[held].long()], self.device)
+            host_hits = int(hpos.numel())
+            miss_pos = miss_pos[~held.to(self.device)]
         remote = 0
         if self.exchange is not None:
             owners = self.owner[ids[miss_pos]]
@@ -399,16 +447,17 @@ class FeatureStore:
             out[miss_pos] = self._from_host(ids[miss_pos])
         if self.visits is not None:
             self.visits += torch.bincount(ids, minlength=self.num_nodes)
-        self._account(int(ids.numel()), int(hit.sum()), remote, int(miss_pos.numel()), away)
+        self._account(int(ids.numel()), int(hit.sum()), remote, int(miss_pos.numel()), away,
+                      host_hits)
         return out
 
     # -- accounting --------------------------------------------------------------------------
     def _account(self, requested: int, local: int, remote: int, host: int,
-                 away: int = 0) -> None:
+                 away: int = 0, host_hits: int = 0) -> None:
         self.last = {
-            "requested": requested, "hits": local + remote, "local_hits": local,
-            "remote_hits": remote, "misses": host,
-            "bytes_host_to_rank": host * self.row_bytes,
+            "requested": requested, "hits": local + remote + host_hits, "local_hits": local,
+            "remote_hits": remote, "host_hits": host_hits, "misses": host,
+            "bytes_host_to_rank": (host + host_hits) * self.row_bytes,
             "bytes_rank_to_rank": remote * self.row_bytes, "remote_owner_rows": away,
             "bytes_remote_owner": away * self.row_bytes, "calls": 1,
         }
@@ -523,6 +572,7 @@ def _with_rates(counts: dict[str, int]) -> dict[str, float]:
     out: dict[str, float] = dict(counts)
     out["cache_hit_rate"] = counts["hits"] / req if req else 0.0
     out["local_hit_rate"] = counts["local_hits"] / req if req else 0.0
+    out["host_hit_rate"] = counts["host_hits"] / req if req else 0.0
     return out
 
 
@@ -601,6 +651,9 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
     exchanges run.
     """
     if graph.is_typed and features is None:
+        if getattr(policy, "host_bytes", None):
+            raise ValueError("cache.host_bytes is not supported on typed graphs yet: their "
+                             "cache tier is the host tier on CPU; unset cache.host_bytes")
         return build_typed_store(graph, policy, topo=topo, device=device, schedule=schedule,
                                  sampler=sampler, part=part, seed=seed, peak_bytes=peak_bytes,
                                  visits=visits, hotness=hotness)
@@ -618,11 +671,13 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
     if hotness is not None and hotness.shape != (n,):
         raise ValueError(f"hotness must have one entry per vertex ({n}), got shape "
                          f"{tuple(hotness.shape)}")
-    if capacity > 0:
-        heat = hotness
+    host_budget = int(getattr(policy, "host_bytes", None) or 0)
+    heat = hotness
+    if capacity > 0 or host_budget > 0:
         if heat is None:
             heat = policy.hotness(graph, schedule=schedule, sampler=sampler, seed=seed,
                                   visits=visits, world_size=world)
+    if capacity > 0:
         mine = select_cached(heat, capacity, placement=policy.placement, part=p, rank=rank)
     else:
         mine = torch.empty(0, dtype=torch.long)
@@ -636,15 +691,44 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
     whole = graph if rows is graph.x else None
     out_dtype, x = _feature_dtype(x, policy, whole)
     rows = getattr(x, "rows", x)
-    disk = choose_disk(rows, policy, capacity * row_bytes, graph=whole, part=p)
+    host_ids = None
+    if host_budget > 0:
+        assert heat is not None
+        host_ids = host_tier_ids(heat, host_budget // (int(x.shape[1]) * x.element_size()),
+                                 mine, owner if fetch_remote else None,
+                                 getattr(x, "held", None))
+    # memory the features take on this host: the host tier, and the cache tier on a CPU
+    in_memory = 0 if host_ids is None else int(host_ids.numel()) * int(x.shape[1]) * \
+        x.element_size()
+    if not device_seam.is_accelerator(device):
+        in_memory += capacity * row_bytes
+    disk = choose_disk(rows, policy, in_memory, graph=whole, part=p)
     store = FeatureStore(x, mine, device=device, topo=topo, owner=owner,
                          record_visits=record_visits, fetch_remote=fetch_remote, group=group,
-                         disk=disk, out_dtype=out_dtype)
+                         disk=disk, out_dtype=out_dtype, host_ids=host_ids)
     if disk is not None:
         store.ahead = int(getattr(policy, "disk_ahead", 0))
         store.disk_probe = probe(disk.path, block=disk.block, depth=disk.depth,
                                  reads=min(4096, max(256, 16 * disk.depth)))
     return store
+
+
+def host_tier_ids(hotness: torch.Tensor, rows: int, cached: torch.Tensor,
+                  owner: torch.Tensor | None = None, held: torch.Tensor | None = None
+                  ) -> torch.Tensor:
+    """The host tier's ids: the ``rows`` hottest vertices that this rank's cache tier does not
+    hold, no peer's cache tier serves (``owner`` >= 0) and, from a part, that it owns
+    (``held``)."""
+    n = hotness.numel()
+    free = torch.ones(n, dtype=torch.bool)
+    free[cached.long().cpu()] = False
+    if owner is not None:
+        free &= torch.as_tensor(owner).cpu() < 0
+    if held is not None:
+        own = torch.zeros(n, dtype=torch.bool)
+        own[torch.as_tensor(held).long().cpu()] = True
+        free &= own
+    return hottest(hotness, int(rows), free.nonzero().flatten())
 
 
 def _feature_dtype(x: Any, policy: CachePolicy, graph: GraphStore | None
@@ -685,8 +769,9 @@ def choose_disk(table: torch.Tensor, policy: CachePolicy, cache_bytes: int = 0, 
                 ) -> DiskTier | None:
     """The disk tier for ``table`` by ``policy.disk``: None (auto) when the table is larger
     than the memory a rank may hold of it (``policy.memory_budget``, else the host's memory),
-    ``True`` always, ``False`` never; the budget must hold the cache tier's
-    ``cache_bytes``. Only a table memory-mapped from a file can be read from disk.
+    ``True`` always, ``False`` never; the budget must hold the ``cache_bytes`` the tiers keep
+    in host memory (the host tier's, and the cache tier's on a CPU). Only a table
+    memory-mapped from a file can be read from disk.
     ``policy.disk_order`` other than ``none`` reads a copy of ``graph``'s processed features
     laid out in that order (parts first by ``part`` when given; :mod:`gnnscale.cache.layout`),
     a whole graph's table only."""
@@ -695,7 +780,8 @@ def choose_disk(table: torch.Tensor, policy: CachePolicy, cache_bytes: int = 0, 
     if budget is not None and cache_bytes > budget:
         raise ValueError(f"the memory budget ({budget:,} bytes) cannot hold the feature cache "
                          f"({cache_bytes:,} bytes): give at least cache.memory_budget="
-                         f"{cache_bytes} or a smaller cache.ratio / cache.bytes")
+                         f"{cache_bytes} or a smaller cache.ratio / cache.bytes / "
+                         f"cache.host_bytes")
     if mode is False or table.dim() != 2 or table.numel() == 0:
         return None
     if mode is None:
@@ -792,7 +878,8 @@ class TypedFeatureStore:
         return out
 
     def read_ahead(self, feed: Iterable, depth: int | None = None,
-                   key: Callable[[Any], torch.Tensor] | None = None) -> Iterator:
+                   key: Callable[[Any], torch.Tensor] | None = None
+                   ) -> Generator[Any, None, None]:
         """``feed`` as it is: a typed store reads no rows ahead."""
         yield from feed
 

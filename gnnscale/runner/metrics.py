@@ -102,6 +102,9 @@ def reduce_over_ranks(local: dict[str, float], group: dist.ProcessGroup | None =
         out["cache_hit_rate"] = out["hits"] / total if total else 0.0
         out["cache_hit_rate_per_rank"] = [_rate(r["hits"], r["hits"] + r["misses"])
                                           for r in per_rank]
+    for tier in ("local", "host"):  # each memory tier's share of the rows, from the sums
+        if f"{tier}_hits" in out and "requested" in out:
+            out[f"{tier}_hit_rate"] = _rate(out[f"{tier}_hits"], out["requested"])
     if "disk_reads" in out:  # the disk tier's ratios from the sums; the device's rate is one
         out["rows_per_read"] = _rate(out["disk_rows"], out["disk_reads"])
         out["disk_rate"] = _rate(out["disk_rows"], out.get("requested", 0))

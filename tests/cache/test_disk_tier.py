@@ -224,10 +224,13 @@ def test_strategies_train_equal_from_the_disk_tier(tmp_path, strategy):
     tier, and the losses equal the in-memory store's to the bit (same batches, same rows).
     data and split read the next steps' rows ahead (cache.disk_ahead=2) and their gathers take
     rows from those reads; factored's trainers gather on the shared queue's feeder thread,
-    ahead of the job in training."""
+    ahead of the job in training. data's disk run adds a host tier between the cache tier and
+    the disk (cache.host_bytes): the same losses, its hits counted apart."""
+    host = ("cache.host_bytes=65536",) if strategy == "data" else ()
     mem, _ = _losses(tmp_path, "mem", *STRATEGIES[strategy], "cache.disk=false")
-    disk, hist = _losses(tmp_path, "disk", *STRATEGIES[strategy], "cache.disk=true")
+    disk, hist = _losses(tmp_path, "disk", *STRATEGIES[strategy], "cache.disk=true", *host)
     assert disk == mem
+    assert all((h["host_hits"] > 0) == bool(host) for h in hist)
     assert all(h["disk_rows"] > 0 and h["disk_reads"] > 0 for h in hist)
     assert all(h["disk_probe_reads_per_s"] > 0 and h["rows_per_read"] >= 1 for h in hist)
     if strategy != "factored":

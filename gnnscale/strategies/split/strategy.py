@@ -404,7 +404,7 @@ class SplitParallel(SamplingStrategy):
         (:meth:`FeatureStore.read_ahead`: the plans are split ahead, so each rank knows the
         rows it will load)."""
         plans = self.store.read_ahead(self._plans(jobs), key=lambda item: self.input_ids(item[0]))
-        with closing(iter(plans)) as feed:
+        with closing(plans) as feed:
             self._train_plans(jobs, feed, m, per_rank, progress)
 
     def _train_plans(self, jobs: list, feed: Iterator, m: dict[str, float], per_rank: list[int],
