@@ -170,7 +170,7 @@ def save_data(data: Any, root: Path, ids: Any = None) -> Path:
     if ids is not None:
         per_type = ids if isinstance(ids, Mapping) else {graph.node_types[0]: ids}
         try:
-            idmap = IdMap({t: np.asarray(v) for t, v in per_type.items()})
+            idmap = IdMap(dict(per_type))  # a list of str stays exact (NULs kept)
         except ValueError as err:
             raise UserError(f"ids=: {err}") from None
         for t, arr in idmap.ids.items():
@@ -181,8 +181,13 @@ def save_data(data: Any, root: Path, ids: Any = None) -> Path:
             if len(np.unique(arr)) != len(arr):
                 raise UserError(f"ids= of node type {t!r} repeat an id: each node needs its own")
         digest = hashlib.blake2b(digest_size=6)
+        stored = idmap.files()  # string ids by their UTF-8 bytes, not object pointers
         for t, arr in sorted(idmap.ids.items()):
-            digest.update(t.encode() + arr.dtype.str.encode() + arr.tobytes())
+            if idmap.is_text(t):
+                digest.update(t.encode() + b"utf8" + stored[f"idends__{t}"].tobytes()
+                              + stored[f"idtext__{t}"].tobytes())
+            else:
+                digest.update(t.encode() + arr.dtype.str.encode() + arr.tobytes())
         key += f"-ids{digest.hexdigest()}"
     folder = root / key / "processed"
     if not processed.is_processed(folder):  # the ids are side arrays: listed and verified

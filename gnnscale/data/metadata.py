@@ -38,10 +38,15 @@ FEATURES_PREFIX = "x__"
 #: type's edge id order; in the checksum only when present
 EDGE_ATTR = "edge_attr"
 EDGE_ATTR_PREFIX = "edge_attr__"
-#: arrays kept beside a graph, per node type: the user's ids (``ids__<type>``, int64 or
-#: unicode, one per node of the type) and class names (``classes__<type>``, unicode, one per
-#: class): :mod:`gnnscale.data.idmap`. Verified and in the checksum like the rest when present.
-SIDE_PREFIXES = ("ids__", "classes__")
+#: arrays kept beside a graph, per node type: the user's ids, one per node of the type
+#: (``ids__<type>``: int64; string ids as ``idends__<type>``, int64 end offsets, with
+#: ``idtext__<type>``, their UTF-8 bytes) and class names, one per class (``classends__<type>``
+#: with ``classtext__<type>``): :mod:`gnnscale.data.idmap`. An older gnnscale stored strings
+#: as unicode ``ids__<type>`` and ``classes__<type>``; those still read. Verified and in the
+#: checksum like the rest when present.
+SIDE_PREFIXES = ("ids__", "classes__", "idends__", "idtext__", "classends__", "classtext__")
+#: the side arrays of a string array: end offsets -> UTF-8 bytes
+_TEXT_PAIRS = {"idends__": "idtext__", "classends__": "classtext__"}
 #: the type facts of a homogeneous graph (``meta.json`` has no ``types`` section then)
 NODE = "node"
 EDGE = (NODE, "to", NODE)
@@ -120,27 +125,46 @@ def is_side(name: str) -> bool:
 
 def side_problem(meta: dict) -> str | None:
     """What is wrong with the side arrays meta.json lists (one phrase naming the field), or
-    None: each names a node type; ids are 1-D int64 or unicode with one entry per node of
-    their type (a map of another graph is refused), class names 1-D unicode, at most
-    ``num_classes``."""
+    None: each names a node type; ids are 1-D int64 (or an older unicode) with one entry per
+    node of their type (a map of another graph is refused), or int64 ends of as many strings
+    with their uint8 text beside them; class names 1 to ``num_classes`` strings the same
+    way."""
     types = meta.get("types") or {}
     counts = dict(zip(types.get("node_types", [NODE]), types.get("num_nodes",
                                                                    [meta["num_nodes"]])))
-    for name, info in meta["arrays"].items():
+    arrays = meta["arrays"]
+    for name, info in arrays.items():
         if not is_side(name):
             continue
         prefix = next(p for p in SIDE_PREFIXES if name.startswith(p))
         node_type, shape, dtype = name[len(prefix):], list(info["shape"]), str(info["dtype"])
         if node_type not in counts:
             return f"field arrays holds {name}, but the graph has no node type {node_type!r}"
-        if prefix == "ids__":
-            if shape != [counts[node_type]] or not (dtype == "<i8" or dtype.startswith("<U")):
-                return (f"field arrays.{name} is {dtype} {shape}: int64 or unicode "
-                        f"[{counts[node_type]}] expected (one id per {node_type!r} node)")
-        elif len(shape) != 1 or not 0 < shape[0] <= meta["num_classes"] or \
-                not dtype.startswith("<U"):
-            return (f"field arrays.{name} is {dtype} {shape}: unicode [1..num_classes = "
-                    f"{meta['num_classes']}] expected")
+        ids = prefix in ("ids__", "idends__")
+        rows = f"[{counts[node_type]}]" if ids else f"[1..num_classes = {meta['num_classes']}]"
+        if prefix in ("idtext__", "classtext__"):
+            if len(shape) != 1 or dtype != "|u1":
+                return f"field arrays.{name} is {dtype} {shape}: uint8 [bytes] expected"
+            ends = next(e for e, t in _TEXT_PAIRS.items() if t == prefix)
+            if ends + node_type not in arrays:
+                return f"field arrays holds {name} without {ends}{node_type}"
+            continue
+        if prefix in _TEXT_PAIRS:
+            if _TEXT_PAIRS[prefix] + node_type not in arrays:
+                return f"field arrays holds {name} without {_TEXT_PAIRS[prefix]}{node_type}"
+            plain = "ids__" if ids else "classes__"
+            if plain + node_type in arrays:
+                return f"field arrays holds both {name} and {plain}{node_type}"
+            allowed = dtype == "<i8"
+            kind = "int64"
+        else:
+            allowed = (ids and dtype == "<i8") or dtype.startswith("<U")
+            kind = "int64 or unicode" if ids else "unicode"
+        fits = shape == [counts[node_type]] if ids else \
+            len(shape) == 1 and 0 < shape[0] <= meta["num_classes"]
+        if not (allowed and fits):
+            what = f" (one id per {node_type!r} node)" if ids else ""
+            return f"field arrays.{name} is {dtype} {shape}: {kind} {rows} expected{what}"
     return None
 
 

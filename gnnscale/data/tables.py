@@ -27,8 +27,8 @@ repeated edges are merged); more types build a typed graph with
 ``add_reverse`` adds ``(dst, rev_<relation>, src)`` for the others). A node without a label is
 in no split whatever its split column says; a labelled type without a split column gets a
 seeded random split. The user's ids and class names are kept beside the processed graph
-(:class:`~gnnscale.data.idmap.IdMap`: ``ids__<type>.npy``, ``classes__<type>.npy``), verified
-with it.
+(:class:`~gnnscale.data.idmap.IdMap`: integer ids, or strings as their UTF-8 bytes), byte for
+byte (NUL characters, ``NA``, numeric-looking strings and all), verified with it.
 
 Bad input is one :class:`TableError` line, raised while the launcher processes the dataset
 (before any rank starts): ``<file>:row <N> column <C>: <problem>`` (rows count the data rows
@@ -284,24 +284,10 @@ def _beyond_int64(arr: pa.Array) -> int | None:
     return int(big[0]) if big.size else None
 
 
-def _trailing_nul(arr: pa.Array) -> int | None:
-    """The first string of ``arr`` that ends in a NUL character (numpy unicode would drop
-    it), or None."""
-    if not _is_text(arr) or not len(arr):
-        return None
-    hit = np.flatnonzero(pc.fill_null(pc.ends_with(arr, "\x00"), False)
-                         .to_numpy(zero_copy_only=False))
-    return int(hit[0]) if hit.size else None
-
-
 def _exact(values: pa.Array) -> np.ndarray:
     """Strings as a numpy object array of Python ``str``: compared and sorted exactly (NUL
     characters included), unlike fixed-width numpy unicode."""
     return np.array(values.to_pylist(), dtype=object)
-
-
-def _to_str(values: np.ndarray) -> np.ndarray:
-    return values.astype(str) if len(values) else np.array([], dtype="<U1")
 
 
 # ---- node tables ---------------------------------------------------------------------------
@@ -400,11 +386,11 @@ class NodePart:
     type: str
     path: str
     id_column: str
-    ids: np.ndarray
+    ids: np.ndarray | pa.Array  # int64, or the strings as read (NULs kept)
     index: IdIndex
     features: np.ndarray | None
     labels: np.ndarray | None  # int64, -1: unlabelled
-    classes: np.ndarray | None  # class names (labels index them), None for integer labels
+    classes: np.ndarray | None  # class names (str objects, labels index them), None: integers
     split: np.ndarray | None  # int8 codes of SPLIT_WORDS
 
 
@@ -436,10 +422,6 @@ def read_nodes(cfg: NodeTableConfig, batch_rows: int) -> NodePart:
             raise at(cfg.id)(big, f"id {arr[big].as_py()} is beyond the signed 64-bit range "
                              "that integer ids are kept in: store the ids as int64 or as "
                              "strings")
-        nul = _trailing_nul(arr)
-        if nul is not None:
-            raise at(cfg.id)(nul, f"id {arr[nul].as_py()!r} ends in a NUL character, which "
-                             "the id map (numpy unicode) cannot keep: remove it")
         ids.append(arr)
         if feats:
             cols = []
@@ -463,8 +445,7 @@ def read_nodes(cfg: NodeTableConfig, batch_rows: int) -> NodePart:
         row, earlier = repeat
         raise table_error(cfg.path, f"duplicate node id {_user_id(id_arr, id_text, row)!r} "
                           f"(also at row {earlier + 1})", row, cfg.id)
-    if id_text is not None:
-        id_arr = _to_str(id_text.to_numpy(zero_copy_only=False))
+    ids_kept: np.ndarray | pa.Array = id_arr if id_text is None else id_text  # exact strings
     features = None
     if feats:
         width = sum(widths.values()) if widths else 0
@@ -472,7 +453,7 @@ def read_nodes(cfg: NodeTableConfig, batch_rows: int) -> NodePart:
     y, classes = (None, None) if not cfg.label else _labels(labels, text, cfg.path, cfg.label)
     split = None if not cfg.split else (np.concatenate(splits) if splits
                                         else np.zeros(0, np.int8))
-    return NodePart(cfg.type, cfg.path, cfg.id, id_arr, index, features, y, classes, split)
+    return NodePart(cfg.type, cfg.path, cfg.id, ids_kept, index, features, y, classes, split)
 
 
 def _id_values(chunks: list[pa.Array], text: bool) -> tuple[np.ndarray | None, pa.Array | None]:
@@ -521,11 +502,6 @@ def _labels(chunks: list[pa.Array], text: bool, path: str, column: str
         arr = arr.cast(pa.large_string())
         arr = pc.if_else(pc.equal(pc.utf8_trim_whitespace(arr), ""),
                          pa.scalar(None, pa.large_string()), arr)
-        nul = _trailing_nul(arr)
-        if nul is not None:
-            raise table_error(path, f"class {arr[nul].as_py()!r} ends in a NUL character, "
-                              "which the class names (numpy unicode) cannot keep: remove it",
-                              nul, column)
         ints = _text_ints(arr.drop_null()) if text else None
         if ints is None and text:
             _refuse_fractions(arr, path, column)
@@ -533,7 +509,7 @@ def _labels(chunks: list[pa.Array], text: bool, path: str, column: str
             names = sorted(pc.unique(arr.drop_null()).to_pylist())
             index = pc.index_in(arr, value_set=pa.array(names, pa.large_string()))
             return pc.fill_null(index, -1).to_numpy(zero_copy_only=False).astype(np.int64), \
-                _to_str(np.array(names, dtype=object))
+                np.array(names, dtype=object)
         arr = pc.cast(arr, pa.int64())
     elif pa.types.is_boolean(arr.type):
         arr = arr.cast(pa.int64())

@@ -152,6 +152,8 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
     cfg = plan.config
     graph, model, _ = plan.load()  # processes the data once, here
     keys = row_ids(cfg, graph)
+    if format == "npy":  # an id numpy unicode cannot hold is refused before any work
+        ids_npy = outputs.npy_strings(_single(keys), "an id of the embeddings (.ids.npy)")
     widths = model.widths(graph.num_features)[1:]
     last = len(widths) - 1
     if not -len(widths) <= layer <= last:
@@ -189,7 +191,7 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
         else:
             ids_path = ids_file(out_path)
             ids_tmp = temp_path(ids_path, "npy")
-            np.save(ids_tmp, _single(keys), allow_pickle=False)
+            np.save(ids_tmp, ids_npy, allow_pickle=False)
             os.replace(ids_tmp, ids_path)
             os.replace(paths[-1], out_path)  # complete: the previous output is replaced now
         done = True
@@ -234,7 +236,9 @@ def _write_per_type(cfg, graph, rows_path: Path, out_path: Path, batch_size: int
             id_path = ids_file(path)
             id_tmp = temp_path(id_path, "npy")
             written.append(id_tmp)
-            np.save(id_tmp, outputs.user_ids(ids, node_type, np.arange(hi - lo)),
+            np.save(id_tmp, outputs.npy_strings(outputs.user_ids(ids, node_type,
+                                                                 np.arange(hi - lo)),
+                                                f"an id of node type {node_type!r}"),
                     allow_pickle=False)
             out[node_type] = {"path": str(path), "ids": str(id_path), "rows": hi - lo,
                               "tmp": (tmp, id_tmp)}
@@ -265,7 +269,7 @@ def row_ids(cfg, graph) -> dict[str, np.ndarray]:
 
 def _single(keys: dict[str, np.ndarray]) -> np.ndarray:
     """The id column (``<type>:<id>`` strings when the nodes span several types)."""
-    if "id_type" in keys:
-        return np.char.add(np.char.add(keys["id_type"].astype(str), ":"),
-                           keys["id"].astype(str))
+    if "id_type" in keys:  # built as str objects: exact, NUL characters kept
+        return np.array([f"{t}:{i}" for t, i in zip(keys["id_type"].tolist(),
+                                                     keys["id"].tolist())], dtype=object)
     return keys["id"]

@@ -7,7 +7,8 @@ probabilities, embeddings). It is written in the format the user picks:
   its entries are named (``prob_<class>``), else one fixed-size list column;
 * ``npy``: one folder ``<name>/`` with ``<column>.npy`` per column (2-D ones as they are) and
   ``<column>_names.npy`` beside a 2-D column whose entries are named; every file is a plain
-  ``.npy`` (read with ``allow_pickle=False``; strings as fixed-width unicode). The folder holds
+  ``.npy`` (read with ``allow_pickle=False``; strings as fixed-width unicode, so a string that
+  ends in a NUL character is refused there: Parquet keeps it). The folder holds
   a mark (``.gnnscale-table``); an existing ``<name>/`` without it that is not empty (a folder
   of the user's) is never replaced: the write is refused in one line.
 
@@ -94,11 +95,12 @@ def key_columns(g: Any, ids: IdMap | None, nodes: Any, name: str = "id"
     if len(parts) == 1:
         return {name: next(iter(parts.values()))[1]}
     kinds = {v.dtype.kind for _, v in parts.values()}
-    col = np.empty(len(nodes), dtype=object if len(kinds) > 1 or "U" in kinds else np.int64)
-    for at, v in parts.values():
-        col[at] = v if col.dtype != object else v.astype(str)
+    col = np.empty(len(nodes), dtype=np.int64 if kinds <= set("iu") else object)
+    for at, v in parts.values():  # strings stay str objects: exact, NUL characters kept
+        col[at] = v if col.dtype != object or v.dtype == object else \
+            np.array([str(x) for x in v.tolist()], dtype=object)
     types = np.asarray(g.node_types)[which]
-    return {f"{name}_type": types, name: col.astype(str) if col.dtype == object else col}
+    return {f"{name}_type": types, name: col}
 
 
 def internal_ids(ids: IdMap | None, node_type: str, user: np.ndarray, num_nodes: int,
@@ -139,10 +141,12 @@ def write_table(out_dir: Path, name: str, columns: Mapping[str, np.ndarray], fmt
         (tmp / TABLE_MARK).write_text(f"a table gnnscale wrote ({name}): replaced by the next "
                                       "one written here\n")
         for col, arr in columns.items():
-            np.save(tmp / f"{col}.npy", _plain(np.asarray(arr)), allow_pickle=False)
+            np.save(tmp / f"{col}.npy", npy_strings(np.asarray(arr), f"column {col} of {name}"),
+                    allow_pickle=False)
             if col in names:
-                np.save(tmp / f"{col}_names.npy", np.asarray([str(n) for n in names[col]]),
-                        allow_pickle=False)
+                np.save(tmp / f"{col}_names.npy",
+                        npy_strings(np.array([str(n) for n in names[col]], dtype=object),
+                                    f"the names of column {col}"), allow_pickle=False)
         publish_folder(tmp, path, f"{next(iter(columns))}.npy", replace=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -169,9 +173,19 @@ def check_replaceable(path: Path) -> None:
                     "never written over your files: move it away, or give out= another folder")
 
 
-def _plain(arr: np.ndarray) -> np.ndarray:
-    """Object arrays (strings) as fixed-width unicode: ``.npy`` without pickles."""
-    return arr.astype(str) if arr.dtype.kind == "O" else arr
+def npy_strings(arr: np.ndarray, what: str) -> np.ndarray:
+    """Object arrays (strings) as fixed-width unicode, for an ``.npy`` without pickles; a
+    string that ends in a NUL character (numpy unicode drops it) is a one-line
+    :class:`UserError` naming ``what``: Parquet keeps it."""
+    if arr.dtype.kind != "O":
+        return arr
+    values = [str(v) for v in arr.reshape(-1).tolist()]
+    bad = next((v for v in values if v.endswith("\x00")), None)
+    if bad is not None:
+        raise UserError(f"{what}: {bad!r} ends in a NUL character, which an .npy's fixed-width "
+                        "unicode drops: write format=parquet, which keeps it")
+    return np.array(values, dtype=str).reshape(arr.shape) if values else \
+        np.zeros(arr.shape, "<U1")
 
 
 def _arrow_columns(columns: Mapping[str, np.ndarray], names: Mapping[str, list[str]],

@@ -22,7 +22,7 @@ import pytest
 from gnnscale.data import processed
 from gnnscale.data.idmap import IdMap
 from gnnscale.data.tables import TableError, TablesDataset, text_hash
-from gnnscale.errors import ConfigError
+from gnnscale.errors import ConfigError, UserError
 from tests._train import make_cfg
 from tests.test_config_errors import one_message
 
@@ -53,18 +53,46 @@ def test_the_thue_morse_pair_shares_the_hash():
 
 
 # -- item 2: ids and labels kept exactly ------------------------------------------------------
-def test_an_id_or_class_ending_in_nul_is_refused_not_merged(tmp_path):
-    """``n5`` and ``n5\\0`` were two ``n5``s in the id map; a class ``a\\0`` unlabelled its
-    nodes. Numpy unicode cannot keep a trailing NUL: one line naming the row instead."""
-    edges = _csv(tmp_path / "e.csv", "src,dst", "n1,n5")
-    nodes = _csv(tmp_path / "n.csv", "id,y", "n1,a", "n5,b", "n5\0,a")
-    with pytest.raises(TableError) as err:
-        _tables(tmp_path, [{"path": nodes, "label": "y"}], [{"path": edges}]).load()
-    assert str(err.value) == f"{nodes}:row 3 column id: id 'n5\\x00' ends in a NUL character, " \
-        "which the id map (numpy unicode) cannot keep: remove it"
-    nodes = _csv(tmp_path / "n.csv", "id,y", "n1,a", "n5,a\0", "n6,b")
-    with pytest.raises(TableError, match=r"n.csv:row 2 column y: class 'a\\x00' ends in a NUL"):
-        _tables(tmp_path, [{"path": nodes, "label": "y"}], [{"path": edges}]).load()
+def test_ids_and_classes_ending_in_nul_are_kept_exactly(tmp_path):
+    """``n5`` and ``n5\\0`` are two ids (they were two ``n5``s in the id map, then refused);
+    an edge naming ``n5\\0`` attaches to it, not to ``n5``; a class ``a\\0`` is its own class
+    (it left its nodes unlabelled, then was refused). The stored map gives them back byte for
+    byte."""
+    nodes = _csv(tmp_path / "n.csv", "id,y", "n1,a", "n5,b", "n5\0,a\0", "x\0y\0\0,b")
+    edges = _csv(tmp_path / "e.csv", "src,dst", "n1,n5\0", "n5\0,x\0y\0\0")
+    ds = _tables(tmp_path, [{"path": nodes, "label": "y"}], [{"path": edges}],
+                 symmetrize=False)
+    g = ds.load()
+    assert g.num_nodes == 4 and sorted(g.edge_index().t().tolist()) == [[0, 2], [2, 3]]
+    ids = IdMap.load(ds.processed_dir)
+    assert ids.ids["node"].tolist() == ["n1", "n5", "n5\0", "x\0y\0\0"]
+    assert ids.to_user("node", [2, 1, 3]).tolist() == ["n5\0", "n5", "x\0y\0\0"]
+    assert ids.to_internal("node", ["n5\0", "n5", "x\0y\0\0"]).tolist() == [2, 1, 3]
+    with pytest.raises(KeyError) as err:
+        ids.to_internal("node", ["x\0y"])
+    assert err.value.args[0] == "node type 'node' has no node with id 'x\\x00y'"
+    assert ids.class_names("node").tolist() == ["a", "a\0", "b"]
+    assert g.y.tolist() == [0, 2, 1, 2]  # every node labelled, a\0 its own class
+    meta = (ds.processed_dir / "meta.json").read_text()
+    assert "idtext__node" in meta and "classtext__node" in meta
+
+
+def test_an_older_unicode_id_map_still_reads(tmp_path):
+    """A processed folder an older gnnscale wrote keeps string ids and class names as numpy
+    unicode (``ids__<type>``, ``classes__<type>``): read as they are."""
+    import torch
+
+    from gnnscale.data.graph import GraphStore
+
+    g = GraphStore(indptr=torch.zeros(4, dtype=torch.long),
+                   indices=torch.zeros(0, dtype=torch.long), num_classes=2, name="old")
+    folder = tmp_path / "processed"
+    processed.save(g, folder, side={"ids__node": np.array(["p", "x\0y", "q"]),
+                                    "classes__node": np.array(["a", "b"])})
+    ids = IdMap.load(folder)
+    assert ids.ids["node"].tolist() == ["p", "x\0y", "q"]
+    assert ids.to_internal("node", ["q", "x\0y"]).tolist() == [2, 1]
+    assert ids.class_names("node").tolist() == ["a", "b"]
 
 
 def test_after_a_hash_collision_an_edge_id_is_matched_exactly(tmp_path):
@@ -154,12 +182,13 @@ def test_ids_round_trip_byte_for_byte_from_tables_to_predictions(tmp_path):
     import gnnscale
 
     one, two = thue_morse_pair()
-    special = ["NA", "007", "1e3", "12", "-0", "x\0y", "null", " pad ", one, two]
+    special = ["NA", "007", "1e3", "12", "-0", "x\0y", "null", " pad ", one, two, "n5",
+               "n5\0", "n5\0\0"]
     n = 60
     users = special + [f"u{i}" for i in range(n - len(special))]
     rng = np.random.default_rng(3)
     y = rng.integers(0, 2, n)
-    classes = np.array(["NA", "b"])
+    classes = ["NA", "NA\0"]
     rows = [f'"{u}",{y[i] + rng.normal(0, .3):.3f},{classes[y[i]]}' for i, u in enumerate(users)]
     _csv(tmp_path / "v.csv", "id,f,cls", *rows)
     src, dst = rng.integers(0, n, 300), rng.integers(0, n, 300)
@@ -173,15 +202,21 @@ def test_ids_round_trip_byte_for_byte_from_tables_to_predictions(tmp_path):
                          run_dir=tmp_path / "run", data_root=tmp_path / "data")
     got = run.predict(out=tmp_path / "pred", progress=False)["nodes"]
     assert sorted(str(u) for u in got["id"].tolist()) == sorted(users)
-    assert set(got["pred_name"].tolist()) <= {"NA", "b"}
+    assert got["pred_name"].tolist() == [classes[p] for p in got["pred"].tolist()]
     files = list((tmp_path / "pred").rglob("*.parquet"))
     assert files, list((tmp_path / "pred").rglob("*"))
     written = pa.concat_tables([pq.read_table(f) for f in files])
     assert sorted(written.column("id").to_pylist()) == sorted(users)
-    emb = run.embed(out=tmp_path / "z.npy", progress=False)
-    assert np.load(emb["ids"], allow_pickle=False).tolist() == users
+    assert {"prob_NA", "prob_NA\0"} <= set(written.column_names)
+    emb = run.embed(out=tmp_path / "z.parquet", format="parquet", progress=False)
+    assert pq.read_table(emb["path"]).column("id").to_pylist() == users
+    with pytest.raises(UserError) as err:  # numpy unicode would drop the NULs: one line
+        run.embed(out=tmp_path / "z.npy", progress=False)
+    assert str(err.value) == "an id of the embeddings (.ids.npy): 'n5\\x00' ends in a NUL " \
+        "character, which an .npy's fixed-width unicode drops: write format=parquet, which " \
+        "keeps it"
     folder, = (tmp_path / "data").glob("*/processed")
-    assert IdMap.load(folder).class_names("node").tolist() == ["NA", "b"]
+    assert IdMap.load(folder).class_names("node").tolist() == ["NA", "NA\0"]
     assert processed.load(folder).y.tolist() == y.tolist()  # class NA labelled, not empty
 
 

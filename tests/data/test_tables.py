@@ -124,7 +124,8 @@ def test_typed_graph_of_two_node_types(tmp_path):
         ["p1", "p2", "p3"]
     assert idmap.class_names("paper").tolist() == ["icml", "kdd"]
     meta = json.loads((ds.processed_dir / "meta.json").read_text())
-    assert {"ids__paper", "ids__author", "classes__paper"} <= set(meta["arrays"])
+    assert {"idends__paper", "idtext__paper", "ids__author", "classends__paper",
+            "classtext__paper"} <= set(meta["arrays"])
     assert DatasetMeta.read(ds.processed_dir) == DatasetMeta.of(g)  # what the launcher reads
 
 
@@ -135,12 +136,14 @@ def test_the_id_map_is_verified_with_the_graph_and_a_changed_table_rebuilds(tmp_
     first = ds.load()
     folder = ds.processed_dir
     assert IdMap.load(folder).ids["node"].tolist()[:2] == ["n0", "n3"]
-    ids_file = folder / "ids__node.npy"
+    ids_file = folder / "idtext__node.npy"  # the ids' UTF-8 bytes
     saved = ids_file.read_bytes()
-    np.save(ids_file, np.array([f"m{i}" for i in range(8)]))  # same shape, another graph's
-    with pytest.raises(processed.ProcessedDataError, match="ids__node.npy: checksum mismatch"):
+    np.save(ids_file, np.load(ids_file)[::-1].copy())  # same shape, other ids
+    with pytest.raises(processed.ProcessedDataError, match="idtext__node.npy: checksum "
+                                                           "mismatch"):
         IdMap.load(folder)
-    with pytest.raises(processed.ProcessedDataError, match="ids__node.npy: checksum mismatch"):
+    with pytest.raises(processed.ProcessedDataError, match="idtext__node.npy: checksum "
+                                                           "mismatch"):
         processed.load(folder)
     ids_file.write_bytes(saved)
     np.save(folder / "ids__other.npy", np.arange(3))
