@@ -8,7 +8,11 @@ import time
 os.environ.setdefault("GNNSCALE_T0", repr(time.time()))  # runner/phases.py: the import phase
 
 from gnnscale.distributed.threads import quiet_waits  # noqa: E402 - torch-free
-from gnnscale.runner.warm import stop_fork_server, warm_fork_server  # noqa: E402 - torch-free
+from gnnscale.runner.warm import (  # noqa: E402 - torch-free
+    compose_once,
+    stop_fork_server,
+    warm_fork_server,
+)
 
 quiet_waits()  # OpenMP threads sleep, not spin, when they wait: before any process loads torch
 
@@ -49,6 +53,7 @@ if __name__ == "__main__":
         except UserError as err:
             print(f"error: {err}", file=sys.stderr, flush=True)
             sys.exit(2)
+        compose_once(sys.argv[1:])  # a single run's config composed once, not twice
         main()
         if SWEEP is not None:
             line, status = SWEEP.summary()

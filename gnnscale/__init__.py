@@ -11,7 +11,9 @@ import os
 import re
 import sys
 
-from gnnscale.lazy import lazy_exports
+from gnnscale.lazy import defer_heavy_imports, lazy_exports
+
+defer_heavy_imports()  # before anything imports PyG: its torch._dynamo import on first use
 
 __version__ = "0.1.0"
 __all__ = ["Run", "RankFailed", "load_run", "shutdown", "train"]

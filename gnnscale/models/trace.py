@@ -58,7 +58,19 @@ class _Tracer(fx.Tracer):
 
     def __init__(self) -> None:
         super().__init__()
-        self.record_stack_traces = True
+        self.record_stack_traces = False  # create_node records them, without torch's recorder
+
+    def create_node(self, *args: Any, **kwargs: Any) -> fx.Node:
+        """fx's node, with the frames from the user's ``forward`` down as its stack trace, taken
+        by Python's own ``traceback`` (torch's recorder imports torch._dynamo, inductor and
+        export to filter frames: seconds of a launch)."""
+        node = super().create_node(*args, **kwargs)
+        if not node.stack_trace:
+            frames = traceback.extract_stack()
+            first = next((i for i, f in enumerate(frames) if f.name == "forward"), None)
+            if first is not None:
+                node.stack_trace = "".join(traceback.format_list(frames[first:])).strip()
+        return node
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         from torch_geometric.nn import JumpingKnowledge

@@ -82,3 +82,23 @@ def stop_fork_server() -> None:
         except (ProcessLookupError, ChildProcessError):
             pass
 
+
+
+def compose_once(argv: Sequence[str]) -> bool:
+    """Have Hydra compose a single run's config once, not twice: before composing it for the
+    run, ``hydra.main`` composes it a first time only to read ``hydra.mode`` (~0.3 s), which no
+    gnnscale config sets. Only for a command line of plain overrides (no flag such as ``-m``,
+    ``--cfg`` or another config folder, no ``hydra.mode=``): Hydra then runs it as it does when
+    that first composition fails, as a single run. True when done."""
+    if any(a.startswith("-") or a.lstrip("+~").startswith("hydra.mode") for a in argv):
+        return False
+    from hydra._internal.hydra import Hydra
+
+    if not callable(getattr(Hydra, "get_mode", None)):
+        return False
+
+    def get_mode(self: Hydra, config_name: str | None, overrides: list[str]) -> None:
+        return None  # Hydra's _run_app: run mode, with hydra.mode=RUN among the overrides
+
+    Hydra.get_mode = get_mode  # type: ignore[method-assign]
+    return True
