@@ -32,7 +32,7 @@ class Run:
     config: dict[str, Any]
     history: list[dict[str, float]]
     summary: dict[str, Any]
-    graph: dict[str, int] | None = None
+    graph: dict[str, Any] | None = None
     label: str = field(default="")
     #: model options the run's strategy chose (``auto`` values, e.g. ``model.gcn_norm``)
     settled: dict[str, Any] = field(default_factory=dict)
@@ -81,7 +81,10 @@ def _hydra_config(path: Path) -> dict[str, Any]:
         raise CompareError(f"{path}: results.json has no config and {cfg_path} is absent")
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False)
+    cfg = OmegaConf.to_container(OmegaConf.load(cfg_path), resolve=False)
+    if not isinstance(cfg, dict):
+        raise CompareError(f"{cfg_path}: not a config (a mapping of groups to options)")
+    return {str(k): v for k, v in cfg.items()}
 
 
 def _history(path: Path) -> list[dict[str, float]]:

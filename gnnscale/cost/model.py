@@ -55,10 +55,11 @@ def project(v: Volumes, hw: HardwareProfile) -> Projection:
     peer_bytes = v.bytes_rank_to_rank / trainers  # received by the training ranks
     local_link = hw.peer_Bps or hw.host_to_device_Bps
     rank_to_rank = peer_bytes * (1 - remote) / local_link
-    network = peer_bytes * remote * per_node / hw.network_Bps if remote else 0.0
+    net_Bps = hw.network_Bps or 0.0  # read when remote: a profile of several nodes has it
+    network = peer_bytes * remote * per_node / net_Bps if remote else 0.0
     grad = v.bytes_allreduce / trainers  # one rank's buffer (trainers all-reduce)
     ring = 2 * (trainers - 1) / trainers * grad if trainers > 1 else 0.0
-    slowest = hw.network_Bps / per_node if remote else local_link
+    slowest = net_Bps / per_node if remote else local_link
     allreduce = ring / slowest
     sample = v.sampled_edges / hw.sample_edges_per_s
     train = host + compute + rank_to_rank + network + allreduce

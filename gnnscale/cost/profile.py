@@ -76,8 +76,9 @@ def validate(raw: dict[str, Any], where: str) -> HardwareProfile:
             raise ProfileError(f"{where}: {key} must be a positive number, got {v!r}")
     if raw["nodes"] > 1 and raw.get("network_Bps") is None:
         raise ProfileError(f"{where}: {raw['nodes']} nodes need network_Bps")
-    return HardwareProfile(**{k: (float(v) if k in (*_POSITIVE, "peer_Bps", "network_Bps")
-                                  and v is not None else v) for k, v in raw.items()})
+    values: dict[str, Any] = {k: (float(v) if k in (*_POSITIVE, "peer_Bps", "network_Bps")
+                                  and v is not None else v) for k, v in raw.items()}
+    return HardwareProfile(**values)
 
 
 def load_profile(name_or_path: str | Path) -> HardwareProfile:

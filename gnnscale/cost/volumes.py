@@ -156,7 +156,8 @@ def typed_linear_maps(graph: dict, model: dict) -> float:
 def typed_volumes(run: Run, hidden: int, layers: int, trainers: int) -> dict:
     """The typed parts of a run's :class:`Volumes`: per-layer linear maps, the featured types'
     encodings, the embedding rows' device traffic."""
-    graph, dims = run.graph, run.graph.get("feature_dims", {})
+    graph = run.graph or {}  # a typed run's sizes (volumes_of_run checked them)
+    dims: dict[str, int] = graph.get("feature_dims", {})
     misses = epoch_mean(run, ("misses",))
     # rows read from a cache are encoded too: scale the host rows by requested / missed
     cached = epoch_mean(run, ("requested",)) / misses if misses else 1.0

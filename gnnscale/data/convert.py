@@ -64,7 +64,8 @@ def find_raw(candidates: Sequence[Path], files: Sequence[str], what: str) -> Pat
     )
 
 
-def require_arrays(f, names: set[str], path: Path, what: str) -> None:
+def require_arrays(f: np.lib.npyio.NpzFile | Collection[str], names: set[str], path: Path,
+                   what: str) -> None:
     """Refuse an opened npz ``f`` (or the names it holds, at ``path``) that lacks any of
     ``names``."""
     missing = names - set(getattr(f, "files", f))

@@ -611,6 +611,19 @@ class GraphStore:
         return {et: int(self.type_edge_attr[et].shape[1]) if et in self.type_edge_attr else 0
                 for et in self.edge_types}
 
+    def labels(self) -> torch.Tensor:
+        """``y``, for code that reads labels: a ValueError naming the graph when it has none."""
+        if self.y is None:
+            raise ValueError(f"{self.name} has no labels (y): this needs a labelled graph")
+        return self.y
+
+    def feature_matrix(self) -> torch.Tensor:
+        """``x``, for code that reads one feature matrix: a ValueError saying why when there
+        is none (no features, or node types of different widths: :meth:`no_x_reason`)."""
+        if self.x is None:
+            raise ValueError(self.no_x_reason() or f"{self.name} has no node features (x)")
+        return self.x
+
     def no_x_reason(self) -> str | None:
         """Why this graph has no single feature matrix ``x`` although it has features (its
         node types' widths differ or some have none: code for typed graphs reads

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from numpy.typing import DTypeLike
 
 from gnnscale.data.base import Dataset
 from gnnscale.data.bounded import EdgeSource, Stage, csv_rows, member_chunks
@@ -41,7 +42,7 @@ BINARY_FILES = ["data.npz", "node-label.npz"]
 SPLIT_FILES = ["train.csv.gz", "valid.csv.gz", "test.csv.gz"]
 
 
-def read_csv(path: Path, dtype) -> np.ndarray:
+def read_csv(path: Path, dtype: DTypeLike) -> np.ndarray:
     """A headerless comma-separated (optionally gzipped) numeric table as a 2-D array."""
     try:
         return np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)

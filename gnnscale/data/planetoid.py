@@ -55,7 +55,7 @@ class PlanetoidDataset(Dataset):
         return read_planetoid(src, self.key, source=str(src), split_name="public")
 
 
-def read_planetoid(folder: Path, key: str, **meta) -> GraphStore:
+def read_planetoid(folder: Path, key: str, **meta: object) -> GraphStore:
     """The graph in the raw files ``folder/ind.<key>.*``, with the public split: the first
     ``len(y)`` vertices train, the next 500 validate, ``test.index`` tests."""
     def part(name: str) -> torch.Tensor:

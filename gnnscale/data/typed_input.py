@@ -40,7 +40,7 @@ import zipfile
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -55,6 +55,9 @@ from gnnscale.data.convert import (
 )
 from gnnscale.data.graph import EdgeType, GraphStore
 from gnnscale.errors import ConfigError
+
+if TYPE_CHECKING:
+    from torch_geometric.data import HeteroData
 
 SEP = "__"
 SPLITS = ("train", "val", "test")
@@ -258,7 +261,7 @@ def hetero_classes() -> list:
     return [HeteroData, BaseStorage, NodeStorage, EdgeStorage, GlobalStorage]
 
 
-def parts_from_hetero(data, path: Path) -> dict:
+def parts_from_hetero(data: HeteroData, path: Path) -> dict:
     """The typed parts of a loaded ``HeteroData``."""
     nodes, edges = {}, {}
     for t in data.node_types:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 import torch
+from torch.distributed import ProcessGroup
 
 from gnnscale.deps.costs import Costs, layer_costs
 from gnnscale.ops.deps import hybrid_greedy
@@ -38,7 +39,7 @@ class DependencyManager(ABC):
     #: Scales the communication cost (> 1 favours replication).
     comm_weight: float = 1.0
 
-    def prepare(self, group=None, sparse: bool = True) -> Costs | None:
+    def prepare(self, group: ProcessGroup | None = None, sparse: bool = True) -> Costs | None:
         """Fix the per-dimension costs (probe or config); collective over ``group``;
         ``sparse``: the model aggregates by a sparse product (else one message per edge)."""
         return None

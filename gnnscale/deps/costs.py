@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from torch.distributed import ProcessGroup
 
 from gnnscale.distributed.collectives import all_reduce_host
 from gnnscale.distributed.device import comm_device
@@ -49,7 +50,8 @@ def _best(fn, repeats: int = 5) -> float:
     return min(_times(fn, repeats))
 
 
-def probe_costs(dim: int = 128, rows: int = 4096, edges: int = 32768, group=None,
+def probe_costs(dim: int = 128, rows: int = 4096, edges: int = 32768,
+                group: ProcessGroup | None = None,
                 sparse: bool = True) -> Costs:
     """Time a dense update, an aggregation (a CSR product, or with ``sparse=False`` a
     gather-scatter) and an all_to_all; collective when distributed."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.distributed import ProcessGroup
 
 from gnnscale.deps.base import DependencyManager, greedy
 from gnnscale.deps.costs import Costs, probe_costs
@@ -44,7 +45,7 @@ class Hybrid(DependencyManager):
         # comm_cost comes from layer_costs, which already applies comm_weight
         return greedy(recompute_cost, comm_cost, mem_bytes, budget, self.mu)
 
-    def prepare(self, group=None, sparse: bool = True) -> Costs:
+    def prepare(self, group: ProcessGroup | None = None, sparse: bool = True) -> Costs:
         """Probe (once, collectively) the per-dimension costs unless ``deps.costs`` fixed them
         (``sparse``: the edge cost of a sparse product, else of one message per edge)."""
         if self.costs is None:

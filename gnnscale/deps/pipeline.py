@@ -32,6 +32,7 @@ import time
 
 import torch
 import torch.distributed as dist
+from torch.distributed import ProcessGroup
 
 from gnnscale.deps.shuffle import ShuffleStats, _check
 
@@ -162,8 +163,8 @@ class PeerExchange:
     """
 
     def __init__(self, send_idx: torch.Tensor, send_counts: list[int], recv_counts: list[int],
-                 group=None, stats: ShuffleStats | None = None, ring: bool = False,
-                 tag: int = 0, hide: bool = True) -> None:
+                 group: ProcessGroup | None = None, stats: ShuffleStats | None = None,
+                 ring: bool = False, tag: int = 0, hide: bool = True) -> None:
         _check(send_idx, send_counts, recv_counts)
         world = len(send_counts)
         self.rank = dist.get_rank(group) if world > 1 else 0

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 import torch
+from torch.distributed import ProcessGroup
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.deps.base import DependencyManager
@@ -104,7 +105,8 @@ def hybrid_replicas(graph: GraphStore, is_master: torch.Tensor, deps: Dependency
 
 def plan_edge_cut(graph: GraphStore, part: torch.Tensor, rank: int, world: int,
                   deps: DependencyManager, dims: list[int], lc: torch.Tensor | None = None,
-                  budget: int | None = None, group=None) -> EdgeCutLayout:
+                  budget: int | None = None, group: ProcessGroup | None = None
+                  ) -> EdgeCutLayout:
     """This rank's rows per layer under ``deps`` (``lc``: :meth:`layer_costs` of ``dims``;
     ``budget``: bytes of replication allowed, by default the manager's).
 
@@ -175,7 +177,8 @@ def layout_cost(graph: GraphStore, lay: EdgeCutLayout, dims: list[int], lc: torc
 
 def guard(graph: GraphStore, part: torch.Tensor, is_master: torch.Tensor, world: int,
           deps: DependencyManager, dims: list[int], lc: torch.Tensor, budget: int | None,
-          hybrid: EdgeCutLayout, group=None) -> tuple[EdgeCutLayout, dict]:
+          hybrid: EdgeCutLayout, group: ProcessGroup | None = None
+          ) -> tuple[EdgeCutLayout, dict]:
     """The hybrid's layout, or the better under the cost model of DepCache's (when every
     rank's replication fits ``budget``) and DepComm's; and what it predicted for each.
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed import ProcessGroup
 
 
 @dataclass
@@ -105,8 +107,9 @@ class Shuffle(torch.autograd.Function):
     """``recv = shuffle(x, send_idx, send_counts, recv_counts)``; see the module docstring."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, send_idx: torch.Tensor, send_counts: list[int],
-                recv_counts: list[int], group=None, stats: ShuffleStats | None = None,
+    def forward(ctx: Any, x: torch.Tensor, send_idx: torch.Tensor,  # type: ignore[override]
+                send_counts: list[int], recv_counts: list[int],
+                group: ProcessGroup | None = None, stats: ShuffleStats | None = None,
                 ring: bool = False, pending: _Pending | None = None):
         """Send ``x[send_idx]`` to the peers slice by slice (or wait on ``pending``, already
         started); the received rows."""
@@ -120,7 +123,7 @@ class Shuffle(torch.autograd.Function):
         return pending.wait()
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor):
+    def backward(ctx: Any, grad: torch.Tensor):
         """Send the received rows' gradients back and sum them into ``x``'s rows (``index_add``)."""
         (send_idx,) = ctx.saved_tensors
         send_counts, recv_counts = ctx.counts
@@ -140,8 +143,9 @@ def _check(send_idx: torch.Tensor, send_counts: list[int], recv_counts: list[int
 
 
 def shuffle(x: torch.Tensor, send_idx: torch.Tensor, send_counts: list[int],
-            recv_counts: list[int], group=None, stats: ShuffleStats | None = None,
-            ring: bool = False, pending: _Pending | None = None) -> torch.Tensor:
+            recv_counts: list[int], group: ProcessGroup | None = None,
+            stats: ShuffleStats | None = None, ring: bool = False,
+            pending: _Pending | None = None) -> torch.Tensor:
     """Rows of ``x`` named by ``send_idx`` go to their peers; returns the rows received.
 
     ``send_counts[q]`` consecutive entries of ``send_idx`` go to rank ``q``; ``recv_counts[p]``
@@ -155,8 +159,8 @@ def shuffle(x: torch.Tensor, send_idx: torch.Tensor, send_counts: list[int],
 
 
 def start_shuffle(x: torch.Tensor, send_idx: torch.Tensor, send_counts: list[int],
-                  recv_counts: list[int], group=None, stats: ShuffleStats | None = None,
-                  ring: bool = False) -> _Pending:
+                  recv_counts: list[int], group: ProcessGroup | None = None,
+                  stats: ShuffleStats | None = None, ring: bool = False) -> _Pending:
     """Launch the forward exchange of :func:`shuffle` without waiting (all-to-all: async;
     ring: its steps run now). Pass the result to :func:`shuffle` as ``pending``."""
     _check(send_idx, send_counts, recv_counts)

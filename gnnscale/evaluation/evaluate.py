@@ -51,7 +51,7 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
     if not getattr(model, "layer_wise", True):  # a user's whole-graph-only model: one forward
         mine = torch.tensor_split(nodes, group_size(group))[group_rank(group)]
         ids = torch.arange(graph.num_nodes, device=device)
-        out = model.whole_graph(to_device(graph.x, device),
+        out = model.whole_graph(to_device(graph.feature_matrix(), device),
                                 to_device(graph.edge_index(), device), ids)[mine.to(device)]
         model.train(was_training)
         return out
@@ -59,7 +59,8 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
         else None
     one_hop = NeighborSampler(fanouts=[-1], with_edge_ids=edges is not None)
     world, rank = group_size(group), group_rank(group)
-    h = _encoded(model, graph, device, batch_size, group) if graph.is_typed else graph.x
+    h = _encoded(model, graph, device, batch_size, group) if graph.is_typed else \
+        graph.feature_matrix()
     if getattr(h, "held", None) is not None:  # a part's rows (parts=): layer 0's from owners
         h = _layer0_rows(model, graph, h, nodes, one_hop, reorder, group)
     for layer in range(model.num_layers):
@@ -138,9 +139,16 @@ def _transformed(model: GNN, layer: int, h: torch.Tensor, device: torch.device,
         if layer == 0:
             x = model.inputs(x, chunk.to(device))
         outs.append(model.transform(layer, x))
-    width = model.pre_linear(layer).weight.shape[0]  # a rank may have no rows
-    out = torch.cat(outs) if outs else h.new_zeros((0, width))
+    out = torch.cat(outs) if outs else h.new_zeros((0, _out_width(model, layer)))  # no rows
     return torch.cat(all_gather_rows(out, group)).cpu()
+
+
+def _out_width(model: GNN, layer: int) -> int:
+    """Output columns of ``layer``'s movable linear map (its ``weight`` is ``out x in``)."""
+    weight = model.pre_linear(layer).weight
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"{type(model).__name__}.pre_linear({layer}) has no weight matrix")
+    return int(weight.shape[0])
 
 
 def _rows(h: torch.Tensor, ids: torch.Tensor, contiguous: bool) -> torch.Tensor:
@@ -161,7 +169,7 @@ def evaluate(model: GNN, graph: GraphStore, device: torch.device, batch_size: in
     nodes = torch.cat([i for _, i in present])
     logits = layerwise_logits(model, graph, nodes, device, batch_size, group)
     mine = torch.tensor_split(torch.arange(nodes.numel()), group_size(group))[group_rank(group)]
-    return split_metrics(logits, graph.y[nodes[mine]], mine, [i.numel() for _, i in present],
+    return split_metrics(logits, graph.labels()[nodes[mine]], mine, [i.numel() for _, i in present],
                          [s for s, _ in present], group)
 
 

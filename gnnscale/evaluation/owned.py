@@ -6,18 +6,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from torch.distributed import ProcessGroup
 
+from gnnscale.data.graph import GraphStore
 from gnnscale.evaluation.evaluate import split_metrics
 
 
-def present_splits(g, splits: tuple[str, ...]) -> list[str]:
+def present_splits(g: GraphStore, splits: tuple[str, ...]) -> list[str]:
     """The splits of ``splits`` the graph has vertices in."""
     return [s for s in splits if getattr(g, f"{s}_idx") is not None
             and getattr(g, f"{s}_idx").numel()]
 
 
-def owned_metrics(logits: torch.Tensor, masters: torch.Tensor, g, present: list[str],
-                  group) -> dict[str, float]:
+def owned_metrics(logits: torch.Tensor, masters: torch.Tensor, g: GraphStore,
+                  present: list[str], group: ProcessGroup | None) -> dict[str, float]:
     """``<split>_acc``, ``_loss``, ``_macro_f1``, ``_micro_f1`` (and ``_rocauc`` for two
     classes) from this rank's logits of its
     masters (each vertex is one rank's master), over the ranks of ``group`` (collective),
@@ -27,13 +29,14 @@ def owned_metrics(logits: torch.Tensor, masters: torch.Tensor, g, present: list[
     where[torch.cat(idx)] = torch.arange(sum(i.numel() for i in idx))
     pos = where[masters]
     mine = (pos >= 0).nonzero().reshape(-1)
-    return split_metrics(logits[mine.to(logits.device)], g.y[masters[mine]], pos[mine],
+    return split_metrics(logits[mine.to(logits.device)], g.labels()[masters[mine]], pos[mine],
                          [i.numel() for i in idx], present, group)
 
 
 @torch.no_grad()
 def evaluate_owned(model: torch.nn.Module, forward: Callable[[], torch.Tensor],
-                   masters: torch.Tensor, g, splits: tuple[str, ...], group) -> dict[str, float]:
+                   masters: torch.Tensor, g: GraphStore, splits: tuple[str, ...],
+                   group: ProcessGroup | None) -> dict[str, float]:
     """Run ``forward`` (the strategy's partitioned forward, returning this rank's logits of
     ``masters``) in eval mode and score the owned vertices of ``splits`` (collective)."""
     present = present_splits(g, splits)

@@ -54,7 +54,8 @@ class CvcPartitioner(VertexCutPartitioner):
         super().__init__(seed, masters)
         self.rows, self.require_square = rows, require_square
 
-    def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None):
+    def assign(self, graph: GraphStore, num_parts: int,
+               vertex_weight: torch.Tensor | None = None):
         """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         _, c = grid_shape(num_parts, self.rows, self.require_square)
         master = self.master_parts(graph, num_parts, vertex_weight)

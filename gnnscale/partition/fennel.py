@@ -33,7 +33,8 @@ class FennelPartitioner(Partitioner):
         FennelConfig(imbalance=imbalance, gamma=gamma, order=order).check()
         self.imbalance, self.gamma, self.alpha, self.order = float(imbalance), gamma, alpha, order
 
-    def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None) -> torch.Tensor:
+    def assign(self, graph: GraphStore, num_parts: int,
+               vertex_weight: torch.Tensor | None = None) -> torch.Tensor:
         """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         n, g = graph.num_nodes, self.gamma
         m = max(graph.num_edges / 2, 1.0)

@@ -21,7 +21,8 @@ class HvcPartitioner(VertexCutPartitioner):
         HvcConfig(masters=masters, threshold=threshold).check()
         self.threshold = int(threshold)
 
-    def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None):
+    def assign(self, graph: GraphStore, num_parts: int,
+               vertex_weight: torch.Tensor | None = None):
         """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         master = self.master_parts(graph, num_parts, vertex_weight)
         indeg = graph.in_degree()

@@ -16,7 +16,8 @@ from gnnscale.partition._vertex_cut import VertexCutPartitioner
 class IecPartitioner(VertexCutPartitioner):
     """Every edge with its destination's master."""
 
-    def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None):
+    def assign(self, graph: GraphStore, num_parts: int,
+               vertex_weight: torch.Tensor | None = None):
         """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         master = self.master_parts(graph, num_parts, vertex_weight)
         return master, torch.repeat_interleave(master, graph.in_degree())

@@ -24,7 +24,8 @@ class LdgPartitioner(Partitioner):
         LdgConfig(imbalance=imbalance, order=order).check()
         self.imbalance, self.order = float(imbalance), order
 
-    def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None) -> torch.Tensor:
+    def assign(self, graph: GraphStore, num_parts: int,
+               vertex_weight: torch.Tensor | None = None) -> torch.Tensor:
         """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         cap = type_capacities(graph, num_parts, self.imbalance)
         return stream_assign(graph, num_parts, cap,

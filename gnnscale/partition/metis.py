@@ -114,7 +114,8 @@ class MetisPartitioner(Partitioner):
         cols = [c for c in cols if c.sum() > 0] or [np.ones(n, dtype=np.int64)]
         return np.stack(cols, 1)
 
-    def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None,
+    def assign(self, graph: GraphStore, num_parts: int,
+               vertex_weight: torch.Tensor | None = None,
                weights: np.ndarray | None = None) -> torch.Tensor:
         """``weights``: explicit int64 METIS vertex weights (``[N]`` or ``[N, C]``) in place of
         the configured constraints (offload balances its chunks by whole-graph in-degree)."""

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnnscale.data.graph import GraphStore
+from gnnscale.data.graph import EdgeType, GraphStore
 from gnnscale.data.processed import array_digest, write_stamp
 from gnnscale.errors import UserError
 from gnnscale.partition.book import PartitionBook
@@ -208,7 +208,8 @@ class PartGraph(GraphStore):
         local[1:] = torch.cumsum(deg, 0)[:-1]
         return torch.repeat_interleave(start - local, deg) + torch.arange(self.held_edges)
 
-    def edge_type_csc(self, edge_type):
+    def edge_type_csc(self, edge_type: EdgeType
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The one edge type's ``(indptr, indices, global edge ids)`` of the held edges."""
         self.edge_type_index(edge_type)
         return self.indptr, self.indices, self.global_edge_ids()

@@ -36,6 +36,7 @@ import json
 import os
 import shutil
 import socket
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,8 @@ def part_arrays(graph: GraphStore, part: torch.Tensor, q: int) -> dict[str, np.n
 
 
 def write_layout(graph: GraphStore, book: PartitionBook, out: str | os.PathLike,
-                 dataset: dict, partitioner: dict, log=print) -> dict:
+                 dataset: dict, partitioner: dict, log: Callable[[str], object] = print
+                 ) -> dict:
     """Write the layout of ``graph`` partitioned by ``book`` to the folder ``out`` (replacing
     a layout there); ``dataset`` and ``partitioner`` are the composed config nodes they came
     from (recorded, and compared with a run's). Returns the layout's ``layout.json``."""

@@ -18,7 +18,8 @@ class RandomPartitioner(Partitioner):
     """A seeded random permutation (per node type) dealt round-robin: parts differ in size by at
     most one, in every type."""
 
-    def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None) -> torch.Tensor:
+    def assign(self, graph: GraphStore, num_parts: int,
+               vertex_weight: torch.Tensor | None = None) -> torch.Tensor:
         """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         gen = torch.Generator().manual_seed(self.seed)
         part = torch.empty(graph.num_nodes, dtype=torch.int64)

@@ -29,7 +29,8 @@ class RangePartitioner(Partitioner):
         RangeConfig(alpha=alpha).check()
         self.alpha = alpha
 
-    def assign(self, graph: GraphStore, num_parts: int, vertex_weight=None) -> torch.Tensor:
+    def assign(self, graph: GraphStore, num_parts: int,
+               vertex_weight: torch.Tensor | None = None) -> torch.Tensor:
         """The part of every vertex (an edge-cut assignment, or the vertex-cut's masters)."""
         alpha = 8.0 * (num_parts - 1) if self.alpha is None else float(self.alpha)
         w = graph.in_degree().numpy().astype(np.float64) + alpha

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,8 @@ def vc_part_arrays(graph: GraphStore, book: PartitionBook, q: int,
 
 
 def write_vc_layout(graph: GraphStore, book: PartitionBook, out: str | os.PathLike,
-                    dataset: dict, partitioner: dict, log=print) -> dict:
+                    dataset: dict, partitioner: dict,
+                    log: Callable[[str], object] = print) -> dict:
     """Write the vertex-cut layout of ``graph`` cut by the vertex-cut ``book`` to ``out``
     (replacing a layout there), as :func:`gnnscale.partition.parts.write_layout` does an
     edge-cut's. Returns its ``layout.json``."""
