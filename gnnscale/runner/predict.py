@@ -27,9 +27,11 @@ Keys are the user's ids when the dataset's processed folder holds an
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -43,6 +45,9 @@ from gnnscale.runner.outputs import key_columns
 from gnnscale.tasks.base import Predicting
 from gnnscale.tasks.config import DEFAULT
 
+if TYPE_CHECKING:
+    from gnnscale.models.base import GNN
+
 
 @dataclass
 class Loaded:
@@ -51,7 +56,7 @@ class Loaded:
 
     config: DictConfig
     graph: Any
-    model: torch.nn.Module
+    model: GNN
     task: Any
     ids: IdMap | None
     classes: list[str] | None
@@ -60,14 +65,6 @@ class Loaded:
     def kind(self) -> str:
         """Its task's option name (``node``, ``link``, ...)."""
         return getattr(self.task, "name", DEFAULT) or DEFAULT
-
-
-def run_config(run_dir: str | Path, data_root: str | None = None) -> tuple[DictConfig, Path]:
-    """The config a run trained with (from its checkpoint, checked:
-    :class:`~gnnscale.runner.finished.FinishedRun`) and the checkpoint's path; no checkpoint is
-    a one-line :class:`UserError`."""
-    run = FinishedRun.from_run(run_dir, data_root)
-    return run.config, run.checkpoint
 
 
 def class_names(folder: Path | None, node_type: str, num_classes: int) -> list[str] | None:
@@ -118,7 +115,7 @@ def predicting(loaded: Loaded, batch_size: int = 4096, progress: bool = False) -
     return Predicting(
         model=loaded.model, graph=g, classes=loaded.classes, batch_size=batch_size,
         progress=progress, keys=lambda nodes, name: key_columns(g, ids, nodes, name),
-        nodes_of=lambda value, what, node_type=None: nodes_of(loaded, value, what, node_type),
+        nodes_of=partial(nodes_of, loaded),
         pairs_of=lambda value: value if isinstance(value, tuple) else outputs.read_pairs(value),
         bar=lambda total, desc: outputs.bar(total, desc, progress))
 
@@ -144,7 +141,7 @@ def read_ids(path: str | Path) -> np.ndarray:
 
 
 # -- the whole prediction ---------------------------------------------------------------------
-def predict_loaded(loaded: Loaded, out: str | Path | None = None, format: str = "parquet",
+def predict_loaded(loaded: Loaded, out: str | os.PathLike | None = None, format: str = "parquet",
                    batch_size: int = 4096, progress: bool | None = None, **options: Any
                    ) -> dict[str, dict[str, np.ndarray]]:
     """The tables of the run's task's predictions for the request ``options`` (each task's

@@ -30,7 +30,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -39,6 +39,9 @@ import torch.distributed as dist
 from gnnscale.data.graph import GraphStore
 from gnnscale.errors import UserError
 from gnnscale.tasks.config import TaskConfig
+
+if TYPE_CHECKING:
+    from gnnscale.models.base import GNN
 
 #: The attribute under which a task's head (its trainable parameters) joins the model, so that
 #: optimizers, gradient reductions and checkpoints include it without knowing the task.
@@ -70,7 +73,7 @@ class Predicting:
       arrays), unconverted;
     - ``bar(total, desc)``: a progress bar (None when progress is off)."""
 
-    model: torch.nn.Module
+    model: GNN
     graph: GraphStore
     classes: list[str] | None
     batch_size: int
@@ -160,19 +163,24 @@ class Task(ABC):
 
     def initial_loss(self, model: torch.nn.Module, graph: GraphStore,
                      items: torch.Tensor | None = None, epoch: int = 0,
-                     batch_size: int = 4096) -> float:
+                     batch_size: int = 4096, group: dist.ProcessGroup | None = None) -> float:
         """The training loss of ``items`` (default: every training item) under ``model``'s
         present parameters, as a training epoch ``epoch`` measures it: through
         :meth:`seeds`, :meth:`target` and :meth:`loss` (link prediction: the negatives that
         epoch draws), the seeds' rows by layer-wise full-neighbour inference on ``graph`` in
         training mode (keyed dropout applies when the model has a key). ``strategy=auto``
-        compares every candidate's loss decrease with it."""
+        compares every candidate's loss decrease with it. Collective under a process group:
+        each rank of ``group`` computes its share of the rows, and every rank the loss."""
+        from gnnscale.distributed.collectives import all_gather_rows, group_size
         from gnnscale.evaluation.evaluate import layerwise_logits
 
         items = self.train_items() if items is None else items
         with torch.no_grad():
             rows = layerwise_logits(model, graph, self.seeds(items, epoch),
-                                    torch.device("cpu"), batch_size, train_mode=True)
+                                    torch.device("cpu"), batch_size, group=group,
+                                    train_mode=True)
+            if group_size(group) > 1:
+                rows = torch.cat(all_gather_rows(rows, group)).cpu()
             return float(self.loss(rows, self.target(items, epoch)))
 
     # -- evaluation -----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ every node of ``s``), the top-k ranks the nodes of ``d`` only, and both tables c
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -28,6 +28,9 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.errors import UserError
 from gnnscale.tasks.base import Columns, Predicted, Predicting
 
+if TYPE_CHECKING:
+    from gnnscale.models.base import GNN
+
 #: pairs a decoder with weights scores at once in the top-k (its hidden rows are this many)
 PAIR_BUDGET = 1 << 16
 
@@ -35,8 +38,7 @@ PAIR_BUDGET = 1 << 16
 Bar = Callable[[int, str], Any] | None
 
 
-def node_rows(model: torch.nn.Module, graph: GraphStore, batch_size: int = 4096
-              ) -> torch.Tensor:
+def node_rows(model: GNN, graph: GraphStore, batch_size: int = 4096) -> torch.Tensor:
     """Every node's output row (the link task's embedding), by layer-wise inference."""
     from gnnscale.evaluation.evaluate import layerwise_logits
 
