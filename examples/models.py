@@ -3,8 +3,10 @@
 Each ``__init__`` takes ``in_channels`` and ``out_channels`` (gnnscale passes the dataset's
 feature width and the task's output width); the rest goes in ``model.kwargs``. gnnscale traces
 each ``forward`` into stages (:mod:`gnnscale.models.trace`), so every strategy runs them as
-they are; ``tests/integration/test_traced_models.py`` trains each under all five strategies against one
-process. docs/bring-your-own-model.md walks through them.
+they are; ``tests/integration/test_traced_models.py`` trains each under all five strategies
+against one process. On a typed graph ``model=to_hetero model.target=examples.models.SAGESkip``
+converts one with PyG's ``to_hetero`` (gnnscale/models/to_hetero.py).
+docs/bring-your-own-model.md walks through them.
 """
 
 from __future__ import annotations

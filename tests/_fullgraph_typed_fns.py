@@ -76,7 +76,8 @@ def make_rgat(graph: GraphStore):
 
 GRAPHS = {"rgcn": (make_typed_graph, make_typed_model),
           "rgat": (lambda: _typed_fns.make_typed_graph(edge_features=True), make_rgat),
-          **{m: (make_typed_graph, other_typed_model(m)) for m in ("hsage", "hgat", "hgt")},
+          **{m: (make_typed_graph, other_typed_model(m))
+             for m in ("hsage", "hgat", "hgt", *_typed_fns.USER)},
           "gat_edge": (make_edge_graph, make_edge_model),
           "gine": (make_edge_graph, lambda graph: _data_fns.make_model(graph, "gine")),
           # users' models traced into stages (tests/_user_models.py TRACED_EDGES)

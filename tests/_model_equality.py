@@ -51,3 +51,42 @@ def trainers_equal(ranks: list[dict], name: str) -> None:
     trainers = [r[name]["factored"] for r in ranks if r[name]["factored"]["trainer"]]
     assert len(trainers) == 1
     matches(trainers[0], one, 0)
+
+
+def typed_equal(ranks: list[dict], name: str) -> None:
+    """Typed model ``name`` (tests/_traced_fns.py hetero_strategies) on 2 ranks: data's steps
+    (one process averaging the ranks' micro-batches), factored's trainer (one process on its
+    jobs), split's steps (one process on the whole mini-batches), fullgraph's and offload's
+    epochs (one process on the whole graph): losses, gradients and parameters."""
+    from tests import _fullgraph_typed_fns as T
+    from tests import _offload_fns, _typed_fns
+
+    data = _typed_fns.typed_reference_steps(len(ranks), _typed_fns.STEPS, name)
+    assert data["losses"][-1][0] != data["losses"][0][0], name  # it trains
+    for rank, r in enumerate(ranks):
+        got = r[name]["data"]
+        for step in range(_typed_fns.STEPS):
+            assert got["losses"][step] == pytest.approx(data["losses"][step][rank], rel=1e-5)
+            close(got["grads"][step], data["grads"][step])
+        close(got["params"], data["params"])
+    trainers = [r[name]["factored"] for r in ranks if r[name]["factored"]["trainer"]]
+    assert trainers, name
+    jobs, steps = trainers[0]["jobs"], trainers[0]["steps"]
+    one = _typed_fns.typed_reference_steps(jobs, steps, name)
+    for t in trainers:
+        for step in range(steps):
+            for slot, loss in t["losses"][step].items():
+                assert loss == pytest.approx(one["losses"][step][slot], rel=1e-5), name
+            close(t["grads"][step], one["grads"][step])
+        close(t["params"], one["params"])
+    split = _split_fns.typed_reference_steps(name, len(ranks))
+    full, off = T.reference(name), _offload_fns.whole_graph_epochs(name)
+    for r in ranks:
+        got = r[name]
+        assert got["split"]["losses"] == pytest.approx(split["losses"], rel=1e-5), name
+        for a, b in zip(got["split"]["grads"], split["grads"], strict=True):
+            close(a, b)
+        for kind, ref in (("fullgraph", full), ("offload", off)):
+            assert got[kind]["losses"] == pytest.approx(ref["losses"], rel=1e-5), (name, kind)
+            for a, b in zip(got[kind]["grads"], ref["grads"], strict=True):
+                close(a, b)

@@ -85,7 +85,7 @@ def case_graph(name: str):
     from gnnscale.data.graph import GraphStore
     from tests import _typed_fns
 
-    if name in _typed_fns.MODELS or name == "rgat":  # R-GAT: with edge features
+    if name in (*_typed_fns.MODELS, *_typed_fns.USER, "rgat"):  # R-GAT: edge features
         return _typed_fns.make_typed_graph(edge_features=name == "rgat")
     g = torch.Generator().manual_seed(11)
     n = 120
@@ -105,7 +105,7 @@ def case_model(name: str, graph):
     kw = dict(hidden=8, num_layers=2, dropout=0.5, input_dropout=0.25)
     from tests import _typed_fns
 
-    if name in _typed_fns.MODELS:  # R-GCN (2 bases) or another typed model
+    if name in (*_typed_fns.MODELS, *_typed_fns.USER):  # R-GCN (2 bases), another typed
         model = _typed_fns._typed_model(name, graph.num_classes, **kw)
         model.bind_graph(graph)
         return model

@@ -161,7 +161,8 @@ TYPED_STEPS = 3
 #: per model: its graph's batch size (the typed graph trains 40 papers)
 TYPED_BATCH = {"rgcn": 12, "rgat": 12, "gat_edge": BATCH, "gine": BATCH,
                # users' models traced into stages (tests/_user_models.py TRACED_EDGES)
-               **{f"user_{m}": BATCH for m in ("t_transformer_e", "t_gine", "t_gatv2e")}}
+               **{f"user_{m}": BATCH for m in ("t_transformer_e", "t_gine", "t_gatv2e")},
+               "to_hetero": 12}  # a user's model converted by to_hetero (the typed graph)
 
 
 def _typed_case(model: str):
@@ -170,7 +171,7 @@ def _typed_case(model: str):
     homogeneous graph that has them."""
     from tests import _data_fns, _typed_fns
 
-    if model in ("rgcn", "rgat"):  # R-GAT: the typed graph with edge features
+    if model in ("rgcn", "rgat", *_typed_fns.USER):  # R-GAT: the typed graph, edge features
         graph = _typed_fns.make_typed_graph(edge_features=model == "rgat")
         return graph, _typed_fns.make_model(graph, model)
     graph = _data_fns.graph_for(model)

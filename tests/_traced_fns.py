@@ -1,6 +1,6 @@
-"""Rank functions for the traced models' tests (tests/integration/test_traced_models.py): the models users
-have, unmodified (tests/_user_models.py TRACED), through each strategy's own equivalence
-harness (tests/_*_fns.py), as tests/_custom_fns.py runs the explicit form."""
+"""Rank functions for the traced models' tests (tests/integration/test_traced_models.py): the
+models users have, unmodified (tests/_user_models.py TRACED), through each strategy's own
+equivalence harness (tests/_*_fns.py), as tests/_custom_fns.py runs the explicit form."""
 
 from __future__ import annotations
 
@@ -44,4 +44,26 @@ def edge_strategies(topo, names: tuple[str, ...] = EDGE_NAMES) -> dict:
     full = T.strategy_epochs(topo, [(name, "depcomm", {}) for name in names])
     off = _offload_fns.offload_epochs(topo, [(name, dict(chunks=2)) for name in names])
     return {name: {"split": split[name], "fullgraph": full[i], "offload": off[i]}
+            for i, name in enumerate(names)}
+
+
+#: users' homogeneous models converted by PyG's to_hetero (tests/_typed_fns.py USER)
+HETERO_NAMES = ("to_hetero",)
+#: offload's options for them: chunks, deduplicated rows, recomputed layers
+HETERO_OFFLOAD = dict(chunks=2, dedup="inter+intra", intermediate="recompute")
+
+
+def hetero_strategies(topo, names: tuple[str, ...] = HETERO_NAMES) -> dict:
+    """Per converted model on the tiny typed graph: data, factored (shared queue), split,
+    fullgraph (depcomm, keyed dropout) and offload, this rank's results (each strategy's typed
+    harness: tests/_typed_fns.py, _split_fns.py, _fullgraph_typed_fns.py, _offload_fns.py)."""
+    from tests import _fullgraph_typed_fns as T
+    from tests import _typed_fns
+
+    split = _split_fns.typed_split_steps(topo, list(names))
+    full = T.strategy_epochs(topo, [(name, "depcomm", {}) for name in names])
+    off = _offload_fns.offload_epochs(topo, [(name, HETERO_OFFLOAD) for name in names])
+    return {name: {"data": _typed_fns.typed_data_steps(topo, name),
+                   "factored": _typed_fns.typed_factored_steps(topo, "shared", "1", name),
+                   "split": split[name], "fullgraph": full[i], "offload": off[i]}
             for i, name in enumerate(names)}

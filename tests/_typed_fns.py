@@ -72,6 +72,13 @@ def _typed_model(name: str, classes: int, **kw):
     """The typed model ``name`` (a key of :data:`MODELS`), ``kw`` its shared options."""
     if name == "rgcn":
         return RGCN(0, classes, num_bases=2, **kw)
+    if name in USER:  # a user's homogeneous model converted by PyG's to_hetero, own dropout
+        from gnnscale.models.to_hetero import ToHetero
+
+        return ToHetero(0, classes, target=USER[name], hidden=kw["hidden"],
+                        input_dropout=kw.get("input_dropout", 0.0),
+                        kwargs={"hidden": kw["hidden"], "num_layers": kw["num_layers"],
+                                "dropout": kw.get("dropout", 0.0)})
     if name == "simplehgn":
         return SimpleHGN(0, classes, heads=2, edge_emb=3,
                          **{**kw, "hidden": 4, "input_dropout": 0.0, "attn_dropout": 0.0})
@@ -86,6 +93,9 @@ def _typed_model(name: str, classes: int, **kw):
 
 #: the typed models the harness trains (its 2-rank data test takes each)
 MODELS = ("rgcn", "hsage", "hgat", "hgt")
+#: users' homogeneous models converted by PyG's to_hetero (model=to_hetero): key -> target
+#: (tests/integration/test_traced_models.py trains them under every strategy)
+USER = {"to_hetero": "examples.models.SAGESkip"}
 
 
 def make_model(graph: GraphStore, model: str = "rgcn"):

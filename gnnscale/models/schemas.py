@@ -520,6 +520,55 @@ class CustomModelConfig(Options):
         return {"kwargs": {"deg": degree_histogram(graph)}}
 
 
+@register("model", "to_hetero")
+@dataclass
+class ToHeteroConfig(CustomModelConfig):
+    """``model=to_hetero``'s options: a user's homogeneous model (``target``, built with
+    ``in_channels=hidden``) converted by PyG's ``to_hetero(module, metadata, aggr)`` for a typed
+    graph's node and edge types, behind the typed input (``hidden`` wide rows per node type);
+    traced into stages, so every strategy runs it (models/to_hetero.py)."""
+
+    title: ClassVar[str] = "model=to_hetero"
+    trains_types: ClassVar[bool] = True
+    _target_: str = "gnnscale.models.to_hetero.ToHetero"
+    hidden: int = 64  # the typed input's width: the user's module gets in_channels=hidden
+    aggr: str = "sum"  # to_hetero's aggr: how the edge types into a node type combine
+    input_features: str = "all"  # all | target | none: whose features the typed input reads
+
+    def check(self) -> None:
+        """The custom model's checks, a known aggr and typed input, and a forward gnnscale
+        can stage (a whole-graph-only one is refused, naming what runs it)."""
+        require_one_of("model.aggr", self.aggr, ("sum", "mean", "max", "min"))
+        require_one_of("model.input_features", self.input_features, INPUT_FEATURES)
+        require_at_least("model.hidden", self.hidden, 1)
+        if self.dropout:
+            raise ConfigError("model.dropout: a model converted by to_hetero runs its own "
+                              "dropout calls (keyed by vertex id): set model.dropout=0")
+        super().check()
+        c = self.contract()
+        if not c.traced:
+            raise ConfigError(f"model=to_hetero runs {c.name} in stages, one conv per edge "
+                              f"type, but {c.why_not_layer_wise}: a whole-graph-only model "
+                              "trains on homogeneous graphs only (model=custom, strategy=data "
+                              "or factored)")
+        from gnnscale.models.to_hetero import check_target
+
+        why = check_target(self.target, dict(self.kwargs), self.hidden)
+        if why is not None:
+            raise ConfigError(why)
+
+    def widths(self, in_dim: int, out_dim: int) -> list[int]:
+        """The typed input's rows (``hidden`` wide), each stage's shipped rows, the output."""
+        inner = self.contract().widths[1:-1]
+        return [self.hidden, *inner, out_dim]
+
+    def why_not_splittable(self) -> str:
+        """Always a reason (vertex-cuts and cached aggregates need the split)."""
+        return (f"{self.contract().name} (model=to_hetero) runs one conv per edge type, not an "
+                "aggregate and an update apart, so it cannot run on a vertex-cut: use an "
+                f"edge-cut partitioner ({EDGE_CUTS})")
+
+
 #: Which node types' features a typed input reads (models/typed_input.py input_dims)
 INPUT_FEATURES = ("all", "target", "none")
 #: R-GCN's aggregations over each relation's edges

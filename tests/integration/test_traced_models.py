@@ -17,7 +17,7 @@ from gnnscale.models.custom import Custom
 from gnnscale.runner.validate import check_config
 from tests import _fullgraph_fns as F
 from tests import _offload_fns, _split_fns, _traced_fns, _user_models
-from tests._model_equality import close, staged_equal, trainers_equal
+from tests._model_equality import close, staged_equal, trainers_equal, typed_equal
 from tests._train import make_cfg
 
 BASE = ("dataset=synthetic", "dataset.preset=tiny", "sampler.fanouts=[5,5]", "dist.world_size=2")
@@ -254,3 +254,13 @@ def test_appnps_propagation_steps_are_stages_checked_against_the_fanouts(tmp_pat
                        "model.num_layers=3") as err:
         check_config(cfg)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_a_model_converted_by_to_hetero_under_every_strategy_equals_one_process():
+    """examples.models.SAGESkip converted by PyG's to_hetero on the tiny typed graph (a
+    featureless type, per-type feature widths), its own dropout keyed: data and factored's
+    steps, split's, fullgraph's and offload's epochs on 2 ranks equal one process."""
+    ranks = spawn(_traced_fns.hetero_strategies, 2)
+    for name in _traced_fns.HETERO_NAMES:
+        typed_equal(ranks, name)

@@ -48,6 +48,8 @@ def test_option_composes_and_builds(tmp_path: Path, group: str, option: str):
         if (group, option) == ("model", "custom"):  # a user's own module; hidden is its kwarg
             keep = [o for o in keep if not o.startswith("model.")]
             keep += ["model.target=tests._user_models.GraphConvNet"]
+        if (group, option) == ("model", "to_hetero"):  # a user's model, for typed graphs
+            keep += ["model.target=examples.models.SAGESkip"]
         if (group, option) == ("model", "gine"):  # edge_dim=auto is the dataset's: none here
             keep += ["model.edge_dim=4"]
         cfg = make_cfg(tmp_path, *keep, f"{group}={option}")
