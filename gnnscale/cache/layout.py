@@ -166,6 +166,42 @@ def derived_copy(graph: GraphStore, order: str = "none", dtype: torch.dtype | No
     return out / "x.npy", index
 
 
+def rounded_copy(table: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``table`` rounded to ``dtype`` (to nearest). A table memory-mapped from a file (a part
+    folder's rows) is written once beside its folder
+    (``<folder>/../derived-features/none-<dtype>-<file>-<key>/x.npy``, rows from 4 KiB; the key
+    hashes the file's path, size and mtime, so a changed file gets a new copy; one process
+    writes it under a file lock, the others map it) and mapped; any other table, or one whose
+    folder is read-only, is rounded in memory."""
+    from gnnscale.cache.disk import mapped_file
+
+    where = mapped_file(table) if table.dim() == 2 else None
+    if where is None:
+        return table.to(dtype)
+    path, offset = Path(where[0]), where[1]
+    st = path.stat()
+    key = hashlib.sha256(f"{path}:{offset}:{st.st_size}:{st.st_mtime_ns}:"
+                         f"{tuple(table.shape)}:{table.dtype}".encode()).hexdigest()[:12]
+    kind = str(dtype).replace("torch.", "")
+    out = path.parent.parent / "derived-features" / f"none-{kind}-{path.stem}-{key}"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (out / "x.npy").exists():
+                tmp = out / f"x.{os.getpid()}.npy"
+                first = _numpy(table[:1].to(dtype))
+                dst = _aligned_npy(tmp, first.dtype, tuple(table.shape))
+                for k in range(0, table.shape[0], _CHUNK_ROWS):
+                    dst[k:k + _CHUNK_ROWS] = _numpy(table[k:k + _CHUNK_ROWS].to(dtype))
+                dst.flush()
+                del dst
+                os.replace(tmp, out / "x.npy")
+    except OSError:  # a read-only data folder: the rounded rows in memory
+        return table.to(dtype)
+    return open_copy(out / "x.npy", dtype)
+
+
 def rows_per_read(tier, batches: list[torch.Tensor], index: torch.Tensor | None = None
                   ) -> dict[str, float]:
     """What the disk tier ``tier`` would read for ``batches`` (lists of ids) with rows laid out

@@ -115,7 +115,9 @@ class ServedExchange(Exchange):
                 continue
             tag = self._tag()
             status = torch.empty(1, dtype=torch.int64)
-            rows = torch.empty(want.numel(), num_features, dtype=dtype)
+            # in the servers' dtype (every rank's view of its own part file), rounded to
+            # ``dtype`` on arrival (cache.feature_dtype: as the asker's rounded copy)
+            rows = torch.empty(want.numel(), num_features, dtype=self.view.rows.dtype)
             head = torch.tensor([want.numel(), tag], dtype=torch.int64)
             works = [self.reply.recv([status], owner, 2 * tag),
                      self.reply.recv([rows], owner, 2 * tag + 1),

@@ -45,6 +45,7 @@ epoch's gathers asked for: the embedding rows the epoch updates) and per-type
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from collections import deque
@@ -59,7 +60,7 @@ from gnnscale import ops
 from gnnscale.cache.base import CachePolicy
 from gnnscale.cache.disk import DiskTier, mapped_file, probe
 from gnnscale.cache.exchange import DistExchange, Exchange
-from gnnscale.cache.layout import DTYPES, derived_copy, open_copy
+from gnnscale.cache.layout import DTYPES, derived_copy, open_copy, rounded_copy
 from gnnscale.data.graph import GraphStore
 from gnnscale.data.pages import advise_random
 from gnnscale.distributed import device as device_seam
@@ -735,14 +736,19 @@ def _feature_dtype(x: Any, policy: CachePolicy, graph: GraphStore | None
                    ) -> tuple[torch.dtype | None, Any]:
     """``cache.feature_dtype``: the dtype gathers return and the table every tier holds: a
     16-bit copy of the processed features (written once beside the processed folder, mapped),
-    or of an in-memory table; ``(None, x)`` when the table already has that dtype."""
+    of a part folder's rows (a view of the copy, :func:`~gnnscale.cache.layout.rounded_copy`;
+    rows peers serve are rounded on arrival, equal to the copy's), or of an in-memory table;
+    ``(None, x)`` when the table already has that dtype."""
     want = DTYPES[getattr(policy, "feature_dtype", "float32") or "float32"]
     if want == torch.float32 or x.dtype == want:
         return None, x
-    if getattr(x, "held", None) is not None:
-        raise ValueError(f"cache.feature_dtype={policy.feature_dtype} converts a whole "
-                         "dataset's features; a part's rows (parts=) are served as stored: "
-                         "set cache.feature_dtype=float32")
+    if not x.dtype.is_floating_point:
+        raise ValueError(f"cache.feature_dtype={policy.feature_dtype} rounds float features; "
+                         f"these are {x.dtype}")
+    if getattr(x, "held", None) is not None:  # a part's rows: a rounded copy beside its folder
+        view = copy.copy(x)
+        view.rows = rounded_copy(x.rows, want)
+        return x.dtype, view
     if not x.is_floating_point():
         raise ValueError(f"cache.feature_dtype={policy.feature_dtype} rounds float features; "
                          f"these are {x.dtype}")
@@ -914,7 +920,8 @@ def build_typed_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = Non
                       hotness: torch.Tensor | None = None) -> TypedFeatureStore:
     """A typed graph's store: per featured node type, a :class:`FeatureStore` caching the
     type's hottest rows by ``policy`` (one ranking over the global ids, sliced per type; each
-    type's capacity from its own row width). Replicated placement only."""
+    type's capacity from its own row width), its table as ``cache.feature_dtype`` (rounded in
+    memory when the store is built). Replicated placement only."""
     if policy.placement == "partitioned":
         raise ValueError("cache.placement=partitioned is not supported on typed graphs yet: "
                          "use cache.placement=replicated")
@@ -938,5 +945,8 @@ def build_typed_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = Non
                 heat = policy.hotness(graph, schedule=schedule, sampler=sampler, seed=seed,
                                       visits=visits, world_size=world)
             mine = hottest(heat[lo:lo + x.shape[0]], capacity)
-        stores[t] = FeatureStore(x, mine, device=device, topo=topo)
+        # cache.feature_dtype: each type's table rounded once, in memory (a typed store has
+        # no disk tier), its gathers up-cast
+        out_dtype, x = _feature_dtype(x, policy, None) if row_bytes else (None, x)
+        stores[t] = FeatureStore(x, mine, device=device, topo=topo, out_dtype=out_dtype)
     return TypedFeatureStore(graph, stores, device=device)

@@ -240,7 +240,9 @@ def test_strategies_train_equal_from_the_disk_tier(tmp_path, strategy):
 @pytest.mark.slow
 def test_part_folders_train_equal_from_the_disk_tier(tmp_path):
     """From a partitioned layout (parts=, 2 ranks, data): each rank's disk tier reads its own
-    part's x.npy, peers' rows come from their owners' tiers; the same losses as in memory."""
+    part's x.npy, peers' rows come from their owners' tiers; the same losses as in memory.
+    With cache.feature_dtype=bfloat16 each rank reads a rounded copy of its part's rows
+    (written once beside the layout) and trains within rounding of float32."""
     from gnnscale.partition.cli import run as partition
     from tests._train import TINY, make_cfg
 
@@ -249,6 +251,11 @@ def test_part_folders_train_equal_from_the_disk_tier(tmp_path):
     mem, _ = _losses(tmp_path, "mem", *over, "cache.disk=false")
     disk, hist = _losses(tmp_path, "disk", *over, "cache.disk=true")
     assert disk == mem and all(h["disk_rows"] > 0 for h in hist)
+    half, hist = _losses(tmp_path, "half", *over, "cache.disk=true",
+                         "cache.feature_dtype=bfloat16")
+    assert half != mem and max(abs(a - b) for a, b in zip(half, mem)) < 0.05
+    assert all(h["disk_rows"] > 0 for h in hist)
+    assert len(list((tmp_path / "L").glob("derived-features/none-bfloat16-x-*/x.npy"))) == 2
 
 
 # -- locality layout ----------------------------------------------------------------------------

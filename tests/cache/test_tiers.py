@@ -83,3 +83,54 @@ def test_built_tiers_take_the_next_hottest_rows_under_their_budgets(tmp_path):
         build_feature_store(graph, small)
     with pytest.raises(ConfigError, match="give at least cache.memory_budget=33554432,"):
         DegreePolicy(host_bytes=32 << 20, memory_budget="16MiB")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_typed_tiers_hold_16_bit_rows_and_gather_them_up_cast(dtype):
+    """A typed graph under cache.feature_dtype: each featured type's tiers hold the rows
+    rounded to 16 bits (half the bytes), gathers return them as float32, cache hits and
+    misses alike; cache.host_bytes is one line on a typed graph."""
+    from gnnscale.cache.store import build_typed_store
+    from tests._typed_fns import make_typed_graph
+
+    graph = make_typed_graph()
+    name = str(dtype).replace("torch.", "")
+    store = build_typed_store(graph, DegreePolicy(ratio=0.3, feature_dtype=name))
+    for t, x in graph.features.items():
+        assert store.stores[t].host.dtype == dtype and store.stores[t].num_cached > 0
+        assert store.stores[t].row_bytes == x.shape[1] * 2
+    ids = torch.arange(graph.num_nodes)
+    got = store.gather(ids)
+    for k, t in enumerate(graph.node_types):
+        if t in graph.features:
+            want = graph.features[t][got.local[got.node_type == k]].to(dtype).float()
+            assert got.features[t].dtype == torch.float32 and torch.equal(got.features[t], want)
+    with pytest.raises(ValueError, match="^cache.host_bytes is not supported on typed graphs"):
+        build_feature_store(graph, DegreePolicy(ratio=0.3, host_bytes=4096))
+
+
+def test_a_parts_rows_are_rounded_once_into_a_copy_beside_the_layout(tmp_path):
+    """cache.feature_dtype on a part folder's rows (parts=): a bfloat16 copy of the part's
+    x.npy written once under the layout's derived-features/ (a second store maps the same
+    file), read by the disk tier, gathered as the rounded float32 rows by global id."""
+    from gnnscale.cache.disk import mapped_file
+    from gnnscale.cache.store import _feature_dtype
+    from gnnscale.partition.part_files import RowView
+
+    folder = tmp_path / "L" / "part-0"
+    folder.mkdir(parents=True)
+    rows = _table(folder, 50, 64)
+    held = torch.arange(0, 100, 2)
+    view = RowView(rows, held, 100, "x", str(folder))
+    policy = DegreePolicy(feature_dtype="bfloat16")
+    out_dtype, half = _feature_dtype(view, policy, None)
+    again = _feature_dtype(view, policy, None)[1]
+    where = mapped_file(half.rows)
+    assert out_dtype == torch.float32 and half.rows.dtype == torch.bfloat16
+    assert where is not None and where == mapped_file(again.rows) and view.rows is rows
+    assert Path(where[0]).parent.parent == tmp_path / "L" / "derived-features"
+    store = FeatureStore(half, torch.empty(0, dtype=torch.long), out_dtype=out_dtype,
+                         disk=DiskTier.of(half.rows))
+    ids = held[torch.randperm(50)[:20]]
+    want = rows[view.positions(ids)].to(torch.bfloat16).float()
+    assert torch.equal(store.gather(ids), want) and store.epoch_stats()["disk_rows"] == 20
