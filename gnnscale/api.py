@@ -107,20 +107,17 @@ def _value(overrides: Sequence[str], key: str) -> str | None:
 def compose(overrides: Sequence[str] = ()) -> DictConfig:
     """The config ``train.py`` composes for ``overrides`` (without Hydra's own node); a
     misspelt option or key is a :class:`ConfigError` of one line."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    from gnnscale.runner.cli import CONFIGS, check_options
+    from gnnscale.compose import compose as compose_root
+    from gnnscale.runner.cli import check_options
 
     registry.load_all()
     overrides = [str(o) for o in overrides]
     check_options(overrides)
-    with initialize_config_dir(str(CONFIGS), version_base=None, job_name="gnnscale"):
-        try:
-            return hydra_compose("config", overrides=overrides)
-        except Exception as err:  # noqa: BLE001 - Hydra's message, first line
-            text = str(err).strip()
-            raise ConfigError(text.splitlines()[0] if text else repr(err)) from None
+    try:
+        return compose_root(overrides, job_name="gnnscale", own=True)
+    except Exception as err:  # noqa: BLE001 - Hydra's message, first line
+        text = str(err).strip()
+        raise ConfigError(text.splitlines()[0] if text else repr(err)) from None
 
 
 def _data_root(overrides: Sequence[str], data_root: str | None) -> Path:

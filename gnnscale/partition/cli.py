@@ -67,13 +67,10 @@ def run(cfg, log: Callable[[str], None] = print, parts: int | None = None):
 
 def compose(overrides: list[str]):
     """Compose configs/config.yaml; ``num_parts=``/``cache_root=``/``out=`` are added keys."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from gnnscale.compose import compose as compose_root
 
     fixed = [f"++{o}" if o.split("=", 1)[0] in EXTRA_KEYS else o for o in overrides]
-    registry.load_all()
-    with initialize_config_dir(str(registry.CONFIGS), version_base=None):
-        return hydra_compose(config_name="config", overrides=fixed)
+    return compose_root(fixed, own=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gnnscale.errors import ConfigError, UserError
-from gnnscale.registry import CONFIGS
+from gnnscale.paths import CONFIGS
 
 #: Hydra's flags that take the next argument as their value.
 _VALUED = {"-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir", "-c", "--cfg",
@@ -155,15 +155,15 @@ def preflight(jobs: list[list[str]], check: Callable[[DictConfig], Any]
     """Compose every job and ``check`` it (its own output discarded: each job prints its notes
     when it runs); return the refused jobs' overrides -> (label, one line). Raise
     :class:`ConfigError` when a job does not compose (the whole sweep is refused)."""
-    from hydra import compose, initialize_config_dir
+    from gnnscale.compose import compose, session
 
     refused: dict[tuple, tuple[str, str]] = {}
     names = swept(jobs)
-    with initialize_config_dir(str(CONFIGS), version_base=None, job_name="train"):
+    with session(job_name="train", own=True):  # one session for every job's compose
         for num, job in enumerate(jobs):
             name = label(num, names[num])
             try:
-                cfg = compose("config", overrides=job, return_hydra_config=True)
+                cfg = compose(job, return_hydra_config=True)
             except Exception as err:  # noqa: BLE001 - Hydra's message, first line
                 line = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
                 raise ConfigError(f"job {name} does not compose: {line} (the sweep is refused: "

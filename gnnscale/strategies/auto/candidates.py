@@ -5,58 +5,29 @@ whether it is a candidate and what it prefers."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
 from gnnscale import registry
+from gnnscale.compose import compose, group_options, running_searchpath
 from gnnscale.errors import ConfigError
-from gnnscale.registry import CONFIGS
 from gnnscale.strategies.config import declared
 
 
-def _searchpath() -> list[str]:
-    """The run's ``hydra.searchpath`` (outside strategies' config folders), if under Hydra."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return []
-    return list(HydraConfig.get().searchpath)
-
-
-@contextmanager
-def _hydra():
-    """Hydra's loader: the running app's, or one over the project's configs/."""
-    if GlobalHydra.instance().is_initialized():
-        yield GlobalHydra.instance()
-        return
-    with initialize_config_dir(str(CONFIGS), version_base=None):
-        yield GlobalHydra.instance()
-
-
-def _overrides(extra: list[str]) -> list[str]:
-    path = _searchpath()
-    return ([f"hydra.searchpath=[{','.join(path)}]"] if path else []) + extra
-
-
 def strategy_options() -> list[str]:
-    """Every option of the ``strategy`` group, in name order."""
-    with _hydra() as gh:
-        return sorted(gh.config_loader().get_group_options(
-            "strategy", config_name="config", overrides=_overrides([])))
+    """Every option of the ``strategy`` group (the running app's search path included), in
+    name order."""
+    return group_options("strategy", running_searchpath())
 
 
 def option_node(group: str, name: str) -> DictConfig:
     """What ``group=name`` composes for that group (its schema and yaml, nothing else)."""
-    with _hydra():
-        try:
-            return compose("config", overrides=_overrides([f"{group}={name}"]))[group]
-        except Exception as err:  # noqa: BLE001 - Hydra raises several kinds
-            raise ConfigError(f"no option {name!r} in config group {group!r}: {err}") from err
+    try:
+        return compose([*running_searchpath(), f"{group}={name}"])[group]
+    except Exception as err:  # noqa: BLE001 - Hydra raises several kinds
+        raise ConfigError(f"no option {name!r} in config group {group!r}: {err}") from err
 
 
 def candidates(cfg: DictConfig) -> list[tuple[str, str | None]]:
