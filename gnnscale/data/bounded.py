@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, BinaryIO, Protocol
 
 import numpy as np
 import torch
@@ -167,6 +167,14 @@ def member_chunks(zf: zipfile.ZipFile, info: zipfile.ZipInfo, start_row: int = 0
             yield np.frombuffer(data, dtype=dtype).reshape((k, *row_shape))
 
 
+class StagedGraph(Protocol):
+    """What :meth:`Stage.held` reads of a graph (a :class:`~gnnscale.data.graph.GraphStore`)."""
+
+    type_features: dict[str, torch.Tensor]
+    type_edge_attr: dict[tuple[str, str, str], torch.Tensor]
+    edge_types: tuple[tuple[str, str, str], ...]
+
+
 class Stage:
     """A dataset's staging folder while it is processed: large arrays written there as files
     (:attr:`files`: ``{array name: (file, digest)}``) that :func:`processed.save` moves into
@@ -186,7 +194,7 @@ class Stage:
         self._address[name] = out.data_ptr()
         return out
 
-    def held(self, graph) -> dict[str, tuple[Path, str]]:
+    def held(self, graph: StagedGraph) -> dict[str, tuple[Path, str]]:
         """The staged files that ``graph`` still holds as they were written (its array of that
         name is the mapped file itself, not a transformed copy)."""
         out = {}

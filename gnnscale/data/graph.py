@@ -689,8 +689,8 @@ class GraphStore:
         edge_weight: torch.Tensor | None = None,
         edge_attr: torch.Tensor | RowChunks | None = None,
         index_dtype: torch.dtype = torch.int64,
-        stage=None,
-        **fields,
+        stage: bounded.Stage | None = None,
+        **fields: Any,
     ) -> GraphStore:
         """Build a CSC graph from a ``[2, E]`` (source, destination) edge list: the one-type
         case of :meth:`from_typed` (the same CSC builder).
@@ -814,8 +814,8 @@ class GraphStore:
         dedupe: bool = True,
         index_dtype: torch.dtype = torch.int64,
         num_classes: int | None = None,
-        stage=None,
-        **fields,
+        stage: bounded.Stage | None = None,
+        **fields: Any,
     ) -> GraphStore:
         """Build a typed graph from per-type parts, all in TYPE-LOCAL ids.
 

@@ -28,6 +28,8 @@ takes about a second, ``scale`` 1 about a minute.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -176,7 +178,7 @@ class HeteroSimDataset(Dataset):
 
     def __init__(self, root: str = "data", scale: float = 0.01, seed: int = 0,
                  feature_norm: str = "none",
-                 memory_budget: int | str | None = None, **knobs) -> None:
+                 memory_budget: int | str | None = None, **knobs: Any) -> None:
         super().__init__(root, feature_norm, memory_budget)
         self.spec = HeteroSimConfig(scale=scale, seed=seed, **knobs)
         self.spec.check()

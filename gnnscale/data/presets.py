@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
 
 from gnnscale.errors import ConfigError
 
@@ -95,7 +96,8 @@ PRESETS: dict[str, SyntheticParams] = {
 }
 
 
-def resolve(preset: str = "small", scale: float = 1.0, **overrides) -> SyntheticParams:
+def resolve(preset: str = "small", scale: float = 1.0, **overrides: Any
+            ) -> SyntheticParams:
     """The preset's parameters, scaled, then with every non-None override applied."""
     if preset not in PRESETS:
         raise ConfigError(f"dataset.preset: unknown synthetic preset {preset!r}; choose one of "

@@ -38,6 +38,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -64,7 +65,7 @@ def _streams(seed: int) -> list[np.random.Generator]:
 
 
 def communities(
-    preset: str = "small", scale: float = 1.0, seed: int = 0, **overrides
+    preset: str = "small", scale: float = 1.0, seed: int = 0, **overrides: Any
 ) -> np.ndarray:
     """Community of every node (by node id) of the graph ``generate`` builds with these args."""
     return _communities(resolve(preset, scale, **overrides), _streams(seed)[0])[0]
@@ -431,7 +432,8 @@ def _streamed_csc(p: SyntheticParams, rng, starts: np.ndarray, perm: np.ndarray,
     return indptr, out["indices"]
 
 
-def generate(preset: str = "small", scale: float = 1.0, seed: int = 0, **overrides) -> GraphStore:
+def generate(preset: str = "small", scale: float = 1.0, seed: int = 0,
+             **overrides: Any) -> GraphStore:
     """Generate a synthetic graph in memory (no caching); see the module docstring."""
     return generate_params(resolve(preset, scale, **overrides), seed, name=_name(preset, scale))
 
@@ -448,7 +450,7 @@ class SyntheticDataset(Dataset):
 
     def __init__(self, root: str = "data", preset: str = "small", scale: float = 1.0,
                  seed: int = 0, feature_norm: str = "none",
-                 memory_budget: int | str | None = None, **overrides) -> None:
+                 memory_budget: int | str | None = None, **overrides: Any) -> None:
         super().__init__(root, feature_norm, memory_budget)
         self.preset, self.scale, self.seed = preset, float(scale), int(seed)
         self.params = resolve(preset, self.scale, **overrides)
