@@ -32,8 +32,9 @@ def test_every_strategy_gathers_edge_features_as_models_md_says():
 
 
 def test_the_shared_typed_adapter_is_the_one_models_md_names():
-    """hsage, hgat and hgt run through ``models/hetero.py``'s adapter; R-GCN, R-GAT and
-    Simple-HGN do not (each runs its own typed layers)."""
+    """hsage, hgat, hgt and to_hetero (a user's model converted by PyG's to_hetero) run
+    through ``models/hetero.py``'s adapter; R-GCN, R-GAT and Simple-HGN do not (each runs its
+    own typed layers)."""
     from hydra.utils import get_object
 
     from gnnscale.models.hetero import HeteroGNN
@@ -41,11 +42,13 @@ def test_the_shared_typed_adapter_is_the_one_models_md_names():
     page = _flat(DOCS / "components" / "models.md")
     assert "`hsage`, `hgat` and `hgt` run PyG's heterogeneous convs on sampled blocks through " \
            "one adapter" in page
-    typed = ("rgcn", "rgat", "simplehgn", "hsage", "hgat", "hgt")
+    assert "`model=to_hetero` (`gnnscale/models/to_hetero.py`) runs through the same adapter" \
+        in page
+    typed = ("rgcn", "rgat", "simplehgn", "hsage", "hgat", "hgt", "to_hetero")
     through = {name for name in typed
                if issubclass(get_object(api.compose([f"model={name}"]).model._target_),
                              HeteroGNN)}
-    assert through == {"hsage", "hgat", "hgt"}
+    assert through == {"hsage", "hgat", "hgt", "to_hetero"}
 
 
 # -- python-api.md ----------------------------------------------------------------------------
