@@ -16,7 +16,7 @@ from torch.distributed import ProcessGroup
 
 from gnnscale.deps.base import DependencyManager, greedy
 from gnnscale.deps.costs import Costs, probe_costs
-from gnnscale.deps.schemas import COST_KEYS, HybridConfig, given_costs
+from gnnscale.deps.schemas import HybridConfig, given_costs
 
 
 class Hybrid(DependencyManager):
@@ -36,7 +36,8 @@ class Hybrid(DependencyManager):
         self.costs: Costs | None = None
         given = given_costs(costs)
         if given:
-            self.costs = Costs(*(given[k] for k in COST_KEYS), given.get("t_sync", 0.0))
+            self.costs = Costs(given["t_vertex"], given["t_edge"], given["t_comm"],
+                               given.get("t_sync", 0.0))
 
     def plan(self, recompute_cost: torch.Tensor, comm_cost: torch.Tensor,
              mem_bytes: torch.Tensor | None = None, budget: int | None = None) -> torch.Tensor:

@@ -34,7 +34,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ProcessGroup
 
-from gnnscale.deps.shuffle import ShuffleStats, _check
+from gnnscale.deps.shuffle import ShuffleStats, _check, posted
 
 
 def _offsets(counts: list[int]) -> list[int]:
@@ -44,6 +44,11 @@ def _offsets(counts: list[int]) -> list[int]:
     return out
 
 
+def _done(work: dist.Work | None) -> bool:
+    """Whether a receive has arrived (None: already waited on)."""
+    return work is None or work.is_completed()
+
+
 class _Flight:
     """The messages of one exchange (one forward, its backward)."""
 
@@ -51,12 +56,12 @@ class _Flight:
         self.ex = ex
         self.rows = 0
         self.send_buf: torch.Tensor | None = None
-        self.sends: list = []
+        self.sends: list[dist.Work] = []
         self.recv: dict[int, torch.Tensor] = {}
-        self.recv_work: dict[int, object | None] = {}  # None: already waited on
+        self.recv_work: dict[int, dist.Work | None] = {}  # None: already waited on
         self.grad_recv: dict[int, torch.Tensor] = {}
-        self.grad_work: dict[int, object] = {}
-        self.grad_sends: list = []
+        self.grad_work: dict[int, dist.Work] = {}
+        self.grad_sends: list[dist.Work] = []
 
     def post_grad_recvs(self, like: torch.Tensor) -> None:
         """Post the receives of the gradients of the rows this rank sent (once)."""
@@ -67,7 +72,8 @@ class _Flight:
         for q in ex.send_order:
             buf = like.new_empty((ex.send_counts[q],) + width)
             self.grad_recv[q] = buf
-            self.grad_work[q] = dist.irecv(buf, ex.peer(q), group=ex.group, tag=ex.tag + 1)
+            self.grad_work[q] = posted(dist.irecv(buf, ex.peer(q), group=ex.group,
+                                                  tag=ex.tag + 1))
 
 
 class _Start(torch.autograd.Function):
@@ -81,12 +87,14 @@ class _Start(torch.autograd.Function):
         for p in ex.recv_order:
             buf = x.new_empty((ex.recv_counts[p],) + width)
             flight.recv[p] = buf
-            flight.recv_work[p] = dist.irecv(buf, ex.peer(p), group=ex.group, tag=ex.tag)
+            flight.recv_work[p] = posted(dist.irecv(buf, ex.peer(p), group=ex.group,
+                                                    tag=ex.tag))
         for q in ex.send_order:
             rows = flight.send_buf[ex.send_off[q]:ex.send_off[q + 1]]
-            flight.sends.append(dist.isend(rows, ex.peer(q), group=ex.group, tag=ex.tag))
+            flight.sends.append(posted(dist.isend(rows, ex.peer(q), group=ex.group,
+                                                  tag=ex.tag)))
         if not ex.hide:  # a gloo work is waited on once: mark them done
-            for w in list(flight.recv_work.values()) + flight.sends:
+            for w in [*(r for r in flight.recv_work.values() if r is not None), *flight.sends]:
                 w.wait()
             flight.recv_work = dict.fromkeys(flight.recv_work)
             flight.sends = []
@@ -133,8 +141,8 @@ class _Arrive(torch.autograd.Function):
         t0 = time.perf_counter()
         flight.post_grad_recvs(grad)
         grad = grad.contiguous()
-        flight.grad_sends.append(dist.isend(grad, ex.peer(peer), group=ex.group,
-                                            tag=ex.tag + 1))
+        flight.grad_sends.append(posted(dist.isend(grad, ex.peer(peer), group=ex.group,
+                                                   tag=ex.tag + 1)))
         if not ex.hide:
             flight.grad_sends.pop().wait()
         ex.count(time.perf_counter() - t0, grad.numel() * grad.element_size(), True)
@@ -206,8 +214,7 @@ class PeerExchange:
         token, flight = started
         pending = list(self.recv_order)
         while pending:
-            peer = next((p for p in pending if flight.recv_work[p] is None
-                         or flight.recv_work[p].is_completed()), pending[0])
+            peer = next((p for p in pending if _done(flight.recv_work[p])), pending[0])
             pending.remove(peer)
             yield peer, _Arrive.apply(token, flight, peer)
         t0 = time.perf_counter()

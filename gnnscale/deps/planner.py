@@ -122,15 +122,15 @@ def plan_edge_cut(graph: GraphStore, part: torch.Tensor, rank: int, world: int,
     is_master = part == rank
     guarded = None
     if deps.replicates_all:
-        rep = None
+        layout = _layout(graph, part, is_master, None, world, L)
     elif deps.replicates_none or world == 1:
         rep = [torch.zeros(n, dtype=torch.bool) for _ in range(L)]
+        layout = _layout(graph, part, is_master, rep, world, L)
     else:
-        lc = lc if lc is not None else deps.layer_costs(dims)
-        rep = hybrid_replicas(graph, is_master, deps, dims, lc, budget)
-    layout = _layout(graph, part, is_master, rep, world, L)
-    if rep is not None and not deps.replicates_none and world > 1:
-        layout, guarded = guard(graph, part, is_master, world, deps, dims, lc, budget, layout,
+        costs = lc if lc is not None else deps.layer_costs(dims)
+        rep = hybrid_replicas(graph, is_master, deps, dims, costs, budget)
+        layout = _layout(graph, part, is_master, rep, world, L)
+        layout, guarded = guard(graph, part, is_master, world, deps, dims, costs, budget, layout,
                                 group)
     layout.report = _report(graph, layout, dims, budget, time.perf_counter() - t0)
     if guarded is not None:
@@ -143,17 +143,17 @@ def _layout(graph: GraphStore, part: torch.Tensor, is_master: torch.Tensor,
     """The rows held and received per layer, top-down, given the replicated rows ``rep``
     (None: every needed row is held)."""
     masters = is_master.nonzero().flatten()
-    rows, recv, counts = [None] * L + [masters], [None] * L, [None] * L
+    rows, recv, counts = [masters], [], []  # layers L, L-1, ..., 0: reversed at the end
     for k in range(L - 1, -1, -1):
-        need = _needed(graph, rows[k + 1])
+        need = _needed(graph, rows[-1])
         held = need if rep is None else need & (is_master | rep[k])
         extra = (held & ~is_master).nonzero().flatten()
-        rows[k] = torch.cat([masters, extra])
+        rows.append(torch.cat([masters, extra]))
         got = (need & ~held).nonzero().flatten()
         order = torch.argsort(part[got], stable=True)
-        recv[k] = got[order]
-        counts[k] = torch.bincount(part[recv[k]], minlength=world).tolist()
-    return EdgeCutLayout(masters, rows, recv, counts)
+        recv.append(got[order])
+        counts.append(torch.bincount(part[recv[-1]], minlength=world).tolist())
+    return EdgeCutLayout(masters, rows[::-1], recv[::-1], counts[::-1])
 
 
 def layout_cost(graph: GraphStore, lay: EdgeCutLayout, dims: list[int], lc: torch.Tensor,
@@ -219,7 +219,7 @@ def guard(graph: GraphStore, part: torch.Tensor, is_master: torch.Tensor, world:
         exchanges = int((per[i, 2:] > 0).sum())
         if fits:
             predicted[name] = float(per[i, 0]) + 2 * exchanges * t_sync
-    fixed = min((k for k in predicted if k != "hybrid"), key=predicted.get)
+    fixed = min((k for k in predicted if k != "hybrid"), key=lambda k: predicted[k])
     margin = getattr(deps, "margin", 0.0)
     best = "hybrid" if predicted["hybrid"] < (1 - margin) * predicted[fixed] else fixed
     if margin == 0.0 and predicted["hybrid"] == predicted[fixed]:

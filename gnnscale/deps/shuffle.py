@@ -64,6 +64,14 @@ class _Pending:
         return self.recv
 
 
+def posted(work: dist.Work | None) -> dist.Work:
+    """The work of a message just posted (None only for a rank outside the message's group,
+    which never posts one: a RuntimeError)."""
+    if work is None:
+        raise RuntimeError("a rank outside the process group posted a message")
+    return work
+
+
 def _ring(send: torch.Tensor, recv: torch.Tensor, send_counts: list[int],
           recv_counts: list[int], group) -> None:
     """Peer-ordered point-to-point exchange, step by step (returns when done)."""
@@ -80,9 +88,10 @@ def _ring(send: torch.Tensor, recv: torch.Tensor, send_counts: list[int],
         peer_from = frm if group is None else dist.get_global_rank(group, frm)
         step = []
         if send_counts[to]:
-            step.append(dist.isend(send[s_off[to]:s_off[to + 1]], peer_to, group=group))
+            step.append(posted(dist.isend(send[s_off[to]:s_off[to + 1]], peer_to, group=group)))
         if recv_counts[frm]:
-            step.append(dist.irecv(recv[r_off[frm]:r_off[frm + 1]], peer_from, group=group))
+            step.append(posted(dist.irecv(recv[r_off[frm]:r_off[frm + 1]], peer_from,
+                                          group=group)))
         for w in step:  # one step at a time: the ring's time slots
             w.wait()
 
