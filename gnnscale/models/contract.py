@@ -320,7 +320,7 @@ def build(target: str, in_channels: int, out_channels: int,
 
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise ConfigError(f"model.target={target} is not an nn.Module class")
-    kwargs = _plain(kwargs)
+    kwargs = plain_kwargs(kwargs)
     if kwargs.get("deg") == "auto":
         raise ConfigError("model.kwargs.deg=auto is filled from the training graph when the "
                           "model is built for a run (give a histogram to build it alone)")
@@ -346,7 +346,7 @@ def build(target: str, in_channels: int, out_channels: int,
                           "arguments go in model.kwargs)") from None
 
 
-def _plain(kwargs: Any) -> dict[str, Any]:
+def plain_kwargs(kwargs: Any) -> dict[str, Any]:
     """``kwargs`` as plain Python values (a config's lists and dicts as ``list`` and ``dict``:
     PyG checks ``isinstance(aggregators, list)``)."""
     from omegaconf import DictConfig, ListConfig, OmegaConf

@@ -21,13 +21,15 @@ get no output): build the graph with reverse edges.
 
 from __future__ import annotations
 
+import functools
+import json
 import warnings
 from typing import Any, cast
 
 import torch
 from torch import fx, nn
 
-from gnnscale.models.contract import build, describe
+from gnnscale.models.contract import build, describe, plain_kwargs
 from gnnscale.models.hetero import HeteroGNN
 from gnnscale.models.schemas import ToHeteroConfig
 from gnnscale.models.trace import NotStaged, Staged, stage
@@ -271,10 +273,16 @@ def why_not_per_edge_type(module: nn.Module, staged: Staged) -> str | None:
 def check_target(target: str, kwargs: dict[str, Any], hidden: int) -> str | None:
     """The launcher's check of ``model.target`` for ``model=to_hetero``: built with
     ``in_channels=hidden`` (leaving the random state as it was) and traced, why its convs
-    cannot run per edge type, or None (:func:`why_not_per_edge_type`)."""
+    cannot run per edge type, or None (:func:`why_not_per_edge_type`); once per arguments."""
+    plain = plain_kwargs(kwargs)  # a config's lists as lists
+    return _check_target(target, json.dumps(plain, sort_keys=True, default=str), hidden)
+
+
+@functools.lru_cache(maxsize=16)
+def _check_target(target: str, kwargs_json: str, hidden: int) -> str | None:
     from gnnscale.models.contract import PROBE_DEG, PROBE_EDGE, PROBE_OUT
 
-    kwargs = dict(kwargs)
+    kwargs = json.loads(kwargs_json)
     if kwargs.get("edge_dim") == "auto":
         kwargs["edge_dim"] = PROBE_EDGE
     if kwargs.get("deg") == "auto":
