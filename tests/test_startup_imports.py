@@ -88,3 +88,25 @@ def test_a_single_run_composes_its_config_once(tmp_path):
         "print(json.dumps([len(calls), status]))",
         GNNSCALE_START_METHOD="spawn")
     assert got == [1, 2]
+
+
+def test_torch_free_checks_come_before_a_custom_models_import(tmp_path):
+    """A custom model and a wrong partitioner option: the partitioner's error, said before
+    torch, PyG or the user's module is imported."""
+    got = _py(
+        "import json, sys\n"
+        "from gnnscale.errors import ConfigError\n"
+        "from gnnscale.runner.validate import check_config\n"
+        "from tests._train import make_cfg\n"
+        f"cfg = make_cfg(__import__('pathlib').Path({str(tmp_path)!r}), 'dataset=synthetic',"
+        " 'model=custom', 'model.target=examples.models.MeanPooled', 'model.num_layers=1',"
+        " 'sampler.fanouts=[5]', 'strategy=split', 'partitioner=metis',"
+        " 'partitioner.imbalance=0.9')\n"
+        "try:\n"
+        "    check_config(cfg)\n"
+        "    said = None\n"
+        "except ConfigError as err:\n"
+        "    said = str(err)\n"
+        "print(json.dumps([said, 'torch' in sys.modules, 'examples.models' in sys.modules]))")
+    assert "imbalance" in got[0], got[0]
+    assert got[1:] == [False, False]

@@ -69,7 +69,9 @@ def check_plan(cfg: DictConfig) -> RunPlan:
         raise ConfigError(f"eval_batch_size must be >= 1, got {cfg.eval_batch_size}")
     check_early_stop(cfg)
     check_unused_cache_budget(cfg)
-    registry.check_options(cfg, [g for g in registry.GROUPS if g not in ("task", "strategy")])
+    # the model last: a custom model's check imports torch, PyG and the user's module
+    registry.check_options(cfg, [g for g in registry.GROUPS
+                                 if g not in ("task", "strategy", "model")] + ["model"])
     decl = declared(cfg.strategy)
     settled = settle_model(cfg, decl)
     optim, model = registry.options("optim", cfg.get("optim")), cfg.get("model")
