@@ -38,7 +38,7 @@ class Partitioner(ABC):
         cfg = {"_target_": f"{type(self).__module__}.{type(self).__qualname__}"}
         for cls in type(self).__mro__:
             if "__init__" in vars(cls):
-                for arg in list(inspect.signature(cls.__init__).parameters)[1:]:
+                for arg in list(inspect.signature(vars(cls)["__init__"]).parameters)[1:]:
                     if hasattr(self, arg):
                         cfg.setdefault(arg, getattr(self, arg))
         return cfg
@@ -60,8 +60,12 @@ class Partitioner(ABC):
         out = self.assign(graph, num_parts, vertex_weight)
         elapsed = time.perf_counter() - t0
         if self.kind == "vertex_cut":
+            if not isinstance(out, tuple):
+                raise TypeError(f"{self.name}: a vertex-cut's assign returns (master, edge_part)")
             book = PartitionBook.from_vertex_cut(graph, out[0], out[1], num_parts)
         else:
+            if isinstance(out, tuple):
+                raise TypeError(f"{self.name}: an edge-cut's assign returns one part per vertex")
             book = PartitionBook.from_edge_cut(graph, out, num_parts)
         book.quality = evaluate(graph, book, time_s=elapsed)
         book.quality["partitioner"] = self.name

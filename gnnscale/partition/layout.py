@@ -194,6 +194,13 @@ def read_part(root: str | os.PathLike, part: int, layout: dict) -> dict:
     return info
 
 
+def _plain(node: object) -> dict:
+    """A composed config node as a plain dict (a group's node always is one)."""
+    if not isinstance(node, dict):
+        raise ConfigError(f"a config group holds {type(node).__name__}, not its options")
+    return node
+
+
 def _show(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
@@ -220,14 +227,14 @@ def check_run(cfg: Any, ranks: list[int]) -> DatasetMeta:
         raise ConfigError(f"parts={root} holds {layout['num_parts']} parts, one per rank, but "
                           f"dist.world_size={world}: set dist.world_size={layout['num_parts']} "
                           f"(or partition again with dist.world_size={world})")
-    node = OmegaConf.to_container(cfg.partitioner, resolve=True, enum_to_str=True)
+    node = _plain(OmegaConf.to_container(cfg.partitioner, resolve=True, enum_to_str=True))
     if config_hash(node) != layout["config_hash"]:
         raise ConfigError(f"parts={root} was partitioned by partitioner={layout['partitioner']}"
                           f", this run's partitioner differs: set "
                           f"{partitioner_overrides(layout['partitioner_config'], node)} (or "
                           "partition again with this run's)")
-    data = dataset_identity(OmegaConf.to_container(cfg.dataset, resolve=True,
-                                                   enum_to_str=True))
+    data = dataset_identity(_plain(OmegaConf.to_container(cfg.dataset, resolve=True,
+                                                          enum_to_str=True)))
     want = layout["dataset"]
     if data != want:
         keys = [k for k in sorted(set(want) | set(data)) if want.get(k) != data.get(k)]

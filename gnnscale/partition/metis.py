@@ -83,7 +83,7 @@ class MetisPartitioner(Partitioner):
         rebalance: bool = True, method: str = "kway",
     ) -> None:
         super().__init__(seed)
-        MetisConfig(imbalance=imbalance, vertex_weights=vertex_weights, method=method).check()
+        MetisConfig.checked(imbalance, vertex_weights, method)
         self.balance_vertices, self.balance_train = balance_vertices, balance_train
         self.balance_edges, self.imbalance = balance_edges, float(imbalance)
         self.vertex_weights, self.rebalance, self.method = vertex_weights, rebalance, method

@@ -109,12 +109,12 @@ class CachedPartitions(PartitionProvider):
 
         first = not dist.is_initialized() or dist.get_rank(self.group) == 0
         args = (self.graph, self.partitioner, num_parts, self.root)
-        if first:
-            book = get_partition(*args, log=self.log, vertex_weight=vertex_weights)
+        book = get_partition(*args, log=self.log, vertex_weight=vertex_weights) if first \
+            else None
         if not dist.is_initialized() or dist.get_world_size(self.group) == 1:
-            return book
+            return _held(book)
         src = dist.get_global_rank(self.group, 0) if self.group is not None else 0
-        digest = [book.fingerprint() if first else None]
+        digest = [book.fingerprint() if book is not None and first else None]
         dist.broadcast_object_list(digest, src=src, group=self.group)
         if not first:
             book = cached_partition(*args, log=None, vertex_weight=vertex_weights)
@@ -122,12 +122,19 @@ class CachedPartitions(PartitionProvider):
         need = torch.tensor([int(missing)], dtype=torch.int64)
         all_reduce_host(need, dist.ReduceOp.MAX, group=self.group)
         if not need.item():
-            return book
-        sent = [book.payload() if first else None]
+            return _held(book)
+        sent: list[dict | None] = [book.payload() if book is not None and first else None]
         dist.broadcast_object_list(sent, src=src, group=self.group)
-        if missing:  # this host's cache lacks it (its own data folder): keep it there
+        if missing and sent[0] is not None:  # this host's cache lacks it: keep it there
             book = PartitionBook.from_payload(sent[0])
             if self.root is not None:
                 book.save(cache_dir(self.graph, self.partitioner, num_parts, self.root,
                                     vertex_weights))
-        return book
+        return _held(book)
+
+
+def _held(book: PartitionBook | None) -> PartitionBook:
+    """The book this rank holds once the group agreed on it (every rank holds one then)."""
+    if book is None:
+        raise RuntimeError("this rank holds no partition book after the group agreed on one")
+    return book

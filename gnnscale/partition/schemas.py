@@ -71,6 +71,16 @@ class MetisConfig(PartitionerConfig):
         require_one_of("partitioner.vertex_weights", self.vertex_weights, VERTEX_WEIGHTS)
         require_one_of("partitioner.method", self.method, METHODS)
 
+    @classmethod
+    def checked(cls, imbalance: float, vertex_weights: str, method: str) -> MetisConfig:
+        """The options of a partitioner made in code (choices as text), checked as
+        :meth:`check` checks a composed config."""
+        _imbalance(imbalance)
+        require_one_of("partitioner.vertex_weights", vertex_weights, VERTEX_WEIGHTS)
+        require_one_of("partitioner.method", method, METHODS)
+        return cls(imbalance=imbalance, vertex_weights=VertexWeights(vertex_weights),
+                   method=Method(method))
+
 
 @register("partitioner", "random")
 @dataclass

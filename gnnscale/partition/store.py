@@ -65,7 +65,7 @@ def config_hash(partitioner: Partitioner, vertex_weight: torch.Tensor | None = N
         h.update(TYPED_BALANCE)
     if vertex_weight is not None:
         a = np.ascontiguousarray(torch.as_tensor(vertex_weight).double().numpy())
-        h.update(memoryview(a.reshape(-1).view(np.uint8)))
+        h.update(a.reshape(-1).view(np.uint8).data)
     return h.hexdigest()
 
 
