@@ -1,11 +1,13 @@
 """Suite ``auto``: does ``strategy=auto`` pick a strategy within 10% of the fastest? (issue 14)
 
 Per preset (papers_like, products_like, reddit_like, web_like at the scales of
-:data:`SETTINGS`): one ``strategy=auto`` run through the real runner (every candidate profiled
-for ``profile_epochs``, one chosen, then trained for ``auto_epochs``), then every candidate
+:data:`SETTINGS`): one ``strategy=auto`` run through the real runner (every candidate profiled,
+in one launch, for ``profile_epochs`` epochs cut to their first ``strategy.profile_steps``
+steps, with no budget; one chosen, then trained for ``auto_epochs``), then every candidate
 that ran in the profile trained separately with the deps and cache auto gave it (read from
 ``<run_dir>/auto.json``, checked against the profile run's saved config) for the same
-``profile_epochs``, so its score means what auto's does. The separate runs go in ``rounds``:
+``profile_epochs`` whole epochs: the score a whole-epoch profile gives, against which the pick
+of auto's short profile is checked. The separate runs go in ``rounds``:
 round r trains every candidate once in an order rotated by r, so slow drift of a shared host
 falls on every candidate alike; a candidate's figures are medians over rounds. Per run: the
 median epoch time of the epochs after the first (auto's warm-up rule), the loss drop per
@@ -18,12 +20,32 @@ All runs share one model, optimizer and seed: SAGE 2x64, fanouts [10,10], Adam, 
 from __future__ import annotations
 
 import json
+import os
 import statistics
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks import compose_run, ratio
+
+#: Part ``profile`` (``python -m benchmarks.auto profile [--quick] --out PATH``): how long
+#: ``strategy=auto`` profiles against its whole run: the README's default command and the
+#: longer run docs/choosing-a-strategy.md shows, under the default budget and with every
+#: candidate profiled (``strategy.profile_share=null``); each run from start to results, the
+#: profiling from start to the decision (``auto.json`` written), the host load beside them.
+PROFILE_RUNS = {
+    False: {"default": ["strategy=auto", "dist.world_size=2"],
+            "papers_like": ["strategy=auto", "dist.world_size=2", "dataset=papers_like",
+                            "dataset.scale=0.2", "sampler.fanouts=[10,10]",
+                            "strategy.batch_size=256", "strategy.profile_epochs=3",
+                            "epochs=20"]},
+    True: {"tiny": ["strategy=auto", "dist.world_size=2", "dataset.preset=tiny",
+                    "model.hidden=32", "model.num_layers=2", "sampler.fanouts=[5,5]",
+                    "strategy.batch_size=128"]},
+}
+PROFILE_VARIANTS = {"budget": [], "every_candidate": ["strategy.profile_share=null"]}
 
 WORLD = 2
 TARGET = 1.10  # issue 14: the pick's score within 10% of the best separate score
@@ -99,8 +121,11 @@ def _run_auto(tmp: Path, preset: str, scale: float, batch: int, plan: tuple) -> 
     run_dir = tmp / preset / "auto"
     cfg = _compose([f"dataset={preset}", f"dataset.scale={scale}", "strategy=auto",
                     f"strategy.batch_size={batch}", f"strategy.profile_epochs={profile_epochs}",
-                    f"epochs={auto_epochs}", "eval_every=0"], run_dir, tmp / "data")
+                    "strategy.profile_share=null", f"epochs={auto_epochs}", "eval_every=0"],
+                   run_dir, tmp / "data")
+    started = time.time()
     results = run(cfg)
+    timing = profile_share(run_dir, started, time.time())
     decision = json.loads((run_dir / "auto.json").read_text())
     keep = ("name", "status", "deps", "cache", "epoch_time", "epoch_times",
             "loss_drop_per_epoch", "seconds_per_loss", "reason")
@@ -108,6 +133,7 @@ def _run_auto(tmp: Path, preset: str, scale: float, batch: int, plan: tuple) -> 
             "initial_loss": decision["initial_loss"], "run_dir": str(run_dir),
             "candidates": [{k: r[k] for k in keep if k in r} for r in decision["candidates"]],
             "pick_epoch_time": results["summary"]["median_epoch_time"],
+            "profile_s": timing["profile_s"], "run_s": timing["run_s"],
             "pick_final_test_acc": results["summary"].get("final_test_acc")}
 
 
@@ -167,7 +193,8 @@ def run(quick: bool = False, presets: tuple[str, ...] | None = None) -> dict:
         "common": " ".join(COMMON), "scales": {p: settings[p][0] for p in presets},
         "batch_size": {p: settings[p][1] for p in presets},
         "auto": f"strategy=auto strategy.batch_size=<batch> strategy.profile_epochs="
-                f"{profile_epochs} epochs={auto_epochs} eval_every=0",
+                f"{profile_epochs} strategy.profile_share=null epochs={auto_epochs} "
+                "eval_every=0 (every candidate profiled: the rule is measured, not the budget)",
         "separate": f"strategy=<s> deps/cache as in auto.json [strategy.batch_size=<batch>] "
                     f"epochs={profile_epochs} eval_every=0, {rounds} rounds in rotated order; "
                     "per run median epoch_time of epochs 1.., loss drop per epoch from auto's "
@@ -191,3 +218,59 @@ def run(quick: bool = False, presets: tuple[str, ...] | None = None) -> dict:
             for key in ratios:
                 ratios[key][preset] = picked[key]
     return {"config": config, "results": results, "ratios": ratios}
+
+
+def profile_share(run_dir: Path, started: float, finished: float) -> dict[str, Any]:
+    """One auto run's profiling against its whole: seconds from ``started`` (wall clock) to
+    the decision (``auto.json`` written) and to ``finished``, the share, and the decision's
+    candidates (name, status) and pick."""
+    decision_file = run_dir / "auto.json"
+    decision = json.loads(decision_file.read_text())
+    profiling = decision_file.stat().st_mtime - started
+    whole = finished - started
+    return {"profile_s": profiling, "run_s": whole, "profile_share": profiling / whole,
+            "chosen": decision["chosen"],
+            "candidates": {r["name"]: r["status"] for r in decision["candidates"]},
+            "profile_seconds_in_auto_json": decision.get("profile_seconds")}
+
+
+def run_profile(quick: bool = False, variants: tuple[str, ...] | None = None) -> dict:
+    """Part ``profile``: every run of :data:`PROFILE_RUNS` under each of
+    :data:`PROFILE_VARIANTS` (``variants``: some of them), its :func:`profile_share` and the
+    host's load average before and after. The datasets are generated (once, in
+    ``$GNNSCALE_DATA`` or the clone's ``data/``) before any run is timed."""
+    from gnnscale.runner.run import run
+    from gnnscale.runner.validate import open_dataset
+
+    data_root = Path(os.environ.get("GNNSCALE_DATA", Path(__file__).resolve().parents[1]
+                                    / "data"))
+    variants = tuple(PROFILE_VARIANTS) if variants is None else variants
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as d:
+        for name, overrides in PROFILE_RUNS[quick].items():
+            plain = [o for o in overrides if not o.startswith(("strategy", "epochs"))]
+            open_dataset(compose_run(plain, Path(d) / "prep", data_root))
+            for variant in variants:
+                run_dir = Path(d) / f"{name}-{variant}"
+                cfg = compose_run([*overrides, *PROFILE_VARIANTS[variant]], run_dir, data_root)
+                load = os.getloadavg()
+                started = time.time()
+                run(cfg)
+                fig = profile_share(run_dir, started, time.time())
+                fig.update(load_before=load, load_after=os.getloadavg())
+                results[f"{name}/{variant}"] = fig
+                print(f"suite auto profile: {name}/{variant}: profiled {fig['profile_s']:.1f} s "
+                      f"of {fig['run_s']:.1f} s ({fig['profile_share']:.0%}), chose "
+                      f"{fig['chosen']}, load {load[0]:.1f}", flush=True)
+    return {"config": {"runs": {k: " ".join(v) for k, v in PROFILE_RUNS[quick].items()},
+                       "variants": {k: " ".join(v) or "(default)"
+                                    for k, v in PROFILE_VARIANTS.items()}},
+            "results": results,
+            "ratios": {"profile_share": {k: r["profile_share"] for k, r in results.items()}}}
+
+
+if __name__ == "__main__":
+    from benchmarks.__main__ import run_part
+
+    sys.exit(run_part("auto", "profile", run_profile, None,
+                      "strategy=auto: profiling seconds against the whole run"))

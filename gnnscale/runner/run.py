@@ -11,6 +11,7 @@ import json
 import os
 import time
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from gnnscale.runner.loggers.console import RunLog, is_verbose, run_log
 from gnnscale.runner.phases import LAUNCH_ENV, Phases
 from gnnscale.runner.plan import RunPlan
 from gnnscale.runner.prepare import prepare_data
+from gnnscale.runner.profile import profile_configs
 from gnnscale.runner.runlock import run_folder_lock
 from gnnscale.runner.validate import strategy_class, validate
 from gnnscale.strategies.config import declared, epochs_left
@@ -64,7 +66,8 @@ def run(cfg: DictConfig) -> dict:
     run's :class:`~gnnscale.runner.plan.RunPlan`, which the ranks are handed; then the run folder
     is locked for the run (:mod:`~gnnscale.runner.runlock`: a second run given it is refused,
     naming the holder; torchrun's rank 0 holds it for its ranks); a meta strategy (``auto``)
-    then runs concrete configs through this same function."""
+    then runs concrete configs through this same function, and profiles several in one
+    launch through :func:`~gnnscale.runner.profile.profile_configs`."""
     phases = Phases()
     phases.since_start("imports_and_compose")
     registry.load_all()
@@ -80,7 +83,8 @@ def run(cfg: DictConfig) -> dict:
             if note is not None and log is not None:
                 log.detail(note)
             if plan.strategy.meta:
-                return strategy_class(cfg).train_meta(cfg, run)
+                return strategy_class(cfg).train_meta(
+                    cfg, run, partial(profile_configs, launch=launcher))
             return _launch(plan, run_dir, phases, log)
 
 

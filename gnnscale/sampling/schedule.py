@@ -141,6 +141,9 @@ class Schedule:
         self.target_fn = target
         self._epochs: OrderedDict[int, list[torch.Tensor]] = OrderedDict()
         self._lock = threading.Lock()
+        #: when set, every epoch is cut to its first ``max_steps`` mini-batches (the same
+        #: permutation, fewer steps): ``strategy=auto`` profiles a candidate this way
+        self.max_steps: int | None = None
 
     @classmethod
     def of(cls, task: TaskDraws, *, batch_size: int, seed: int, slots: int = 1,
@@ -177,7 +180,7 @@ class Schedule:
                 self._epochs[epoch] = got
                 while len(self._epochs) > _KEPT_EPOCHS:
                     self._epochs.popitem(last=False)
-        return got
+        return got if self.max_steps is None else got[:self.max_steps]
 
     def num_steps(self, epoch: int) -> int:
         """The steps (global mini-batches) of ``epoch``."""

@@ -109,7 +109,7 @@ def test_auto_profiles_the_outside_strategy(tmp_path):
     tmp = install(tmp_path)
     proc = train(tmp, "auto", "strategy=auto", "dist.world_size=2", "epochs=1",
                  "strategy.profile_epochs=2", "strategy.rematch_rounds=0",
-                 "strategy.batch_size=128")
+                 "strategy.batch_size=128", "strategy.profile_share=null")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     decision = json.loads((tmp / "auto" / "auto.json").read_text())
     rows = {r["name"]: r for r in decision["candidates"]}

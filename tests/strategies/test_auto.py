@@ -17,6 +17,25 @@ from gnnscale.tasks.link.config import LinkTaskConfig
 from tests._train import TINY, make_cfg
 
 ROOT = Path(__file__).resolve().parents[2]
+#: every candidate profiled (the default budget, a fifth of the run, skips some on the tiny
+#: graph, whose runs take a second)
+NO_BUDGET = "strategy.profile_share=null"
+
+
+def counted_launches(monkeypatch, run, cfg) -> dict:
+    """``run(cfg)``'s results with ``launches``: how many times it started ranks."""
+    from gnnscale.distributed.local import Launcher
+
+    launches = []
+    real = Launcher.launch
+
+    def launch(self, fn, *args):
+        launches.append(fn.__name__)
+        return real(self, fn, *args)
+
+    monkeypatch.setattr(Launcher, "launch", launch)
+    res = run(cfg)
+    return {**res, "launches": len(launches)}
 
 
 class UnrankableConfig(LinkTaskConfig):
@@ -123,14 +142,15 @@ def test_unknown_candidate_option_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_auto_profiles_every_candidate_and_trains_the_chosen_one(tmp_path):
+def test_auto_profiles_every_candidate_and_trains_the_chosen_one(tmp_path, monkeypatch):
     from gnnscale.runner.run import run
 
     # partitioned cache placement: strategy=factored refuses it (it caches on trainers only)
     cfg = make_cfg(tmp_path, *TINY, "strategy=auto", "dist.world_size=2", "epochs=2",
-                   "strategy.profile_epochs=2", "cache=presample",
+                   "strategy.profile_epochs=2", "cache=presample", NO_BUDGET,
                    "cache.placement=partitioned", "strategy.rematch_rounds=0")
-    res = run(cfg)
+    res = counted_launches(monkeypatch, run, cfg)
+    assert res["launches"] == 2  # every candidate in one launch, then the pick's
     run_dir = Path(cfg.run_dir)
     decision = json.loads((run_dir / "auto.json").read_text())
     rows = {r["name"]: r for r in decision["candidates"]}
@@ -141,7 +161,11 @@ def test_auto_profiles_every_candidate_and_trains_the_chosen_one(tmp_path):
     assert {r["name"] for r in ran} == {"data", "split", "fullgraph", "offload"}
     for r in ran:
         assert len(r["epoch_times"]) == 2 and r["epoch_time"] == r["epoch_times"][1]
-        assert (run_dir / "auto" / r["name"] / "results.json").is_file()
+        profiled = json.loads((run_dir / "auto" / r["name"] / "results.json").read_text())
+        assert all("val_acc" not in h for h in profiled["history"])  # no evaluation
+        # a sampling candidate's profiled epochs are its first profile_steps (2) steps
+        assert r["window_steps"] == (1 if r["name"] in ("fullgraph", "offload") else 2)
+        assert r["steps_per_epoch"] >= r["window_steps"]
     chosen = decision["chosen"]
     assert chosen == choose(decision["candidates"])[0]
     saved = json.loads((run_dir / "results.json").read_text())
@@ -175,12 +199,65 @@ def test_close_leaders_are_those_within_the_margin_or_the_noise():
     assert p["seconds_per_loss"] == 2.0 and len(p["profile_runs"]) == 2
 
 
+def test_a_cut_schedule_trains_the_first_steps_of_the_same_permutation():
+    """``Schedule.max_steps`` (how auto profiles a sampling candidate) keeps each epoch's own
+    permutation and stops after its first steps; unset, the whole epoch again."""
+    import torch
+
+    from gnnscale.sampling.schedule import Schedule
+
+    sched = Schedule(torch.arange(100), batch_size=16, seed=3)
+    whole = sched.batches(1)
+    sched.max_steps = 2
+    assert sched.num_steps(1) == 2 and len(list(sched.draws(1))) == 2
+    assert all(torch.equal(a, b) for a, b in zip(sched.batches(1), whole[:2], strict=True))
+    sched.max_steps = None
+    assert sched.num_steps(1) == len(whole) == 7
+
+
+def test_the_budget_stops_new_candidates_once_spent():
+    """``profile_s`` caps the seconds; else ``profile_share`` of the whole run: profiling
+    may take share / (1 - share) of the best candidate's projected training."""
+    from gnnscale.strategies.auto.choice import over_budget
+
+    assert over_budget(9.9, None, {"profile_s": 10}) is None
+    assert "10.0 s of 10.0 s: strategy.profile_s=10" in over_budget(10.0, None,
+                                                                       {"profile_s": 10})
+    share = {"profile_s": None, "share": 0.2}
+    assert over_budget(100.0, None, share) is None  # nothing projected yet: go on
+    assert over_budget(2.4, 10.0, share) is None  # 0.25 x 10 s = 2.5 s
+    assert "2.6 s of 2.5 s" in over_budget(2.6, 10.0, share)
+    assert over_budget(1e9, 1.0, {"profile_s": None, "share": None}) is None
+
+
+def test_a_spent_budget_skips_the_candidates_left(tmp_path, capfd):
+    """Past ``strategy.profile_s`` no further candidate starts: the first profiled (a sampling
+    one: they go first) is the pick, the others' rows say why they were skipped."""
+    from gnnscale.runner.run import run
+
+    cfg = make_cfg(tmp_path, *TINY, "strategy=auto", "dist.world_size=1", "epochs=1",
+                   "strategy.profile_epochs=2", "strategy.candidates=[fullgraph,data]",
+                   "strategy.profile_s=0.001")
+    res = run(cfg)
+    decision = json.loads((Path(cfg.run_dir) / "auto.json").read_text())
+    rows = {r["name"]: r for r in decision["candidates"]}
+    assert [r["name"] for r in decision["candidates"]] == ["fullgraph", "data"]
+    assert rows["data"]["status"] == "ran" and rows["data"]["window_steps"] == 2
+    assert rows["fullgraph"]["status"] == "skipped"
+    assert "the profiling budget is spent" in rows["fullgraph"]["reason"]
+    assert decision["chosen"] == res["auto"]["strategy"] == "data"
+    assert decision["profile_seconds"] > 0 and res["auto"]["profile_seconds"] > 0
+    out = capfd.readouterr().out
+    assert "budget: at most 0.001 s of profiling (strategy.profile_s)" in out
+    assert "[auto] fullgraph: skipped: the profiling budget is spent" in out
+
+
 def test_auto_rematches_close_leaders_in_alternating_order(tmp_path):
     from gnnscale.runner.run import run
 
     cfg = make_cfg(tmp_path, *TINY, "strategy=auto", "dist.world_size=1", "epochs=1",
                    "strategy.profile_epochs=2", "strategy.candidates=[data,fullgraph]",
-                   "strategy.rematch_within=1000", "strategy.rematch_rounds=2")
+                   "strategy.rematch_within=1000", "strategy.rematch_rounds=2", NO_BUDGET)
     run(cfg)
     run_dir = Path(cfg.run_dir)
     decision = json.loads((run_dir / "auto.json").read_text())
@@ -239,7 +316,7 @@ def test_resume_trains_on_the_recorded_choice_without_profiling(tmp_path):
     from gnnscale.runner.run import run
 
     common = (*TINY, "strategy=auto", "strategy.candidates=[data,fullgraph]",
-              "strategy.profile_epochs=2", "strategy.rematch_rounds=0")
+              "strategy.profile_epochs=2", "strategy.rematch_rounds=0", NO_BUDGET)
     first = run(make_cfg(tmp_path, *common, "epochs=1"))
     chosen = first["auto"]["strategy"]
     profiled = sorted(p.name for p in (tmp_path / "run" / "auto").iterdir())
@@ -293,7 +370,7 @@ def _auto_link(tmp_path, world: int, *extra: str) -> tuple[dict, dict]:
 
     cfg = make_cfg(tmp_path, *TINY, "task=link", "strategy=auto", f"dist.world_size={world}",
                    "epochs=1", "strategy.profile_epochs=2", "strategy.rematch_rounds=0",
-                   "strategy.batch_size=2048", "task.dim=16", *extra)
+                   "strategy.batch_size=2048", "task.dim=16", NO_BUDGET, *extra)
     res = run(cfg)
     return res, json.loads((Path(cfg.run_dir) / "auto.json").read_text())
 
@@ -305,7 +382,7 @@ def _check_link_decision(res: dict, decision: dict, out: str) -> None:
     rows = {r["name"]: r for r in decision["candidates"]}
     assert decision["initial_loss"] == pytest.approx(rows["fullgraph"]["losses"][0], rel=1e-4)
     for r in rows.values():
-        assert r["status"] == "ran" and "val_auc" in r
+        assert r["status"] == "ran" and "val_auc" not in r  # profiled without evaluation
         assert r["loss_drop_per_epoch"] == pytest.approx(
             (decision["initial_loss"] - r["losses"][-1]) / 2)
     chosen = decision["chosen"]
@@ -335,7 +412,7 @@ def test_auto_trains_gcn_each_candidate_with_its_own_settled_options(tmp_path, t
     link = ("task=link", "task.dim=16") if task == "link" else ()
     cfg = make_cfg(tmp_path, *TINY, "model=gcn", *link, "strategy=auto", "dist.world_size=1",
                    "epochs=1", "strategy.profile_epochs=2", "strategy.rematch_rounds=0",
-                   "strategy.candidates=[data,fullgraph]")
+                   "strategy.candidates=[data,fullgraph]", NO_BUDGET)
     assert cfg.model.gcn_norm == "auto"
     norms = {name: candidate_config(cfg, name, tmp_path / name, 1).model.gcn_norm
              for name in ("data", "fullgraph")}
@@ -388,7 +465,7 @@ def test_auto_ranks_typed_candidates_by_the_cost_model_and_equals_the_pick(tmp_p
              "logger=none", "dist.world_size=1", "epochs=1", "eval_batch_size=512")
     cfg = make_cfg(tmp_path, *typed, "strategy=auto", "strategy.profile_epochs=2",
                    "strategy.candidates=[data,fullgraph]", "strategy.rematch_rounds=0",
-                   "strategy.criterion=modelled", "strategy.hardware=gsplit_pcie")
+                   "strategy.criterion=modelled", "strategy.hardware=gsplit_pcie", NO_BUDGET)
     res = run(cfg)
     decision = json.loads((Path(cfg.run_dir) / "auto.json").read_text())
     rows = {r["name"]: r for r in decision["candidates"]}

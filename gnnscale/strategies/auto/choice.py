@@ -87,10 +87,30 @@ def pooled(first: dict[str, Any], more: list[dict[str, Any]]) -> dict[str, Any]:
     return row
 
 
+def over_budget(spent: float, best_run_s: float | None, budget: dict[str, Any]) -> str | None:
+    """Why no further candidate may start after ``spent`` seconds of profiling (None: it may):
+    ``budget["profile_s"]`` seconds when set, else ``share / (1 - share)`` of ``best_run_s``
+    (the best-scored candidate's projected training so far), so that profiling takes at most
+    ``share`` of the whole run."""
+    if budget.get("profile_s") is not None:
+        cap, what = float(budget["profile_s"]), f"strategy.profile_s={budget['profile_s']:g}"
+    elif budget.get("share") is not None and best_run_s is not None:
+        share = float(budget["share"])
+        cap = share / (1.0 - share) * best_run_s
+        what = (f"strategy.profile_share={share:g} of a run whose best candidate so far "
+                f"projects {best_run_s:.1f} s of training")
+    else:
+        return None
+    if spent < cap:
+        return None
+    return f"the profiling budget is spent ({spent:.1f} s of {cap:.1f} s: {what})"
+
+
 def table(rows: list[dict], chosen: str) -> str:
-    """The decision table, one line per candidate."""
-    lines = [f"{'candidate':<10} {'status':<8} {'deps':<9} {'cache':<9} {'s/epoch':>8} "
-             f"{'loss first->last':>17} {'drop/ep':>8} {'s/loss':>8}"]
+    """The decision table, one line per candidate (``steps``: a profiled epoch's steps of a
+    whole epoch's; ``s/epoch``, ``drop/ep``: per profiled epoch)."""
+    lines = [f"{'candidate':<10} {'status':<8} {'deps':<9} {'cache':<9} {'steps':>7} "
+             f"{'s/epoch':>8} {'loss first->last':>17} {'drop/ep':>8} {'s/loss':>8}"]
     for r in rows:
         if r["status"] != "ran":
             lines.append(f"{r['name']:<10} {r['status']:<8} {r.get('deps', ''):<9} "
@@ -100,7 +120,9 @@ def table(rows: list[dict], chosen: str) -> str:
         proj = (f"  projected {r['projected_epoch_time']:.3g} s/epoch"
                 if "projected_epoch_time" in r else "")
         mark = "  <- chosen" if r["name"] == chosen else ""
-        lines.append(f"{r['name']:<10} {'ran':<8} {r['deps']:<9} {r['cache']:<9} "
+        steps = (f"{r['window_steps']}/{r['steps_per_epoch']}" if "window_steps" in r
+                 else "all")
+        lines.append(f"{r['name']:<10} {'ran':<8} {r['deps']:<9} {r['cache']:<9} {steps:>7} "
                      f"{r['epoch_time']:>8.3f} {loss:>17} {r['loss_drop_per_epoch']:>8.3f} "
                      f"{r['seconds_per_loss']:>8.3g}{proj}{mark}")
     return "\n".join(lines)

@@ -37,6 +37,14 @@ class AutoConfig(StrategyConfig):
     _target_: str = "gnnscale.strategies.auto.Auto"
     candidates: list[str] = field(default_factory=list)  # empty: every registered candidate
     profile_epochs: int = 3  # epochs each candidate trains; the first is a warm-up
+    # each profiled epoch of a sampling candidate is cut to its first profile_steps
+    # mini-batches (null: whole epochs); a full-graph epoch is one step already
+    profile_steps: int | None = 2
+    # the profiling budget: at most profile_s seconds of the ranks' profiling (null: none),
+    # else profile_share of the whole run (null: none): no new candidate starts once profiling
+    # has taken profile_share / (1 - profile_share) of the best candidate's projected training
+    profile_s: float | None = None
+    profile_share: float | None = 0.2
     criterion: Criterion = Criterion.measured
     hardware: str | None = None  # configs/hardware/<name> (criterion=modelled)
     batch_size: int | None = None  # global mini-batch of the sampling candidates (null: theirs)
@@ -86,6 +94,15 @@ def check_auto(cfg: Any) -> None:
         raise ConfigError(f"strategy.profile_epochs must be >= 2 (a full-graph strategy's "
                           f"first epoch reports the initial parameters' loss: one epoch shows "
                           f"no decrease), got {auto.profile_epochs}")
+    if auto.profile_steps is not None and auto.profile_steps < 1:
+        raise ConfigError(f"strategy.profile_steps must be >= 1 (or null: whole epochs), got "
+                          f"{auto.profile_steps}")
+    if auto.profile_s is not None and auto.profile_s <= 0:
+        raise ConfigError(f"strategy.profile_s must be > 0 seconds (or null: no cap), got "
+                          f"{auto.profile_s}")
+    if auto.profile_share is not None and not 0 < auto.profile_share < 1:
+        raise ConfigError(f"strategy.profile_share must lie in (0, 1) (or null: profile every "
+                          f"candidate), got {auto.profile_share}")
     if auto.rematch_rounds < 0 or auto.rematch_within < 0:
         raise ConfigError("strategy.rematch_rounds and strategy.rematch_within must be >= 0, "
                           f"got {auto.rematch_rounds} and {auto.rematch_within}")
