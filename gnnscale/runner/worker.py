@@ -8,7 +8,7 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -21,7 +21,7 @@ from gnnscale.distributed.collectives import group_rank, group_size
 from gnnscale.distributed.launch import Topology
 from gnnscale.evaluation.footprint import Footprint
 from gnnscale.partition.parts import PartLayout, format_host_report, host_report
-from gnnscale.partition.provider import CachedPartitions
+from gnnscale.partition.provider import CachedPartitions, PartitionProvider
 from gnnscale.runner import checkpoint
 from gnnscale.runner.loggers.console import RunLog, is_verbose, on_a_terminal, run_log
 from gnnscale.runner.metrics import (
@@ -56,7 +56,7 @@ registry.import_all()
 class TimedPartitions:
     """The run's partition provider, timing each ``get`` as the ``partition`` phase."""
 
-    def __init__(self, inner: CachedPartitions, phases: Phases) -> None:
+    def __init__(self, inner: PartitionProvider, phases: Phases) -> None:
         self.inner, self.phases = inner, phases
 
     def get(self, *args, **kwargs):
@@ -92,7 +92,8 @@ def build_context(topo: Topology, cfg, phases: Phases | None = None,
         topo=topo, graph=graph, model=model,
         sampler=registry.build(cfg.sampler) if cfg.get("sampler") is not None else None,
         cache_policy=cache_policy, deps=registry.build(cfg.deps),
-        partition=partitions, optim=registry.build(cfg.optim), seed=cfg.seed, task=task,
+        partition=cast(PartitionProvider, partitions), optim=registry.build(cfg.optim),
+        seed=cfg.seed, task=task,
     )
 
 
@@ -133,28 +134,14 @@ def _train_rank(topo: Topology, cfg_dict: dict, run_dir: str,
     attach_footprint(strategy, cfg, topo.rank == 0)
     strategy.setup()
     phases.add("strategy_setup", time.perf_counter() - t0 - phases.seconds.get("partition", 0))
-    group, reports = strategy.group, strategy.reports
     leader = topo.rank == 0
     parts = parts_report(ctx.graph, None, leader)  # every rank's: a factored sampler's too
-    if leader and not reports:
+    if leader and not strategy.reports:
         raise RuntimeError(f"{type(strategy).__name__}: rank 0 must report (it leads the run)")
-    history: list[dict] = []
-    start = 0
-    if state is not None:
-        strategy.module.load_state_dict(state["model"])
-        strategy.optimizer.load_state_dict(state["optimizer"])
-        if reports:
-            if len(state["rng"]) != group_size(group):
-                raise RuntimeError(f"{ckpt_path} holds the RNG states of {len(state['rng'])} "
-                                   f"ranks, this run has {group_size(group)}: resume with the "
-                                   "world size it was written with")
-            checkpoint.set_rng_state(state["rng"][group_rank(group)])
-        history, start = state["history"], state["epoch"] + 1
-        if leader:
-            print(f"resumed from {ckpt_path} after epoch {state['epoch']}", flush=True)
+    history, start = _resume(strategy, state, ckpt_path, leader)
     logger = registry.build(cfg.logger) if leader else None
     writer = MetricsWriter(run_dir) if leader else None
-    if leader:
+    if writer is not None and logger is not None and log is not None:
         _rewrite_metrics(writer.path, history)  # what the checkpoint holds, nothing more
         logger.start(OmegaConf.to_container(cfg), run_dir)
         log.detail(ctx.graph.summary())
@@ -167,46 +154,19 @@ def _train_rank(topo: Topology, cfg_dict: dict, run_dir: str,
             if agree(reason is not None, rule != "none"):  # before the epoch: a resume too
                 stopped = {"after_epoch": epoch - 1, "reason": reason}
                 break
-            bar = _progress(cfg, leader, epoch, strategy)
-            pair_stats = getattr(ctx.task, "stats", None)  # link: endpoint rows exchanged
-            if pair_stats is not None:
-                pair_stats.reset()
-            t_epoch = time.perf_counter()
-            local = strategy.train_epoch(epoch, bar)
-            phases.add("epochs", time.perf_counter() - t_epoch)
-            if pair_stats is not None and reports:
-                local["bytes_pair_exchange"] = float(pair_stats.bytes_sent)
-            if bar is not None:
-                bar.close()
-            if not reports:
+            record = _epoch(epoch, cfg, strategy, phases, reductions, leader)
+            if record is None:  # a rank that does not report (a factored sampler)
                 continue
-            local["peak_memory"] = peak_memory(topo.device)
-            record = {"epoch": epoch, **reduce_over_ranks(local, group, reductions)}
-            if strategy_footprint(strategy) is not None:
-                similarity = strategy.footprint.end_epoch(group)
-                if similarity is not None:  # from the second epoch on
-                    record["footprint_similarity"] = similarity
-            last = epoch == cfg.epochs - 1
-            if cfg.eval_every >= 0 and (last or (cfg.eval_every and
-                                                 (epoch + 1) % cfg.eval_every == 0)):
-                t0 = time.perf_counter()
-                record.update(strategy.evaluate(cfg.eval_batch_size))
-                record["eval_time"] = time.perf_counter() - t0
-                phases.add("evaluation", record["eval_time"])
-            if not math.isfinite(record["train_loss"]):
-                raise FloatingPointError(
-                    f"train_loss is {record['train_loss']} after epoch {epoch}: training "
-                    "diverged; lower optim.lr or check the features and labels")
             history.append(record)
             if cfg.checkpoint:  # first the checkpoint, then the metrics line it covers
                 _save_checkpoint(ckpt_path, strategy, epoch, history, cfg, leader)
-            if leader:
+            if writer is not None and logger is not None and log is not None:
                 writer.write(record)
                 logger.log_epoch(epoch, record)
                 log.detail(_epoch_line(record, task))
     finally:
         strategy.close()
-    if not leader:
+    if not leader or logger is None or log is None:
         return None
     if stopped is not None:
         log.detail(f"early stop after epoch {stopped['after_epoch']}: {stopped['reason']}")
@@ -223,6 +183,65 @@ def _train_rank(topo: Topology, cfg_dict: dict, run_dir: str,
     log.detail("\n" + summary_table(history, summary_columns(cfg, (plan.strategy, task))))
     log.detail(f"\nresults: {os.path.join(run_dir, 'results.json')}")
     return results
+
+
+def _resume(strategy: Any, state: dict | None, ckpt_path: Path, leader: bool
+            ) -> tuple[list[dict], int]:
+    """The history so far and the first epoch to train: from the checkpoint's ``state`` (the
+    model, optimizer and, on a reporting rank, its RNG states restored), else from scratch."""
+    if state is None:
+        return [], 0
+    strategy.module.load_state_dict(state["model"])
+    strategy.optimizer.load_state_dict(state["optimizer"])
+    group = strategy.group
+    if strategy.reports:
+        if len(state["rng"]) != group_size(group):
+            raise RuntimeError(f"{ckpt_path} holds the RNG states of {len(state['rng'])} "
+                               f"ranks, this run has {group_size(group)}: resume with the "
+                               "world size it was written with")
+        checkpoint.set_rng_state(state["rng"][group_rank(group)])
+    if leader:
+        print(f"resumed from {ckpt_path} after epoch {state['epoch']}", flush=True)
+    return state["history"], state["epoch"] + 1
+
+
+def _epoch(epoch: int, cfg: Any, strategy: Any, phases: Phases, reductions: dict,
+           leader: bool) -> dict | None:
+    """Train ``epoch`` (rank 0's progress bar when on); on a reporting rank, the epoch's
+    record: this rank's figures reduced over the strategy's group, the footprint similarity,
+    the evaluation when due (None on a rank that does not report)."""
+    ctx, group = strategy.ctx, strategy.group
+    bar = _progress(cfg, leader, epoch, strategy)
+    pair_stats = getattr(ctx.task, "stats", None)  # link: endpoint rows exchanged
+    if pair_stats is not None:
+        pair_stats.reset()
+    t_epoch = time.perf_counter()
+    local = strategy.train_epoch(epoch, bar)
+    phases.add("epochs", time.perf_counter() - t_epoch)
+    if pair_stats is not None and strategy.reports:
+        local["bytes_pair_exchange"] = float(pair_stats.bytes_sent)
+    if bar is not None:
+        bar.close()
+    if not strategy.reports:
+        return None
+    local["peak_memory"] = peak_memory(ctx.topo.device)
+    record = {"epoch": epoch, **reduce_over_ranks(local, group, reductions)}
+    if strategy_footprint(strategy) is not None:
+        similarity = strategy.footprint.end_epoch(group)
+        if similarity is not None:  # from the second epoch on
+            record["footprint_similarity"] = similarity
+    last = epoch == cfg.epochs - 1
+    if cfg.eval_every >= 0 and (last or (cfg.eval_every and
+                                         (epoch + 1) % cfg.eval_every == 0)):
+        t0 = time.perf_counter()
+        record.update(strategy.evaluate(cfg.eval_batch_size))
+        record["eval_time"] = time.perf_counter() - t0
+        phases.add("evaluation", record["eval_time"])
+    if not math.isfinite(record["train_loss"]):
+        raise FloatingPointError(
+            f"train_loss is {record['train_loss']} after epoch {epoch}: training "
+            "diverged; lower optim.lr or check the features and labels")
+    return record
 
 
 def parts_report(graph, group, leader: bool) -> dict | None:
@@ -260,7 +279,7 @@ def resume_state(path: Path, resume: bool, topo: Topology) -> dict | None:
     dist.all_gather_object(digests, digest)
     if all(d == digests[0] for d in digests) or digests[0] is None:
         return mine if digests[0] is not None else None
-    sent = [mine if topo.rank == 0 else None]
+    sent: list[Any] = [mine if topo.rank == 0 else None]
     dist.broadcast_object_list(sent, src=0)
     if digest != digests[0]:
         print(f"rank {topo.rank}: resuming from rank 0's checkpoint (epoch "
@@ -378,7 +397,7 @@ def _results(history: list[dict], cfg, topo: Topology, task: type[TaskConfig]) -
     best = selected_record(history, metric, select)
     last = evaluated[-1] if evaluated else {}
     times = sorted(h["epoch_time"] for h in history)
-    summary = {"metric": metric, "select": select}
+    summary: dict[str, Any] = {"metric": metric, "select": select}
     for m in (k for name in task.metrics for k in reported(name, evaluated)):
         summary.update({f"final_val_{m}": last.get(f"val_{m}"),
                         f"final_test_{m}": last.get(f"test_{m}"),
