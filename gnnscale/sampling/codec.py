@@ -94,8 +94,8 @@ def _block_entries(head: Sequence[int]) -> list[tuple[int, int, int, int]]:
     if len(head) % PER_BLOCK:
         raise ValueError(f"mini-batch codec: {len(head)} block header entries is not a "
                          f"multiple of {PER_BLOCK} (num_edges, num_src, num_dst, flags)")
-    rows = [tuple(int(x) for x in head[i: i + PER_BLOCK]) for i in range(0, len(head),
-                                                                          PER_BLOCK)]
+    rows = [(int(head[i]), int(head[i + 1]), int(head[i + 2]), int(head[i + 3]))
+            for i in range(0, len(head), PER_BLOCK)]  # PER_BLOCK entries each
     for layer, (e, ns, nd, flags) in enumerate(rows):
         if min(e, ns, nd) < 0 or flags & ~_KNOWN or (flags & SRC_PREFIX and flags & SRC_SENT):
             raise ValueError(f"mini-batch codec: block {layer}'s header entry "
@@ -135,7 +135,7 @@ def decode_blocks(head: Sequence[int], body: torch.Tensor, n_id: torch.Tensor | 
 
     for e, ns, nd, flags in rows:
         block = Block(take(2 * e).view(2, e), (ns, nd))
-        if flags & SRC_PREFIX:
+        if flags & SRC_PREFIX and n_id is not None:  # (checked above: n_id is given)
             block.src_ids = n_id[:ns]
         elif flags & SRC_SENT:
             block.src_ids = take(ns)

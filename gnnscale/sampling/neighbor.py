@@ -15,6 +15,19 @@ from gnnscale.sampling.base import Block, MiniBatch, Sampler
 from gnnscale.sampling.schemas import NeighborSamplerConfig, fanout_layers, fanout_table, is_typed
 
 
+def threads_for(threads: int) -> int:
+    """Threads of a sampler's next call: ``threads`` when set (> 0); else all of torch's
+    intra-op threads on the main thread (inline sampling: compute waits for the batch, as in a
+    sampler worker process, whose main thread has its own thread budget), and 1 on any other
+    thread (a prefetch thread sampling while the same process computes on its intra-op
+    threads)."""
+    if threads > 0:
+        return threads
+    if threading.current_thread() is threading.main_thread():
+        return torch.get_num_threads()
+    return 1
+
+
 class NeighborSampler(Sampler):
     """Draws ``fanouts[l]`` in-neighbors per vertex per hop, target hop first (as PyG's
     ``num_neighbors``); ``-1`` takes every in-neighbor.
@@ -67,10 +80,12 @@ class NeighborSampler(Sampler):
     def typed_runs(self, graph: GraphStore) -> TypedRuns:
         """The run table of ``graph``'s edge types (:func:`~gnnscale.ops.sampling.typed_runs`),
         built on first use and kept while the graph's ``type_per_edge`` is the same tensor."""
-        if self._runs is None or self._runs[0] is not graph.type_per_edge:
+        tpe = graph.type_per_edge
+        if tpe is None:
+            raise ValueError(f"{graph.name} has one edge type: no per-type runs to sample")
+        if self._runs is None or self._runs[0] is not tpe:
             dst = [graph.node_types.index(et[2]) for et in graph.edge_types]
-            self._runs = (graph.type_per_edge, typed_runs(
-                graph.indptr, graph.type_per_edge, graph.node_type_offset, dst))
+            self._runs = (tpe, typed_runs(graph.indptr, tpe, graph.node_type_offset, dst))
         return self._runs[1]
 
     def fanout_table(self, edge_types: Any) -> list[list[int]]:
@@ -82,16 +97,8 @@ class NeighborSampler(Sampler):
         return self._tables[key]
 
     def threads_for_call(self) -> int:
-        """Threads of the next :meth:`sample`: ``threads`` when set; else all of torch's
-        intra-op threads on the main thread (inline sampling: compute waits for the batch,
-        as in a sampler worker process, whose main thread has its own thread budget), and 1
-        on any other thread (a prefetch thread sampling while the same process computes on
-        its intra-op threads)."""
-        if self.threads > 0:
-            return self.threads
-        if threading.current_thread() is threading.main_thread():
-            return torch.get_num_threads()
-        return 1
+        """Threads of the next :meth:`sample` (:func:`threads_for` of ``threads``)."""
+        return threads_for(self.threads)
 
     def sample(self, graph: GraphStore, seeds: torch.Tensor, seed: int = 0) -> MiniBatch:
         """The ``fanouts`` hops in the native sampler (``weighted``: by ``graph.edge_weight``;
@@ -108,7 +115,8 @@ class NeighborSampler(Sampler):
         if seeds.is_floating_point() or seeds.dtype == torch.bool:
             raise TypeError(f"seeds must hold integer vertex ids, got {seeds.dtype}")
         types = getattr(graph, "type_per_edge", None)
-        fanouts, typed = self.fanouts, None
+        fanouts: Sequence[int] | Sequence[Sequence[int]]
+        typed = None
         if types is not None or self.typed_fanouts:
             table = self.fanout_table(graph.edge_types)
             if all(f == -1 for row in table for f in row):  # every in-edge: the same either way
@@ -117,16 +125,19 @@ class NeighborSampler(Sampler):
                 fanouts, typed = table, self.typed_runs(graph)
             else:
                 fanouts = [row[0] for row in table]
-        n_id, counts, edges, e_ids = sample_neighbors(
+        else:  # no dict among the layers (is_typed): one fanout a layer
+            fanouts = [f for f in self.fanouts if isinstance(f, int)]
+        n_id, counted, edges, e_ids = sample_neighbors(
             graph.indptr, graph.indices, weights, seeds.long(), fanouts, self.replace,
             int(seed) & 0x7FFFFFFFFFFFFFFF, self.threads_for_call(),
             edge_ids=self.with_edge_ids or types is not None, typed=typed)
-        counts = counts.tolist()
+        counts: list[int] = counted.tolist()
         blocks = []
         for h in reversed(range(len(edges))):
             e_id = None if e_ids is None else e_ids[h]
+            kind = None if types is None or e_id is None else types[e_id].long()
             blocks.append(Block(edges[h], (counts[h + 1], counts[h]), n_id[: counts[h + 1]],
-                                e_id=e_id, edge_type=None if types is None else types[e_id].long()))
+                                e_id=e_id, edge_type=kind))
         return MiniBatch(n_id=n_id, blocks=blocks, num_targets=counts[0])
 
     def __repr__(self) -> str:

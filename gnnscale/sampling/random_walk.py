@@ -19,7 +19,7 @@ import torch
 from gnnscale.data.graph import GraphStore
 from gnnscale.ops.sampling import random_walk_top_k
 from gnnscale.sampling.base import Block, MiniBatch, Sampler
-from gnnscale.sampling.neighbor import NeighborSampler
+from gnnscale.sampling.neighbor import threads_for
 from gnnscale.sampling.schemas import RandomWalkSamplerConfig
 
 
@@ -27,7 +27,7 @@ class RandomWalkSampler(Sampler):
     """``num_layers`` hops of random-walk neighbourhoods (see the module docstring).
 
     ``threads`` > 0 fixes the native op's thread count; 0 picks it per call as the neighbour
-    sampler does (:meth:`NeighborSampler.threads_for_call`).
+    sampler does (:func:`gnnscale.sampling.neighbor.threads_for`).
     """
 
     #: Blocks carry ``edge_weight`` (visit counts): strategies and models check they can use it.
@@ -40,7 +40,9 @@ class RandomWalkSampler(Sampler):
         self.num_layers, self.num_walks = int(num_layers), int(num_walks)
         self.walk_length, self.top_k, self.threads = int(walk_length), int(top_k), int(threads)
 
-    threads_for_call = NeighborSampler.threads_for_call
+    def threads_for_call(self) -> int:
+        """Threads of the next :meth:`sample` (:func:`threads_for` of ``threads``)."""
+        return threads_for(self.threads)
 
     def sample(self, graph: GraphStore, seeds: torch.Tensor, seed: int = 0) -> MiniBatch:
         """Per hop, each vertex's ``top_k`` most walk-visited vertices, visit counts as weights."""
