@@ -93,6 +93,8 @@ class NodeTask(Task):
         """The same metrics from each rank's rows of its masters."""
         from gnnscale.evaluation.owned import evaluate_owned
 
+        if self.graph is None:
+            raise RuntimeError("task=node scores the graph it was prepared with: prepare() it")
         return evaluate_owned(model, forward, masters, self.graph, splits, group)
 
     def predict(self, on: Predicting, **options: Any) -> Predicted:
