@@ -47,23 +47,27 @@ def edge_strategies(topo, names: tuple[str, ...] = EDGE_NAMES) -> dict:
             for i, name in enumerate(names)}
 
 
-#: users' homogeneous models converted by PyG's to_hetero (tests/_typed_fns.py USER)
-HETERO_NAMES = ("to_hetero",)
+#: users' homogeneous models converted by PyG's to_hetero (tests/_typed_fns.py USER) and the
+#: strategies that run each (batch statistics: the strategies that run whole sampled blocks)
+HETERO = {"to_hetero": ("data", "factored", "split", "fullgraph", "offload"),
+          "to_hetero_bn": ("data", "factored")}
+HETERO_NAMES = tuple(HETERO)
 #: offload's options for them: chunks, deduplicated rows, recomputed layers
 HETERO_OFFLOAD = dict(chunks=2, dedup="inter+intra", intermediate="recompute")
 
 
-def hetero_strategies(topo, names: tuple[str, ...] = HETERO_NAMES) -> dict:
-    """Per converted model on the tiny typed graph: data, factored (shared queue), split,
-    fullgraph (depcomm, keyed dropout) and offload, this rank's results (each strategy's typed
-    harness: tests/_typed_fns.py, _split_fns.py, _fullgraph_typed_fns.py, _offload_fns.py)."""
+def hetero_strategies(topo, plan: dict[str, tuple[str, ...]] = HETERO) -> dict:
+    """Per converted model on the tiny typed graph, each strategy of ``plan`` it runs: data,
+    factored (shared queue), split, fullgraph (depcomm, keyed dropout) and offload, this
+    rank's results (each strategy's typed harness: tests/_typed_fns.py, _split_fns.py,
+    _fullgraph_typed_fns.py, _offload_fns.py)."""
     from tests import _fullgraph_typed_fns as T
     from tests import _typed_fns
 
-    split = _split_fns.typed_split_steps(topo, list(names))
-    full = T.strategy_epochs(topo, [(name, "depcomm", {}) for name in names])
-    off = _offload_fns.offload_epochs(topo, [(name, HETERO_OFFLOAD) for name in names])
-    return {name: {"data": _typed_fns.typed_data_steps(topo, name),
-                   "factored": _typed_fns.typed_factored_steps(topo, "shared", "1", name),
-                   "split": split[name], "fullgraph": full[i], "offload": off[i]}
-            for i, name in enumerate(names)}
+    runs = {"data": lambda name: _typed_fns.typed_data_steps(topo, name),
+            "factored": lambda name: _typed_fns.typed_factored_steps(topo, "shared", "1", name),
+            "split": lambda name: _split_fns.typed_split_steps(topo, [name])[name],
+            "fullgraph": lambda name: T.strategy_epochs(topo, [(name, "depcomm", {})])[0],
+            "offload": lambda name: _offload_fns.offload_epochs(topo, [(name,
+                                                                       HETERO_OFFLOAD)])[0]}
+    return {name: {s: runs[s](name) for s in strategies} for name, strategies in plan.items()}

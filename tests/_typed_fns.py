@@ -95,7 +95,8 @@ def _typed_model(name: str, classes: int, **kw):
 MODELS = ("rgcn", "hsage", "hgat", "hgt")
 #: users' homogeneous models converted by PyG's to_hetero (model=to_hetero): key -> target
 #: (tests/integration/test_traced_models.py trains them under every strategy)
-USER = {"to_hetero": "examples.models.SAGESkip"}
+USER = {"to_hetero": "examples.models.SAGESkip",
+        "to_hetero_bn": "tests._user_models.BatchNormSAGE"}  # batch statistics: data, factored
 
 
 def make_model(graph: GraphStore, model: str = "rgcn"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch_geometric.nn import GATv2Conv, GCNConv, GINConv, GraphConv
+from torch_geometric.nn import GATv2Conv, GCNConv, GINConv, GraphConv, SAGEConv
 
 
 class GraphConvNet(nn.Module):
@@ -131,6 +131,26 @@ class BatchNormGIN(ResGIN):
                  num_layers: int = 2) -> None:
         super().__init__(in_channels, out_channels, hidden, num_layers)
         self.norms = nn.ModuleList(nn.BatchNorm1d(hidden) for _ in range(num_layers - 1))
+
+
+class BatchNormSAGE(nn.Module):
+    """Two SAGEConvs with a BatchNorm1d between (batch statistics over the rows a forward
+    holds): traced into stages, run by the strategies that run a whole sampled block
+    (data, factored) and refused by the others."""
+
+    def __init__(self, in_channels: int, out_channels: int, hidden: int = 16,
+                 num_layers: int = 2, dropout: float = 0.0) -> None:
+        super().__init__()
+        # no bias before the norm: it cancels it, leaving a gradient of rounding noise only
+        self.conv1 = SAGEConv(in_channels, hidden, bias=False)
+        self.norm = nn.BatchNorm1d(hidden)
+        self.conv2 = SAGEConv(hidden, out_channels)
+        self.dropout = dropout
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        h = F.relu(self.norm(self.conv1(x, edge_index)))
+        h = F.dropout(h, p=self.dropout, training=self.training)
+        return self.conv2(h, edge_index)
 
 
 LAYER_WISE = {"graphconv": GraphConvNet, "gatv2": GATv2Net, "resgin": ResGIN}

@@ -545,12 +545,6 @@ class ToHeteroConfig(CustomModelConfig):
             raise ConfigError("model.dropout: a model converted by to_hetero runs its own "
                               "dropout calls (keyed by vertex id): set model.dropout=0")
         super().check()
-        c = self.contract()
-        if not c.traced:
-            raise ConfigError(f"model=to_hetero runs {c.name} in stages, one conv per edge "
-                              f"type, but {c.why_not_layer_wise}: a whole-graph-only model "
-                              "trains on homogeneous graphs only (model=custom, strategy=data "
-                              "or factored)")
         from gnnscale.models.to_hetero import check_target
 
         why = check_target(self.target, dict(self.kwargs), self.hidden)

@@ -85,7 +85,7 @@ class ToHetero(HeteroGNN):
         try:
             staged = stage(module, hidden)
         except NotStaged as err:
-            raise ValueError(f"model=to_hetero runs {name} in stages, but {err}") from None
+            raise ValueError(not_staged(module, err)) from None
         why = why_not_per_edge_type(module, staged)
         if why is not None:
             raise ValueError(why)
@@ -294,6 +294,15 @@ def _check_target(target: str, kwargs_json: str, hidden: int) -> str | None:
         torch.random.set_rng_state(state)
     try:
         staged = stage(module, hidden)
-    except NotStaged:
-        return None  # the contract says why (the schema's own check)
+    except NotStaged as err:
+        return not_staged(module, err)
     return why_not_per_edge_type(module, staged)
+
+
+def not_staged(module: nn.Module, err: NotStaged) -> str:
+    """Why ``model=to_hetero`` cannot run ``module`` (its forward cannot be staged), and what
+    runs it."""
+    name = type(module).__name__
+    return (f"model=to_hetero runs {name} in stages, one conv per edge type, but {err}: a "
+            "whole-graph-only model trains on homogeneous graphs only (model=custom, "
+            "strategy=data or factored)")

@@ -260,7 +260,8 @@ def test_appnps_propagation_steps_are_stages_checked_against_the_fanouts(tmp_pat
 def test_a_model_converted_by_to_hetero_under_every_strategy_equals_one_process():
     """examples.models.SAGESkip converted by PyG's to_hetero on the tiny typed graph (a
     featureless type, per-type feature widths), its own dropout keyed: data and factored's
-    steps, split's, fullgraph's and offload's epochs on 2 ranks equal one process."""
+    steps, split's, fullgraph's and offload's epochs on 2 ranks equal one process; with a
+    BatchNorm between its convs (tests._user_models.BatchNormSAGE) data's and factored's."""
     ranks = spawn(_traced_fns.hetero_strategies, 2)
     for name in _traced_fns.HETERO_NAMES:
         typed_equal(ranks, name)

@@ -58,8 +58,8 @@ def test_the_stages_equal_the_converted_modules_own_forward(target, aggr):
 
 
 @pytest.mark.parametrize("target,match", [
-    ("examples.models.MeanPooled", r"model=to_hetero runs MeanPooled in stages, but "
-     r"MeanPooled's forward at models\.py:\d+ .* pools or mixes rows"),
+    ("examples.models.MeanPooled", r"model=to_hetero runs MeanPooled in stages, one conv per "
+     r"edge type, but MeanPooled's forward at models\.py:\d+ .* pools or mixes rows"),
     ("examples.models.GCNSkip", r"convs\.0 \(GCNConv\) as one bipartite conv per edge type"),
 ])
 def test_what_it_cannot_run_is_refused_in_one_line(target, match):
@@ -104,3 +104,20 @@ def test_the_launcher_takes_it_and_refuses_a_whole_graph_only_model(tmp_path):
                    "model.target=examples.models.GCNSkip", "sampler.fanouts=[5,5]")
     with pytest.raises(ConfigError, match=r"\(GCNConv\) as one bipartite conv per edge type"):
         check_config(cfg)
+
+
+@pytest.mark.parametrize("strategy", ["data", "factored", "split", "fullgraph", "offload"])
+def test_batch_statistics_run_under_data_and_factored_and_are_refused_by_the_others(
+        tmp_path, strategy):
+    """A BatchNorm between the convs (copied per node type by to_hetero) normalises over the
+    rows a forward holds: the strategies that run whole sampled blocks take it, the others
+    refuse it in one line naming the norm."""
+    cfg = make_cfg(tmp_path, "dataset=hetero_sim", "model=to_hetero",
+                   "model.target=tests._user_models.BatchNormSAGE", "model.hidden=8",
+                   "sampler.fanouts=[5,5]", f"strategy={strategy}")
+    if strategy in ("data", "factored"):
+        assert check_config(cfg).get("model.num_layers") == 2
+        return
+    with pytest.raises(ConfigError, match="norm normalises over the rows") as err:
+        check_config(cfg)
+    assert "\n" not in str(err.value)
