@@ -131,12 +131,18 @@ def _folder_bytes(folder: Path) -> int:
     return total
 
 
+#: phases run under ``nice -n 19`` (``--no-nice``: at the caller's priority, for a host whose
+#: other jobs would starve them)
+NICE = True
+
+
 def watch(cmd: list[str], env: dict, disk: Path | None = None, period: float = 0.25) -> dict:
-    """Run ``cmd`` under ``nice -n 19``; per process of its tree the peak ``VmHWM``, peak
-    sampled ``RssAnon`` and last ``read_bytes``; the series of every process's read bytes; its
-    output lines with their arrival times; the peak bytes under ``disk``."""
+    """Run ``cmd`` under ``nice -n 19`` (:data:`NICE`); per process of its tree the peak
+    ``VmHWM``, peak sampled ``RssAnon`` and last ``read_bytes``; the series of every process's
+    read bytes; its output lines with their arrival times; the peak bytes under ``disk``."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(["nice", "-n", "19", *cmd], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*(["nice", "-n", "19"] if NICE else []), *cmd],
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
     lines: list[tuple[float, str]] = []
 
@@ -644,10 +650,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="the strategy the variants train with (--tiers; 2 ranks)")
     p.add_argument("--extra", default="",
                    help="space-separated overrides added to every variant (--tiers)")
+    p.add_argument("--no-nice", action="store_true",
+                   help="run the phases at this process's priority, not nice 19")
     p.add_argument("--io-library", default=None,
                    help="a library of csrc/io built alone (GNNSCALE_IO_LIBRARY), for an "
                         "extension built before csrc/io: the disk tier's native reader")
     args = p.parse_args(argv)
+    global NICE
+    NICE = not args.no_nice
     if args.io_library:
         os.environ["GNNSCALE_IO_LIBRARY"] = str(Path(args.io_library).resolve())
     run_temp_dir()

@@ -391,3 +391,61 @@ def degree_histogram(graph: Any) -> list[int]:
 def probe(target: str, kwargs: dict[str, Any]) -> Contract:
     """The contract of ``target`` built with probe widths and ``kwargs`` (once per both)."""
     return _probe(target, json.dumps(kwargs, sort_keys=True, default=str))
+
+
+def why_not_per_edge_type(module: Any, staged: Any) -> str | None:
+    """Why a conv of ``module`` cannot be one bipartite conv per edge type (a GCNConv or APPNP,
+    normalised by a homogeneous graph's degrees; a conv taking one tensor of rows; one reading
+    edge features), or None."""
+    from torch_geometric.nn import APPNP, GCNConv
+
+    for calls in staged.convs:
+        for c in calls:
+            conv = module.get_submodule(str(c.node.target))
+            if isinstance(conv, (GCNConv, APPNP)) or not c.pair or c.reads_edges:
+                return (f"model=to_hetero runs {c.node.target} ({type(conv).__name__}) as one "
+                        "bipartite conv per edge type, which it cannot be (normalised by a "
+                        "homogeneous graph's degrees, one tensor of rows, or edge features): "
+                        "use SAGEConv, GraphConv, GINConv or GATConv(add_self_loops=False)")
+    return None
+
+
+def check_target(target: str, kwargs: dict[str, Any], hidden: int) -> str | None:
+    """The launcher's check of ``model.target`` for ``model=to_hetero``
+    (:mod:`gnnscale.models.to_hetero`): built with
+    ``in_channels=hidden`` (leaving the random state as it was) and traced, why its convs
+    cannot run per edge type, or None (:func:`why_not_per_edge_type`); once per arguments."""
+    plain = plain_kwargs(kwargs)  # a config's lists as lists
+    return _check_target(target, json.dumps(plain, sort_keys=True, default=str), hidden)
+
+
+@functools.lru_cache(maxsize=16)
+def _check_target(target: str, kwargs_json: str, hidden: int) -> str | None:
+    import torch
+
+    from gnnscale.models.trace import NotStaged, stage
+
+    kwargs = json.loads(kwargs_json)
+    if kwargs.get("edge_dim") == "auto":
+        kwargs["edge_dim"] = PROBE_EDGE
+    if kwargs.get("deg") == "auto":
+        kwargs["deg"] = list(PROBE_DEG)
+    state = torch.random.get_rng_state()
+    try:
+        module = build(target, hidden, PROBE_OUT, kwargs)
+    finally:
+        torch.random.set_rng_state(state)
+    try:
+        staged = stage(module, hidden)
+    except NotStaged as err:
+        return not_staged(module, err)
+    return why_not_per_edge_type(module, staged)
+
+
+def not_staged(module: Any, err: Exception) -> str:
+    """Why ``model=to_hetero`` cannot run ``module`` (its forward cannot be staged), and what
+    runs it."""
+    name = type(module).__name__
+    return (f"model=to_hetero runs {name} in stages, one conv per edge type, but {err}: a "
+            "whole-graph-only model trains on homogeneous graphs only (model=custom, "
+            "strategy=data or factored)")

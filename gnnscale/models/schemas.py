@@ -545,7 +545,7 @@ class ToHeteroConfig(CustomModelConfig):
             raise ConfigError("model.dropout: a model converted by to_hetero runs its own "
                               "dropout calls (keyed by vertex id): set model.dropout=0")
         super().check()
-        from gnnscale.models.to_hetero import check_target
+        from gnnscale.models.contract import check_target
 
         why = check_target(self.target, dict(self.kwargs), self.hidden)
         if why is not None:
