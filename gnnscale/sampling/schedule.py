@@ -154,9 +154,9 @@ class Schedule:
 
     def replace(self, **changes: Any) -> Schedule:
         """The same task and items with ``changes`` (``slots``, ``stream``, ``min_size``, ...)."""
-        kw = dict(batch_size=self.batch_size, seed=self.seed, slots=self.slots,
-                  stream=self.stream, min_size=self.min_size, seeds=self.seeds_fn,
-                  target=self.target_fn)
+        kw: dict[str, Any] = dict(batch_size=self.batch_size, seed=self.seed, slots=self.slots,
+                                  stream=self.stream, min_size=self.min_size,
+                                  seeds=self.seeds_fn, target=self.target_fn)
         kw.update(changes)
         return Schedule(kw.pop("items", self.train_items), **kw)
 

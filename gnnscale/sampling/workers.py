@@ -79,7 +79,7 @@ def _graph_source(graph: GraphStore) -> tuple[str, Any]:
     if folder and processed.is_processed(folder):
         return "dir", (str(folder), graph.meta.get("checksum"))
     arrays = {}
-    names = ("indptr", "indices", "edge_weight")
+    names: tuple[str, ...] = ("indptr", "indices", "edge_weight")
     types = {}
     if graph.is_typed:  # a typed graph: blocks carry types, the store checks them
         names += ("type_per_edge", "node_type_offset")
