@@ -438,14 +438,16 @@ def run_train(root: Path, ds: dict, steps: int, features: Path | None = None,
 #: the disk tier's figures copied from the epoch's metrics
 DISK_KEYS = ("disk_reads", "disk_bytes_read", "disk_rows", "disk_time", "disk_rows_per_s",
              "rows_per_read", "disk_bytes_per_row_byte", "disk_rate", "disk_probe_reads_per_s",
-             "cache_hit_rate", "hits", "requested", "disk_wait_time", "disk_ahead_rows")
+             "cache_hit_rate", "hits", "requested", "disk_wait_time", "disk_ahead_rows",
+             "local_hits", "host_hits", "local_hit_rate", "host_hit_rate")
 
 
 def tier_variants(feature_bytes: int, depth: int = 64) -> dict[str, tuple[tuple[str, ...], str]]:
     """The feature store's variants side by side: ``{name: (overrides, start)}``: the memory
     map cold (today's path); the disk tier cold with 4 KiB blocks, with the device's block,
     without reads ahead, on a BFS-ordered copy (float32 and bfloat16), with a host cache of 20%
-    of the feature bytes (``cache=degree``, replicated: each rank its own); and the features
+    of the feature bytes (``cache=degree``, replicated: each rank its own; also split as a 5%
+    cache tier and a 15% host tier); and the features
     held in memory (the page cache warmed, no disk tier)."""
     cache20 = max(1, int(0.2 * feature_bytes))
     disk = ("cache.disk=true", f"cache.disk_depth={depth}")  # block: the device's (512 here)
@@ -460,6 +462,10 @@ def tier_variants(feature_bytes: int, depth: int = 64) -> dict[str, tuple[tuple[
                                 "cache.feature_dtype=bfloat16"), "drop"),
         "disk_cache20_cold": ((*cache, *disk), "drop"),
         "disk_bfs_cache20_cold": ((*cache, *disk, "cache.disk_order=bfs"), "drop"),
+        # the same 20%, as a 5% cache tier and a 15% host tier (cache.host_bytes)
+        "disk_cache5_host15_cold": (("cache=degree", f"cache.bytes={max(1, cache20 // 4)}",
+                                     f"cache.host_bytes={cache20 - cache20 // 4}", *disk),
+                                    "drop"),
         "memory_warm": (("cache=none", "cache.disk=false"), "warm"),
     }
 
