@@ -1,4 +1,5 @@
-"""Module-level helpers for tests/sampling/test_sampler_workers.py and tests/integration/test_hardening_processes.py
+"""Module-level helpers for tests/sampling/test_sampler_workers.py and
+tests/integration/test_hardening_processes.py
 (run in spawned processes or ranks)."""
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def test_readme_says_every_strategy_ran_under_torchrun_as_the_host_tests_run_the
     assert "have not run under torchrun" not in readme
     assert "every strategy under torchrun" in readme
     plan = (ROOT / "tests" / "integration" / "test_hosts.py").read_text().split("PLAN = {")[1]
-    for name in STRATEGIES:  # the two-host torchrun runs (tests/integration/test_hosts.py) train each one
+    for name in STRATEGIES:  # the two-host torchrun runs (integration/test_hosts.py) train each
         assert f'"strategy={name}"' in plan, name
     table = _flat(DOCS / "distributed.md").split("### What has run where")[1]
     for name in STRATEGIES:

@@ -403,7 +403,8 @@ def test_a_vertex_cut_part_holds_its_edges_and_gives_the_same_syncs(tmp_path, cu
 
 #: the runs on the loopback nodes, each from the layout LAYOUT names (default: the edge-cut
 #: one, ``L``); each equals one process on the whole graph (split: a whole batch per step;
-#: data from parts runs in tests/integration/test_hosts.py, on namespace hosts or its loopback fallback)
+#: data from parts runs in tests/integration/test_hosts.py, on namespace hosts or its loopback
+#: fallback)
 SAMPLED = ("sampler.fanouts=[5,5]", "strategy.batch_size=128", "model.dropout=0")
 FULL = ("model=gcn", "model.gcn_norm=graph", "model.dropout=0")
 COMMON = tuple(o for o in RUN if not o.startswith(("strategy=", "deps=", "dist.world_size")))
