@@ -25,7 +25,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -105,7 +105,7 @@ def _typed_node(group: str, node: Any, where: str, run_dir: Path | None) -> Dict
     except Exception as err:  # noqa: BLE001 - OmegaConf's validation errors, several kinds
         raise RunFolderError(f"{where}: {group} does not fit the schema of {target}: "
                              f"{_first_line(err)}") from None
-    return typed
+    return cast(DictConfig, typed)  # a structured schema merged with a mapping
 
 
 def checked_config(raw: Any, where: str, run_dir: str | Path | None = None) -> DictConfig:
@@ -134,7 +134,7 @@ def checked_config(raw: Any, where: str, run_dir: str | Path | None = None) -> D
         OmegaConf.set_struct(root, False)  # a key of an older or newer gnnscale is kept
         cfg = OmegaConf.merge(root, out)  # the run's own keys typed as the root schema says
         # every value plain: an interpolation in a file is resolved here, once, and checked
-        plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+        plain = cast(dict, OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     except Exception as err:  # noqa: BLE001 - OmegaConf's errors, several kinds
         raise RunFolderError(f"{where}: the config cannot be read: {_first_line(err)}") from None
     for group in registry.GROUPS:  # what a resolved interpolation made of a target
@@ -142,7 +142,7 @@ def checked_config(raw: Any, where: str, run_dir: str | Path | None = None) -> D
         if isinstance(node, dict) and registry.declared(group, node.get("_target_")) is None:
             raise RunFolderError(f"{where}: {group}._target_ is not an option gnnscale "
                                  "declares; the run's config was not loaded")
-    return OmegaConf.create(plain)
+    return cast(DictConfig, OmegaConf.create(plain))  # a mapping's config
 
 
 @dataclass
