@@ -191,3 +191,24 @@ def test_offloads_launcher_plan_builds_the_ranks_task_and_model(tmp_path, built_
         strat.plan()
         bounds.append(strat.bound)
     assert need == max(bounds)
+
+
+def test_one_compose_and_one_entry_in_the_package():
+    """Hydra's compose is called by ``gnnscale/compose.py`` alone (the API, the partition
+    command line, a sweep's check and auto's candidates call it), and ``train.py`` runs the
+    package's one entry, ``gnnscale/__main__.py``'s ``main``."""
+    import ast
+
+    composing = {"compose", "initialize_config_dir", "initialize", "initialize_config_module"}
+    callers = []
+    for path in sorted((ROOT / "gnnscale").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "hydra" and \
+                    composing & {a.name for a in node.names}:
+                callers.append(str(path.relative_to(ROOT)))
+    assert set(callers) == {"gnnscale/compose.py"}
+    train = ast.parse((ROOT / "train.py").read_text())
+    defined = [n.name for n in ast.walk(train) if isinstance(n, ast.FunctionDef)]
+    imported = [(n.module, a.name) for n in ast.walk(train) if isinstance(n, ast.ImportFrom)
+                for a in n.names]
+    assert defined == [] and imported == [("gnnscale.__main__", "main")]
