@@ -121,8 +121,19 @@ def defer_heavy_imports() -> None:
     """Make ``import torch._dynamo`` (what ``import torch_geometric`` runs) cheap until the
     module is used: its body runs at the first read of one of its names (``torch.compile``
     reads them, and works as before). Once per process; ``GNNSCALE_EAGER_IMPORTS=1`` turns it
-    off."""
+    off, and the rank fork server undoes it (:func:`eager_imports`)."""
     if os.environ.get("GNNSCALE_EAGER_IMPORTS") == "1":
         return
     if not any(isinstance(f, _Defer) for f in sys.meta_path):
         sys.meta_path.insert(0, _Defer())
+
+
+def eager_imports() -> None:
+    """Undo :func:`defer_heavy_imports` in this process, and run the body of a deferred module
+    already imported: for the rank fork server, whose ranks use ``torch._dynamo`` (DDP reads
+    it when built) and would each run its body after the fork, where the server runs it once."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Defer)]
+    for name in DEFERRED:
+        module = sys.modules.get(name)
+        if type(module) is _Deferred:
+            _run_body(module)

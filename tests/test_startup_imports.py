@@ -42,6 +42,15 @@ def test_pyg_the_rank_module_and_a_traced_refusal_leave_dynamos_body_unrun():
     assert got[2:] == [False, False, "_Deferred"]
 
 
+def test_the_fork_server_runs_dynamos_body_once_for_its_ranks():
+    """DDP reads torch._dynamo when built: the rank fork server (which imports
+    distributed/fork_server.py first, before torch) runs its body before it forks, not each
+    rank after; the 1-rank launcher, which imports that module after torch, does not."""
+    got = _py("import sys, json, gnnscale.distributed.fork_server, gnnscale.runner.worker\n"
+              f"print(json.dumps([{RAN}, type(sys.modules['torch._dynamo']).__name__]))")
+    assert got == [True, "module"]
+
+
 def test_dynamo_works_when_used():
     """torch.compile, a submodule imported first (the package's body runs before it, one copy
     of it), a scan of sys.modules (inspect.getmodule) that must not run the body mid-import,

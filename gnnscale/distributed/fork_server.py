@@ -13,10 +13,14 @@ from __future__ import annotations
 import atexit
 import os
 import signal
+import sys
 
 from gnnscale.distributed.guard import children, is_stopped
+from gnnscale.lazy import eager_imports
 
 _SERVER = os.getpid()
+if "torch" not in sys.modules:  # the server's first preload (registry.import_all comes later)
+    eager_imports()  # so it runs torch._dynamo's body once, not each forked rank (DDP reads it)
 
 
 def continue_stopped_children() -> list[int]:
