@@ -38,7 +38,7 @@ from benchmarks import compose_run, ratio
 PROFILE_RUNS = {
     False: {"default": ["strategy=auto", "dist.world_size=2"],
             "papers_like": ["strategy=auto", "dist.world_size=2", "dataset=papers_like",
-                            "dataset.scale=0.2", "sampler.fanouts=[10,10]",
+                            "dataset.scale=0.2", "model.num_layers=2", "sampler.fanouts=[10,10]",
                             "strategy.batch_size=256", "strategy.profile_epochs=3",
                             "epochs=20"]},
     True: {"tiny": ["strategy=auto", "dist.world_size=2", "dataset.preset=tiny",
@@ -234,9 +234,10 @@ def profile_share(run_dir: Path, started: float, finished: float) -> dict[str, A
             "profile_seconds_in_auto_json": decision.get("profile_seconds")}
 
 
-def run_profile(quick: bool = False, variants: tuple[str, ...] | None = None) -> dict:
-    """Part ``profile``: every run of :data:`PROFILE_RUNS` under each of
-    :data:`PROFILE_VARIANTS` (``variants``: some of them), its :func:`profile_share` and the
+def run_profile(quick: bool = False, variants: tuple[str, ...] | None = None,
+                runs: tuple[str, ...] | None = None) -> dict:
+    """Part ``profile``: every run of :data:`PROFILE_RUNS` (``runs``: some of them) under each
+    of :data:`PROFILE_VARIANTS` (``variants``: some of them), its :func:`profile_share` and the
     host's load average before and after. The datasets are generated (once, in
     ``$GNNSCALE_DATA`` or the clone's ``data/``) before any run is timed."""
     from gnnscale.runner.run import run
@@ -248,6 +249,8 @@ def run_profile(quick: bool = False, variants: tuple[str, ...] | None = None) ->
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as d:
         for name, overrides in PROFILE_RUNS[quick].items():
+            if runs is not None and name not in runs:
+                continue
             plain = [o for o in overrides if not o.startswith(("strategy", "epochs"))]
             open_dataset(compose_run(plain, Path(d) / "prep", data_root))
             for variant in variants:

@@ -200,8 +200,8 @@ def test_auto_says_its_plan_and_the_pick_trains_its_own_default_epochs(tmp_path)
     assert candidate_config(cfg, "fullgraph", tmp_path / "f", _epochs(cfg)).epochs == 20
     assert candidate_config(cfg, "data", tmp_path / "d", _epochs(cfg)).epochs == 3
     assert profiling_plan(cfg, ["data", "fullgraph"]) == (
-        "[auto] profiling 2 candidates (data, fullgraph) in one launch: 3 epochs each (a "
-        "sampling candidate's cut to its first 2 steps; the first a warm-up; no evaluation); "
+        "[auto] profiling 2 candidates (data, fullgraph) in one launch: 3 epochs each (whole "
+        "epochs; the first a warm-up; no evaluation); "
         "up to 4 more profiles in a second launch if the two best are close; budget: at most "
         "20% of the run: no candidate starts once profiling has taken 0.25x the best one's "
         "projected training (strategy.profile_share); then the pick trains its strategy's "

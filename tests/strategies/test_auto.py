@@ -148,7 +148,8 @@ def test_auto_profiles_every_candidate_and_trains_the_chosen_one(tmp_path, monke
     # partitioned cache placement: strategy=factored refuses it (it caches on trainers only)
     cfg = make_cfg(tmp_path, *TINY, "strategy=auto", "dist.world_size=2", "epochs=2",
                    "strategy.profile_epochs=2", "cache=presample", NO_BUDGET,
-                   "cache.placement=partitioned", "strategy.rematch_rounds=0")
+                   "strategy.profile_steps=2", "cache.placement=partitioned",
+                   "strategy.rematch_rounds=0")
     res = counted_launches(monkeypatch, run, cfg)
     assert res["launches"] == 2  # every candidate in one launch, then the pick's
     run_dir = Path(cfg.run_dir)
@@ -163,7 +164,7 @@ def test_auto_profiles_every_candidate_and_trains_the_chosen_one(tmp_path, monke
         assert len(r["epoch_times"]) == 2 and r["epoch_time"] == r["epoch_times"][1]
         profiled = json.loads((run_dir / "auto" / r["name"] / "results.json").read_text())
         assert all("val_acc" not in h for h in profiled["history"])  # no evaluation
-        # a sampling candidate's profiled epochs are its first profile_steps (2) steps
+        # a sampling candidate's profiled epochs are its first strategy.profile_steps (2)
         assert r["window_steps"] == (1 if r["name"] in ("fullgraph", "offload") else 2)
         assert r["steps_per_epoch"] >= r["window_steps"]
     chosen = decision["chosen"]
@@ -237,7 +238,7 @@ def test_a_spent_budget_skips_the_candidates_left(tmp_path, capfd):
 
     cfg = make_cfg(tmp_path, *TINY, "strategy=auto", "dist.world_size=1", "epochs=1",
                    "strategy.profile_epochs=2", "strategy.candidates=[fullgraph,data]",
-                   "strategy.profile_s=0.001")
+                   "strategy.profile_s=0.001", "strategy.profile_steps=2")
     res = run(cfg)
     decision = json.loads((Path(cfg.run_dir) / "auto.json").read_text())
     rows = {r["name"]: r for r in decision["candidates"]}
@@ -250,6 +251,30 @@ def test_a_spent_budget_skips_the_candidates_left(tmp_path, capfd):
     out = capfd.readouterr().out
     assert "budget: at most 0.001 s of profiling (strategy.profile_s)" in out
     assert "[auto] fullgraph: skipped: the profiling budget is spent" in out
+
+
+def test_a_crashing_candidate_is_skipped_and_the_launch_goes_on(tmp_path, monkeypatch):
+    """A candidate that crashes in a rank ends the profile launch: its row says crashed (the
+    traceback in ``crash.txt``) and the ranks start again for the candidates after it."""
+    from gnnscale.runner.run import run
+    from gnnscale.strategies.fullgraph.strategy import FullGraph
+
+    def broken(self):
+        raise RuntimeError("planted crash")
+
+    monkeypatch.setattr(FullGraph, "setup", broken)
+    cfg = make_cfg(tmp_path, *TINY, "strategy=auto", "dist.world_size=1", "epochs=1",
+                   "strategy.profile_epochs=2", "strategy.candidates=[fullgraph,offload,data]",
+                   "strategy.rematch_rounds=0", NO_BUDGET)
+    res = counted_launches(monkeypatch, run, cfg)
+    rows = {r["name"]: r for r in json.loads((Path(cfg.run_dir) / "auto.json").read_text())[
+        "candidates"]}
+    assert rows["fullgraph"]["status"] == "crashed" and "planted crash" in rows["fullgraph"][
+        "reason"]
+    assert "planted crash" in (Path(cfg.run_dir) / "auto" / "fullgraph" / "crash.txt").read_text()
+    assert rows["data"]["status"] == rows["offload"]["status"] == "ran"  # before and after it
+    assert res["launches"] == 3  # data and fullgraph; offload; the pick
+    assert res["auto"]["strategy"] in ("data", "offload")
 
 
 def test_auto_rematches_close_leaders_in_alternating_order(tmp_path):

@@ -37,9 +37,10 @@ class AutoConfig(StrategyConfig):
     _target_: str = "gnnscale.strategies.auto.Auto"
     candidates: list[str] = field(default_factory=list)  # empty: every registered candidate
     profile_epochs: int = 3  # epochs each candidate trains; the first is a warm-up
-    # each profiled epoch of a sampling candidate is cut to its first profile_steps
-    # mini-batches (null: whole epochs); a full-graph epoch is one step already
-    profile_steps: int | None = 2
+    # each profiled epoch of a sampling candidate cut to its first profile_steps mini-batches
+    # (null: whole epochs, the default: a cut epoch ranks less surely; a full-graph epoch is
+    # one step already)
+    profile_steps: int | None = None
     # the profiling budget: at most profile_s seconds of the ranks' profiling (null: none),
     # else profile_share of the whole run (null: none): no new candidate starts once profiling
     # has taken profile_share / (1 - profile_share) of the best candidate's projected training
