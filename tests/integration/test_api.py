@@ -28,12 +28,14 @@ def page_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
 
 
-def ranks_left() -> list[int]:
-    """Processes below this one other than its fork server (which is kept, idle)."""
+def ranks_left(earlier: frozenset[int] = frozenset()) -> list[int]:
+    """Processes below this one other than its fork server (which is kept, idle) and those
+    ``earlier`` (there before the test began: an earlier test's, not this one's)."""
     from multiprocessing import forkserver
 
     server = getattr(forkserver._forkserver, "_forkserver_pid", None)
-    return [p for p in descendants(os.getpid()) if p != server and _is_ours(p)]
+    return [p for p in descendants(os.getpid())
+            if p != server and p not in earlier and _is_ours(p)]
 
 
 def _is_ours(pid: int) -> bool:
@@ -117,10 +119,11 @@ def test_a_model_that_is_no_class_is_refused(tmp_path):
 @pytest.mark.slow
 def test_a_failing_rank_raises_one_exception_naming_it(tmp_path):
     # the tiny graph has no edge weights: the ranks' samplers raise while training
+    earlier = frozenset(ranks_left())  # what earlier tests of this session left is not ours
     with pytest.raises(gnnscale.RankFailed, match=r"(?s)^rank \d failed first.*no edge_weight"):
         gnnscale.train([*TINY, "dist.world_size=2", "sampler.weighted=true",
                         "progress=false"], run_dir=tmp_path / "r", data_root=tmp_path / "d")
-    assert ranks_left() == []
+    assert ranks_left(earlier) == []
 
 
 @pytest.mark.slow
@@ -128,6 +131,7 @@ def test_the_pages_examples_run(tmp_path, monkeypatch, capsys):
     """Every block in order, as a notebook runs its cells; then the multi-rank cell again, as
     a notebook re-runs one: no rank is left and the temp folder holds nothing more."""
     monkeypatch.chdir(tmp_path)
+    earlier = frozenset(ranks_left())  # what earlier tests of this session left is not ours
     temp = Path(tempfile.gettempdir())
     namespace = {"__name__": "__main__"}
     blocks = page_blocks()
@@ -136,7 +140,7 @@ def test_the_pages_examples_run(tmp_path, monkeypatch, capsys):
     for block in blocks:
         exec(compile(block, str(PAGE), "exec"), namespace)
         if block in ranked:
-            assert ranks_left() == []
+            assert ranks_left(earlier) == []
             before = sorted(p.name for p in temp.iterdir())
     out = capsys.readouterr().out
     assert "refused: optim.lr" in out, out[-2000:]
@@ -148,6 +152,6 @@ def test_the_pages_examples_run(tmp_path, monkeypatch, capsys):
     first = namespace["run2"].run_dir
     exec(compile(ranked[0], str(PAGE), "exec"), namespace)  # the cell re-run
     assert namespace["run2"].run_dir != first and namespace["run2"].summary["world_size"] == 2
-    assert ranks_left() == []
+    assert ranks_left(earlier) == []
     assert sorted(p.name for p in temp.iterdir()) == before
     assert os.environ["TMPDIR"] == str(temp)
