@@ -14,13 +14,19 @@ Two rows need no data: ``config_error``, the wall time of a command whose config
 alternated with ``python -c "import torch"`` for scale; and ``imports``, the wall time of
 importing torch, torch with ``torch._dynamo`` (what PyG's ``import torch_geometric`` pulls in),
 PyG itself and gnnscale's rank module, round-robin, so that the cost of PyG's dynamo import is
-measured.
+measured; and ``refusal``, a custom model the launcher refuses (:data:`REFUSAL`: a global
+pooling under ``strategy=split``, status 2 naming the line of its forward): wall and CPU seconds
+(the launcher and its fork server together), and whether ``torch._dynamo``'s body ran.
+``python -m benchmarks.startup launch [--root CLONE]`` runs the rows that need no dataset
+alone: the refusal, the config error and a synthetic 2-rank run of one epoch, wall and CPU
+(``--root``: the ``train.py`` of another clone, for a before/after).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -67,10 +73,18 @@ QUICK = ["data_1rank", "data_2ranks"]
 #: a config error the launcher decides alone (the issue's example); default world size 2, so
 #: the fork server is started as for a real run
 BAD = ["partitioner=metis", "partitioner.imbalance=0.9"]
+#: a custom model no layer-wise strategy can run (examples/models.py): refused at launch
+REFUSAL = ["dataset=synthetic", "dataset.preset=tiny", "model=custom",
+           "model.target=examples.models.MeanPooled", "model.num_layers=1", "sampler.fanouts=[5]",
+           "strategy=split"]
+#: a whole 2-rank run that needs no download (the synthetic graph is generated)
+TINY_RUN = ["dataset=synthetic", "dataset.preset=tiny", "epochs=1", "dist.world_size=2",
+            "logger=none", "progress=false", "checkpoint=false"]
 #: import costs, each a whole ``python -c`` process
 IMPORTS = {"python": "pass", "torch": "import torch",
            "torch_dynamo": "import torch, torch._dynamo",
            "torch_geometric": "import torch_geometric",
+           "gnnscale_then_pyg": "import gnnscale, torch_geometric",
            "gnnscale_rank": "import gnnscale.runner.worker"}
 
 
@@ -139,6 +153,86 @@ def config_error(repeats: int, work: Path) -> dict:
             "torch_imported": "torch" in imported, "pyg_imported": "torch_geometric" in imported}
 
 
+def children_cpu() -> float:
+    """User + system CPU seconds of every waited-for child process so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(cmd: list[str], status: int, repeats: int, root: Path,
+          env: dict[str, str] | None = None) -> dict:
+    """Wall and CPU seconds (medians; CPU: the process and the children it waited for, its
+    fork server and ranks included) of ``cmd`` run ``repeats`` times in ``root``; each must end
+    with ``status``, a refusal (2) with one ``error:`` line."""
+    walls, cpus, load = [], [], os.getloadavg()
+    for _ in range(repeats):
+        cpu0, t0 = children_cpu(), time.perf_counter()
+        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, **(env or {})})
+        walls.append(time.perf_counter() - t0)
+        cpus.append(children_cpu() - cpu0)
+        if proc.returncode != status or (status == 2 and not proc.stderr.startswith("error: ")):
+            raise RuntimeError(f"{' '.join(cmd)}: expected status {status}, got "
+                               f"{proc.returncode}: {proc.stderr[-2000:]}")
+    return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus),
+            "wall_runs": walls, "cpu_runs": cpus, "last_stderr": proc.stderr[-600:],
+            "load_average_before": load, "load_average_after": os.getloadavg()}
+
+
+def dynamo_ran(cmd: list[str], root: Path) -> bool:
+    """Whether ``cmd``'s launcher ran torch._dynamo's body (``-X importtime`` lists
+    ``torch._dynamo.convert_frame`` only then; ranks started with spawn, not the fork
+    server, so the log is the launcher's)."""
+    log = subprocess.run([sys.executable, "-X", "importtime", *cmd[1:]], cwd=root,
+                         capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "GNNSCALE_START_METHOD": "spawn"}).stderr
+    return "torch._dynamo.convert_frame" in {line.rsplit("|", 1)[-1].strip()
+                                             for line in log.splitlines()
+                                             if line.startswith("import time")}
+
+
+def refusal(repeats: int, work: Path, root: Path = ROOT) -> dict:
+    """:func:`timed` :data:`REFUSAL` (status 2, one line naming the line of the model's
+    forward), and whether its launcher ran torch._dynamo's body; ``launcher_alone``: the same
+    without the rank fork server (``GNNSCALE_START_METHOD=spawn``), the launcher's own
+    seconds, which bound a refusal's wall time on an idle host (the server has its own core)."""
+    cmd = [sys.executable, str(root / "train.py"), f"hydra.run.dir={work / 'refused'}",
+           f"data_root={work / 'refused-data'}", *REFUSAL]
+    row = timed(cmd, 2, repeats, root)
+    if "models.py:" not in row["last_stderr"]:
+        raise RuntimeError(f"the refusal does not name the forward's line: {row['last_stderr']}")
+    alone = timed(cmd, 2, repeats, root, {"GNNSCALE_START_METHOD": "spawn"})  # no fork server
+    return {"command": " ".join(REFUSAL), **row, "dynamo_ran": dynamo_ran(cmd, root),
+            "launcher_alone": {k: alone[k] for k in ("wall_s", "cpu_s", "wall_runs",
+                                                     "cpu_runs")}}
+
+
+def run_launch(quick: bool = False, root: Path = ROOT) -> dict:
+    """Whole ``train.py`` processes of ``root``, no dataset download: :func:`refusal`; the
+    config error :data:`BAD`; and :data:`TINY_RUN`, a synthetic 2-rank run of one epoch (with
+    its ``startup`` phases), each :func:`timed`, with the host's load."""
+    repeats = 3 if quick else 5
+    work = Path(tempfile.mkdtemp(prefix="gnnscale-startup-"))
+    try:
+        train = [sys.executable, str(root / "train.py")]
+        results = {"refusal": refusal(repeats, work, root)}
+        results["config_error"] = {"command": " ".join(BAD), **timed(
+            [*train, f"hydra.run.dir={work / 'bad'}", f"data_root={work / 'bad-data'}", *BAD],
+            2, repeats, root)}
+        run = [*train, f"hydra.run.dir={work / 'tiny'}", f"data_root={work / 'data'}",
+               *TINY_RUN]
+        subprocess.run(run, cwd=root, capture_output=True, timeout=600)  # the dataset, once
+        results["tiny_2ranks"] = {"command": " ".join(TINY_RUN), **timed(run, 0, repeats, root),
+                                  "startup": json.loads((work / "tiny" / "results.json")
+                                                        .read_text()).get("startup", {})}
+        return {"config": {"repeats": repeats, "root": str(root), "cpus": os.cpu_count()},
+                "results": results,
+                "ratios": {f"{k}_wall_over_cpu": v["wall_s"] / v["cpu_s"]
+                           for k, v in results.items()}}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def import_costs(repeats: int) -> dict:
     """Median wall time of each :data:`IMPORTS` process, round-robin; what PyG's import of
     ``torch._dynamo`` costs is ``torch_dynamo - torch``."""
@@ -148,6 +242,7 @@ def import_costs(repeats: int) -> dict:
             times[key].append(wall([sys.executable, "-c", code], ROOT))
     out = {f"{k}_s": statistics.median(v) for k, v in times.items()}
     out["dynamo_s"] = out["torch_dynamo_s"] - out["torch_s"]
+    out["deferral_saves_s"] = out["torch_geometric_s"] - out["gnnscale_then_pyg_s"]
     out["dynamo_share_of_pyg"] = out["dynamo_s"] / (out["torch_geometric_s"] - out["python_s"])
     return out
 
@@ -158,6 +253,7 @@ def run(quick: bool = False) -> dict:
     work = Path(tempfile.mkdtemp(prefix="gnnscale-startup-"))
     try:
         fixed = {"config_error": config_error(repeats + 2, work),
+                 "refusal": refusal(repeats, work),
                  "imports": import_costs(repeats)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -203,3 +299,23 @@ def run(quick: bool = False) -> dict:
     return {"config": {"repeats": repeats, "command": " ".join(TINY), "cpus": os.cpu_count(),
                        "load_average_before": load_before, "load_average_after": os.getloadavg()},
             "results": results, "ratios": ratios}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.startup launch [--quick] [--out PATH] [--root CLONE]``: only the
+    whole-process rows that need no dataset (:func:`run_launch`), of this clone or of
+    ``CLONE`` (another checkout, for a before/after)."""
+    from benchmarks.__main__ import run_part
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    root = ROOT
+    if "--root" in argv:
+        i = argv.index("--root")
+        root = Path(argv[i + 1]).resolve()
+        del argv[i:i + 2]
+    return run_part("startup", "launch", lambda quick: run_launch(quick, root), argv,
+                    main.__doc__ or "")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
