@@ -6,7 +6,10 @@ reset"), stops the remaining ranks within a grace period and raises :class:`Rank
 Ranks die with the launcher (see :mod:`gnnscale.distributed.guard`); SIGTERM to the launcher
 stops them cleanly and exits non-zero. A rank that stops answering (stopped by SIGSTOP, or
 stuck) makes its peers' collectives time out after ``dist.timeout_s``; the launcher then names
-that rank first, not the peers that timed out, and ends every rank at once.
+that rank first, not the peers that timed out, and ends every rank at once. Starting the ranks
+and their rendezvous run under a deadline of their own, ``dist.startup_timeout_s`` (generous:
+a busy host may take long to start a process), and the run's deadline arms once every rank has
+joined; a rank that does not finish starting is named as such, with the start-up deadline.
 
 Temp files (PyG's generated modules, the ranks' folders, the fork server's socket) go to the
 launching process's private folder (:func:`~gnnscale.distributed.guard.run_temp_dir`), removed
@@ -68,6 +71,16 @@ SETTLE_S = 1.0  # after a first failure, how long to collect the other ranks' re
 #: a deadline of its own (its sampler workers') and name the cause in a moment.
 DEADLINE_SETTLE_S = 5.0
 KILL_AFTER_S = 5.0  # how long a terminated process has to unwind before SIGKILL
+#: the start-up deadline of :func:`spawn` when none is given (``dist.startup_timeout_s``'s
+#: default): starting the ranks and their rendezvous, before the run's deadline arms
+STARTUP_TIMEOUT_S = 600.0
+#: a test's hook: ``"<rank>:<seconds>[,...]"`` makes those ranks sleep so long in start-up
+#: (before they join the process group), a slow start simulated for real
+START_DELAY_ENV = "GNNSCALE_TEST_START_DELAY"
+#: the launcher's own start-up deadline is ``dist.startup_timeout_s`` and this many seconds
+#: more, once every rank's process runs: a backstop for a start-up no peer times out on
+STARTUP_SLACK_S = 10.0
+_UP = "up"  # a rank's message to the launcher once it has joined the process group
 #: What the fork server imports once for every rank it starts (torch, PyG, all of gnnscale),
 #: after its own exit duty (:mod:`gnnscale.distributed.fork_server`).
 PRELOAD = ["gnnscale.distributed.fork_server", "gnnscale.runner.worker"]
@@ -173,8 +186,18 @@ def _leave_fork_server() -> None:
         server._forkserver_alive_fd = None
 
 
+def start_delay(rank: int, env: dict | None = None) -> float:
+    """Seconds ``rank`` sleeps in start-up by :data:`START_DELAY_ENV` (tests only; 0 unset)."""
+    spec = (os.environ if env is None else env).get(START_DELAY_ENV, "")
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        who, _, seconds = item.partition(":")
+        if who.strip() == str(rank):
+            return float(seconds)
+    return 0.0
+
+
 def _worker(rank, world_size, fn, args, port, backend, device, timeout_s, results, threads,
-            launcher_pid, tmp_dir, env, cores=None):
+            launcher_pid, tmp_dir, env, cores=None, startup_timeout_s=None):
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the launcher stops the ranks
         _leave_fork_server()
@@ -186,8 +209,12 @@ def _worker(rank, world_size, fn, args, port, backend, device, timeout_s, result
         if cores:  # before torch starts its intra-op threads: they inherit the binding
             bind_rank(rank, threads, cores)
         torch.set_num_threads(threads)
+        delay = start_delay(rank)
+        if delay:
+            time.sleep(delay)
         topo = init_process_group(rank, world_size, backend=backend, device=device, port=port,
-                                  timeout_s=timeout_s)
+                                  timeout_s=timeout_s, startup_timeout_s=startup_timeout_s)
+        results.put((rank, _UP, b""))
         out = fn(topo, *args)
         results.put((rank, True, pickle.dumps(out)))
     except BaseException:  # noqa: BLE001 - everything must reach the parent
@@ -285,9 +312,13 @@ def _error_line(tb: list[str]) -> str:
 class _Failures:
     """What went wrong, in the order the launcher saw it."""
 
-    def __init__(self, procs: list, timeout_s: float | None = None) -> None:
+    def __init__(self, procs: list, timeout_s: float | None = None,
+                 startup_timeout_s: float | None = None) -> None:
         self.procs = procs
         self.timeout_s = timeout_s
+        self.startup_timeout_s = startup_timeout_s
+        self.up: set[int] = set()  # ranks that joined the process group
+        self.late: list[int] = []  # ranks the launcher's own start-up deadline found starting
         self.reports: dict[int, str] = {}  # rank -> traceback, arrival order
         self.silent: list[int] = []  # ranks seen dead before any report of theirs
         self.since: float | None = None
@@ -298,6 +329,17 @@ class _Failures:
                     and r not in done):
                 self.silent.append(r)
                 self.since = self.since or time.monotonic()
+
+    def overdue(self, started: float, done: dict) -> None:
+        """Past the start-up deadline and :data:`STARTUP_SLACK_S` more (the peers' time to
+        time out and report it): the ranks still starting, when no peer named them (every
+        rank starting, say)."""
+        if self.since is not None or self.startup_timeout_s is None or \
+                time.monotonic() < started + self.startup_timeout_s + STARTUP_SLACK_S:
+            return
+        self.late = [r for r in self._quiet(done) if r not in self.up]
+        if self.late:
+            self.since = time.monotonic()
 
     def report(self, rank: int, tb: str, done: dict) -> None:
         self.scan(done)  # a rank already dead without a report died before this failure
@@ -325,13 +367,13 @@ class _Failures:
         quiet = self._quiet(done)
         return sorted(quiet, key=lambda r: not is_stopped(self.procs[r].pid))
 
-    def _state(self, rank: int) -> str:
+    def _state(self, rank: int, where: str = "not in the collective") -> str:
         pid = self.procs[rank].pid
         state = process_state(pid)
         if state in ("T", "t"):
             return (f"its process (pid {pid}) is stopped (state {state}: SIGSTOP, SIGTSTP or "
                     "a debugger)")
-        return f"its process (pid {pid}) still runs (state {state}) but not in the collective"
+        return f"its process (pid {pid}) still runs (state {state}) but {where}"
 
     def message(self, done: dict) -> str:
         """Who failed first, with its traceback, then the others' last lines; call it before
@@ -349,13 +391,23 @@ class _Failures:
         if server:  # every rank it started reads "exit code 255": say what happened
             self.silent = [r for r in self.silent if self.procs[r].exitcode != 255]
             silent = [r for r in silent if self.procs[r].exitcode != 255]
-        unanswering = [] if silent else self._unanswering(done)
+        unanswering = [] if silent else self.late or self._unanswering(done)
         if unanswering:
-            first = unanswering[0]
-            deadline = (f"dist.timeout_s={self.timeout_s:g}s" if self.timeout_s
-                        else "their deadline")
-            lines = [f"rank {first} stopped answering: {self._state(first)}; its peers' "
-                     f"collectives timed out waiting for it ({deadline})", NO_REPORT]
+            starting = [r for r in unanswering if r not in self.up]
+            first = starting[0] if starting else unanswering[0]
+            if starting:  # its peers' rendezvous waited for it under the start-up deadline
+                deadline = (f"dist.startup_timeout_s={self.startup_timeout_s:g}s"
+                            if self.startup_timeout_s else "their start-up deadline")
+                state = self._state(first, "in its start-up")
+                why = "the launcher waited for it" if self.late else \
+                    "its peers' rendezvous timed out waiting for it"
+                lines = [f"rank {first} did not finish starting: {state}; {why} ({deadline})",
+                         NO_REPORT]
+            else:
+                deadline = (f"dist.timeout_s={self.timeout_s:g}s" if self.timeout_s
+                            else "their deadline")
+                lines = [f"rank {first} stopped answering: {self._state(first)}; its peers' "
+                         f"collectives timed out waiting for it ({deadline})", NO_REPORT]
         else:  # a report that is not a deadline comes before the peers' timeouts it caused
             own = [r for r, tb in self.reports.items() if not _timed_out(tb)]
             first = silent[0] if silent else own[0] if own else next(iter(self.reports), 0)
@@ -391,18 +443,24 @@ def spawn(
     grace_s: float = 10.0,
     threads_per_rank: int | None = None,
     cores: list[int] | str | None = None,
+    startup_timeout_s: float | None = None,
 ) -> list[Any]:
     """Run ``fn(topology, *args)`` on ``world_size`` local ranks; return results in rank order.
 
     ``fn`` must be importable (module level). Raises :class:`RankFailed` naming the rank that
     failed first (or, when its peers' collectives ran past ``timeout_s``, the rank that stopped
-    answering); the other ranks are terminated after ``grace_s`` seconds, a stopped one at once.
+    answering; when their rendezvous ran past ``startup_timeout_s``, the rank that did not
+    finish starting); the other ranks are terminated after ``grace_s`` seconds, a stopped one
+    at once. ``startup_timeout_s`` (None: :data:`STARTUP_TIMEOUT_S`) bounds starting the ranks
+    and their rendezvous; ``timeout_s`` arms once every rank has joined.
     ``cores``: bind rank ``r`` to its block of them (:func:`~gnnscale.distributed.threads.
     rank_cores`); ``"auto"``: the cores the launcher would bind them to
     (:func:`~gnnscale.distributed.threads.binding`); None leaves the ranks unbound.
     """
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if startup_timeout_s is None:
+        startup_timeout_s = STARTUP_TIMEOUT_S
     ctx = rank_context()
     results = ctx.Queue()
     port = free_port()
@@ -417,12 +475,12 @@ def spawn(
     procs = [
         ctx.Process(target=_worker, args=(r, world_size, fn, args, port, backend, device,
                                           timeout_s, results, threads, os.getpid(), tmp_dir,
-                                          env, cores),
+                                          env, cores, startup_timeout_s),
                     daemon=False, name=f"gnnscale-rank-{r}")
         for r in range(world_size)
     ]
     outs: dict[int, Any] = {}
-    failures = _Failures(procs, timeout_s)
+    failures = _Failures(procs, timeout_s, startup_timeout_s)
     message = None
     with launcher_signals():  # around the clean-up too: a second Ctrl-C cannot cut it short
         try:
@@ -443,13 +501,17 @@ def spawn(
                     os.environ.pop("TMPDIR", None)
                 else:
                     os.environ["TMPDIR"] = before
+            running_since = time.monotonic()  # every rank's process is running
             while message is None and len(outs) < world_size and not failures.settled(outs):
                 try:
                     rank, ok, payload = results.get(timeout=0.2)
                 except queue.Empty:
                     failures.scan(outs)
+                    failures.overdue(running_since, outs)
                     continue
-                if ok:
+                if ok == _UP:
+                    failures.up.add(rank)
+                elif ok:
                     outs[rank] = pickle.loads(payload)
                 else:
                     failures.report(rank, payload, outs)

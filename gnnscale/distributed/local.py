@@ -56,13 +56,15 @@ class Launcher:
 
     def __init__(self, world_size: int = 2, backend: str | Backend = "auto",
                  device: str | Device = "auto", timeout_s: float = 300.0,
-                 threads_per_rank: int = 0, bind_cores: bool = True) -> None:
+                 threads_per_rank: int = 0, bind_cores: bool = True,
+                 startup_timeout_s: float = 600.0) -> None:
         self.world_size = int(os.environ["WORLD_SIZE"]) if under_torchrun() else world_size
         LocalDistConfig(world_size=self.world_size, backend=backend, device=device,
                         timeout_s=timeout_s, threads_per_rank=threads_per_rank,
-                        bind_cores=bind_cores).check()
+                        bind_cores=bind_cores, startup_timeout_s=startup_timeout_s).check()
         self.backend, self.device = resolve_backend(backend, device)  # what this host has
         self.timeout_s, self.threads_per_rank = timeout_s, threads_per_rank
+        self.startup_timeout_s = startup_timeout_s
         self.bind_cores = bind_cores
 
     def _free_threads(self, busy: int) -> int:
@@ -101,18 +103,21 @@ class Launcher:
         if not under_torchrun():
             threads, cores = self._plan()
             if self.world_size == 1:
-                return [run_here(fn, args, self.backend, self.device, self.timeout_s, threads)]
+                return [run_here(fn, args, self.backend, self.device, self.timeout_s, threads,
+                                 self.startup_timeout_s)]
             return spawn(fn, self.world_size, *args, backend=self.backend, device=self.device,
-                         timeout_s=self.timeout_s, threads_per_rank=threads, cores=cores)
+                         timeout_s=self.timeout_s, threads_per_rank=threads, cores=cores,
+                         startup_timeout_s=self.startup_timeout_s)
         guard_rank(os.getppid())  # end with torchrun's agent, however it ends
         if agent_hosts_store():  # listening already: unreachable is an error, said at once
             check_store_reachable(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                                  min(10.0, self.timeout_s))
+                                  min(10.0, self.startup_timeout_s))
         # gloo's and NCCL's listeners on the run's network (an interface set here is kept)
         if not all(os.environ.get(key) for key in IFNAME_VARS):
             for key, value in listener_env(os.environ["MASTER_ADDR"]).items():
                 os.environ.setdefault(key, value)
-        topo = topology_from_env(self.backend, self.device, self.timeout_s)
+        topo = topology_from_env(self.backend, self.device, self.timeout_s,
+                                 self.startup_timeout_s)
         pulse = None
         try:
             peers = gather_peers(topo.rank)  # which host each rank is on, to name a lost one
@@ -141,7 +146,7 @@ def pulse_prefix() -> str:
 
 
 def run_here(fn: Callable[..., Any], args: tuple, backend: str, device: str, timeout_s: float,
-             threads: int) -> Any:
+             threads: int, startup_timeout_s: float | None = None) -> Any:
     """One rank in the launcher itself: no fork server and no rank process to start (a crash
     keeps its traceback, nothing outlives the launcher), a world-1 process group as a spawned
     rank has, and temp files in a private folder removed on the way out."""
@@ -159,7 +164,7 @@ def run_here(fn: Callable[..., Any], args: tuple, backend: str, device: str, tim
         os.environ.update(listeners)
         try:
             topo = init_process_group(0, 1, backend=backend, device=device, port=free_port(),
-                                      timeout_s=timeout_s)
+                                      timeout_s=timeout_s, startup_timeout_s=startup_timeout_s)
             return fn(topo, *args)
         finally:
             if owned and dist.is_initialized():

@@ -49,18 +49,22 @@ class LocalDistConfig(Options):
     backend: Backend = Backend.auto
     device: Device = Device.auto
     timeout_s: float = 300.0
+    #: starting the ranks and their rendezvous (dist.timeout_s arms once every rank is up)
+    startup_timeout_s: float = 600.0
     threads_per_rank: int = 0  # 0: the host's free cores / local ranks
     #: each spawned rank on its own block of free cores (docs/distributed.md)
     bind_cores: bool = True
 
     def check(self) -> None:
-        """At least one rank, a deadline in (0 s, one week], threads in [0, this host's cores],
-        known backend and device."""
+        """At least one rank, deadlines (run, start-up) in (0 s, one week], threads in
+        [0, this host's cores], known backend and device."""
         require_at_least("dist.world_size", self.world_size, 1)
-        if not 0 < self.timeout_s <= MAX_TIMEOUT_S:
-            raise ConfigError(f"dist.timeout_s must lie in (0, {MAX_TIMEOUT_S:g}] seconds (one "
-                              "week: the deadline becomes nanoseconds in 64-bit waits), got "
-                              f"{self.timeout_s:g}")
+        for key in ("timeout_s", "startup_timeout_s"):
+            value = getattr(self, key)
+            if not 0 < value <= MAX_TIMEOUT_S:
+                raise ConfigError(f"dist.{key} must lie in (0, {MAX_TIMEOUT_S:g}] seconds (one "
+                                  "week: the deadline becomes nanoseconds in 64-bit waits), "
+                                  f"got {value:g}")
         require_at_least("dist.threads_per_rank", self.threads_per_rank, 0,
                          " (0: the host's free cores / local ranks)")
         cores = os.cpu_count() or 1

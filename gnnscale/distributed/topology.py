@@ -8,7 +8,10 @@ The rendezvous store (a ``TCPStore``, which has no authentication) listens only 
 ranks reach it: a single-host run's on 127.0.0.1, a multi-host run's on the address of
 ``MASTER_ADDR`` (torchrun's agent, when it hosts the store, binds its own). The process group,
 its store and every subgroup made by :func:`gnnscale.distributed.collectives.new_group` share
-the run's deadline, ``dist.timeout_s`` (:func:`run_timeout`). A process that joins several
+the run's deadline, ``dist.timeout_s`` (:func:`run_timeout`), armed once every rank has joined:
+joining itself (the store's connections, the backend's rendezvous) runs under the start-up
+deadline, ``dist.startup_timeout_s`` (:func:`startup_timeout`), so a rank slow to start on a
+busy host does not spend the run's deadline. A process that joins several
 groups in turn (the runs of a sweep under torchrun, which share torchrun's store) keeps each
 group's keys apart (:func:`group_prefix`).
 """
@@ -83,6 +86,7 @@ def free_port() -> int:
 
 
 _run_timeout: list[timedelta] = []  # the deadline this process's group was created with
+_startup_timeout: list[timedelta] = []  # ... and the one it joined under
 _generation = [0]  # process groups this process has joined (each one's keys apart)
 _excepthook: list = []  # sys.excepthook before the first group (torch wraps it per group)
 
@@ -91,6 +95,12 @@ def run_timeout() -> timedelta | None:
     """The deadline (``dist.timeout_s``) the process group was created with by
     :func:`init_process_group`; None when this process has none from it."""
     return _run_timeout[-1] if _run_timeout else None
+
+
+def startup_timeout() -> timedelta | None:
+    """The start-up deadline (``dist.startup_timeout_s``) the process group was joined under
+    by :func:`init_process_group`; None when this process has none from it."""
+    return _startup_timeout[-1] if _startup_timeout else None
 
 
 def listening_socket(addr: str, port: int) -> socket.socket:
@@ -165,6 +175,31 @@ def group_prefix() -> str:
     return "default_pg" if n == 0 else f"default_pg/{n}"
 
 
+#: the store keys of :func:`meet`: the ranks counted in, then the mark the last one sets
+_STARTED, _ALL_STARTED = "gnnscale/started", "gnnscale/all_started"
+
+
+def meet(store: dist.Store, world_size: int, timeout: timedelta) -> None:
+    """Wait, at most ``timeout`` (the start-up deadline), until all ``world_size`` ranks of the
+    group have reached this point: each counts itself in at ``store``, the last one in marks
+    the group complete. A rank not there in time is a ``RuntimeError`` saying the start-up
+    deadline passed (the launcher names the rank that did not start)."""
+    if store.add(_STARTED, 1) >= world_size:
+        store.set(_ALL_STARTED, "1")
+        return
+    try:
+        store.wait([_ALL_STARTED], timeout)
+    except Exception as err:  # noqa: BLE001 - the store's own words vary by version
+        try:
+            joined = int(store.add(_STARTED, 0))
+        except Exception:  # noqa: BLE001
+            joined = -1
+        seen = f"{joined} of {world_size}" if joined >= 0 else f"not all {world_size}"
+        raise RuntimeError(f"timed out after {timeout.total_seconds():g} s (the start-up "
+                           f"deadline, dist.startup_timeout_s) waiting for the ranks to start: "
+                           f"{seen} joined ({type(err).__name__}: {err})") from None
+
+
 def init_process_group(
     rank: int,
     world_size: int,
@@ -176,39 +211,53 @@ def init_process_group(
     timeout_s: float = 300.0,
     local_rank: int | None = None,
     local_world_size: int | None = None,
+    startup_timeout_s: float | None = None,
 ) -> Topology:
     """Join the process group (backend and device as :func:`resolve_backend` says).
 
     With ``port`` the store is at ``addr:port`` and rank 0 serves it, listening on ``addr``
     only (127.0.0.1 for a single-host run); without, torchrun's ``MASTER_ADDR`` and
     ``MASTER_PORT`` say where (rank 0 serves it on ``MASTER_ADDR``'s interface unless
-    torchrun's agent hosts it). ``timeout_s`` is the deadline of every collective and store
-    wait, in subgroups too (:func:`run_timeout`)."""
+    torchrun's agent hosts it). ``startup_timeout_s`` (None: ``timeout_s``) bounds joining:
+    connecting to the store and waiting there for every rank to start (:func:`meet`). Once
+    all are up, ``timeout_s`` is the deadline of the backend's rendezvous and of every
+    collective, send, receive and store wait, in subgroups too (:func:`run_timeout`)."""
     local_rank = rank if local_rank is None else local_rank
     backend, device = resolve_backend(backend, device)
     dev = device_seam.bind(device, local_rank)
     if not dist.is_initialized():
         timeout = timedelta(seconds=timeout_s)
+        startup = timedelta(seconds=timeout_s if startup_timeout_s is None
+                            else startup_timeout_s)
         if not port:
             addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-        store = rendezvous_store(addr, port, world_size, timeout=timeout,
+        store = rendezvous_store(addr, port, world_size, timeout=startup,
                                  serve=rank == 0 and not agent_hosts_store())
         if _excepthook:  # torch prefixes tracebacks with "[rankN]:" once per group joined
             sys.excepthook = _excepthook[0]
         else:
             _excepthook.append(sys.excepthook)
-        dist.init_process_group(backend, store=dist.PrefixStore(group_prefix(), store),
-                                rank=rank, world_size=world_size, timeout=timeout)
+        prefixed = dist.PrefixStore(group_prefix(), store)
+        meet(prefixed, world_size, startup)
+        # every rank is up: the run's deadline from here on (the backend's own rendezvous,
+        # with every rank there, and each collective and send or receive after it)
+        store.set_timeout(timeout)
+        dist.init_process_group(backend, store=prefixed, rank=rank, world_size=world_size,
+                                timeout=timeout)
         _generation[0] += 1
         _run_timeout[:] = [timeout]
+        _startup_timeout[:] = [startup]
     return Topology(rank, world_size, local_rank, local_world_size or world_size, dev)
 
 
 def topology_from_env(backend: str = "auto", device: str = "auto",
-                      timeout_s: float = 300.0) -> Topology:
-    """Join the process group described by torchrun's environment variables."""
+                      timeout_s: float = 300.0, startup_timeout_s: float | None = None
+                      ) -> Topology:
+    """Join the process group described by torchrun's environment variables (joining under
+    ``startup_timeout_s``, then ``timeout_s``: :func:`init_process_group`)."""
     return init_process_group(
         int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), backend=backend, device=device,
         timeout_s=timeout_s, local_rank=int(os.environ.get("LOCAL_RANK", 0)),
         local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", 1)),
+        startup_timeout_s=startup_timeout_s,
     )

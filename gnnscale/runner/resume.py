@@ -24,6 +24,7 @@ from gnnscale.runner import checkpoint
 
 SAFE_KEYS = ("epochs", "eval_every", "eval_batch_size", "progress", "checkpoint", "resume",
              "run_dir", "data_root", "experiment", "logger", "dist.timeout_s",
+             "dist.startup_timeout_s",
              "dist.threads_per_rank", "dist.bind_cores", "dataset.root", "footprint", "metric",
              "select", "early_stop")
 

@@ -25,7 +25,10 @@ Errors in a worker are raised in the consumer as :class:`SamplerWorkerError` car
 worker's traceback (a result the worker could not send, too); a worker that dies is reported
 within ``poll_s`` seconds, and one that sends nothing for a job within ``timeout_s`` (the
 run's deadline, ``dist.timeout_s``) is named with its state (stopped, running) instead of
-being waited for. Breaking out of a :meth:`~SamplerPool.map` cancels its remaining jobs (the
+being waited for. A worker's start-up (its process started, the graph opened) runs under
+``startup_timeout_s`` instead (the run's start-up deadline, ``dist.startup_timeout_s``): the
+run's deadline arms for a worker once it is ready, so a slow start on a busy host does not
+spend it. Breaking out of a :meth:`~SamplerPool.map` cancels its remaining jobs (the
 pool stays usable); :meth:`close` (or leaving a ``with`` block) stops the workers. A worker
 dies with the thread that started the pool (``PR_SET_PDEATHSIG``: SIGKILL, which ends even a
 stopped one) and, where that is missing, exits once its parent is gone, within ``poll_s``
@@ -59,7 +62,7 @@ from gnnscale.distributed.guard import (
 )
 from gnnscale.distributed.launch import describe_exit, stop_processes
 from gnnscale.distributed.threads import unbind
-from gnnscale.distributed.topology import run_timeout
+from gnnscale.distributed.topology import run_timeout, startup_timeout
 from gnnscale.sampling import codec
 from gnnscale.sampling.base import MiniBatch, Sampler
 
@@ -67,6 +70,8 @@ Job = tuple[torch.Tensor, int]  # (target vertex ids, sample seed)
 _IDLE = -1  # generation value while no map is running: workers skip every queued job
 _READY = -2  # the index of a worker's "graph open, ready to sample" message
 DEFAULT_TIMEOUT_S = 300.0  # a pool's deadline outside a run (a run's is dist.timeout_s)
+#: a pool's start-up deadline outside a run (a run's is dist.startup_timeout_s)
+DEFAULT_STARTUP_TIMEOUT_S = 600.0
 
 
 class SamplerWorkerError(RuntimeError):
@@ -209,7 +214,8 @@ class SamplerPool:
 
     def __init__(self, sampler: Sampler, graph: GraphStore, workers: int, depth: int = 2,
                  threads_per_worker: int = 1, poll_s: float = 0.5, grace_s: float = 5.0,
-                 timeout_s: float | None = None) -> None:
+                 timeout_s: float | None = None,
+                 startup_timeout_s: float | None = None) -> None:
         if workers < 1:
             raise ValueError(f"a SamplerPool needs workers >= 1, got {workers} (use the thread "
                              "Prefetcher for 0)")
@@ -218,8 +224,14 @@ class SamplerPool:
         if timeout_s is None:  # the run's deadline, as every collective of the rank has
             run = run_timeout()
             timeout_s = run.total_seconds() if run is not None else DEFAULT_TIMEOUT_S
-        if not timeout_s > 0:
-            raise ValueError(f"SamplerPool timeout_s must be > 0, got {timeout_s}")
+        if startup_timeout_s is None:  # the run's start-up deadline, as the rank's own
+            startup = startup_timeout()
+            startup_timeout_s = startup.total_seconds() if startup is not None \
+                else max(DEFAULT_STARTUP_TIMEOUT_S, float(timeout_s))
+        for key, value in (("timeout_s", timeout_s), ("startup_timeout_s", startup_timeout_s)):
+            if not value > 0:
+                raise ValueError(f"SamplerPool {key} must be > 0, got {value}")
+        self.startup_timeout_s = float(startup_timeout_s)
         socket_dir()  # where the workers' sockets go (inherited): short enough for AF_UNIX
         ctx = mp.get_context("spawn")
         self.workers, self.depth, self.poll_s = workers, depth, poll_s
@@ -274,9 +286,12 @@ class SamplerPool:
 
     def _deadline(self, job: int, since: float) -> float:
         """When waiting for ``job`` (since ``since``) ends: ``timeout_s`` after the later of
-        ``since`` and its worker's start-up (from the pool's start while it starts)."""
+        ``since`` and its worker's start-up; while the worker starts, ``startup_timeout_s``
+        after the pool's start."""
         ready = self._ready.get(job % self.workers)
-        return (self._started if ready is None else max(since, ready)) + self.timeout_s
+        if ready is None:
+            return self._started + self.startup_timeout_s
+        return max(since, ready) + self.timeout_s
 
     def _next_result(self, job: int, since: float) -> tuple:
         """The next result message while waiting for ``job`` (since ``since``); raises when a
@@ -311,13 +326,14 @@ class SamplerPool:
         state = process_state(pid)
         what = ("is stopped (state T: SIGSTOP, SIGTSTP or a debugger)" if state in ("T", "t")
                 else f"still runs (state {state})")
-        late = (f"sent no result for job {job}" if w in self._ready
-                else "did not finish starting (opening the graph)")
+        late = (f"sent no result for job {job} within {self.timeout_s:g} s, the run's "
+                "deadline (dist.timeout_s)" if w in self._ready
+                else "did not finish starting (opening the graph) within "
+                f"{self.startup_timeout_s:g} s, the start-up deadline (dist.startup_timeout_s)")
         since = self._receiving[0]
         stuck = ("" if since is None else "; a result has been stuck for "
                  f"{time.monotonic() - since:.0f} s in the handshake that maps its shared memory")
-        return (f"sampler worker {w} (pid {pid}) {late} within {self.timeout_s:g} s, the "
-                f"run's deadline (dist.timeout_s): its process {what}{stuck}")
+        return f"sampler worker {w} (pid {pid}) {late}: its process {what}{stuck}"
 
     def map(self, jobs: Sequence[Job]) -> Iterator[tuple[MiniBatch, float]]:
         """Sample ``jobs`` on the workers; yields ``(MiniBatch, seconds)`` in job order."""
