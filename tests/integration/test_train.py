@@ -13,7 +13,7 @@ from gnnscale import registry
 from gnnscale.distributed import RankFailed
 from gnnscale.runner import checkpoint
 from gnnscale.runner.run import run
-from tests._train import TINY, act_when_training, make_cfg
+from tests._train import TINY, act_when_training, descendants, make_cfg
 
 pytestmark = pytest.mark.slow  # multi-rank / subprocess tests: the slow tier
 
@@ -92,10 +92,20 @@ def test_killed_rank_ends_the_run(tmp_path):
 
 
 def test_wandb_offline_run_files(tmp_path):
-    cfg = make_cfg(tmp_path, *TINY, "epochs=1", "dist.world_size=1", "logger=wandb")
-    run(cfg)
-    runs = list((Path(cfg.run_dir) / "wandb").glob("offline-run-*"))
-    assert runs and any(runs[0].glob("*.wandb"))
+    """Two runs in one process: each writes wandb's files in its own folder (the folders a
+    run chooses for wandb's cache and config are unset after it, not kept for the next run),
+    the caller's environment is as it was, and no wandb process is left."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("WANDB_")}
+    for name in ("a", "b"):
+        cfg = make_cfg(tmp_path, *TINY, "epochs=1", "dist.world_size=1", "logger=wandb",
+                       run=name)
+        run(cfg)
+        runs = list((Path(cfg.run_dir) / "wandb").glob("offline-run-*"))
+        assert runs and any(runs[0].glob("*.wandb"))
+    assert {k: v for k, v in os.environ.items() if k.startswith("WANDB_")} == env
+    left = [p for p in descendants(os.getpid())
+            if "wandb-core" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
+    assert left == [], left
 
 
 def test_cache_changes_traffic_not_training(tmp_path):

@@ -21,18 +21,23 @@ class WandbLogger(Logger):
         self.project, self.entity, self.mode, self.name = project, entity, mode, name
         self.tags = list(tags or [])
         self.run = None
+        self._set_env: list[str] = []  # the WANDB_* variables this run set, unset at finish
 
     def start(self, config: dict, run_dir: str) -> None:
         """``wandb.init`` in ``run_dir``, wandb's cache, config and data folders under it too."""
         import wandb
 
-        os.environ.setdefault("WANDB_SILENT", "true")
         # wandb's own cache, config, debug logs and artifacts default to the home folder:
         # keep every write inside the run folder (unless the user chose a place)
+        # (set for this run only: a second run in the same process gets its own folders)
         base = Path(run_dir) / "wandb"
-        for var, sub in (("WANDB_CACHE_DIR", "cache"), ("WANDB_CONFIG_DIR", "config"),
-                         ("WANDB_DATA_DIR", "data"), ("WANDB_ARTIFACT_DIR", "artifacts")):
-            os.environ.setdefault(var, str(base / sub))
+        chosen = {"WANDB_SILENT": "true", "WANDB_CACHE_DIR": str(base / "cache"),
+                  "WANDB_CONFIG_DIR": str(base / "config"), "WANDB_DATA_DIR": str(base / "data"),
+                  "WANDB_ARTIFACT_DIR": str(base / "artifacts")}
+        for var, value in chosen.items():
+            if var not in os.environ:
+                os.environ[var] = value
+                self._set_env.append(var)
         self.run = wandb.init(project=self.project, entity=self.entity, mode=self.mode,
                               name=self.name, tags=self.tags, config=config, dir=run_dir,
                               reinit="finish_previous")
@@ -42,7 +47,16 @@ class WandbLogger(Logger):
         self.run.log(metrics, step=epoch)
 
     def finish(self, summary: dict) -> None:
-        """Copy the summary into the run's summary and finish the run."""
+        """Copy the summary into the run's summary and finish the run; then stop wandb's
+        service process when no other wandb run is active in this process (a run from Python
+        leaves no process behind), and unset the folders this run chose."""
+        import wandb
+
         for k, v in summary.items():
             self.run.summary[k] = v
         self.run.finish()
+        if wandb.run is None:
+            wandb.teardown()
+        for var in self._set_env:
+            os.environ.pop(var, None)
+        self._set_env = []
