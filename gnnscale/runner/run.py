@@ -29,7 +29,7 @@ from gnnscale.runner.prepare import prepare_data
 from gnnscale.runner.profile import profile_configs
 from gnnscale.runner.runlock import run_folder_lock
 from gnnscale.runner.validate import strategy_class, validate
-from gnnscale.strategies.config import declared, epochs_left
+from gnnscale.strategies.config import StrategyConfig, declared, epochs_left
 
 
 def rank_main(topo: Any, cfg_dict: dict, run_dir: str, plan: RunPlan | None = None
@@ -79,7 +79,7 @@ def run(cfg: DictConfig) -> dict:
     leader = not under_torchrun() or os.environ.get("RANK") == "0"
     with run_folder_lock(run_dir) if leader else nullcontext():  # one run per folder
         with run_log(run_dir, is_verbose(cfg)) if leader else nullcontext() as log:
-            note = epochs_note(cfg, plan)
+            note = epochs_note(cfg, plan.strategy)
             if note is not None and log is not None:
                 log.detail(note)
             if plan.strategy.meta:
@@ -88,12 +88,12 @@ def run(cfg: DictConfig) -> dict:
             return _launch(plan, run_dir, phases, log)
 
 
-def epochs_note(cfg: DictConfig, plan: RunPlan) -> str | None:
+def epochs_note(cfg: DictConfig, decl: type[StrategyConfig]) -> str | None:
     """The run's first line when its ``epochs`` is its strategy's default: how many and why
-    (``cfg``: the config as composed, ``epochs`` left to the strategy or not)."""
+    (``cfg``: the config as composed, ``epochs`` left to the strategy or not; ``decl``: the
+    plan's strategy declaration)."""
     if not epochs_left(cfg):
         return None
-    decl = plan.strategy
     if decl.meta:
         return ("epochs: each candidate profiles strategy.profile_epochs, then the chosen "
                 "strategy trains its own default number of epochs (epochs=N sets it)")

@@ -123,10 +123,10 @@ def test_each_strategy_has_its_own_default_epochs(strategy):
         assert decl.default_epochs == 3
     else:  # one step per epoch: more of them, said in the run's first line
         assert decl.default_epochs == 20
-        assert epochs_note(cfg).startswith(f"epochs={decl.default_epochs}: strategy="
+        assert epochs_note(cfg, decl).startswith(f"epochs={decl.default_epochs}: strategy="
                                            f"{strategy}'s default (each epoch is one optimizer")
     given = api.compose([f"strategy={strategy}", "epochs=5"])
-    assert given.epochs == 5 and not epochs_left(given) and epochs_note(given) is None
+    assert given.epochs == 5 and not epochs_left(given) and epochs_note(given, decl) is None
 
 
 def test_an_experiment_or_a_sweep_keeps_its_own_epochs():
