@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests import _guides as guides
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "adding-a-strategy.md"
@@ -23,15 +24,11 @@ TINY = ["dataset=synthetic", "dataset.preset=tiny", "model.hidden=16", "model.nu
 
 def page_files() -> dict[str, str]:
     """The fenced blocks of the page that name a file (```lang file=PATH)."""
-    blocks = re.findall(r"```\w* file=(\S+)\n(.*?)```", PAGE.read_text(), flags=re.S)
-    return {path: body for path, body in blocks}
+    return guides.page_files(PAGE)
 
 
 def install(tmp: Path) -> Path:
-    for path, body in page_files().items():
-        (tmp / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp / path).write_text(body)
-    return tmp
+    return guides.install(PAGE, tmp)
 
 
 def train(tmp: Path, run: str, *overrides: str) -> subprocess.CompletedProcess:
