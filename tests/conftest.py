@@ -67,3 +67,14 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def saved_tiny_graph(tmp_path_factory: pytest.TempPathFactory, tiny_graph: GraphStore
+                     ) -> GraphStore:
+    """The tiny graph saved and loaded back (memory-mapped, knows its processed folder)."""
+    from gnnscale.data import processed
+
+    folder = tmp_path_factory.mktemp("g") / "processed"
+    processed.save(tiny_graph, folder)
+    return processed.load(folder)

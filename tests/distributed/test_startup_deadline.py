@@ -14,7 +14,6 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from gnnscale.data import processed
 from gnnscale.distributed import RankFailed
 from gnnscale.distributed.launch import START_DELAY_ENV, spawn, start_delay
 from gnnscale.distributed.schemas import LocalDistConfig
@@ -113,11 +112,9 @@ class SlowStartSampler(NeighborSampler):
 
 
 @pytest.fixture(scope="module")
-def graph(tmp_path_factory, tiny_graph):
+def graph(saved_tiny_graph):
     """The tiny graph saved and loaded back (memory-mapped, knows its processed folder)."""
-    folder = tmp_path_factory.mktemp("g") / "processed"
-    processed.save(tiny_graph, folder)
-    return processed.load(folder)
+    return saved_tiny_graph
 
 
 def _jobs(graph, n: int) -> list:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from gnnscale.data import processed
 from gnnscale.distributed import guard
 from gnnscale.sampling.neighbor import NeighborSampler
 from gnnscale.sampling.workers import SamplerPool, SamplerWorkerError
@@ -30,11 +29,9 @@ LINUX = sys.platform.startswith("linux")
 
 
 @pytest.fixture(scope="module")
-def graph(tmp_path_factory, tiny_graph):
+def graph(saved_tiny_graph):
     """The tiny graph saved and loaded back (memory-mapped, knows its processed folder)."""
-    folder = tmp_path_factory.mktemp("g") / "processed"
-    processed.save(tiny_graph, folder)
-    return processed.load(folder)
+    return saved_tiny_graph
 
 
 def _jobs(graph, n: int) -> list:
