@@ -11,9 +11,7 @@ import os
 import re
 import sys
 
-from gnnscale.lazy import defer_heavy_imports, lazy_exports
-
-defer_heavy_imports()  # before anything imports PyG: its torch._dynamo import on first use
+from gnnscale.lazy import lazy_exports
 
 __version__ = "0.1.0"
 __all__ = ["Run", "RankFailed", "load_run", "shutdown", "train"]

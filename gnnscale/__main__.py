@@ -16,6 +16,9 @@ def main() -> None:
     checked before any trains, a single run's config composed once; a configuration error is
     one line, status 2 (in a sweep: reported, and the other jobs go on)."""
     os.environ.setdefault("GNNSCALE_T0", repr(time.time()))  # runner/phases.py: imports
+    from gnnscale.lazy import defer_heavy_imports
+
+    defer_heavy_imports()  # a command of gnnscale's own: torch._dynamo's body on first use
     from gnnscale.distributed.threads import quiet_waits
     from gnnscale.runner.warm import compose_once, stop_fork_server, warm_fork_server
 

@@ -120,8 +120,11 @@ class _Defer(importlib.abc.MetaPathFinder):
 def defer_heavy_imports() -> None:
     """Make ``import torch._dynamo`` (what ``import torch_geometric`` runs) cheap until the
     module is used: its body runs at the first read of one of its names (``torch.compile``
-    reads them, and works as before). Once per process; ``GNNSCALE_EAGER_IMPORTS=1`` turns it
-    off, and the rank fork server undoes it (:func:`eager_imports`)."""
+    reads them, and works as before). Called by gnnscale's own commands (train.py,
+    ``python -m gnnscale``, ``gnnscale.predict``, ``gnnscale.embed``), never by ``import
+    gnnscale``: a library leaves its caller's import system as it is. Once per process;
+    ``GNNSCALE_EAGER_IMPORTS=1`` turns it off, and the rank fork server undoes it
+    (:func:`eager_imports`)."""
     if os.environ.get("GNNSCALE_EAGER_IMPORTS") == "1":
         return
     if not any(isinstance(f, _Defer) for f in sys.meta_path):

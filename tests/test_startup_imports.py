@@ -31,7 +31,9 @@ RAN = "'torch._dynamo.convert_frame' in sys.modules"  # the package body imports
 def test_pyg_the_rank_module_and_a_traced_refusal_leave_dynamos_body_unrun():
     """What a launch refusing a user's model and a rank import: PyG, the rank module, the
     tracer naming the line of the forward it cannot stage."""
-    got = _py("import sys, json, gnnscale, torch_geometric, gnnscale.runner.worker\n"
+    got = _py("import sys, json, gnnscale.lazy\n"
+              "gnnscale.lazy.defer_heavy_imports()  # as gnnscale's commands do, first\n"
+              "import torch_geometric, gnnscale.runner.worker\n"
               "from examples.models import MeanPooled, SAGEJK\n"
               "from gnnscale.models.contract import describe\n"
               "ok, bad = describe(SAGEJK(8, 4)), describe(MeanPooled(8, 4))\n"
@@ -40,6 +42,15 @@ def test_pyg_the_rank_module_and_a_traced_refusal_leave_dynamos_body_unrun():
     assert got[0] is True
     assert "models.py:" in got[1] and "global_mean_pool" in got[1], got[1]
     assert got[2:] == [False, False, "_Deferred"]
+
+
+def test_importing_gnnscale_leaves_the_import_system_as_it_was():
+    """A library imported into a user's process defers nothing: only gnnscale's own commands
+    (train.py, python -m gnnscale, gnnscale.predict, gnnscale.embed) do."""
+    got = _py("import sys, json, gnnscale, gnnscale.api, torch_geometric\n"
+              f"print(json.dumps([{RAN}, type(sys.modules['torch._dynamo']).__name__,"
+              " [type(f).__name__ for f in sys.meta_path]]))")
+    assert got[0] is True and got[1] == "module" and "_Defer" not in got[2], got
 
 
 def test_the_fork_server_runs_dynamos_body_once_for_its_ranks():
@@ -56,7 +67,9 @@ def test_dynamo_works_when_used():
     of it), a scan of sys.modules (inspect.getmodule) that must not run the body mid-import,
     and ``from torch._dynamo import *``."""
     got = _py(
-        "import sys, json, inspect, gnnscale, torch, torch_geometric\n"
+        "import sys, json, inspect, gnnscale.lazy\n"
+        "gnnscale.lazy.defer_heavy_imports()\n"
+        "import torch, torch_geometric\n"
         "inspect.getmodule(torch.ones); import torch.distributed.tensor\n"
         f"before = {RAN}\n"
         "import torch._dynamo.utils as u\n"

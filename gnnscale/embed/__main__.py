@@ -58,4 +58,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
+    from gnnscale.lazy import defer_heavy_imports
+
+    defer_heavy_imports()  # a command of gnnscale's own: torch._dynamo's body on first use
     main()
