@@ -666,7 +666,7 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
     device = torch.device(device if device is not None else
                           (topo.device if topo is not None else "cpu"))
     n = graph.num_nodes
-    row_bytes = int(x.shape[1]) * x.element_size()
+    row_bytes = int(x.shape[1]) * _stored_size(x, policy)  # a row as the tiers hold it
     p = partition_map(part, n, world) if policy.placement == "partitioned" else None
     capacity = policy.capacity(n, row_bytes, device=device, peak_bytes=peak_bytes)
     if hotness is not None and hotness.shape != (n,):
@@ -730,6 +730,15 @@ def host_tier_ids(hotness: torch.Tensor, rows: int, cached: torch.Tensor,
         own[torch.as_tensor(held).long().cpu()] = True
         free &= own
     return hottest(hotness, int(rows), free.nonzero().flatten())
+
+
+def _stored_size(x: Any, policy: CachePolicy) -> int:
+    """Bytes of one feature as every tier holds it: ``cache.feature_dtype``'s for a float
+    table (a byte budget holds twice the rows in 16 bits), else the table's own."""
+    want = DTYPES[getattr(policy, "feature_dtype", "float32") or "float32"]
+    if want != torch.float32 and x.dtype.is_floating_point:
+        return torch.empty(0, dtype=want).element_size()
+    return int(x.element_size())
 
 
 def _feature_dtype(x: Any, policy: CachePolicy, graph: GraphStore | None
@@ -936,7 +945,7 @@ def build_typed_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = Non
     stores: dict[str, FeatureStore] = {}
     for t, x in graph.features.items():
         lo = int(graph.node_type_offset[graph.node_types.index(t)])
-        row_bytes = int(x.shape[1]) * x.element_size()
+        row_bytes = int(x.shape[1]) * _stored_size(x, policy)  # as its tiers hold it
         capacity = policy.capacity(int(x.shape[0]), max(row_bytes, 1), device=device,
                                    peak_bytes=peak_bytes) if row_bytes else 0
         mine = torch.empty(0, dtype=torch.long)

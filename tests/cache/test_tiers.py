@@ -134,3 +134,14 @@ def test_a_parts_rows_are_rounded_once_into_a_copy_beside_the_layout(tmp_path):
     ids = held[torch.randperm(50)[:20]]
     want = rows[view.positions(ids)].to(torch.bfloat16).float()
     assert torch.equal(store.gather(ids), want) and store.epoch_stats()["disk_rows"] == 20
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_byte_budget_holds_the_rows_as_stored(tiny_graph, dtype):
+    """cache.bytes counts a row at the width the tiers hold it: in 16 bits the same budget
+    caches twice the rows of float32 (it cached the float32 count before)."""
+    budget = 100 * int(tiny_graph.x.shape[1]) * 4  # 100 float32 rows
+    full = build_feature_store(tiny_graph, DegreePolicy(bytes=budget))
+    half = build_feature_store(tiny_graph, DegreePolicy(bytes=budget, feature_dtype=dtype))
+    assert full.num_cached == 100 and half.num_cached == 200
+    assert half.cache_bytes == full.cache_bytes
