@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from gnnscale.cache.base import CachePolicy
+from gnnscale.data.graph import GraphStore
 
 
 class DegreePolicy(CachePolicy):
@@ -12,6 +15,6 @@ class DegreePolicy(CachePolicy):
 
     name = "degree"
 
-    def hotness(self, graph, **kwargs) -> torch.Tensor:
+    def hotness(self, graph: GraphStore, **kwargs: Any) -> torch.Tensor:
         """Out-degree of every vertex (schedule, sampler and seed unused)."""
         return graph.out_degree().to(torch.float64)

@@ -25,6 +25,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -161,7 +162,7 @@ class DiskTier:
 
     @classmethod
     def of_file(cls, path: str | os.PathLike, dtype: torch.dtype | None = None,
-                **kwargs) -> DiskTier:
+                **kwargs: Any) -> DiskTier:
         """The tier of a whole ``.npy`` file's ``[N, F]`` array (read as ``dtype`` when
         given: a 16-bit float stored as int16)."""
         a = np.load(path, mmap_mode="r", allow_pickle=False)
@@ -170,7 +171,7 @@ class DiskTier:
         return cls(str(path), int(a.offset), a.shape[0], a.shape[1], dtype, **kwargs)
 
     @classmethod
-    def of(cls, table: torch.Tensor, **kwargs) -> DiskTier | None:
+    def of(cls, table: torch.Tensor, **kwargs: Any) -> DiskTier | None:
         """The tier reading ``table``'s rows from the file it is mapped from (None when it is
         not a file mapping); rows 0 and ``N-1`` are read back and compared, so a table
         written in memory since it was mapped is never served from the file."""

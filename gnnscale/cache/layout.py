@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gnnscale.cache.disk import DiskTier
 from gnnscale.data.graph import GraphStore
 
 __all__ = ["DTYPES", "ORDERS", "derived_copy", "locality_order", "open_copy", "rows_per_read"]
@@ -202,7 +203,7 @@ def rounded_copy(table: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return open_copy(out / "x.npy", dtype)
 
 
-def rows_per_read(tier, batches: list[torch.Tensor], index: torch.Tensor | None = None
+def rows_per_read(tier: DiskTier, batches: list[torch.Tensor], index: torch.Tensor | None = None
                   ) -> dict[str, float]:
     """What the disk tier ``tier`` would read for ``batches`` (lists of ids) with rows laid out
     by ``index`` (id -> row; None: the file's order), without reading: rows, distinct blocks

@@ -3,9 +3,12 @@ placement, nothing is cached anywhere either)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from gnnscale.cache.base import CachePolicy
+from gnnscale.data.graph import GraphStore
 
 
 class NoCache(CachePolicy):
@@ -13,10 +16,10 @@ class NoCache(CachePolicy):
 
     name = "none"
 
-    def capacity(self, num_nodes: int, row_bytes: int, **kwargs) -> int:
+    def capacity(self, num_nodes: int, row_bytes: int, **kwargs: Any) -> int:
         """Always 0, whatever the budget."""
         return 0
 
-    def hotness(self, graph, **kwargs) -> torch.Tensor:
+    def hotness(self, graph: GraphStore, **kwargs: Any) -> torch.Tensor:
         """All zeros: no vertex is hotter than another."""
         return torch.zeros(graph.num_nodes, dtype=torch.float64)

@@ -9,10 +9,14 @@ epochs ``first_epoch .. first_epoch + epochs - 1`` of the run's schedule on the 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from gnnscale.cache.base import TRAIN, CachePolicy, replayed, visit_counts
 from gnnscale.cache.schemas import OracleCacheConfig
+from gnnscale.data.graph import GraphStore
+from gnnscale.sampling.schedule import Schedule
 
 
 class OraclePolicy(CachePolicy):
@@ -21,16 +25,17 @@ class OraclePolicy(CachePolicy):
     name = "oracle"
 
     def __init__(self, epochs: int = 1, first_epoch: int = 0,
-                 visits: torch.Tensor | None = None, **budget) -> None:
+                 visits: torch.Tensor | None = None, **budget: Any) -> None:
         super().__init__(**budget)
         OracleCacheConfig(epochs=epochs, first_epoch=first_epoch).check()
         self.epochs = epochs
         self.first_epoch = first_epoch
         self.visits = visits
 
-    def hotness(self, graph, *, schedule=None, sampler=None,
+    def hotness(self, graph: GraphStore, *, schedule: Schedule | None = None,
+                sampler=None,
                 visits: torch.Tensor | None = None, world_size: int = 1,
-                **kwargs) -> torch.Tensor:
+                **kwargs: Any) -> torch.Tensor:
         """The true visit counts: ``visits`` (else the policy's own), or a replay of the measured
         epochs on stream ``TRAIN``."""
         counts = visits if visits is not None else self.visits

@@ -9,10 +9,15 @@ always dominate); with few epochs this decides the many never-visited vertices.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from gnnscale.cache.base import PRESAMPLE, CachePolicy, replayed, visit_counts
 from gnnscale.cache.schemas import PresampleCacheConfig
+from gnnscale.data.graph import GraphStore
+from gnnscale.sampling.base import Sampler
+from gnnscale.sampling.schedule import Schedule
 
 
 class PresamplePolicy(CachePolicy):
@@ -20,18 +25,20 @@ class PresamplePolicy(CachePolicy):
 
     name = "presample"
 
-    def __init__(self, epochs: int = 1, **budget) -> None:
+    def __init__(self, epochs: int = 1, **budget: Any) -> None:
         super().__init__(**budget)
         PresampleCacheConfig(epochs=epochs).check()
         self.epochs = epochs
 
-    def hotness(self, graph, *, schedule=None, sampler=None, world_size: int = 1,
-                **kwargs) -> torch.Tensor:
+    def hotness(self, graph: GraphStore, *, schedule: Schedule | None = None,
+                sampler: Sampler | None = None, world_size: int = 1,
+                **kwargs: Any) -> torch.Tensor:
         """:meth:`rank` of the :meth:`counts` of the K pre-sampled epochs."""
         counts = self.counts(graph, schedule=schedule, sampler=sampler, world_size=world_size)
         return self.rank(graph, counts)
 
-    def counts(self, graph, *, schedule=None, sampler=None, world_size: int = 1,
+    def counts(self, graph: GraphStore, *, schedule: Schedule | None = None,
+               sampler=None, world_size: int = 1,
                shard: tuple[int, int] = (0, 1)) -> torch.Tensor:
         """The pre-sampling: visit counts over the K epochs of ``schedule`` on stream
         ``PRESAMPLE``, one micro-batch per rank of ``world_size``; ``shard = (i, n)`` draws
@@ -42,7 +49,7 @@ class PresamplePolicy(CachePolicy):
         return visit_counts(graph, schedule=schedule, sampler=sampler,
                             epochs=range(self.epochs), shard=shard)
 
-    def rank(self, graph, counts: torch.Tensor) -> torch.Tensor:
+    def rank(self, graph: GraphStore, counts: torch.Tensor) -> torch.Tensor:
         """Hotness from summed visit counts: mean visits per epoch, ties by out-degree."""
         if counts.shape != (graph.num_nodes,):
             raise ValueError(f"presample counts must have one entry per vertex "

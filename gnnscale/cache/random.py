@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from gnnscale.cache.base import CachePolicy
+from gnnscale.data.graph import GraphStore
 from gnnscale.sampling.schedule import mix_seed
 
 
@@ -13,11 +16,11 @@ class RandomPolicy(CachePolicy):
 
     name = "random"
 
-    def __init__(self, seed: int | None = None, **budget) -> None:
+    def __init__(self, seed: int | None = None, **budget: Any) -> None:
         super().__init__(**budget)
         self.seed = seed
 
-    def hotness(self, graph, *, seed: int = 0, **kwargs) -> torch.Tensor:
+    def hotness(self, graph: GraphStore, *, seed: int = 0, **kwargs: Any) -> torch.Tensor:
         """Uniform random scores keyed by ``self.seed`` (else the run's ``seed``)."""
         s = self.seed if self.seed is not None else seed
         gen = torch.Generator().manual_seed(mix_seed(s, 0x5EED))
