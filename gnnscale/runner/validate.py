@@ -25,13 +25,13 @@ from collections.abc import Callable
 from dataclasses import fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from gnnscale import registry
 from gnnscale.data.metadata import DatasetMeta
 from gnnscale.errors import ConfigError, UserError
 from gnnscale.runner.plan import RunPlan, frozen_config
-from gnnscale.strategies.config import Checked, StrategyConfig, declared
+from gnnscale.strategies.config import Checked, StrategyConfig, declared, settle_model_options
 from gnnscale.tasks.config import TaskConfig, declared_task
 
 if TYPE_CHECKING:
@@ -96,20 +96,13 @@ def check_plan(cfg: DictConfig) -> RunPlan:
 
 def settle_model(cfg: DictConfig, decl: type[StrategyConfig] | None = None) -> dict[str, Any]:
     """Set the model options left to the run (``auto``, e.g. ``model.gcn_norm``) to what the
-    strategy asks of the model's schema (``StrategyConfig.model_defaults``), said in one line;
-    a value the user set is kept (and checked like any other). A meta strategy (``auto``)
-    leaves them to each concrete run. Returns ``{"model.<key>": value}``."""
-    node = cfg.get("model")
+    strategy asks of the model's schema (:func:`~gnnscale.strategies.config.settle_model_options`),
+    said in one line; a value the user set is kept (and checked like any other). A meta strategy
+    (``auto``) leaves them to each concrete run. Returns ``{"model.<key>": value}``."""
     decl = decl or declared(cfg.strategy)
-    schema = registry.options("model", node) if node is not None else None
-    if schema is None or decl.meta:
-        return {}
-    chosen = decl.model_defaults(cfg, schema)
+    chosen = settle_model_options(cfg, decl)
     if not chosen:
         return {}
-    with open_dict(cfg):
-        for key, (value, _) in chosen.items():
-            node[key] = value
     said = "; ".join(f"model.{k}={v} ({why})" for k, (v, why) in chosen.items())
     print(f"note: strategy={decl.name}: {said}", flush=True)
     return {f"model.{k}": v for k, (v, _) in chosen.items()}

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 from gnnscale import registry
 from gnnscale.data.metadata import DatasetMeta
@@ -420,6 +420,26 @@ def partition_kind(cfg: Any) -> str:
     """``edge_cut`` or ``vertex_cut``: what ``cfg.partitioner`` produces (its schema says)."""
     schema = registry.schema_of("partitioner", cfg.partitioner)
     return getattr(schema, "kind", "edge_cut")
+
+
+def settle_model_options(cfg: Any, decl: type[StrategyConfig] | None = None
+                         ) -> dict[str, tuple[Any, str]]:
+    """Set the model options ``cfg`` leaves to the run (``auto``, e.g. ``model.gcn_norm``) to
+    what its strategy asks of the model's schema (:meth:`StrategyConfig.model_defaults`); a
+    value the user set is kept. A meta strategy (``auto``) settles nothing: each of its
+    candidates settles its own. Returns ``{key: (value, why)}``. The one rule the launcher
+    (which says it) and auto's candidates (each settled silently) both apply."""
+    node = cfg.get("model")
+    decl = decl or declared(cfg.strategy)
+    schema = registry.options("model", node) if node is not None else None
+    if schema is None or decl.meta:
+        return {}
+    chosen = decl.model_defaults(cfg, schema)
+    if chosen:
+        with open_dict(cfg):
+            for key, (value, _) in chosen.items():
+                node[key] = value
+    return chosen
 
 
 def declared(node: Any) -> type[StrategyConfig]:

@@ -11,10 +11,9 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from gnnscale import registry
 from gnnscale.compose import compose, group_options, running_searchpath
 from gnnscale.errors import ConfigError
-from gnnscale.strategies.config import declared
+from gnnscale.strategies.config import declared, settle_model_options
 
 
 def strategy_options() -> list[str]:
@@ -86,15 +85,9 @@ def candidate_config(cfg: DictConfig, name: str, run_dir: Path,
 
 def settle_model(ccfg: DictConfig) -> dict[str, Any]:
     """Set the model options a candidate's config leaves to the run (``auto``, e.g.
-    ``model.gcn_norm``) to what its strategy asks of the model's schema (its declarations'
-    :meth:`~gnnscale.strategies.config.StrategyConfig.model_defaults`, as the launcher settles
-    a concrete run's): each candidate builds the model its own run trains, from its first
-    loss on. Returns ``{"model.<key>": value}``."""
-    node = ccfg.get("model")
-    schema = registry.options("model", node) if node is not None else None
-    if schema is None:
-        return {}
-    chosen = declared(ccfg.strategy).model_defaults(ccfg, schema)
-    for key, (value, _) in chosen.items():
-        node[key] = value
+    ``model.gcn_norm``) as the launcher settles a concrete run's
+    (:func:`~gnnscale.strategies.config.settle_model_options`, silently): each candidate
+    builds the model its own run trains, from its first loss on. Returns
+    ``{"model.<key>": value}``."""
+    chosen = settle_model_options(ccfg)
     return {f"model.{k}": v for k, (v, _) in chosen.items()}
