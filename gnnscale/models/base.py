@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gnnscale.data.graph import GraphStore
 from gnnscale.models.dropout import dropout, keyed_dropout, stream_key
 from gnnscale.models.schemas import ACTIVATION_NAMES, ModelConfig
 from gnnscale.sampling.base import Block
@@ -126,7 +127,7 @@ class GNN(nn.Module):
         row, exactly (a mean/sum aggregation of the raw source rows, as SAGE's)."""
         return self.spec().preaggregatable
 
-    def bind_graph(self, graph) -> None:
+    def bind_graph(self, graph: GraphStore) -> None:
         """Take graph-level constants a layer needs (e.g. degrees); most models need none."""
 
     @abstractmethod

@@ -14,6 +14,8 @@ in-edge features (GATConv's ``fill_value``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch_geometric.nn import GATConv
 
@@ -32,7 +34,7 @@ class GAT(GNN):
 
     def __init__(self, in_channels: int, out_channels: int, heads: int = 4, out_heads: int = 1,
                  attn_dropout: float = 0.0, hidden: int = 256, edge_dim: int | None = None,
-                 **kw) -> None:
+                 **kw: Any) -> None:
         if edge_dim == "auto":
             raise ValueError("GAT(edge_dim='auto'): give the dataset's edge feature width (the "
                              "runner fills model.edge_dim=auto in)")

@@ -62,7 +62,7 @@ class GCN(GNN):
     schema = GCNConfig
 
     def __init__(self, in_channels: int, out_channels: int, gcn_norm: str = "block",
-                 **kw) -> None:
+                 **kw: Any) -> None:
         GCNConfig(gcn_norm=gcn_norm).check()
         if gcn_norm == "auto":
             raise ValueError("model.gcn_norm=auto is the strategy's choice, made by the launcher "

@@ -12,6 +12,8 @@ walks visited it (GIN's sum over a multiset).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 from torch_geometric.nn import GINConv
@@ -26,7 +28,8 @@ class GIN(GNN):
 
     schema = GINConfig
 
-    def __init__(self, in_channels: int, out_channels: int, train_eps: bool = True, **kw) -> None:
+    def __init__(self, in_channels: int, out_channels: int, train_eps: bool = True,
+                 **kw: Any) -> None:
         self.train_eps = train_eps
         super().__init__(in_channels, out_channels, **kw)
 

@@ -10,6 +10,8 @@ Each message reads its edge's features, so GINE is not split into aggregate and 
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 from torch_geometric.nn import GINEConv
 
@@ -25,7 +27,7 @@ class GINE(GNN):
     sparse_conv = False  # a message per edge (it reads the edge's features)
 
     def __init__(self, in_channels: int, out_channels: int, edge_dim: int | None = None,
-                 train_eps: bool = True, **kw) -> None:
+                 train_eps: bool = True, **kw: Any) -> None:
         if not isinstance(edge_dim, int) or isinstance(edge_dim, bool):
             raise ValueError(f"GINE needs edge_dim, the edge feature width, got {edge_dim!r} "
                              "(the runner fills model.edge_dim=auto in)")

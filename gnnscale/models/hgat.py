@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from torch_geometric.nn import GATConv, HeteroConv
 
+from gnnscale.data.graph import GraphStore
 from gnnscale.models.hetero import HeteroGNN, TypedBlock
 from gnnscale.models.schemas import HGATConfig
 
@@ -59,7 +60,7 @@ class HGAT(HeteroGNN):
 
         return HeteroConv({et: gat() for et in self.edge_types}, aggr="sum")
 
-    def bind_graph(self, graph) -> None:
+    def bind_graph(self, graph: GraphStore) -> None:
         """The typed input and convs (:meth:`HeteroGNN.bind_graph`), then per layer a skip
         linear per node type."""
         bound = self._bound is not None

@@ -29,7 +29,7 @@ class SAGE(GNN):
 
     schema = SAGEConfig
 
-    def __init__(self, in_channels: int, out_channels: int, aggr: str = "mean", **kw) -> None:
+    def __init__(self, in_channels: int, out_channels: int, aggr: str = "mean", **kw: Any) -> None:
         self.aggr = aggr
         super().__init__(in_channels, out_channels, **kw)
         self.register_buffer("in_deg", None, persistent=False)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gnnscale.data.graph import GraphStore
 from gnnscale.models.schemas import INPUT_FEATURES
 from gnnscale.sampling.base import TypedInputs
 
@@ -84,7 +85,7 @@ class TypedInput(nn.Module):
         return out[restore]
 
 
-def input_dims(graph, which: str = "all") -> tuple[dict[str, int], dict[str, int]]:
+def input_dims(graph: GraphStore, which: str = "all") -> tuple[dict[str, int], dict[str, int]]:
     """``(feature width per node type, node count per embedded type)`` for a typed input
     that reads the features of ``which`` types (HGB's ``--feats-type`` 0, 2 and 3: every
     featured type's, the target types' only, or none); a type whose features it does not

@@ -13,7 +13,8 @@ import torch
 from gnnscale.ops._loader import native
 
 
-def hybrid_greedy(recompute_cost, comm_cost, mem_bytes=None, budget: float | None = None,
+def hybrid_greedy(recompute_cost: torch.Tensor, comm_cost: torch.Tensor | float,
+                  mem_bytes: torch.Tensor | None = None, budget: float | None = None,
                   mu: float = 1.0) -> torch.Tensor:
     """Bool mask (shape of ``recompute_cost``): replicate the candidates with
     ``mu * recompute_cost < comm_cost``, cheapest first (ties by position), while the running

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -27,14 +28,14 @@ class FixedProduct(torch.autograd.Function):
     torch's own backward of a CSR product transposes the matrix (a sort) on every call."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, matrix: torch.Tensor, matrix_t: torch.Tensor
+    def forward(ctx: Any, x: torch.Tensor, matrix: torch.Tensor, matrix_t: torch.Tensor
                 ) -> torch.Tensor:
         """``matrix @ x``, keeping the transpose for the backward."""
         ctx.matrix_t = matrix_t
         return torch.sparse.mm(matrix, x)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         """``matrix_t @ grad`` for ``x``; none for the matrices."""
         return torch.sparse.mm(ctx.matrix_t, grad), None, None
 
@@ -114,7 +115,7 @@ class BlockedProduct(FixedProduct):
     :class:`FixedProduct`'s: ``matrix_t @ grad`` with the whole transpose built once."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, blocks: list, matrix_t: torch.Tensor) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, blocks: list, matrix_t: torch.Tensor) -> torch.Tensor:
         """The blocks' products summed in block order."""
         ctx.matrix_t = matrix_t
         out = None
