@@ -19,14 +19,17 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from gnnscale import registry
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 EXTRA_KEYS = ("num_parts", "cache_root", "out")
 
 
-def num_parts(cfg) -> int:
+def num_parts(cfg: DictConfig) -> int:
     """``num_parts``, else ``dist.world_size`` when above 1 (one part per rank), else 4."""
     if cfg.get("num_parts", None):
         return int(cfg.num_parts)
@@ -34,7 +37,7 @@ def num_parts(cfg) -> int:
     return world if world > 1 else 4
 
 
-def run(cfg, log: Callable[[str], None] = print, parts: int | None = None):
+def run(cfg: DictConfig, log: Callable[[str], None] = print, parts: int | None = None):
     """Load ``cfg.dataset``, partition it with ``cfg.partitioner`` (cached) into ``parts``
     parts (default :func:`num_parts`), report quality; with ``cfg.parts`` write the layout
     there. Returns the book."""

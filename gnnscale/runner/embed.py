@@ -37,6 +37,7 @@ import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -46,6 +47,12 @@ from gnnscale.data.publish import pid_alive, temp_path
 from gnnscale.errors import UserError
 from gnnscale.runner.finished import id_map, load_model
 from gnnscale.runner.plan import RunPlan
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from gnnscale.data.graph import GraphStore
+    from gnnscale.distributed.topology import Topology
 
 
 @dataclass
@@ -57,7 +64,7 @@ class LayerFile:
     width: int
 
 
-def load_run(cfg, ckpt_path: str):
+def load_run(cfg: DictConfig, ckpt_path: str):
     """``(graph, model, task)`` of a run: its task's graph and its trained model (eval mode),
     from ``cfg`` once checked (:func:`gnnscale.runner.finished.load_model`)."""
     return load_model(cfg, ckpt_path)
@@ -81,7 +88,7 @@ def _read_rows(f: LayerFile, ids: torch.Tensor, num_nodes: int) -> torch.Tensor:
         del m
 
 
-def embed_rank(topo, plan: RunPlan, files: list[LayerFile], batch_size: int,
+def embed_rank(topo: Topology, plan: RunPlan, files: list[LayerFile], batch_size: int,
                progress: bool) -> dict:
     """This rank's share of every layer up to ``len(files) - 1``, written to ``files``;
     ``plan``: the finished run's (:meth:`~gnnscale.runner.plan.RunPlan.from_run`), whose
@@ -259,7 +266,7 @@ def ids_file(out_path: Path) -> Path:
     return out_path.with_name(f"{out_path.stem}.ids.npy")
 
 
-def row_ids(cfg, graph) -> dict[str, np.ndarray]:
+def row_ids(cfg: DictConfig, graph: GraphStore) -> dict[str, np.ndarray]:
     """The id column(s) of every node's row: the user's ids when the dataset stores them
     (:mod:`gnnscale.data.idmap`), else the internal ids."""
     from gnnscale.runner.outputs import key_columns

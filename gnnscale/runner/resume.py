@@ -12,6 +12,7 @@ rewritten in place is a new graph, not a run to continue.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ def _show(changes: dict[str, tuple[Any, Any]]) -> str:
     return ", ".join(f"{k}: {o!r} -> {n!r}" for k, (o, n) in changes.items())
 
 
-def check_resume(cfg: DictConfig, log=print) -> dict | None:
+def check_resume(cfg: DictConfig, log: Callable[[str], None] = print) -> dict | None:
     """With ``resume=true``: the checkpoint's state when it can continue this config exactly
     (reporting the safe changes), None when there is nothing to resume (said so); raises
     :class:`ResumeError` naming the keys that changed otherwise."""

@@ -12,9 +12,10 @@ from typing import Any, cast
 
 import torch
 import torch.distributed as dist
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from gnnscale import registry
+from gnnscale.data.graph import GraphStore
 from gnnscale.data.publish import write_text_atomic
 from gnnscale.data.schemas import parse_budget
 from gnnscale.distributed.collectives import group_rank, group_size
@@ -44,6 +45,7 @@ from gnnscale.runner.selection import (
 from gnnscale.strategies.base import (  # noqa: F401 - build_task re-exported
     RunContext,
     SamplingStrategy,
+    Strategy,
     build_task,
 )
 from gnnscale.tasks.config import TaskConfig
@@ -59,7 +61,7 @@ class TimedPartitions:
     def __init__(self, inner: PartitionProvider, phases: Phases) -> None:
         self.inner, self.phases = inner, phases
 
-    def get(self, *args, **kwargs):
+    def get(self, *args: Any, **kwargs: Any):
         """The inner provider's book, timed."""
         with self.phases.time("partition"):
             return self.inner.get(*args, **kwargs)
@@ -68,7 +70,7 @@ class TimedPartitions:
         return getattr(self.inner, name)
 
 
-def build_context(topo: Topology, cfg, phases: Phases | None = None,
+def build_context(topo: Topology, cfg: DictConfig, phases: Phases | None = None,
                   plan: RunPlan | None = None) -> RunContext:
     """Every component from its own sub-config plus the runtime objects it needs; the task,
     graph and model from the run's ``plan`` (:meth:`~gnnscale.runner.plan.RunPlan.build`;
@@ -244,7 +246,7 @@ def _epoch(epoch: int, cfg: Any, strategy: Any, phases: Phases, reductions: dict
     return record
 
 
-def parts_report(graph, group, leader: bool) -> dict | None:
+def parts_report(graph: GraphStore, group: dist.ProcessGroup | None, leader: bool) -> dict | None:
     """On a run given ``parts=``: every rank's files of the layout (opened, memory-mapped:
     :meth:`~gnnscale.partition.parts.PartLayout.bytes_opened`) gathered over ``group`` (the
     runner passes the world: ranks that do not report opened parts too), and
@@ -288,7 +290,7 @@ def resume_state(path: Path, resume: bool, topo: Topology) -> dict | None:
     return sent[0] if digest != digests[0] else mine
 
 
-def check_same_graph(graph, topo: Topology, data_root: str) -> None:
+def check_same_graph(graph: GraphStore, topo: Topology, data_root: str) -> None:
     """Refuse, on every rank, a run whose ranks loaded different graphs (hosts whose data
     folders hold different processed datasets): each names its checksum against rank 0's."""
     if group_size() == 1:
@@ -306,7 +308,7 @@ def check_same_graph(graph, topo: Topology, data_root: str) -> None:
             "0's processed folder)")
 
 
-def attach_footprint(strategy, cfg, leader: bool) -> None:
+def attach_footprint(strategy: Strategy, cfg: DictConfig, leader: bool) -> None:
     """``footprint=true``: count input-node visits on a sampling strategy's ranks; strategies
     that use every vertex each epoch have no footprint to compare (a note says so)."""
     if not cfg.get("footprint", False):
@@ -319,7 +321,7 @@ def attach_footprint(strategy, cfg, leader: bool) -> None:
     strategy.footprint = Footprint(strategy.ctx.graph.num_nodes)
 
 
-def strategy_footprint(strategy) -> Footprint | None:
+def strategy_footprint(strategy: Strategy) -> Footprint | None:
     """The strategy's visit counter, None when the metric is off."""
     return getattr(strategy, "footprint", None)
 
