@@ -267,7 +267,7 @@ class SamplingStrategy(Strategy):
             self.pool = None
 
 
-def build_task(cfg, graph: GraphStore | None = None) -> tuple[Task, GraphStore]:
+def build_task(cfg: DictConfig, graph: GraphStore | None = None) -> tuple[Task, GraphStore]:
     """The run's task and the graph it trains on (link prediction: the message graph), from
     ``graph`` when given (a host's part of a partitioned layout, or the dataset loaded
     already), else the dataset's. The first of the one builder's two steps
@@ -280,7 +280,7 @@ def build_task(cfg, graph: GraphStore | None = None) -> tuple[Task, GraphStore]:
     return task, task.prepare(source, cfg.data_root, cfg.seed)
 
 
-def build_model(cfg, graph: GraphStore, task: Task, private_temp: bool = False
+def build_model(cfg: DictConfig, graph: GraphStore, task: Task, private_temp: bool = False
                 ) -> torch.nn.Module:
     """The model with the task's head, in its initial parameters: seeded by ``cfg.seed``, the
     same on every rank (and in every launcher-side build: ``strategy=auto``'s initial losses,
@@ -300,7 +300,7 @@ def build_model(cfg, graph: GraphStore, task: Task, private_temp: bool = False
     return model
 
 
-def model_node(cfg, graph: GraphStore) -> Any:
+def model_node(cfg: DictConfig, graph: GraphStore) -> Any:
     """``cfg.model`` with ``edge_dim=auto`` (or ``kwargs.edge_dim=auto``) filled with the
     graph's edge feature width (the schema's ``edge_inputs``) and ``kwargs.deg=auto`` with its
     in-degree histogram (``graph_inputs``); unchanged otherwise."""

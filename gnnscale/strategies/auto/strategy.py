@@ -140,7 +140,7 @@ def initial_loss(cfg: DictConfig, task: Task, graph: GraphStore, group: Any = No
     return task.initial_loss(model, graph, batch_size=cfg.eval_batch_size, group=group)
 
 
-def profile_row(name: str, ccfg: DictConfig, results: dict, auto) -> dict:
+def profile_row(name: str, ccfg: DictConfig, results: dict, auto: DictConfig) -> dict:
     """The figures :func:`choose` reads, from a finished profile (``results["profile"]``:
     the candidate's initial loss, computed in the launch): per profiled epoch (a sampling
     candidate's cut to ``window_steps`` of its ``steps_per_epoch`` steps), the median time of

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from contextlib import closing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -39,6 +39,9 @@ from gnnscale.sampling.prefetch import Prefetcher
 from gnnscale.sampling.schedule import Draw
 from gnnscale.strategies.base import RunContext, SamplingStrategy
 from gnnscale.strategies.data.config import DataParallelConfig
+
+if TYPE_CHECKING:
+    from gnnscale.distributed.topology import Topology
 
 
 class _CommTimer:
@@ -88,7 +91,7 @@ class DataParallel(SamplingStrategy):
         """Model under DDP, optimizer and feature store on every rank."""
         self.setup_training(self.ctx.topo)
 
-    def setup_training(self, topo) -> None:
+    def setup_training(self, topo: Topology) -> None:
         """Model (under DDP on :attr:`group` when ``topo`` has several ranks), optimizer and
         feature store; ``topo`` holds the rank and size of the training ranks (``factored``
         trains on some ranks only)."""

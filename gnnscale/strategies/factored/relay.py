@@ -25,6 +25,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -32,6 +33,9 @@ import torch.distributed as dist
 from gnnscale.distributed.ring import JobRing
 from gnnscale.strategies.factored.hosts import HostJobs
 from gnnscale.strategies.factored.queue import JobSender, pack, receive_parts
+
+if TYPE_CHECKING:
+    from gnnscale.strategies.factored.sync import StepStats
 
 REQUEST = 4
 STOP = -1
@@ -41,7 +45,8 @@ class Relay:
     """The ring host's side for one epoch, in a thread: :meth:`start`, then :meth:`join`.
     ``groups``: the requests' process group and the jobs'."""
 
-    def __init__(self, ring: JobRing, jobs: HostJobs, feeders: tuple[int, ...], groups,
+    def __init__(self, ring: JobRing, jobs: HostJobs, feeders: tuple[int, ...],
+                 groups: tuple[dist.ProcessGroup, dist.ProcessGroup],
                  depth: int, num_layers: int, rank: int, epoch: int) -> None:
         self.ring, self.jobs, self.feeders = ring, jobs, feeders
         self.ask_group, self.job_group = groups
@@ -188,7 +193,7 @@ class Requests:
             self.sender.drain()
 
 
-def make_job(strat, stats) -> Callable:
+def make_job(strat, stats: StepStats) -> Callable:
     """``(epoch, step, slot) -> (header, body)``: sample job ``(step, slot)`` as every sampler
     does (the schedule's draw: its seed fixed by the step and slot), counted in ``stats`` and
     the job log."""

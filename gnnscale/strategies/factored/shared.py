@@ -45,7 +45,9 @@ import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -89,7 +91,7 @@ class SlotReducer:
     order) and summed in slot order; :meth:`apply_until` applies them in order. Sparse
     embedding tables' gradients are gathered per step as it is applied, in slot order."""
 
-    def __init__(self, strat, stats: StepStats, steps: int, progress=None) -> None:
+    def __init__(self, strat, stats: StepStats, steps: int, progress: Any = None) -> None:
         self.strat, self.stats, self.steps, self.progress = strat, stats, steps, progress
         #: embedding tables with sparse gradients: gathered per step in slot order, not rows
         self.sparse = list(strat._sparse)
@@ -141,7 +143,8 @@ class SlotReducer:
             self.pending.append((works, grads, extra))
             self.posted += 1
 
-    def apply_until(self, step: int, wait: bool = True, idle=None) -> bool:
+    def apply_until(self, step: int, wait: bool = True,
+                    idle: Callable[[], object] | None = None) -> bool:
         """Apply the updates of steps up to ``step`` (launched ones); with ``wait=False`` only
         those whose reduction is done. True when step ``step`` is applied. ``idle`` runs
         while a reduction is awaited (a sampler answers its relays meanwhile)."""
@@ -230,7 +233,7 @@ class Feeder:
     a slow trainer does not hold back the step."""
 
     def __init__(self, strat, ring: JobRing, base: int, end: int, depth: int,
-                 targets, per_step: int = 1, tail: int = 0) -> None:
+                 targets: Callable[[int], Any], per_step: int = 1, tail: int = 0) -> None:
         self.strat, self.ring, self.base, self.end = strat, ring, base, end
         self.per_step, self.tail = per_step, tail
         self.targets = targets  # job number -> what the task's loss compares its rows with
@@ -301,7 +304,7 @@ class Feeder:
         if self.stop.is_set():
             raise _Stopped
 
-    def next(self, idle) -> Job | None:
+    def next(self, idle: Callable[[], None]) -> Job | None:
         """The next job (None at the end of the epoch); ``idle`` runs while waiting."""
         if self.thread is None:
             job = self._fetch(idle)
@@ -342,7 +345,7 @@ def job_target(strat, epoch: int, jobs: HostJobs):
 
 
 def taker_epoch(strat, ring: JobRing, epoch: int, steps: int, stats: StepStats,
-                progress=None) -> None:
+                progress: Any = None) -> None:
     """A trainer: take jobs until every job of the host's ring (``steps`` steps) is taken;
     every step's reduction. The host's first rank relays jobs from remote samplers
     meanwhile."""

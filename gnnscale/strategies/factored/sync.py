@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -132,7 +133,8 @@ def train_job(strat, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor, stats: Ste
     return value
 
 
-def trainer_epoch(strat, epoch: int, steps: int, stats: StepStats, progress=None) -> None:
+def trainer_epoch(strat, epoch: int, steps: int, stats: StepStats,
+                  progress: Any = None) -> None:
     """A trainer: each of the ``steps`` steps, its job from the queue (or a taken marker), then
     the reduction."""
     me, layers, dev = strat.train_topo.rank, strat.ctx.sampler.num_layers, strat.ctx.topo.device

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 
 from gnnscale.cache.edges import EdgeFeatures
 from gnnscale.data.graph import GraphStore
@@ -89,7 +90,7 @@ class Pipelined:
     by_destination: tuple | None = None
 
 
-def exchange_requests(recv: torch.Tensor, recv_counts: list[int], group
+def exchange_requests(recv: torch.Tensor, recv_counts: list[int], group: dist.ProcessGroup | None
                       ) -> tuple[torch.Tensor, list[int]]:
     """Tell each owner which of its rows this rank receives; returns what this rank sends."""
     world = len(recv_counts)
@@ -146,7 +147,8 @@ class EdgeCutPlan(FullGraphPlan):
     """
 
     def __init__(self, graph: GraphStore, part: torch.Tensor, rank: int, world: int,
-                 deps: DependencyManager, dims: list[int], group=None, ring: bool = False,
+                 deps: DependencyManager, dims: list[int],
+                 group: dist.ProcessGroup | None = None, ring: bool = False,
                  overlap: bool = False, device: torch.device | str = "cpu",
                  budget: int | None = None, hide: bool = True, cached: bool = True,
                  edge_features: bool = False, sparse_edges: bool = True) -> None:

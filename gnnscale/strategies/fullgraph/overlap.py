@@ -190,7 +190,8 @@ def _sub_block(block: Block, gather: torch.Tensor, dsts: torch.Tensor
     return sub, gather[src]
 
 
-def split_by_destination(block: Block, gather: torch.Tensor, num_held: int, device
+def split_by_destination(block: Block, gather: torch.Tensor, num_held: int,
+                         device: torch.device | str
                          ) -> tuple[Block, torch.Tensor, Block, torch.Tensor, torch.Tensor]:
     """Destinations reading only held rows vs the rest (blocks and gathers), and the order
     that restores them."""

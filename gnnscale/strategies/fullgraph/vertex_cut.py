@@ -49,6 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from gnnscale.data.graph import GraphStore
@@ -127,8 +128,9 @@ class VertexCutPlan(FullGraphPlan):
     """
 
     def __init__(self, graph: GraphStore, book: PartitionBook, model: GNN, topo: Topology,
-                 group=None, stats: ShuffleStats | None = None, ring: bool = False,
-                 overlap: bool = False, hide: bool = True, cached: bool = True) -> None:
+                 group: dist.ProcessGroup | None = None, stats: ShuffleStats | None = None,
+                 ring: bool = False, overlap: bool = False, hide: bool = True,
+                 cached: bool = True) -> None:
         check_vertex_cut(graph, book, model, topo.world_size)
         model.bind_graph(graph)
         n, world, rank = graph.num_nodes, topo.world_size, topo.rank

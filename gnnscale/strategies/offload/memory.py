@@ -52,7 +52,7 @@ class SavedBytes:
         self._hooks.__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._hooks.__exit__(*exc)
 
 

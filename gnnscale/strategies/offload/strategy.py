@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -65,6 +65,11 @@ from gnnscale.strategies.offload.memory import ActivationModel
 from gnnscale.strategies.offload.rule import CACHE, RECOMPUTE
 from gnnscale.strategies.offload.tiers import DeviceTier, HostStore, TransferStats
 from gnnscale.strategies.offload.transfers import BatchTransfer, plan_transfers
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from gnnscale.strategies.config import Checked
 
 GB = 1e9
 _ACTIVATIONS: dict[tuple, ActivationModel] = {}  # per layer architecture, fitted once
@@ -99,7 +104,7 @@ class Offload(Strategy):
         self.intermediate, self.budget_gb = intermediate, device_budget_gb
 
     @classmethod
-    def check_built(cls, cfg, built) -> None:
+    def check_built(cls, cfg: DictConfig, built: Checked) -> None:
         """``strategy.device_budget_gb``: plan every rank's chunks here, in the launcher, and
         refuse a budget below the largest device bound, naming the smallest that works. The
         task, the graph it trains on and the model come from the one builder the ranks use

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gnnscale.data.graph import GraphStore
 from gnnscale.strategies.offload.chunks import Chunking
 from gnnscale.strategies.offload.config import DEDUP
 
@@ -61,7 +62,7 @@ def _positions(sorted_ids: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(sorted_ids, ids)
 
 
-def in_edge_ids(graph, dst: torch.Tensor) -> torch.Tensor:
+def in_edge_ids(graph: GraphStore, dst: torch.Tensor) -> torch.Tensor:
     """The CSC positions (edge ids) of the in-edges of ``dst``, in the order
     :func:`~gnnscale.deps.planner.in_edges` lists them (destination by destination, each one's
     edges in CSC order)."""
@@ -72,7 +73,7 @@ def in_edge_ids(graph, dst: torch.Tensor) -> torch.Tensor:
 
 
 def plan_transfers(chunking: Chunking, part: torch.Tensor, masters: list[torch.Tensor],
-                   rank: int, dedup: str, graph, edge_ids: bool = False
+                   rank: int, dedup: str, graph: GraphStore, edge_ids: bool = False
                    ) -> list[BatchTransfer]:
     """This rank's transfers for every batch of a pass, in run order (``edge_ids``: with each
     chunk's edge ids)."""

@@ -68,7 +68,7 @@ from gnnscale.strategies.split.splitter import (
 )
 
 
-def broadcast_sample(mb: MiniBatch | None, num_layers: int, group=None
+def broadcast_sample(mb: MiniBatch | None, num_layers: int, group: dist.ProcessGroup | None = None
                      ) -> tuple[MiniBatch, int]:
     """Rank 0's sample on every rank: the mini-batch codec's header, then its body; returns it
     and the bytes broadcast (header and body: edge ids and types included when it has
