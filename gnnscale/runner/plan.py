@@ -81,7 +81,7 @@ class RunPlan:
         return cls(config=frozen_config(cfg), strategy=strategy, task=task,
                    strategy_options=registry.instance(strategy, cfg.strategy),
                    task_options=registry.instance(task, cfg.get("task")),
-                   checked=_facts(cfg, meta), settled=dict(settled or {}))
+                   checked=Checked.build(cfg, meta), settled=dict(settled or {}))
 
     def with_meta(self, meta: DatasetMeta) -> RunPlan:
         """This plan with its dataset's metadata (``meta``: a graph's or a layout's)."""
@@ -164,8 +164,3 @@ def frozen_config(cfg: Any) -> DictConfig:
     """A copy of ``cfg`` of its own (a plan's config: what the launcher changes in its own
     config after the checks does not reach it)."""
     return copy.deepcopy(cfg) if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
-
-
-def _facts(cfg: Any, meta: DatasetMeta | None) -> Checked:
-    """The model's and deps manager's schemas of ``cfg`` and ``meta`` (no graph held)."""
-    return Checked.build(cfg, meta)
