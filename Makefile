@@ -8,6 +8,9 @@ STAMP       := $(VENV)/.installed
 NATIVE      := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.cu')
 EXT_STAMP   := $(VENV)/.native-built
 export OMP_NUM_THREADS ?= 2
+# pytest-xdist workers for `make test`: two suit a 2-core host (most multi-rank tests wait on
+# deadlines, sockets and subprocesses more than they compute); 0 runs the suite in one process
+TEST_WORKERS ?= 2
 
 .PHONY: install native train test test-fast lint bench bench-quick compare docs clean sparse \
         gpu-wheels gpu-check
@@ -36,10 +39,10 @@ train: install
 	$(PY) train.py $(ARGS)
 
 test: install
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 test-fast: install
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow" $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check gnnscale benchmarks tests scripts train.py setup.py

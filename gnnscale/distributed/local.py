@@ -29,6 +29,7 @@ from gnnscale.distributed.launch import spawn
 from gnnscale.distributed.peers import (
     HostLost,
     Pulse,
+    closed_on_this_host,
     gather_peers,
     lost_host,
     silent_host,
@@ -127,7 +128,10 @@ class Launcher:
                 return [fn(topo, *args)]
             except Exception as err:
                 lost = lost_host(err, peers, topo.rank)
-                if lost is None and timed_out(err):  # nothing closed: who stopped answering
+                # nothing closed (or only a rank of this host that gave up waiting first, its
+                # own deadline having fired a moment before this one's): who stopped answering
+                if lost is None and (timed_out(err) or closed_on_this_host(err, peers,
+                                                                           topo.rank)):
                     lost = silent_host(peers, topo.rank, prefix, self.timeout_s, pulse)
                 if lost is not None:
                     raise HostLost(lost) from err

@@ -201,6 +201,18 @@ def _named(peers: list[Peer], ranks: list[int]) -> str:
     return "; ".join(out)
 
 
+def closed_on_this_host(error: BaseException, peers: list[Peer], rank: int) -> bool:
+    """Whether ``error`` is a peer connection closed by a rank of ``rank``'s own node (one
+    whose collective ran past its deadline a moment sooner and gave up), not by another host."""
+    text = "".join(str(e) for e in _chain(error))
+    if not peers or not re.search(r"Connection (closed|reset) by peer", text):
+        return False
+    me = next(p for p in peers if p.rank == rank)
+    addrs = {m.group(1) for m in PEER.finditer(text)}
+    return bool(addrs) and all(any(p.addr == a and p.node == me.node for p in peers)
+                               for a in addrs)
+
+
 def silent_host(peers: list[Peer], rank: int, prefix: str, timeout_s: float,
                 pulse: Pulse | None = None) -> str | None:
     """After ``rank``'s collective timed out: a line naming the rank(s) and host(s) that did

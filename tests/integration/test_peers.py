@@ -4,7 +4,7 @@ that cannot be reached, ranks whose hosts hold different graphs."""
 import pytest
 
 from gnnscale.distributed import RankFailed, free_port, spawn
-from gnnscale.distributed.peers import Peer, describe_node, lost_host
+from gnnscale.distributed.peers import Peer, closed_on_this_host, describe_node, lost_host
 from gnnscale.distributed.topology import check_store_reachable
 from tests import _hosts
 
@@ -31,6 +31,17 @@ def test_own_host_or_unknown_addresses_name_nothing():
     loop = [Peer(0, 0, "127.0.0.1", "h"), Peer(1, 1, "127.0.0.1", "h")]
     line = lost_host(RuntimeError("Connection closed by peer [127.0.0.1]:9"), loop, 0)
     assert line.startswith(describe_node(loop, 1))
+
+
+def test_a_connection_closed_by_a_rank_of_this_host_is_told_apart():
+    """A rank of this host whose deadline fired first closes its pairs: its peers on the host
+    then see "closed by peer" at their own address, and look for who went quiet instead."""
+    own = RuntimeError("Connection closed by peer [10.0.0.1]:10130")
+    assert closed_on_this_host(own, PEERS, 0)
+    assert not closed_on_this_host(RuntimeError("Connection closed by peer [10.0.0.2]:1"),
+                                   PEERS, 0)  # the other host's: lost_host names it
+    assert not closed_on_this_host(RuntimeError("Timed out waiting 1000ms"), PEERS, 0)
+    assert not closed_on_this_host(own, [], 0)
 
 
 def test_an_unreachable_store_is_named_at_once_with_the_torchrun_flag_to_set():
