@@ -444,51 +444,42 @@ def _signature(module: nn.Module) -> tuple[list[str], dict[str, Any], bool]:
     return [p.name for p in params], concrete, edge_attr
 
 
-def stage(module: nn.Module, in_channels: int, edge_dim: int | None = None) -> Staged:
-    """Trace ``module`` and cut it into stages (checked on a probe graph of ``in_channels``
-    wide rows, with ``edge_dim`` wide edge features when its forward reads them); raises
-    :class:`NotStaged` with one line saying what cannot be staged and where."""
-    names, concrete, edge_attr = _signature(module)
-    name = type(module).__name__
+def _trace(module: nn.Module, concrete: dict[str, Any]) -> fx.Graph:
+    """``module``'s forward as an fx graph; one :class:`NotStaged` line when it does not trace."""
     try:
-        graph = _Tracer().trace(module, concrete_args=concrete)
+        return _Tracer().trace(module, concrete_args=concrete)
     except Exception as err:  # noqa: BLE001 - fx raises several kinds
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         if "control flow" in first or "iterate" in first or "bool" in first:
             first = "branches or loops on a tensor's value (data-dependent control flow)"
-        raise NotStaged(f"{name}'s forward does not trace at {_error_line(err)}: "
-                        f"{first[:160]}") from None
-    _expand_appnp(module, graph)
-    holders = [n for n in graph.nodes if n.op == "placeholder"]
-    by_name = dict(zip(names, holders))
-    x, ei = holders[0], holders[1]
-    ea = by_name.get("edge_attr") if edge_attr else None
-    constant_holders = {n for n in holders if n not in (x, ei, ea)}
-    mp = _pyg_mp()
-    body = [n for n in graph.nodes if n.op not in ("placeholder", "output") and not _skip(n)]
-    output = next(n for n in graph.nodes if n.op == "output")
+        raise NotStaged(f"{type(module).__name__}'s forward does not trace at "
+                        f"{_error_line(err)}: {first[:160]}") from None
 
-    # which nodes read the rows, and which the graph
+
+def _rowdep(body: list[fx.Node], x: fx.Node) -> set[fx.Node]:
+    """The nodes of ``body`` that read the rows ``x`` (directly or through another)."""
     rowdep: set[fx.Node] = {x}
     for n in body:
         if any(a in rowdep for a in n.all_input_nodes):
             rowdep.add(n)
+    return rowdep
+
+
+def _check_edge_reads(module: nn.Module, body: list[fx.Node], ei: fx.Node, ea: fx.Node | None,
+                      mp: type) -> None:
+    """Refuses a node other than a message-passing call that reads ``edge_index``/``edge_attr``."""
     for n in body:
-        uses = set(n.all_input_nodes)
-        if n.all_input_nodes and uses & constant_holders and n not in rowdep:
-            pass
-        graph_inputs = uses & {ei, ea} - {None}
-        is_mp = n.op == "call_module" and isinstance(module.get_submodule(n.target), mp)
+        graph_inputs = set(n.all_input_nodes) & {ei, ea} - {None}
+        is_mp = n.op == "call_module" and isinstance(module.get_submodule(str(n.target)), mp)
         if graph_inputs and not is_mp:
             what = "edge_index" if ei in graph_inputs else "edge_attr"
             raise _refuse(module, _node_line(n), f"reads {what} outside a message-passing call "
                           "(only a PyG layer may read the edges)")
 
-    convs: dict[fx.Node, _Conv] = {}
-    for n in body:
-        if n.op == "call_module" and isinstance(module.get_submodule(n.target), mp):
-            convs[n] = _bind_conv(module, n, x, ei, ea, rowdep)
 
+def _levels(body: list[fx.Node], x: fx.Node, convs: dict[fx.Node, _Conv],
+            rowdep: set[fx.Node]) -> dict[fx.Node, int]:
+    """Each row value's depth: the message-passing calls on the longest path from ``x``."""
     level: dict[fx.Node, int] = {x: 0}
     for n in body:
         ins = [level[a] for a in n.all_input_nodes if a in level]
@@ -496,22 +487,14 @@ def stage(module: nn.Module, in_channels: int, edge_dim: int | None = None) -> S
             level[n] = level[convs[n].x] + 1
         elif n in rowdep:
             level[n] = max(ins)
-    L = max((level[c] for c in convs), default=0)
-    if L == 0:
-        raise NotStaged(f"{name}'s forward calls no PyG message-passing layer on x")
-    out_value = output.args[0]
-    if not isinstance(out_value, fx.Node) or out_value not in rowdep:
-        raise _refuse(module, _node_line(output), "returns something other than one tensor of "
-                      "rows (a model gnnscale stages returns its output rows)")
+    return level
 
-    full, shapes, dtypes, dropouts = _probe(module, graph, body, convs, x, ei, ea, in_channels,
-                                            edge_dim, rowdep)
-    for n in body:
-        if _is_dropout(module, n):
-            dropouts[n] = DROPOUT_STREAM + len(dropouts)
 
-    # where each row value is read: segment s (vertex-wise use at level s) or boundary b
-    # (a conv of stage b reads it)
+def _uses(body: list[fx.Node], output: fx.Node, convs: dict[fx.Node, _Conv],
+          rowdep: set[fx.Node], level: dict[fx.Node, int], L: int
+          ) -> tuple[dict[fx.Node, int], dict[fx.Node, int]]:
+    """Where each row value is read: the last segment ``s`` that uses it vertex-wise (at level
+    ``s``), and the last boundary ``b`` whose conv (of stage ``b``) reads it."""
     seg_use: dict[fx.Node, int] = {}
     bnd_use: dict[fx.Node, int] = {}
     for n in [*body, output]:
@@ -523,6 +506,16 @@ def stage(module: nn.Module, in_channels: int, edge_dim: int | None = None) -> S
             else:
                 at = L if n is output else level[n]
                 seg_use[a] = max(seg_use.get(a, -1), at)
+    return seg_use, bnd_use
+
+
+def _cut(body: list[fx.Node], output: fx.Node, x: fx.Node, convs: dict[fx.Node, _Conv],
+         rowdep: set[fx.Node], level: dict[fx.Node, int], L: int
+         ) -> tuple[list[list[_Conv]], list[list[fx.Node]], list[list[fx.Node]],
+                    list[list[fx.Node]]]:
+    """The cut into ``L`` stages: each stage's convs, each segment's vertex-wise nodes, the
+    values packed at each boundary, and those carried beside each stage's output."""
+    seg_use, bnd_use = _uses(body, output, convs, rowdep, level, L)
 
     def needed_after_boundary(v: fx.Node, j: int) -> bool:
         return bnd_use.get(v, -1) >= j or seg_use.get(v, -1) > j
@@ -541,6 +534,44 @@ def stage(module: nn.Module, in_channels: int, edge_dim: int | None = None) -> S
     carries = [[v for v in values if v not in convs and level[v] <= i
                 and (bnd_use.get(v, -1) >= i + 1 or seg_use.get(v, -1) >= i + 1)]
                for i in range(L)]
+    return stages, segments, packs, carries
+
+
+def stage(module: nn.Module, in_channels: int, edge_dim: int | None = None) -> Staged:
+    """Trace ``module`` and cut it into stages (checked on a probe graph of ``in_channels``
+    wide rows, with ``edge_dim`` wide edge features when its forward reads them); raises
+    :class:`NotStaged` with one line saying what cannot be staged and where."""
+    names, concrete, edge_attr = _signature(module)
+    graph = _trace(module, concrete)
+    _expand_appnp(module, graph)
+    holders = [n for n in graph.nodes if n.op == "placeholder"]
+    x, ei = holders[0], holders[1]
+    ea = dict(zip(names, holders)).get("edge_attr") if edge_attr else None
+    mp = _pyg_mp()
+    body = [n for n in graph.nodes if n.op not in ("placeholder", "output") and not _skip(n)]
+    output = next(n for n in graph.nodes if n.op == "output")
+
+    rowdep = _rowdep(body, x)
+    _check_edge_reads(module, body, ei, ea, mp)
+    convs = {n: _bind_conv(module, n, x, ei, ea, rowdep) for n in body
+             if n.op == "call_module" and isinstance(module.get_submodule(n.target), mp)}
+    level = _levels(body, x, convs, rowdep)
+    L = max((level[c] for c in convs), default=0)
+    if L == 0:
+        raise NotStaged(f"{type(module).__name__}'s forward calls no PyG message-passing layer "
+                        "on x")
+    out_value = output.args[0]
+    if not isinstance(out_value, fx.Node) or out_value not in rowdep:
+        raise _refuse(module, _node_line(output), "returns something other than one tensor of "
+                      "rows (a model gnnscale stages returns its output rows)")
+
+    full, shapes, dtypes, dropouts = _probe(module, graph, body, convs, x, ei, ea, in_channels,
+                                            edge_dim, rowdep)
+    for n in body:
+        if _is_dropout(module, n):
+            dropouts[n] = DROPOUT_STREAM + len(dropouts)
+
+    stages, segments, packs, carries = _cut(body, output, x, convs, rowdep, level, L)
     crossing = {v for p in packs[1:] for v in p} | {v for c in carries for v in c}
     for v in crossing:
         if v not in shapes:
