@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gnnscale.distributed import RankFailed, resolve_backend, spawn
-from gnnscale.distributed import launch
+from gnnscale.distributed import RankFailed, launch, resolve_backend, spawn
 from gnnscale.distributed.local import Launcher
 from tests import _launch_fns
 
