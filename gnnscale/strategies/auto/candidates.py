@@ -6,6 +6,7 @@ whether it is a candidate and what it prefers."""
 from __future__ import annotations
 
 import copy
+import importlib.util
 from pathlib import Path
 from typing import Any, cast
 
@@ -13,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gnnscale.compose import compose, group_options, running_searchpath
 from gnnscale.errors import ConfigError
+from gnnscale.paths import CONFIGS
 from gnnscale.strategies.config import declared, settle_model_options
 
 
@@ -22,22 +24,66 @@ def strategy_options() -> list[str]:
     return group_options("strategy", running_searchpath())
 
 
-#: composed configs by (group, option, search path): a compose costs ~1 s of CPU, and auto
-#: asks for each candidate's strategy, deps and cache options several times
-_COMPOSED: dict[tuple[str, str, tuple[str, ...]], DictConfig] = {}
+#: composed configs by (group, option, search path, the yaml files on it): a compose costs
+#: ~0.1 s of CPU, and auto asks for each candidate's strategy, deps and cache options several
+#: times (~30 composes a run); a yaml edited, added or removed between two calls in one process
+#: (gnnscale.train from a notebook) changes the key, so the next call composes it again
+_COMPOSED: dict[tuple[str, str, tuple[str, ...], tuple[tuple[str, int, int], ...]],
+                DictConfig] = {}
+
+
+def _search_dirs(path: list[str]) -> list[Path]:
+    """The folders a compose reads options from: the package's :data:`CONFIGS` and each
+    entry of the ``hydra.searchpath=[...]`` override ``path`` (``file://``, a plain folder,
+    or ``pkg://`` resolved to its package's folders)."""
+    dirs = [CONFIGS]
+    for override in path:
+        entries = override.split("=", 1)[1].strip().strip("[]")
+        for entry in (e.strip().strip("'\"") for e in entries.split(",")):
+            if entry.startswith("pkg://"):
+                try:
+                    spec = importlib.util.find_spec(entry[len("pkg://"):].replace("/", "."))
+                except (ImportError, ValueError):
+                    spec = None
+                if spec is not None:
+                    dirs += [Path(p) for p in spec.submodule_search_locations or []]
+            elif entry:
+                dirs.append(Path(entry.removeprefix("file://")))
+    return dirs
+
+
+def yaml_identity(path: list[str]) -> tuple[tuple[str, int, int], ...]:
+    """(file, mtime_ns, size) of every yaml file under the folders of the search path
+    ``path`` (:func:`_search_dirs`): every file a compose over it may read (~100 stats, a
+    few ms)."""
+    out = []
+    for folder in _search_dirs(path):
+        if not folder.is_dir():
+            continue
+        for file in sorted(folder.rglob("*.y*ml")):
+            try:
+                st = file.stat()
+            except OSError:  # removed while listed
+                continue
+            out.append((str(file), st.st_mtime_ns, st.st_size))
+    return tuple(out)
 
 
 def option_node(group: str, name: str) -> DictConfig:
     """What ``group=name`` composes for that group (its schema and yaml, nothing else): a
-    copy of what this process composed first for that option and search path."""
+    copy of what this process composed for that option and search path, while none of the
+    search path's yaml files changed since (:func:`yaml_identity`)."""
     path = running_searchpath()
-    key = (group, name, tuple(path))
+    key = (group, name, tuple(path), yaml_identity(path))
     if key not in _COMPOSED:
         try:
-            _COMPOSED[key] = compose([*path, f"{group}={name}"])
+            node = compose([*path, f"{group}={name}"])
         except Exception as err:  # noqa: BLE001 - Hydra raises several kinds
             raise ConfigError(f"no option {name!r} in config group {group!r}: {err}"
                               ) from err
+        for old in [k for k in _COMPOSED if k[:3] == key[:3]]:
+            del _COMPOSED[old]  # that option's composition from files since edited
+        _COMPOSED[key] = node
     return copy.deepcopy(_COMPOSED[key][group])
 
 
