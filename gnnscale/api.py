@@ -395,9 +395,11 @@ class Run:
               format: str = "npy", world_size: int = 1, batch_size: int = 4096,
               progress: bool | None = None) -> Any:
         """Every node's rows after layer ``layer`` (0-based; default the last hidden layer,
-        ``-1`` the output). Without ``out``: ``(rows, ids)``, numpy arrays in node order (the
-        user's ids when the dataset stores them; a typed graph: ``{node_type: (rows, ids)}``),
-        nothing written to the run folder. With ``out``: written there keyed by the ids;
+        ``-1`` the output). Without ``out``: ``(rows, ids)`` in node order, ``rows`` a float32
+        numpy array, ``ids`` the dataset's own ids exactly as :meth:`predict`'s ``id`` column
+        holds them (string ids: a numpy object array of ``str``, NUL characters kept; else
+        int64; a typed graph: ``{node_type: (rows, ids)}``), nothing written to the run
+        folder and no id refused. With ``out``: written there keyed by the ids;
         returns where, the shape and the seconds (see :func:`gnnscale.runner.embed.embed`)."""
         import numpy as np
 
@@ -414,11 +416,11 @@ class Run:
             with tempfile.TemporaryDirectory(prefix="gnnscale-embed-") as tmp:
                 got = embed(str(self.run_dir), str(Path(tmp) / "embeddings.npy"), layer,
                             world_size, batch_size, show_progress(progress), self.data_root,
-                            "npy")
+                            "npy", ids_in_memory=True)
                 if got.get("per_type"):
-                    return {t: (np.load(e["path"]), np.load(e["ids"], allow_pickle=False))
+                    return {t: (np.load(e["path"]), e["id_values"])
                             for t, e in got["per_type"].items()}
-                return np.load(got["path"]), np.load(got["ids"], allow_pickle=False)
+                return np.load(got["path"]), got["id_values"]
 
     def predict(self, out: str | os.PathLike | None = None, format: str = "parquet",
                 split: str = "all", pairs: Any = None, top_k: int = 0, sources: Any = None,

@@ -144,10 +144,12 @@ def _sweep_legacy(out_path: Path) -> None:
 
 def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int = 1,
           batch_size: int = 4096, progress: bool = True, data_root: str | None = None,
-          format: str = "npy") -> dict:
+          format: str = "npy", ids_in_memory: bool = False) -> dict:
     """Write layer ``layer`` (0-based; -1: the last) of every node of the run in ``run_dir``
     to ``out`` (default ``<run_dir>/embeddings.npy``, or ``.parquet``) with each row's id;
-    returns the paths, shape, seconds and each rank's peak RSS."""
+    returns the paths, shape, seconds and each rank's peak RSS. ``ids_in_memory`` (``.npy``
+    only): no ids file; the ids come back as arrays (``id_values``, and in ``per_type``),
+    exact (strings as ``str`` objects, NUL characters kept), so none is refused."""
     from gnnscale.distributed.launch import Topology, spawn
     from gnnscale.runner import outputs
 
@@ -159,7 +161,9 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
     cfg = plan.config
     graph, model, _ = plan.load()  # processes the data once, here
     keys = row_ids(cfg, graph)
-    if format == "npy":  # an id numpy unicode cannot hold is refused before any work
+    if ids_in_memory and format != "npy":
+        raise ValueError("ids_in_memory takes format='npy'")
+    if format == "npy" and not ids_in_memory:  # an id numpy unicode cannot hold: refused
         ids_npy = outputs.npy_strings(_single(keys), "an id of the embeddings (.ids.npy)")
     widths = model.widths(graph.num_features)[1:]
     last = len(widths) - 1
@@ -193,8 +197,12 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
             del rows
             ids_path = None
         elif graph.is_typed:  # one array (and its ids) per node type
-            per_type = _write_per_type(cfg, graph, paths[-1], out_path, batch_size)
+            per_type = _write_per_type(cfg, graph, paths[-1], out_path, batch_size,
+                                       ids_in_memory)
             ids_path = None
+        elif ids_in_memory:
+            ids_path = None
+            os.replace(paths[-1], out_path)
         else:
             ids_path = ids_file(out_path)
             ids_tmp = temp_path(ids_path, "npy")
@@ -206,6 +214,7 @@ def embed(run_dir: str, out: str | None = None, layer: int = -1, world_size: int
         for path in paths[:-1] if done and format == "npy" else paths:
             path.unlink(missing_ok=True)
     return {"path": str(out_path), "ids": None if ids_path is None else str(ids_path),
+            "id_values": _single(keys) if ids_in_memory and not graph.is_typed else None,
             "shape": [graph.num_nodes, widths[layer]], "layer": layer, "seconds": seconds,
             "peak_rss_per_rank": [r["peak_rss"] for r in ranks], "per_type": per_type}
 
@@ -215,12 +224,13 @@ def type_file(out_path: Path, node_type: str) -> Path:
     return out_path.with_name(f"{out_path.stem}.{node_type}.npy")
 
 
-def _write_per_type(cfg, graph, rows_path: Path, out_path: Path, batch_size: int
-                    ) -> dict[str, dict]:
+def _write_per_type(cfg, graph, rows_path: Path, out_path: Path, batch_size: int,
+                    ids_in_memory: bool = False) -> dict[str, dict]:
     """Each node type's rows of the finished ``[num_nodes, width]`` file ``rows_path`` (types
     are contiguous global id ranges) to ``<stem>.<type>.npy`` in type-local id order, its ids
-    (the user's, else type-local) to ``<stem>.<type>.ids.npy``, copied a chunk of rows at a
-    time and each renamed into place when complete; ``rows_path`` is removed."""
+    (the user's, else type-local) to ``<stem>.<type>.ids.npy`` (``ids_in_memory``: returned
+    as the entry's ``id_values`` array instead), copied a chunk of rows at a time and each
+    renamed into place when complete; ``rows_path`` is removed."""
     from gnnscale.runner import outputs
 
     ids = id_map(cfg)
@@ -240,19 +250,23 @@ def _write_per_type(cfg, graph, rows_path: Path, out_path: Path, batch_size: int
                 part[a - lo: min(a + step, hi) - lo] = rows[a: min(a + step, hi)]
             part.flush()
             del part
+            keys = outputs.user_ids(ids, node_type, np.arange(hi - lo))
+            if ids_in_memory:
+                out[node_type] = {"path": str(path), "ids": None, "id_values": keys,
+                                  "rows": hi - lo, "tmp": (tmp, None)}
+                continue
             id_path = ids_file(path)
             id_tmp = temp_path(id_path, "npy")
             written.append(id_tmp)
-            np.save(id_tmp, outputs.npy_strings(outputs.user_ids(ids, node_type,
-                                                                 np.arange(hi - lo)),
-                                                f"an id of node type {node_type!r}"),
+            np.save(id_tmp, outputs.npy_strings(keys, f"an id of node type {node_type!r}"),
                     allow_pickle=False)
             out[node_type] = {"path": str(path), "ids": str(id_path), "rows": hi - lo,
                               "tmp": (tmp, id_tmp)}
         for entry in out.values():  # complete: the previous outputs are replaced now
             tmp, id_tmp = entry.pop("tmp")
             os.replace(tmp, entry["path"])
-            os.replace(id_tmp, entry["ids"])
+            if id_tmp is not None:
+                os.replace(id_tmp, entry["ids"])
     finally:
         del rows
         for path in written:

@@ -210,6 +210,11 @@ def test_ids_round_trip_byte_for_byte_from_tables_to_predictions(tmp_path):
     assert {"prob_NA", "prob_NA\0"} <= set(written.column_names)
     emb = run.embed(out=tmp_path / "z.parquet", format="parquet", progress=False)
     assert pq.read_table(emb["path"]).column("id").to_pylist() == users
+    rows, ids = run.embed(progress=False)  # nothing written: the ids exact, NULs kept
+    assert ids.dtype == object and ids.tolist() == users
+    assert all(type(u) is str for u in ids.tolist())
+    np.testing.assert_array_equal(rows, np.stack(
+        pq.read_table(emb["path"]).column("embedding").to_numpy(zero_copy_only=False)))
     with pytest.raises(UserError) as err:  # numpy unicode would drop the NULs: one line
         run.embed(out=tmp_path / "z.npy", progress=False)
     assert str(err.value) == "an id of the embeddings (.ids.npy): 'n5\\x00' ends in a NUL " \

@@ -118,6 +118,16 @@ def test_typed_graph_embeds_one_array_per_node_type(tmp_path):
                                    atol=1e-6)
         np.testing.assert_array_equal(np.load(part["ids"]), np.arange(off[t + 1] - off[t]))
     assert len(list((tmp_path / "emb").iterdir())) == 2 * len(graph.node_types)  # no leftovers
+    from gnnscale.runner.embed import embed  # Run.embed() without out=: the ids in memory
+
+    mem = embed(str(run_dir), str(tmp_path / "mem" / "z.npy"), -1, progress=False,
+                ids_in_memory=True)
+    for t, node_type in enumerate(graph.node_types):
+        part = mem["per_type"][node_type]
+        np.testing.assert_array_equal(part["id_values"], np.arange(off[t + 1] - off[t]))
+        np.testing.assert_allclose(np.load(part["path"]), want[off[t]:off[t + 1]], rtol=1e-5,
+                                   atol=1e-6)
+    assert len(list((tmp_path / "mem").iterdir())) == len(graph.node_types)  # no ids files
     pq = main([f"run_dir={run_dir}", "progress=false", "format=parquet"])
     table = read_table(pq["path"])
     assert sorted(table) == ["embedding", "id", "id_type"]
