@@ -86,12 +86,19 @@ def stop_fork_server() -> None:
 
 def compose_once(argv: Sequence[str]) -> bool:
     """Have Hydra compose a single run's config once, not twice: before composing it for the
-    run, ``hydra.main`` composes it a first time only to read ``hydra.mode`` (~0.3 s), which no
-    gnnscale config sets. Only for a command line of plain overrides (no flag such as ``-m``,
-    ``--cfg`` or another config folder, no ``hydra.mode=``): Hydra then runs it as it does when
-    that first composition fails, as a single run. True when done."""
-    if any(a.startswith("-") or a.lstrip("+~").startswith("hydra.mode") for a in argv):
+    run, ``hydra.main`` composes it a first time only to read ``hydra.mode`` (~0.3 s). Only
+    where no config can set it: gnnscale's own configs never do (tests/runner/
+    test_compose_once.py), so only for a command line of plain overrides over those alone (no
+    flag such as ``-m``, ``--cfg`` or ``--config-dir``, no ``hydra.mode=``, no
+    ``hydra.searchpath=`` naming a user's folder, no Hydra plugin that may add one): Hydra
+    then runs it as it does when that first composition fails, as a single run. A user's
+    folder whose config sets ``hydra.mode: MULTIRUN`` is left to Hydra: a sweep. True when
+    done."""
+    if any(a.startswith("-") or a.lstrip("+~").startswith(("hydra.mode", "hydra.searchpath"))
+           for a in argv):
         return False
+    if _hydra_plugins():
+        return False  # a SearchPathPlugin may add a folder of configs that sets hydra.mode
     from hydra._internal.hydra import Hydra
 
     if not callable(getattr(Hydra, "get_mode", None)):
@@ -102,3 +109,14 @@ def compose_once(argv: Sequence[str]) -> bool:
 
     Hydra.get_mode = get_mode  # type: ignore[method-assign]
     return True
+
+
+def _hydra_plugins() -> bool:
+    """Whether a Hydra plugin package is installed (the ``hydra_plugins`` namespace), whose
+    search-path plugins Hydra consults on every compose."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("hydra_plugins") is not None
+    except (ImportError, ValueError):
+        return True
