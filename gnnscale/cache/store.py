@@ -87,6 +87,17 @@ def _host_rows(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 
 
 
+def _checked_ids(cached_ids: Any, n: int) -> torch.Tensor:
+    """``cached_ids`` as a flat long tensor on the CPU, checked to be distinct ids in ``[0, n)``."""
+    cached = torch.as_tensor(cached_ids).long().cpu().reshape(-1)
+    if cached.numel():
+        if int(cached.min()) < 0 or int(cached.max()) >= n:
+            raise ValueError(f"cached_ids must lie in [0, {n})")
+        if torch.unique(cached).numel() != cached.numel():
+            raise ValueError("cached_ids holds duplicates")
+    return cached
+
+
 class FeatureStore:
     """Serves feature rows of global vertex ids from the local cache, peers or the host."""
 
@@ -109,18 +120,7 @@ class FeatureStore:
         #: every node's owning rank (parts=, several ranks): the remote owner tier
         self.home: torch.Tensor | None = None
         self.owner_exchange: Exchange | None = None
-        held = getattr(features, "held", None)
-        if held is not None:  # a RowView of a part: its own rows, the others on their owners
-            self.view = features
-            home = features.owner
-            features = features.rows
-            self.local = torch.full((self._num_nodes,), -1, dtype=torch.int32)
-            self.local[held.long()] = torch.arange(held.numel(), dtype=torch.int32)
-            served = getattr(self.view, "remote", None)  # owners that answer at any time
-            if home is not None and (self.world_size > 1 or served is not None):
-                self.home = torch.as_tensor(home).to(torch.int32).to(self.device)
-                self.owner_exchange = exchange if exchange is not None else \
-                    served if served is not None else DistExchange(group)
+        features = self._adopt_part(features, exchange, group)
         self.host = features if features.is_contiguous() else features.contiguous()
         advise_random(self.host)
         #: the disk tier: rows in no memory tier read from the feature file (None: from
@@ -139,12 +139,7 @@ class FeatureStore:
         self._pending: deque = deque()
         self._reader: ThreadPoolExecutor | None = None
         n = self.num_nodes
-        cached = torch.as_tensor(cached_ids).long().cpu().reshape(-1)
-        if cached.numel():
-            if int(cached.min()) < 0 or int(cached.max()) >= n:
-                raise ValueError(f"cached_ids must lie in [0, {n})")
-            if torch.unique(cached).numel() != cached.numel():
-                raise ValueError("cached_ids holds duplicates")
+        cached = _checked_ids(cached_ids, n)
         self.cached_ids = cached
         slot = torch.full((n,), -1, dtype=torch.int32)
         slot[cached] = torch.arange(cached.numel(), dtype=torch.int32)
@@ -159,24 +154,10 @@ class FeatureStore:
             self._load_host_tier(torch.as_tensor(host_ids).long().cpu().reshape(-1), slot)
         if not fetch_remote:
             self.owner_exchange = None  # the tier's fill above was the last fetch from peers
-        self.owner = None
-        self.exchange = None
+        self.owner: torch.Tensor | None = None
+        self.exchange: Exchange | None = None
         if owner is not None:
-            owner = torch.as_tensor(owner).cpu()
-            if owner.shape != (n,):
-                raise ValueError(f"owner must have one entry per vertex ({n}), got "
-                                 f"{tuple(owner.shape)}")
-            mine = (owner == self.rank).nonzero().flatten()
-            if not torch.equal(torch.sort(mine).values, torch.sort(cached).values):
-                raise ValueError(f"owner map disagrees with cached_ids on rank {self.rank}: "
-                                 "owner[v] == rank must hold exactly for the ids this rank caches")
-            if owner.numel() and int(owner.max()) >= self.world_size:
-                raise ValueError(f"owner names rank {int(owner.max())} but world size is "
-                                 f"{self.world_size}")
-            if self.world_size > 1:
-                self.owner = owner.to(torch.int32).to(self.device)
-                if fetch_remote:
-                    self.exchange = exchange if exchange is not None else DistExchange(group)
+            self._set_owner(owner, cached, exchange, group, fetch_remote)
         self.visits = (torch.zeros(n, dtype=torch.int64, device=self.device)
                        if record_visits else None)
         self.last: dict[str, int] = dict.fromkeys(COUNTERS, 0)
@@ -185,6 +166,47 @@ class FeatureStore:
             self.disk.take_stats()  # the cache tier's fill is not an epoch's
             self.disk_totals["disk_wait_time"] = 0.0
             self.disk_totals["disk_ahead_rows"] = 0
+
+    def _adopt_part(self, features: Any, exchange: Exchange | None,
+                    group: dist.ProcessGroup | None) -> Any:
+        """The host table of ``features``: a part's :class:`RowView` sets :attr:`local` (its own
+        rows) and, where owners serve the others, :attr:`home` and :attr:`owner_exchange`;
+        a plain table is returned as it is."""
+        held = getattr(features, "held", None)
+        if held is None:
+            return features
+        # a RowView of a part: its own rows, the others on their owners
+        self.view = features
+        home = features.owner
+        self.local = torch.full((self._num_nodes,), -1, dtype=torch.int32)
+        self.local[held.long()] = torch.arange(held.numel(), dtype=torch.int32)
+        served = getattr(self.view, "remote", None)  # owners that answer at any time
+        if home is not None and (self.world_size > 1 or served is not None):
+            self.home = torch.as_tensor(home).to(torch.int32).to(self.device)
+            self.owner_exchange = exchange if exchange is not None else \
+                served if served is not None else DistExchange(group)
+        return features.rows
+
+    def _set_owner(self, owner: torch.Tensor, cached: torch.Tensor, exchange: Exchange | None,
+                   group: dist.ProcessGroup | None, fetch_remote: bool) -> None:
+        """Checks the owner map against the ids this rank caches and, on several ranks, sets
+        :attr:`owner` and (``fetch_remote``) the :attr:`exchange` that asks the owners."""
+        n = self.num_nodes
+        owner = torch.as_tensor(owner).cpu()
+        if owner.shape != (n,):
+            raise ValueError(f"owner must have one entry per vertex ({n}), got "
+                             f"{tuple(owner.shape)}")
+        mine = (owner == self.rank).nonzero().flatten()
+        if not torch.equal(torch.sort(mine).values, torch.sort(cached).values):
+            raise ValueError(f"owner map disagrees with cached_ids on rank {self.rank}: "
+                             "owner[v] == rank must hold exactly for the ids this rank caches")
+        if owner.numel() and int(owner.max()) >= self.world_size:
+            raise ValueError(f"owner names rank {int(owner.max())} but world size is "
+                             f"{self.world_size}")
+        if self.world_size > 1:
+            self.owner = owner.to(torch.int32).to(self.device)
+            if fetch_remote:
+                self.exchange = exchange if exchange is not None else DistExchange(group)
 
     # -- properties --------------------------------------------------------------------------
     @property
@@ -682,12 +704,7 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
         mine = select_cached(heat, capacity, placement=policy.placement, part=p, rank=rank)
     else:
         mine = torch.empty(0, dtype=torch.long)
-    owner = None
-    if p is not None and world > 1:
-        if not dist.is_initialized():
-            raise RuntimeError("partitioned placement over several ranks needs torch.distributed "
-                               "(or build the stores yourself with a LocalExchange)")
-        owner = owner_map(all_gather_rows(mine, fill=-1, group=group), n)
+    owner = _exchanged_owner(mine, p, world, n, group)
     rows = getattr(x, "rows", x)  # a part's RowView: the rows of its own file
     whole = graph if rows is graph.x else None
     out_dtype, x = _feature_dtype(x, policy, whole)
@@ -698,11 +715,7 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
         host_ids = host_tier_ids(heat, host_budget // (int(x.shape[1]) * x.element_size()),
                                  mine, owner if fetch_remote else None,
                                  getattr(x, "held", None))
-    # memory the features take on this host: the host tier, and the cache tier on a CPU
-    in_memory = 0 if host_ids is None else int(host_ids.numel()) * int(x.shape[1]) * \
-        x.element_size()
-    if not device_seam.is_accelerator(device):
-        in_memory += capacity * row_bytes
+    in_memory = _in_memory_bytes(x, host_ids, capacity * row_bytes, device)
     disk = choose_disk(rows, policy, in_memory, graph=whole, part=p)
     store = FeatureStore(x, mine, device=device, topo=topo, owner=owner,
                          record_visits=record_visits, fetch_remote=fetch_remote, group=group,
@@ -712,6 +725,28 @@ def build_feature_store(graph: GraphStore, policy: CachePolicy, *, topo: Any = N
         store.disk_probe = probe(disk.path, block=disk.block, depth=disk.depth,
                                  reads=min(4096, max(256, 16 * disk.depth)))
     return store
+
+
+def _exchanged_owner(mine: torch.Tensor, part_map: torch.Tensor | None, world: int, n: int,
+                     group: dist.ProcessGroup | None) -> torch.Tensor | None:
+    """Partitioned over several ranks: every vertex's caching rank, from every rank's
+    ``mine`` (collective); None otherwise."""
+    if part_map is None or world <= 1:
+        return None
+    if not dist.is_initialized():
+        raise RuntimeError("partitioned placement over several ranks needs torch.distributed "
+                           "(or build the stores yourself with a LocalExchange)")
+    return owner_map(all_gather_rows(mine, fill=-1, group=group), n)
+
+
+def _in_memory_bytes(x: Any, host_ids: torch.Tensor | None, cache_bytes: int,
+                     device: torch.device) -> int:
+    """Memory the features take on this host: the host tier, and the cache tier on a CPU."""
+    in_memory = 0 if host_ids is None else int(host_ids.numel()) * int(x.shape[1]) * \
+        x.element_size()
+    if not device_seam.is_accelerator(device):
+        in_memory += cache_bytes
+    return in_memory
 
 
 def host_tier_ids(hotness: torch.Tensor, rows: int, cached: torch.Tensor,
