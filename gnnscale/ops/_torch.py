@@ -791,14 +791,11 @@ def _in_table(table: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     return found
 
 
-def negative_sample(indptr: torch.Tensor, indices: torch.Tensor, sources: torch.Tensor,
-                    keys: torch.Tensor, num_nodes: int, k: int, mode: int, seed: int,
-                    max_tries: int = 64, num_threads: int = 0,
-                    edge_table: torch.Tensor | None = None,
-                    src_range: Sequence[int] | None = None,
-                    dst_range: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Negative pairs (``csrc/sampling/cpu/negative_sample_kernel.cpp``): the same draws, all
-    keys' tries advanced together."""
+def _check_negative_args(indptr: torch.Tensor, indices: torch.Tensor, sources: torch.Tensor,
+                         keys: torch.Tensor, num_nodes: int, k: int, mode: int,
+                         max_tries: int) -> bool:
+    """Checks :func:`negative_sample`'s arguments as the kernel does; True when the graph is
+    given (a draw that is an edge is rejected and drawn again)."""
     for t in (indptr, indices, sources, keys):
         _check(t.device.type == "cpu" and t.dim() == 1,
                "negative_sample: indptr, indices, sources and keys must be 1-D CPU tensors")
@@ -824,26 +821,42 @@ def negative_sample(indptr: torch.Tensor, indices: torch.Tensor, sources: torch.
                f"entries for {num_nodes} nodes (num_nodes + 1 expected)")
         _check(int(indptr[0]) == 0 and int(indptr[-1]) == indices.numel(),
                "negative_sample: indptr must run from 0 to the number of indices")
+    return reject
 
-    def span(r, name):
-        if r is None:
-            return 0, num_nodes
-        r = [int(x) for x in r]
-        _check(len(r) == 2 and 0 <= r[0] < r[1] <= num_nodes, f"negative_sample: {name} must "
-               f"be [lo, hi) with 0 <= lo < hi <= num_nodes ({num_nodes}), got {r}")
-        return r[0], r[1] - r[0]
 
-    src_lo, src_n = span(src_range, "src_range")
-    dst_lo, dst_n = span(dst_range, "dst_range")
-    table = None
-    if edge_table is not None and reject:
-        _check(edge_table.device.type == "cpu" and edge_table.dim() == 1 and
-               edge_table.dtype == torch.int64,
-               "negative_sample: edge_table must be a 1-D int64 CPU tensor (edge_key_table)")
-        t = edge_table.numel()
-        _check(t >= 2 and t & (t - 1) == 0, "negative_sample: edge_table must have a power of "
-               f"two >= 2 slots (edge_key_table), got {t}")
-        table = edge_table
+def _negative_span(r: Sequence[int] | None, name: str, num_nodes: int) -> tuple[int, int]:
+    """``(lo, count)`` of the ids a ``[lo, hi)`` range ``r`` allows (None: every node)."""
+    if r is None:
+        return 0, num_nodes
+    r = [int(x) for x in r]
+    _check(len(r) == 2 and 0 <= r[0] < r[1] <= num_nodes, f"negative_sample: {name} must "
+           f"be [lo, hi) with 0 <= lo < hi <= num_nodes ({num_nodes}), got {r}")
+    return r[0], r[1] - r[0]
+
+
+def _checked_edge_table(edge_table: torch.Tensor) -> torch.Tensor:
+    """``edge_table`` checked to be an :func:`edge_key_table` (1-D int64 CPU, 2^k >= 2 slots)."""
+    _check(edge_table.device.type == "cpu" and edge_table.dim() == 1 and
+           edge_table.dtype == torch.int64,
+           "negative_sample: edge_table must be a 1-D int64 CPU tensor (edge_key_table)")
+    t = edge_table.numel()
+    _check(t >= 2 and t & (t - 1) == 0, "negative_sample: edge_table must have a power of "
+           f"two >= 2 slots (edge_key_table), got {t}")
+    return edge_table
+
+
+def negative_sample(indptr: torch.Tensor, indices: torch.Tensor, sources: torch.Tensor,
+                    keys: torch.Tensor, num_nodes: int, k: int, mode: int, seed: int,
+                    max_tries: int = 64, num_threads: int = 0,
+                    edge_table: torch.Tensor | None = None,
+                    src_range: Sequence[int] | None = None,
+                    dst_range: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Negative pairs (``csrc/sampling/cpu/negative_sample_kernel.cpp``): the same draws, all
+    keys' tries advanced together."""
+    reject = _check_negative_args(indptr, indices, sources, keys, num_nodes, k, mode, max_tries)
+    src_lo, src_n = _negative_span(src_range, "src_range", num_nodes)
+    dst_lo, dst_n = _negative_span(dst_range, "dst_range", num_nodes)
+    table = _checked_edge_table(edge_table) if edge_table is not None and reject else None
     known = _edge_keys(indptr, indices) if reject and table is None else None
     base = _signed(_mix_py((int(seed) & _MASK64) ^ _NEG_SALT))
     n = keys.numel()
