@@ -259,6 +259,8 @@ class _Plan:
         return out
 
     def _layer(self, i: int, R: int) -> list[torch.Tensor]:
+        """Rank ``R``'s tensors of layer ``i`` (the kernel's per-layer part of
+        ``rank_output``): destinations, sources, local edges, then the shuffle's rows."""
         W, preagg = self.W, self.preagg
         n_lo, n_hi = self.n[i], self.n[i + 1]
         comp, is_dst, need = self.comp[i][R], self.comp[i + 1][R], self.need[i][R]
@@ -278,6 +280,35 @@ class _Plan:
         pos_src = np.zeros(n_lo, dtype=_I64)
         pos_src[dst_rows] = np.arange(nd, dtype=_I64)
         pos_src[real_rows] = nd + np.arange(mr, dtype=_I64)
+        recv_counts, virt, vrecv, slot_of = self._receive(i, R, row, n_h, dst_rows, pos_src, mr)
+        out = [_tensor(dst_rows), _tensor(np.concatenate([dst_rows, real_rows, virt]))]
+        # the local block's edges in local rows
+        loc = self.local[i][R]
+        u, v = src[loc], dst[loc]
+        e_dst = pos_src[v]
+        if preagg:
+            e_src = np.where(comp[u], pos_src[u], slot_of[own[u], e_dst])
+        else:
+            e_src = pos_src[u]
+        out.append(_tensor(np.stack([e_src, e_dst])).reshape(2, -1))
+        if i == 0 and self.read_in:  # read, not shuffled
+            out += [torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64),
+                    torch.zeros(W, dtype=torch.int64), _tensor(recv_counts),
+                    torch.empty((3, 0), dtype=torch.int64)]
+            return out
+        out.append(_tensor(np.concatenate([row[dst_rows], row[real_rows], vrecv])))
+        send, send_counts, agg = self._send(i, R, row, n_h)
+        return [*out, send, send_counts, _tensor(recv_counts), agg]
+
+    def _receive(self, i: int, R: int, row: np.ndarray, n_h: int, dst_rows: np.ndarray,
+                 pos_src: np.ndarray, mr: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Rank ``R``'s receive side of layer ``i``, peer by peer: numbers the rows it receives
+        in ``row`` (after its ``n_h`` own) and returns the counts per peer, the destination
+        rows of the pre-aggregated (virtual) sources, their rows of h, and each peer's slot
+        of a destination."""
+        W, preagg, dst = self.W, self.preagg, self.dst[i]
+        nd = int(dst_rows.size)
         recv_counts = np.zeros(W, dtype=_I64)
         n_recv = 0
         virt_rows: list[np.ndarray] = []
@@ -304,23 +335,13 @@ class _Plan:
             recv_counts[p] = n_recv - base
         virt = np.concatenate(virt_rows) if virt_rows else np.zeros(0, dtype=_I64)
         vrecv = np.concatenate(virt_recv) if virt_recv else np.zeros(0, dtype=_I64)
-        out = [_tensor(dst_rows), _tensor(np.concatenate([dst_rows, real_rows, virt]))]
-        # the local block's edges in local rows
-        loc = self.local[i][R]
-        u, v = src[loc], dst[loc]
-        e_dst = pos_src[v]
-        if preagg:
-            e_src = np.where(comp[u], pos_src[u], slot_of[own[u], e_dst])
-        else:
-            e_src = pos_src[u]
-        out.append(_tensor(np.stack([e_src, e_dst])).reshape(2, -1))
-        if i == 0 and self.read_in:  # read, not shuffled
-            out += [torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64),
-                    torch.zeros(W, dtype=torch.int64), _tensor(recv_counts),
-                    torch.empty((3, 0), dtype=torch.int64)]
-            return out
-        out.append(_tensor(np.concatenate([row[dst_rows], row[real_rows], vrecv])))
-        # send side: rows of cat(h, aggregated slots), peer by peer
+        return recv_counts, virt, vrecv, slot_of
+
+    def _send(self, i: int, R: int, row: np.ndarray, n_h: int
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Rank ``R``'s send side of layer ``i``: rows of cat(h, aggregated slots), peer by peer,
+        the counts per peer, and the pre-aggregation's (row, slot, slot size) table."""
+        W, preagg, src, dst = self.W, self.preagg, self.src[i], self.dst[i]
         send: list[np.ndarray] = []
         send_counts = np.zeros(W, dtype=_I64)
         agg_row: list[np.ndarray] = []
@@ -347,11 +368,8 @@ class _Plan:
         agg_r = np.concatenate(agg_row) if agg_row else np.zeros(0, dtype=_I64)
         agg_s = np.concatenate(agg_slot) if agg_slot else np.zeros(0, dtype=_I64)
         slot_count = np.bincount(agg_s, minlength=agg_s.size)[: agg_s.size].astype(_I64)
-        out.append(_tensor(np.concatenate(send) if send else np.zeros(0, dtype=_I64)))
-        out.append(_tensor(send_counts))
-        out.append(_tensor(recv_counts))
-        out.append(_tensor(np.stack([agg_r, agg_s, slot_count])).reshape(3, -1))
-        return out
+        return (_tensor(np.concatenate(send) if send else np.zeros(0, dtype=_I64)),
+                _tensor(send_counts), _tensor(np.stack([agg_r, agg_s, slot_count])).reshape(3, -1))
 
 
 def _ranges(lengths: np.ndarray) -> np.ndarray:
