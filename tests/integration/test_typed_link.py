@@ -1,7 +1,10 @@
 """task=link on one edge type of a typed graph: the split keeps every type and the edge
 features and holds out the target type's val/test edges and their reverses; negatives are
 drawn in the edge type's node types; bad edge types are refused in one line; R-GCN under
-strategy=data on one and two ranks equals one process."""
+strategy=data on one and two ranks and under factored equals one process; under split, fullgraph
+and offload R-GCN, R-GAT (typed edge features) and a user's SAGE converted by PyG's to_hetero on
+one, two and four ranks equal one process (split: the whole mini-batch; fullgraph and offload:
+the whole message graph, keyed dropout on)."""
 
 import pytest
 import torch
@@ -140,3 +143,75 @@ def test_typed_link_factored_equals_one_process():
     ref = T.typed_link_reference(2)
     for rank, got in enumerate(trainers):
         _assert_equal(got, ref, 2, rank)
+
+
+#: ``(strategy, options)`` on 2 ranks: split on both sampling layouts; the full-graph
+#: strategies with keyed dropout (a replica's row must draw its owner's mask), on an edge cut
+#: (depcomm, depcache) and a vertex cut (R-GCN's per-relation partial sums); R-GAT reads the
+#: typed edge features (not on a vertex cut: its softmax spans a vertex's in-edges)
+STRATEGY_CASES = {
+    2: [("split", {}), ("split", {"sample_on": "leader"}), ("split", {"model": "rgat"}),
+        ("split", {"model": "to_hetero"}),
+        ("fullgraph", {"dropout": 0.5}), ("fullgraph", {"dropout": 0.5, "deps": "depcache"}),
+        ("fullgraph", {"dropout": 0.5, "cut": "vertex"}),
+        ("fullgraph", {"dropout": 0.5, "model": "rgat"}),
+        ("fullgraph", {"dropout": 0.5, "model": "to_hetero"}),
+        ("offload", {"chunks": 3, "dropout": 0.5}),
+        ("offload", {"chunks": 2, "dropout": 0.5, "model": "rgat"}),
+        ("offload", {"chunks": 2, "dropout": 0.5, "model": "to_hetero"})],
+    # on 4 ranks (ranks 2 and 3 own no author or field row) R-GCN only
+    4: [("split", {}), ("fullgraph", {"dropout": 0.5}),
+        ("fullgraph", {"dropout": 0.5, "cut": "vertex"}),
+        ("offload", {"chunks": 3, "dropout": 0.5})],
+}
+STRATEGY_TOL = dict(rtol=1e-4, atol=1e-5)  # Adam's steps scale rounding noise of tiny gradients
+_REFS: dict[tuple, dict] = {}
+
+
+def _reference(kind: str, opts: dict) -> dict:
+    """The one-process reference of a case, once per session: split's whole mini-batches, or
+    the full-graph strategies' whole message graph (with the case's dropout, keyed)."""
+    model = opts.get("model", "rgcn")
+    key = (kind == "split", opts.get("dropout", 0.0), model)
+    if key not in _REFS:
+        _REFS[key] = T.typed_link_split_reference(model) if kind == "split" else \
+            T.typed_link_fullgraph_reference(opts.get("dropout", 0.0), model)
+    return _REFS[key]
+
+
+def _assert_strategy_equal(got: dict, case: tuple[str, dict]) -> None:
+    """Every step's loss and (reduced) gradients, the final parameters and the evaluation's
+    metrics equal the case's one-process reference."""
+    ref = _reference(*case)
+    assert len(got["losses"]) == len(ref["losses"]) == len(got["grads"]), case
+    assert got["losses"] == pytest.approx(ref["losses"], rel=1e-5), case
+    for step, (g, w) in enumerate(zip(got["grads"], ref["grads"], strict=True)):
+        for a, b in zip(g, w, strict=True):
+            torch.testing.assert_close(a, b, **STRATEGY_TOL,
+                                       msg=lambda m, s=step: f"{case} {s}: {m}")
+    for a, b in zip(got["params"], ref["params"], strict=True):
+        torch.testing.assert_close(a, b, **STRATEGY_TOL, msg=lambda m: f"{case} params: {m}")
+    assert got["metrics"].keys() >= ref["metrics"].keys() >= {"val_auc", "test_auc", "val_mrr"}
+    for key, value in ref["metrics"].items():
+        assert got["metrics"][key] == pytest.approx(value, rel=1e-4, abs=1e-6), (case, key)
+
+
+def test_typed_link_split_fullgraph_offload_on_one_rank_equal_one_process():
+    cases = [("split", {}), ("fullgraph", {"dropout": 0.5}), ("offload", {"chunks": 3})]
+    for case, got in zip(cases, T.typed_link_strategy_cases(CPU, cases), strict=True):
+        _assert_strategy_equal(got, case)
+    # keyed dropout is on: the reference with it is not the one without
+    assert _reference("fullgraph", {"dropout": 0.5})["losses"] != \
+        _reference("fullgraph", {})["losses"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("world", [2, 4])
+def test_typed_link_split_fullgraph_offload_equal_one_process(world):
+    """Every case of STRATEGY_CASES on ``world`` ranks, in one spawn: on every rank each
+    step's loss and gradients, the parameters and the metrics equal one process's."""
+    cases = STRATEGY_CASES[world]
+    ranks = spawn(T.typed_link_strategy_cases, world, cases, timeout_s=300.0)
+    for got in ranks:
+        for case, res in zip(cases, got, strict=True):
+            _assert_strategy_equal(res, case)
