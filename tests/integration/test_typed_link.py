@@ -197,7 +197,7 @@ def _assert_strategy_equal(got: dict, case: tuple[str, dict]) -> None:
 
 
 def test_typed_link_split_fullgraph_offload_on_one_rank_equal_one_process():
-    cases = [("split", {}), ("fullgraph", {"dropout": 0.5}), ("offload", {"chunks": 3})]
+    cases = [("split", {}), ("fullgraph", {"dropout": 0.5}), ("offload", {"chunks": 3, "dropout": 0.5})]
     for case, got in zip(cases, T.typed_link_strategy_cases(CPU, cases), strict=True):
         _assert_strategy_equal(got, case)
     # keyed dropout is on: the reference with it is not the one without
