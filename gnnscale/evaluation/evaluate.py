@@ -16,10 +16,21 @@ From a partitioned layout (``parts=``: each rank holds its own feature rows) the
 reads are fetched from their owners once, before it (:func:`gnnscale.cache.store.owner_rows`).
 A model that reads edge features gets each block's ``edge_attr`` (the rows of its edges' ids,
 :mod:`gnnscale.cache.edges`), as in training.
+A run whose strategy serves its features through the cache tiers at ``cache.feature_dtype``
+(float16, bfloat16) trains on them rounded to 16 bits; its evaluation reads them rounded the
+same way (:func:`features_as`, :func:`served_dtype`), so a run's metrics (and its predictions
+and embeddings) come from the features it trained on: layer 0's rows are rounded as they are
+read, exactly as the tiers' rounded copy holds them, nothing copied.
 This is :meth:`Strategy.evaluate`'s default; a strategy may evaluate its own way.
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -38,6 +49,61 @@ from gnnscale.distributed.device import to_device
 from gnnscale.models.base import GNN
 from gnnscale.sampling.neighbor import NeighborSampler
 
+#: The dtype layer-wise inference rounds the features to as it reads them (None: as stored).
+_SERVED: ContextVar[torch.dtype | None] = ContextVar("gnnscale_served_dtype", default=None)
+
+
+def _as_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    """``dtype`` (a name such as ``"float16"``) as a torch dtype; None for float32 or None."""
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    return None if dtype in (None, torch.float32) else dtype
+
+
+@contextmanager
+def features_as(dtype: str | torch.dtype | None) -> Iterator[None]:
+    """Within it, layer-wise inference (:func:`layerwise_logits`, :func:`evaluate`) reads the
+    features rounded to ``dtype`` (``cache.feature_dtype``: as the run's tiers serve them),
+    each read up-cast back to the table's dtype; None or float32: as stored."""
+    token = _SERVED.set(_as_dtype(dtype))
+    try:
+        yield
+    finally:
+        _SERVED.reset(token)
+
+
+def served_dtype(cfg: Any) -> str | None:
+    """The dtype a run of ``cfg`` trains its features in when it is not the stored one:
+    ``cache.feature_dtype`` if its strategy reads the cache config (it serves the features
+    through the tiers; ``fullgraph`` and ``offload`` do not), else None."""
+    from gnnscale import registry
+
+    cache = cfg.get("cache")
+    dtype = cache.get("feature_dtype") if cache is not None else None
+    if dtype in (None, "float32") or cfg.get("strategy") is None:
+        return None
+    opts = registry.options("strategy", cfg.strategy)
+    return str(dtype) if opts is None or "cache" in getattr(opts, "reads", ("cache",)) \
+        else None
+
+
+def rounding(dtype: str | torch.dtype | None = None) -> Callable[[Any], Any]:
+    """Rows as the run serves them: float rows rounded to ``dtype`` (default: the one
+    :func:`features_as` set) and back to their own dtype; the rows themselves when none."""
+    want = _as_dtype(dtype) if dtype is not None else _SERVED.get()
+    if want is None:
+        return _same
+
+    def rounded(rows: Any) -> Any:
+        if isinstance(rows, torch.Tensor) and rows.is_floating_point() and rows.dtype != want:
+            return rows.to(want).to(rows.dtype)
+        return rows
+    return rounded
+
+
+def _same(rows: Any) -> Any:
+    return rows
+
 
 @torch.no_grad()
 def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device: torch.device,
@@ -45,13 +111,15 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
                      reorder: bool = True, train_mode: bool = False) -> torch.Tensor:
     """Logits of this rank's share of ``nodes`` (``torch.tensor_split(nodes, world)[rank]``,
     ranks and world of ``group``); ``reorder=False`` runs every layer as a conv;
-    ``train_mode=True`` keeps the model's training mode (its dropout) instead of eval."""
+    ``train_mode=True`` keeps the model's training mode (its dropout) instead of eval.
+    Layer 0 reads the features as the run serves them (:func:`features_as`)."""
     was_training = model.training
     model.train(train_mode)
+    served = rounding()
     if not getattr(model, "layer_wise", True):  # a user's whole-graph-only model: one forward
         mine = torch.tensor_split(nodes, group_size(group))[group_rank(group)]
         ids = torch.arange(graph.num_nodes, device=device)
-        out = model.whole_graph(to_device(graph.feature_matrix(), device),
+        out = model.whole_graph(to_device(served(graph.feature_matrix()), device),
                                 to_device(graph.edge_index(), device), ids)[mine.to(device)]
         model.train(was_training)
         return out
@@ -59,15 +127,16 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
         else None
     one_hop = NeighborSampler(fanouts=[-1], with_edge_ids=edges is not None)
     world, rank = group_size(group), group_rank(group)
-    h = _encoded(model, graph, device, batch_size, group) if graph.is_typed else \
+    h = _encoded(model, graph, device, batch_size, group, served) if graph.is_typed else \
         graph.feature_matrix()
     if getattr(h, "held", None) is not None:  # a part's rows (parts=): layer 0's from owners
         h = _layer0_rows(model, graph, h, nodes, one_hop, reorder, group)
     for layer in range(model.num_layers):
         last = layer == model.num_layers - 1
+        read = served if layer == 0 and not graph.is_typed else _same  # the stored features
         targets = nodes if last else torch.arange(graph.num_nodes)
         mine = torch.tensor_split(targets, world)[rank]
-        z = _transformed(model, layer, h, device, batch_size, group) if (
+        z = _transformed(model, layer, h, device, batch_size, group, read) if (
             reorder and model.reorders(layer)) else None
         outs = []
         for chunk in torch.split(mine, batch_size):
@@ -76,10 +145,10 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
                 edges.attach(mb.blocks)
             block = mb.blocks[0].to(device)
             if z is None:
-                outs.append(model.layer(layer, to_device(h[mb.n_id], device), block))
+                outs.append(model.layer(layer, to_device(read(h[mb.n_id]), device), block))
                 continue
             ids = chunk.to(device)
-            x_dst = to_device(_rows(h, chunk, contiguous=not last), device)
+            x_dst = to_device(read(_rows(h, chunk, contiguous=not last)), device)
             if layer == 0:
                 x_dst = model.inputs(x_dst, ids)
             agg = model.aggregate(layer, to_device(z[mb.n_id], device), block)
@@ -113,29 +182,41 @@ def _layer0_rows(model: GNN, graph: GraphStore, view, nodes: torch.Tensor,
 
 
 def _encoded(model: GNN, graph: GraphStore, device: torch.device, batch_size: int,
-             group: dist.ProcessGroup | None) -> torch.Tensor:
+             group: dist.ProcessGroup | None, served: Callable[[Any], Any] = _same
+             ) -> torch.Tensor:
     """A typed model's layer-0 rows of every vertex (CPU): each rank encodes its share of the
-    vertices' typed inputs, then the ranks all-gather the results."""
+    vertices' typed inputs (their features read through ``served``), then the ranks
+    all-gather the results."""
     encode = getattr(model, "encode", None)
     if encode is None:
         raise ValueError(f"{type(model).__name__} does not read typed inputs: a typed graph "
                          "needs a typed model (model=rgcn)")
     share = torch.tensor_split(torch.arange(graph.num_nodes), group_size(group))[
         group_rank(group)]
-    outs = [encode(typed_inputs(graph, chunk).to(device)).cpu()
+    outs = [encode(_served_inputs(typed_inputs(graph, chunk), served).to(device)).cpu()
             for chunk in torch.split(share, batch_size)]
     out = torch.cat(outs) if outs else torch.zeros(0, model.widths(0)[0])
     return torch.cat(all_gather_rows(out, group)).cpu()
 
 
+def _served_inputs(inputs: Any, served: Callable[[Any], Any]) -> Any:
+    """Typed inputs with each type's features read through ``served``."""
+    if served is _same:
+        return inputs
+    return dataclasses.replace(inputs, features={t: served(x)
+                                                 for t, x in inputs.features.items()})
+
+
 def _transformed(model: GNN, layer: int, h: torch.Tensor, device: torch.device,
-                 batch_size: int, group: dist.ProcessGroup | None) -> torch.Tensor:
+                 batch_size: int, group: dist.ProcessGroup | None,
+                 read: Callable[[Any], Any] = _same) -> torch.Tensor:
     """``transform(layer, rows)`` of every vertex (CPU): each rank transforms its share of
-    ``h`` (layer 0: through :meth:`GNN.inputs`), then the ranks all-gather the results."""
+    ``h`` read through ``read`` (layer 0: through :meth:`GNN.inputs`), then the ranks
+    all-gather the results."""
     share = torch.tensor_split(torch.arange(h.shape[0]), group_size(group))[group_rank(group)]
     outs = []
     for chunk in torch.split(share, batch_size):
-        x = to_device(_rows(h, chunk, contiguous=True), device)
+        x = to_device(read(_rows(h, chunk, contiguous=True)), device)
         if layer == 0:
             x = model.inputs(x, chunk.to(device))
         outs.append(model.transform(layer, x))

@@ -3,8 +3,10 @@
 Loads the run's checkpoint and config, rebuilds its graph as the task prepared it (link
 prediction: the message graph) and its model, then runs layer-wise full-neighbour inference
 (as :mod:`gnnscale.evaluation.evaluate`: layer ``l`` of every vertex from layer ``l-1`` of all
-its in-neighbours) up to the chosen layer and writes that layer's rows of every node to a
-``.npy`` file (float32 ``[num_nodes, width]``), memory-mappable, with the row's ids beside it
+its in-neighbours; layer 0 reads the features as the run trained on them,
+``cache.feature_dtype``: :func:`gnnscale.evaluation.evaluate.served_dtype`) up to the chosen
+layer and writes that layer's rows of every node to a ``.npy`` file (float32
+``[num_nodes, width]``), memory-mappable, with the row's ids beside it
 (``<stem>.ids.npy``: the user's ids when the dataset stores them,
 :mod:`gnnscale.data.idmap`, else the internal ones); or, with ``format=parquet``, to one
 Parquet file of columns ``id`` and ``embedding`` (a fixed-size list), converted from the
@@ -94,9 +96,11 @@ def embed_rank(topo: Topology, plan: RunPlan, files: list[LayerFile], batch_size
     ``plan``: the finished run's (:meth:`~gnnscale.runner.plan.RunPlan.from_run`), whose
     graph and trained model it loads (:meth:`~gnnscale.runner.plan.RunPlan.load`)."""
     from gnnscale.cache.store import typed_inputs
+    from gnnscale.evaluation.evaluate import rounding, served_dtype
     from gnnscale.sampling.neighbor import NeighborSampler
 
     graph, model, _ = plan.load()
+    served = rounding(served_dtype(plan.config) or "float32")  # the features it trained on
     device = topo.device
     model.to(device)
     world, rank, n = topo.world_size, topo.rank, graph.num_nodes
@@ -117,9 +121,11 @@ def embed_rank(topo: Topology, plan: RunPlan, files: list[LayerFile], batch_size
                 if layer > 0:
                     src = _read_rows(files[layer - 1], mb.n_id, n)
                 elif graph.is_typed:  # the typed model's layer-0 rows of the typed inputs
-                    src = model.encode(typed_inputs(graph, mb.n_id).to(device))
+                    inputs = typed_inputs(graph, mb.n_id)
+                    inputs.features = {t: served(x) for t, x in inputs.features.items()}
+                    src = model.encode(inputs.to(device))
                 else:
-                    src = graph.x[mb.n_id].float()
+                    src = served(graph.x[mb.n_id]).float()
                 out = model.layer(layer, src.to(device), mb.blocks[0].to(device))
                 _write_rows(out_file, int(chunk[0]), out)
                 if bar is not None:

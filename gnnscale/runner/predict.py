@@ -147,10 +147,15 @@ def predict_loaded(loaded: Loaded, out: str | os.PathLike | None = None, format:
     """The tables of the run's task's predictions for the request ``options`` (each task's
     own: ``split=`` for node classification; ``pairs=``, ``top_k=``, ``sources=``,
     ``chunk_sources=``, ``chunk_destinations=`` for link prediction), written under ``out``
-    when given, with ``predictions.json``; returns them as columns."""
+    when given, with ``predictions.json``; returns them as columns. The features are read as
+    the run trained on them (``cache.feature_dtype``: :func:`~gnnscale.evaluation.evaluate.
+    served_dtype`), so a prediction is what the run's own evaluation computed."""
+    from gnnscale.evaluation.evaluate import features_as, served_dtype
+
     outputs.check_format(format)
     on = predicting(loaded, batch_size, outputs.show_progress(progress))
-    tables, names = loaded.task.predict(on, **options)
+    with features_as(served_dtype(loaded.config)):
+        tables, names = loaded.task.predict(on, **options)
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)

@@ -176,9 +176,16 @@ class Strategy(ABC):
     def evaluate(self, batch_size: int, splits: tuple[str, ...] = ("val", "test")
                  ) -> dict[str, float]:
         """The task's metrics per split, the same on every reporting rank (collective on
-        :attr:`group`). Default: layer-wise full-neighbourhood inference."""
-        return self.ctx.task.evaluate(self.module, self.ctx.graph, self.ctx.topo.device,
-                                      batch_size, splits, group=self.group)
+        :attr:`group`). Default: layer-wise full-neighbourhood inference, on the features as
+        the run trains on them (a strategy that reads the cache config: rounded to its
+        ``cache.feature_dtype``, :func:`gnnscale.evaluation.evaluate.features_as`)."""
+        from gnnscale.evaluation.evaluate import features_as
+
+        dtype = getattr(self.ctx.cache_policy, "feature_dtype", None) \
+            if "cache" in self.reads else None
+        with features_as(dtype):
+            return self.ctx.task.evaluate(self.module, self.ctx.graph, self.ctx.topo.device,
+                                          batch_size, splits, group=self.group)
 
     @property
     def module(self) -> torch.nn.Module:
