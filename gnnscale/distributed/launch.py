@@ -433,6 +433,48 @@ class _Failures:
         return describe_exit(code)
 
 
+def _start_ranks(procs: list, tmp_dir: str) -> str | None:
+    """Starts the ranks' processes with ``TMPDIR`` set to ``tmp_dir`` (restored after); the
+    failure message when the fork server died while they started, else None."""
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = tmp_dir  # ranks inherit it: their imports write there too
+    try:
+        for p in procs:
+            p.start()
+    except (EOFError, OSError):  # the fork server died as it was asked for a rank
+        death = _dead_fork_server()
+        if death is None:
+            raise
+        started = sum(p.pid is not None for p in procs)
+        return (f"{death} while the ranks were starting ({started} of {len(procs)} "
+                "started, and stopped): run again, a new fork server starts")
+    finally:
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
+    return None
+
+
+def _collect(results: Any, failures: _Failures, outs: dict[int, Any], world_size: int) -> None:
+    """Reads the ranks' answers into ``outs`` (rank -> result) until every rank answered or
+    ``failures`` has settled; between answers it watches for dead, stopped or overdue ranks."""
+    running_since = time.monotonic()  # every rank's process is running
+    while len(outs) < world_size and not failures.settled(outs):
+        try:
+            rank, ok, payload = results.get(timeout=0.2)
+        except queue.Empty:
+            failures.scan(outs)
+            failures.overdue(running_since, outs)
+            continue
+        if ok == _UP:
+            failures.up.add(rank)
+        elif ok:
+            outs[rank] = pickle.loads(payload)
+        else:
+            failures.report(rank, payload, outs)
+
+
 def spawn(
     fn: Callable[..., Any],
     world_size: int,
@@ -484,37 +526,9 @@ def spawn(
     message = None
     with launcher_signals():  # around the clean-up too: a second Ctrl-C cannot cut it short
         try:
-            before = os.environ.get("TMPDIR")
-            os.environ["TMPDIR"] = tmp_dir  # ranks inherit it: their imports write there too
-            try:
-                for p in procs:
-                    p.start()
-            except (EOFError, OSError):  # the fork server died as it was asked for a rank
-                death = _dead_fork_server()
-                if death is None:
-                    raise
-                started = sum(p.pid is not None for p in procs)
-                message = (f"{death} while the ranks were starting ({started} of {world_size} "
-                           "started, and stopped): run again, a new fork server starts")
-            finally:
-                if before is None:
-                    os.environ.pop("TMPDIR", None)
-                else:
-                    os.environ["TMPDIR"] = before
-            running_since = time.monotonic()  # every rank's process is running
-            while message is None and len(outs) < world_size and not failures.settled(outs):
-                try:
-                    rank, ok, payload = results.get(timeout=0.2)
-                except queue.Empty:
-                    failures.scan(outs)
-                    failures.overdue(running_since, outs)
-                    continue
-                if ok == _UP:
-                    failures.up.add(rank)
-                elif ok:
-                    outs[rank] = pickle.loads(payload)
-                else:
-                    failures.report(rank, payload, outs)
+            message = _start_ranks(procs, tmp_dir)
+            if message is None:
+                _collect(results, failures, outs, world_size)
             if failures.since is not None and message is None:
                 message = failures.message(outs)  # while the ranks still run as they stopped
         except Terminated as err:
