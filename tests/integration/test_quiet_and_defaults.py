@@ -202,10 +202,12 @@ def test_auto_says_its_plan_and_the_pick_trains_its_own_default_epochs(tmp_path)
     assert profiling_plan(cfg, ["data", "fullgraph"]) == (
         "[auto] profiling 2 candidates (data, fullgraph) in one launch: 3 epochs each (whole "
         "epochs; the first a warm-up; no evaluation); "
-        "up to 4 more profiles in a second launch if the two best are close; budget: at most "
+        "up to 4 more profiles if the two best are close; budget: at most "
         "20% of the run: no candidate starts once profiling has taken 0.25x the best one's "
-        "projected training (strategy.profile_share); then the pick trains its strategy's "
-        "default epochs")
+        "projected training (strategy.profile_share), and the first candidate's profile "
+        "ends at the first epoch past it whose loss is below the initial one; then the pick "
+        "trains its strategy's default epochs in the same launch")
     given = api.config([*TINY, "strategy=auto", "epochs=7"], run_dir=tmp_path / "r")
     assert candidate_config(given, "fullgraph", tmp_path / "f", _epochs(given)).epochs == 7
-    assert profiling_plan(given, ["data"]).endswith("then the pick trains 7 epochs")
+    assert profiling_plan(given, ["data"]).endswith("then the pick trains 7 epochs in the same "
+                                                    "launch")
