@@ -16,6 +16,7 @@ import torch
 from gnnscale.cache.base import TRAIN, CachePolicy, replayed, visit_counts
 from gnnscale.cache.schemas import OracleCacheConfig
 from gnnscale.data.graph import GraphStore
+from gnnscale.sampling.base import Sampler
 from gnnscale.sampling.schedule import Schedule
 
 
@@ -33,7 +34,7 @@ class OraclePolicy(CachePolicy):
         self.visits = visits
 
     def hotness(self, graph: GraphStore, *, schedule: Schedule | None = None,
-                sampler=None,
+                sampler: Sampler | None = None,
                 visits: torch.Tensor | None = None, world_size: int = 1,
                 **kwargs: Any) -> torch.Tensor:
         """The true visit counts: ``visits`` (else the policy's own), or a replay of the measured
@@ -46,5 +47,6 @@ class OraclePolicy(CachePolicy):
                                  f"{tuple(counts.shape)}")
             return counts
         schedule = replayed(schedule, sampler, self.name, stream=TRAIN, world_size=world_size)
+        assert sampler is not None  # replayed refused None with its one line
         epochs = range(self.first_epoch, self.first_epoch + self.epochs)
         return visit_counts(graph, schedule=schedule, sampler=sampler, epochs=epochs)

@@ -38,7 +38,7 @@ class PresamplePolicy(CachePolicy):
         return self.rank(graph, counts)
 
     def counts(self, graph: GraphStore, *, schedule: Schedule | None = None,
-               sampler=None, world_size: int = 1,
+               sampler: Sampler | None = None, world_size: int = 1,
                shard: tuple[int, int] = (0, 1)) -> torch.Tensor:
         """The pre-sampling: visit counts over the K epochs of ``schedule`` on stream
         ``PRESAMPLE``, one micro-batch per rank of ``world_size``; ``shard = (i, n)`` draws
@@ -46,6 +46,7 @@ class PresamplePolicy(CachePolicy):
         ``strategy=factored``'s samplers do)."""
         schedule = replayed(schedule, sampler, self.name, stream=PRESAMPLE,
                             world_size=world_size)
+        assert sampler is not None  # replayed refused None with its one line
         return visit_counts(graph, schedule=schedule, sampler=sampler,
                             epochs=range(self.epochs), shard=shard)
 
