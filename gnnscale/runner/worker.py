@@ -326,19 +326,25 @@ def strategy_footprint(strategy: Strategy) -> Footprint | None:
     return getattr(strategy, "footprint", None)
 
 
-def graph_shape(graph) -> dict[str, Any]:
+def graph_shape(graph: GraphStore) -> dict[str, Any]:
     """The sizes a comparison or cost model needs (features and classes set the FLOPs); a
     typed graph's adds each node type's nodes and feature width (0: featureless), its number
     of edge types and the edge types ``[src, rel, dst]``."""
     shape: dict[str, Any] = {
         "num_nodes": int(graph.num_nodes), "num_edges": int(graph.num_edges),
         "num_features": int(graph.num_features), "num_classes": int(graph.num_classes),
-        "num_train": int(graph.train_idx.numel())}
+        "num_train": int(_train_idx(graph).numel())}
     if graph.is_typed:
         shape.update(node_types={t: int(graph.num_nodes_of(t)) for t in graph.node_types},
                      feature_dims=dict(graph.feature_dims), edge_types=len(graph.edge_types),
                      edge_type_list=[list(e) for e in graph.edge_types])
     return shape
+
+
+def _train_idx(graph: GraphStore) -> torch.Tensor:
+    """``graph``'s training vertices (every graph a run trains on has them)."""
+    assert graph.train_idx is not None, f"graph {graph.name!r} has no train_idx"
+    return graph.train_idx
 
 
 def _rewrite_metrics(path: Path, history: list[dict]) -> None:
