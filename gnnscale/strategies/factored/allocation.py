@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 
 from gnnscale.distributed import device as device_seam
-from gnnscale.sampling.schedule import PRESAMPLE
+from gnnscale.sampling.base import MiniBatch
+from gnnscale.sampling.schedule import PRESAMPLE, Schedule
 from gnnscale.strategies.factored.config import parse_samplers  # noqa: F401 - re-exported
 
 
@@ -44,7 +46,23 @@ def allocate(world: int, t_sample: float, t_train: float) -> int:
     return min(max(math.ceil(world / (k + 1)), 1), world - 1)
 
 
-def profile(strategy, steps: int = 3) -> tuple[float, float]:
+class Profiled(Protocol):
+    """What :func:`profile` reads of a strategy (the factored one, as it is set up)."""
+
+    @property
+    def ctx(self) -> Any:
+        """The run's :class:`~gnnscale.strategies.base.RunContext` (model, graph, task, sampler,
+        topology; a sampling strategy's has its sampler and task)."""
+
+    @property
+    def schedule(self) -> Schedule:
+        """The run's schedule of micro-batches."""
+
+    def host_gather(self, mb: MiniBatch) -> torch.Tensor:
+        """``mb``'s input features in host memory."""
+
+
+def profile(strategy: Profiled, steps: int = 3) -> tuple[float, float]:
     """Mean seconds to sample and to train (gather, forward, backward) one micro-batch of one
     rank's share under ``data``, over ``steps`` pre-sampling-stream micro-batches after a
     warm-up; parameters, gradients and the RNG are left as they were."""

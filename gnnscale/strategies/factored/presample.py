@@ -18,9 +18,10 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.cache.presample import PresamplePolicy
+from gnnscale.strategies.factored.protocol import FactoredRun
 
 
-def samplers_presample(strat) -> bool:
+def samplers_presample(strat: FactoredRun) -> bool:
     """True when the samplers must pre-sample for this run's cache (collective decision: the
     same on every rank)."""
     policy, graph = strat.ctx.cache_policy, strat.ctx.graph
@@ -36,7 +37,7 @@ def samplers_presample(strat) -> bool:
     return policy.capacity(graph.num_nodes, row_bytes) > 0
 
 
-def presample_hotness(strat) -> torch.Tensor | None:
+def presample_hotness(strat: FactoredRun) -> torch.Tensor | None:
     """The PreSC hotness for the trainers' caches, pre-sampled by the samplers (collective on
     the queue group); None when the trainers need none from them."""
     if not samplers_presample(strat):

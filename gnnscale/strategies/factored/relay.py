@@ -25,13 +25,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 
 from gnnscale.distributed.ring import JobRing
 from gnnscale.strategies.factored.hosts import HostJobs
+from gnnscale.strategies.factored.protocol import FactoredRun
 from gnnscale.strategies.factored.queue import JobSender, pack, receive_parts
 
 if TYPE_CHECKING:
@@ -126,7 +127,8 @@ class Requests:
     """A sampler's side for one epoch: the relays that ask it for jobs, served as they ask
     (a thread per relay receives its requests). ``groups``: the requests' and the jobs'."""
 
-    def __init__(self, strat, relays: tuple[int, ...], groups, make: Callable) -> None:
+    def __init__(self, strat: FactoredRun, relays: tuple[int, ...], groups: tuple[Any, Any],
+                 make: Callable) -> None:
         self.ask_group, self.job_group = groups
         self.make = make  # (epoch, step, slot) -> (header, body)
         self.sender = JobSender(self.job_group, strat.queue_depth) if relays else None
@@ -193,7 +195,7 @@ class Requests:
             self.sender.drain()
 
 
-def make_job(strat, stats: StepStats) -> Callable:
+def make_job(strat: FactoredRun, stats: StepStats) -> Callable:
     """``(epoch, step, slot) -> (header, body)``: sample job ``(step, slot)`` as every sampler
     does (the schedule's draw: its seed fixed by the step and slot), counted in ``stats`` and
     the job log."""

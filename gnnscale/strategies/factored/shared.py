@@ -59,15 +59,16 @@ from gnnscale.distributed.sparse import flat_sparse, set_sparse, table_rows
 from gnnscale.distributed.topology import run_timeout
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.strategies.factored.hosts import HostJobs
+from gnnscale.strategies.factored.protocol import FactoredRun
 from gnnscale.strategies.factored.queue import unpack
 from gnnscale.strategies.factored.relay import Relay, Requests, make_job
-from gnnscale.strategies.factored.sync import StepStats, _profit, train_job
+from gnnscale.strategies.factored.sync import StepStats, _profit, grad_copies, train_job
 
 EXTRA = 3  # per slot: loss, the trainer's seconds, 1 when a trainer trained it
 _DONE = object()
 
 
-def open_ring(strat) -> JobRing | None:
+def open_ring(strat: FactoredRun) -> JobRing | None:
     """This host's ring, made by its first rank and opened by the host's other ranks (collective
     on the queue group); None on a host without trainers (its samplers feed relays)."""
     topo, hosts = strat.ctx.topo, strat.hosts
@@ -91,7 +92,8 @@ class SlotReducer:
     order) and summed in slot order; :meth:`apply_until` applies them in order. Sparse
     embedding tables' gradients are gathered per step as it is applied, in slot order."""
 
-    def __init__(self, strat, stats: StepStats, steps: int, progress: Any = None) -> None:
+    def __init__(self, strat: FactoredRun, stats: StepStats, steps: int,
+                 progress: Any = None) -> None:
         self.strat, self.stats, self.steps, self.progress = strat, stats, steps, progress
         #: embedding tables with sparse gradients: gathered per step in slot order, not rows
         self.sparse = list(strat._sparse)
@@ -177,7 +179,7 @@ class SlotReducer:
         if self.sparse:
             self._gather_sparse(self.open_sparse.pop(self.applied, {}))
         if self.strat.record is not None:
-            self.strat.record["grads"].append([p.grad.clone() for p in self.trained])
+            self.strat.record["grads"].append(grad_copies(self.trained))
         self.strat._optimizer.step()
         for p in self.trained:
             p.grad = None
@@ -232,7 +234,7 @@ class Feeder:
     whichever trainer is free first, not to one that claimed them ahead while still busy, so
     a slow trainer does not hold back the step."""
 
-    def __init__(self, strat, ring: JobRing, base: int, end: int, depth: int,
+    def __init__(self, strat: FactoredRun, ring: JobRing, base: int, end: int, depth: int,
                  targets: Callable[[int], Any], per_step: int = 1, tail: int = 0) -> None:
         self.strat, self.ring, self.base, self.end = strat, ring, base, end
         self.per_step, self.tail = per_step, tail
@@ -334,7 +336,7 @@ class _Stopped(Exception):
     """The feeder thread was told to stop while it waited."""
 
 
-def job_target(strat, epoch: int, jobs: HostJobs):
+def job_target(strat: FactoredRun, epoch: int, jobs: HostJobs):
     """Job number -> the task's target of its items (slot ``slot`` of step ``step``)."""
 
     def target(number: int):
@@ -344,7 +346,7 @@ def job_target(strat, epoch: int, jobs: HostJobs):
     return target
 
 
-def taker_epoch(strat, ring: JobRing, epoch: int, steps: int, stats: StepStats,
+def taker_epoch(strat: FactoredRun, ring: JobRing, epoch: int, steps: int, stats: StepStats,
                 progress: Any = None) -> None:
     """A trainer: take jobs until every job of the host's ring (``steps`` steps) is taken;
     every step's reduction. The host's first rank relays jobs from remote samplers
@@ -395,7 +397,7 @@ def taker_epoch(strat, ring: JobRing, epoch: int, steps: int, stats: StepStats,
         feeder.close()
 
 
-def _relay(strat, ring: JobRing, jobs: HostJobs, epoch: int) -> Relay | None:
+def _relay(strat: FactoredRun, ring: JobRing, jobs: HostJobs, epoch: int) -> Relay | None:
     """This epoch's relay, started, on a ring host's first rank whose ring remote samplers
     feed; None elsewhere."""
     me = strat.ctx.topo.rank
@@ -414,7 +416,7 @@ class Produced:
     peak_in_flight: int = 0
 
 
-def sampler_epoch(strat, ring: JobRing | None, epoch: int, steps: int, stats: StepStats
+def sampler_epoch(strat: FactoredRun, ring: JobRing | None, epoch: int, steps: int, stats: StepStats
                   ) -> Produced:
     """A sampler: sample the next unclaimed job of its host's ring (of ``steps`` steps) and put
     it there, answering the relays that ask it meanwhile; with switching, train jobs as a
@@ -469,7 +471,7 @@ def ring_timeout() -> float:
     return timeout.total_seconds() if timeout is not None else 300.0
 
 
-def _trainers_t_train(strat, ring: JobRing) -> float:
+def _trainers_t_train(strat: FactoredRun, ring: JobRing) -> float:
     """The mean seconds per job so far of the trainers of this ring (the profile's figure
     before any)."""
     rows = ring.stats()[: strat.alloc.trainers]
@@ -477,8 +479,8 @@ def _trainers_t_train(strat, ring: JobRing) -> float:
     return float(rows[:, 1].sum()) / jobs if jobs > 0 else strat.alloc.t_train
 
 
-def _maybe_train(strat, ring: JobRing, reducer: SlotReducer, stats: StepStats, epoch: int,
-                 jobs: HostJobs, k: int, serve) -> None:
+def _maybe_train(strat: FactoredRun, ring: JobRing, reducer: SlotReducer, stats: StepStats,
+                 epoch: int, jobs: HostJobs, k: int, serve: Callable[[], bool]) -> None:
     """A standby trainer's decision (GNNLab section 5.3) and, when it pays, one job trained;
     ``serve`` answers its relays while it waits for a step's update."""
     t_train = _trainers_t_train(strat, ring)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,7 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.sampling.base import MiniBatch
+from gnnscale.strategies.factored.protocol import FactoredRun
 from gnnscale.strategies.factored.queue import JobSender, pack, receive, taken_marker
 
 EXTRA = 3  # loss sum, trainers' seconds, trainers' jobs
@@ -63,7 +65,7 @@ class StepReducer:
     """Launches each step's contribution as an async all-reduce; applies them in order,
     waiting for step ``s - staleness`` before step ``s + 1``."""
 
-    def __init__(self, strat, stats: StepStats) -> None:
+    def __init__(self, strat: FactoredRun, stats: StepStats) -> None:
         self.strat, self.stats = strat, stats
         self.params = [p for p in strat._module.parameters() if p.requires_grad]
         self.pending: deque = deque()
@@ -92,7 +94,7 @@ class StepReducer:
                 p.grad = buf[pos: pos + p.numel()].view_as(p).to(p.dtype).to(p.device)
                 pos += p.numel()
             if self.strat.record is not None:
-                self.strat.record["grads"].append([p.grad.clone() for p in self.params])
+                self.strat.record["grads"].append(grad_copies(self.params))
             self.strat._optimizer.step()
             for p in self.params:
                 p.grad = None
@@ -102,13 +104,23 @@ class StepReducer:
                 self.stats.last_t_train = seconds / jobs
 
 
+def grad_copies(params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """Copies of ``params``' gradients, each set (a step's, as it is applied): what a test's
+    ``record["grads"]`` keeps."""
+    out = []
+    for p in params:
+        assert p.grad is not None, "a step's parameter has no gradient"
+        out.append(p.grad.clone())
+    return out
+
+
 def job_key(epoch: int, step: int) -> int:
     """The dropout key of a step's jobs: masks are a function of (seed, epoch, step, layer,
     vertex), whichever rank trains the job, so a switched run is reproducible."""
     return (int(epoch) << 32) | int(step)
 
 
-def train_job(strat, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor, stats: StepStats,
+def train_job(strat: FactoredRun, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor, stats: StepStats,
               slot: tuple[int, int, int]) -> float:
     """Forward and backward of one job, gradients of ``loss / J`` accumulated (J: a step's
     jobs, T on fixed routes); returns the loss."""
@@ -133,7 +145,7 @@ def train_job(strat, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor, stats: Ste
     return value
 
 
-def trainer_epoch(strat, epoch: int, steps: int, stats: StepStats,
+def trainer_epoch(strat: FactoredRun, epoch: int, steps: int, stats: StepStats,
                   progress: Any = None) -> None:
     """A trainer: each of the ``steps`` steps, its job from the queue (or a taken marker), then
     the reduction."""
@@ -169,7 +181,7 @@ def _profit(remaining: int, trainers: int, t_train: float, own: float) -> float:
     return float("inf") if trainers == 0 else remaining * t_train / trainers - own
 
 
-def sampler_epoch(strat, epoch: int, steps: int, stats: StepStats) -> JobSender:
+def sampler_epoch(strat: FactoredRun, epoch: int, steps: int, stats: StepStats) -> JobSender:
     """A sampler: sample ahead, hand each of the ``steps`` steps' jobs out, train one as a
     standby trainer while the profit metric is positive, and join every step's reduction."""
     trainers, me = strat.alloc.trainers, strat.ctx.topo.rank
@@ -228,7 +240,7 @@ def sampler_epoch(strat, epoch: int, steps: int, stats: StepStats) -> JobSender:
     return sender
 
 
-def sync_replicas(strat) -> None:
+def sync_replicas(strat: FactoredRun) -> None:
     """Every rank starts from rank 0's parameters and buffers (samplers hold replicas)."""
     for tensor in [*strat._module.parameters(), *strat._module.buffers()]:
         dist.broadcast(tensor.data, 0, group=strat.reduce_group)
