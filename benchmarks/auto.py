@@ -222,8 +222,8 @@ def run(quick: bool = False, presets: tuple[str, ...] | None = None) -> dict:
 
 def profile_share(run_dir: Path, started: float, finished: float) -> dict[str, Any]:
     """One auto run's profiling against its whole: seconds from ``started`` (wall clock) to
-    the decision (``auto.json`` written) and to ``finished``, the share, and the decision's
-    candidates (name, status) and pick."""
+    the decision (``auto.json`` written, once, by rank 0 when it chooses) and to ``finished``,
+    the share, the decision's candidates (name, status), pick and profiling phases."""
     decision_file = run_dir / "auto.json"
     decision = json.loads(decision_file.read_text())
     profiling = decision_file.stat().st_mtime - started
@@ -231,7 +231,8 @@ def profile_share(run_dir: Path, started: float, finished: float) -> dict[str, A
     return {"profile_s": profiling, "run_s": whole, "profile_share": profiling / whole,
             "chosen": decision["chosen"],
             "candidates": {r["name"]: r["status"] for r in decision["candidates"]},
-            "profile_seconds_in_auto_json": decision.get("profile_seconds")}
+            "profile_seconds_in_auto_json": decision.get("profile_seconds"),
+            "profile_phases": decision.get("profile_phases")}
 
 
 def run_profile(quick: bool = False, variants: tuple[str, ...] | None = None,

@@ -119,6 +119,7 @@ def _launch_once(jobs: list[Job], ready: list[int], steps: int | None, budget: d
     payload = [_payload(job) for job in jobs]
     quiet_waits()
     t0 = time.perf_counter()
+    budget["launched_at"] = time.time()  # rank 0 says how long the ranks took to start
     try:
         done = ranks.launch(profile_rank, payload, steps, dict(budget), ready, list(out),
                             decide)[0]
@@ -181,6 +182,8 @@ def _profile_rank(topo: Any, payload: list[dict], steps: int | None, budget: dic
                   decide: Decide | None) -> dict | None:
     """:func:`profile_rank`'s work."""
     leader = topo.rank == 0
+    if "launched_at" in budget:  # the fork (or spawn) and the process group's start
+        budget["ranks_start_s"] = time.time() - budget["launched_at"]
     ready = list(range(len(payload))) if ready is None else ready
     state = {"spent0": float(budget.get("spent_s") or 0.0), "t0": time.perf_counter(),
              "best": budget.get("best_run_s"), "best_score": budget.get("best_score"),

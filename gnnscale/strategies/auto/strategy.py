@@ -332,12 +332,14 @@ class Decider:
         self.decision["candidates"] = self.rows
 
     def _write(self, budget: dict[str, Any]) -> None:
-        """``auto.json``, with the profiling's seconds (plan line to decision) and phases."""
+        """``auto.json``, with the profiling's seconds (plan line to decision) and phases:
+        the candidates' configs composed, checked, the ranks' start (fork, process group) and
+        their profiling (initial losses, set-ups and profiled epochs within it)."""
         ran = [r for r in self.rows if r.get("status") == "ran"]
         self.decision["profile_seconds"] = time.time() - self.started
         self.decision["profile_phases"] = {
-            "launcher_checks": budget.get("checks_s"),
-            "in_ranks": budget["spent_s"],
+            "compose": budget.get("compose_s"), "launcher_checks": budget.get("checks_s"),
+            "ranks_start": budget.get("ranks_start_s"), "in_ranks": budget["spent_s"],
             "initial_losses": sum(r.get("initial_loss_s", 0.0) for r in ran),
             "candidate_setups": sum(r.get("setup_s", 0.0) for r in ran),
             "profiled_epochs": sum(sum(r["epoch_times"]) for r in ran)}
@@ -380,6 +382,7 @@ def run_auto(cfg: DictConfig, train: Train, profile: Profile | None = None) -> d
     # the sampling candidates first: a few mini-batch steps each, where a full-graph epoch
     # is a pass over the whole graph, so the budget's projection comes from a cheap profile
     jobs.sort(key=lambda job: not declared(job["cfg"].strategy).samples)
+    budget["compose_s"] = time.perf_counter() - t0
     got = profile(jobs, auto.profile_steps, budget,
                   decide=Decider(cfg, run_dir, rows, jobs, started))
     final = got["final"]
