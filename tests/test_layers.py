@@ -31,8 +31,7 @@ LAYERS = {
 #: files none is exempt: a circle through a command line is a circle
 ENTRY_POINTS = ("__main__", "cli")
 #: file-level circles known to be still open, each the set of its modules; the test fails on any
-#: other circle, and on a listed one that is gone (then it leaves this list). The five of issue 51
-#: are open; issue 53's tracer opened its own (the contract asks the tracer, never back)
+#: other circle, and on a listed one that is gone (then it leaves this list); none is open
 KNOWN_CIRCLES: list[set[str]] = []
 
 
