@@ -278,6 +278,17 @@ class SAGEConfig(ModelConfig):
                 f"importance pooling) or sum")
 
 
+def why_not_keyed_attention(p: float) -> str | None:
+    """Why attention dropout of rate ``p`` keeps a model from the strategies that compute a
+    layer's rows apart (they key every dropout mask by vertex so a replica draws its owner's;
+    GAT's, R-GAT's and typed GAT's attention masks are torch's per edge), or None at 0."""
+    if p <= 0:
+        return None
+    return (f"model.attn_dropout={p} drops attention coefficients with torch's generator, "
+            "whose masks the ranks computing parts of a layer cannot agree on (set "
+            "model.attn_dropout=0)")
+
+
 @register("model", "gat")
 @dataclass
 class GATConfig(ModelConfig):
@@ -299,6 +310,10 @@ class GATConfig(ModelConfig):
         if self.heads < 1 or self.hidden % self.heads:
             raise ConfigError(f"model.hidden ({self.hidden}) must be a multiple of "
                               f"model.heads ({self.heads})")
+
+    def why_not_layer_by_layer(self) -> str | None:
+        """Attention dropout: its masks are torch's (:func:`why_not_keyed_attention`)."""
+        return why_not_keyed_attention(self.attn_dropout)
 
     @property
     def splittable(self) -> bool:
@@ -675,6 +690,10 @@ class RGATConfig(ModelConfig):
         if self.residual:
             raise ConfigError("model=rgat has no residual blocks yet: set model.residual=false")
 
+    def why_not_layer_by_layer(self) -> str | None:
+        """Attention dropout: its masks are torch's (:func:`why_not_keyed_attention`)."""
+        return why_not_keyed_attention(self.attn_dropout)
+
     @property
     def splittable(self) -> bool:
         """Never: attention weighs each edge by a softmax over the destination's in-edges."""
@@ -834,6 +853,10 @@ class HGATConfig(TypedConvConfig):
         _check_heads(self.hidden, self.heads)
         require_at_least("model.out_heads", self.out_heads, 1)
         require_range("model.attn_dropout", self.attn_dropout, 0, 1)
+
+    def why_not_layer_by_layer(self) -> str | None:
+        """Attention dropout: its masks are torch's (:func:`why_not_keyed_attention`)."""
+        return why_not_keyed_attention(self.attn_dropout)
 
 
 @register("model", "hgt")

@@ -105,6 +105,13 @@ def _from_words(words: torch.Tensor) -> torch.Tensor:
     return body if int(words[0]) == 64 else body.view(torch.int32)
 
 
+def dropout_step_key(epoch: int, step: int) -> int:
+    """The dropout key of a step (beside the run's seed): every rank draws the mask of a
+    vertex's row in a layer from (seed, this key, layer, global vertex id), so a replica's
+    equals its owner's and a step equals one process keyed alike (factored's ``job_key``, the
+    same value: a step's masks are the same under both)."""
+    return (int(epoch) << 32) | int(step)
+
 class SplitParallel(SamplingStrategy):
     """Every rank trains its split of one shared mini-batch sample (see the module docstring)."""
 
@@ -330,10 +337,17 @@ class SplitParallel(SamplingStrategy):
         """Forward, backward, summed gradient all-reduce and optimizer step; returns the loss
         of the whole mini-batch (the same on every rank). ``draw``: the task's loss of its
         items from the rows each rank owns (without it: the loss of the plan's own targets,
-        node classification)."""
+        node classification). Dropout is keyed by (seed, the draw's step, layer, global vertex
+        id: :func:`dropout_step_key`; without a draw, step 0 of epoch 0), so each rank, and a
+        rank recomputing a remote row, draws the mask one process draws for it."""
         self._module.train()
         self._optimizer.zero_grad(set_to_none=True)
-        out = self.forward(x, plan)
+        key = dropout_step_key(draw.epoch, draw.step) if draw is not None else 0
+        self._module.set_dropout_key(self.ctx.seed, key)
+        try:
+            out = self.forward(x, plan)
+        finally:  # the backward recomputes masks from the keys its forward recorded
+            self._module.set_dropout_key(None)
         task = self.ctx.task
         loss = task.sharded_loss(out, plan.target_ids, draw.items, draw.epoch, self.group) \
             if draw is not None else task.loss(out, task.target(plan.target_ids, 0),
