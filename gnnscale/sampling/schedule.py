@@ -5,9 +5,12 @@ items (``task.train_items()``), the seeds a mini-batch of them needs (``task.see
 the loss compares them with (``task.target``). Epoch ``e`` of stream ``s`` shuffles the items
 with ``mix_seed(seed, s, e)`` (one permutation per epoch, kept) and cuts them into global
 mini-batches of ``batch_size``; each step is cut into ``slots`` micro-batches (one per rank for
-``data``, one per job for ``factored``, one whole batch for ``split``), slot ``j`` of step
-``t`` sampled with ``mix_seed(seed, s, e, t, j)``. Every draw is a :class:`Draw`: its items,
-the task's seeds of them, and its sample seed.
+``data``, one per job for ``factored``, one whole batch for ``split``), every slot of step
+``t`` sampled with the step's seed ``mix_seed(seed, s, e, t, 0)``: the samplers key each
+vertex's draw by ``(seed, hop, vertex)``, so a vertex's sampled neighbourhood in a step is the
+same whichever slot holds it, and a step cut into any number of micro-batches computes what one
+process sampling the whole batch computes. Every draw is a :class:`Draw`: its items, the
+task's seeds of them, and its sample seed.
 
 Training uses stream :data:`TRAIN`; cache pre-sampling and the partitioner's sampling
 frequencies use :data:`PRESAMPLE` (the same task's seeds, never the training draws), and the
@@ -64,9 +67,12 @@ def micro_batch(batch: torch.Tensor, world_size: int, rank: int) -> torch.Tensor
     return torch.tensor_split(batch, world_size)[rank]
 
 
-def sample_seed(seed: int, epoch: int, step: int, rank: int = 0, stream: int = TRAIN) -> int:
-    """The sampler seed of one micro-batch."""
-    return mix_seed(seed, stream, epoch, step, rank)
+def sample_seed(seed: int, epoch: int, step: int, slot: int = 0, stream: int = TRAIN) -> int:
+    """The sampler seed of micro-batch ``slot`` of step ``step``: the step's, the same for
+    every slot (``slot`` does not enter, see the module's docstring; the trailing 0 keeps the
+    seeds a single slot always had)."""
+    del slot
+    return mix_seed(seed, stream, epoch, step, 0)
 
 
 class TaskDraws(Protocol):
@@ -210,8 +216,8 @@ class Schedule:
                              "Schedule.of(task, ...) to train from it")
         return self.target_fn(items, epoch)
 
-    def sample_seed(self, epoch: int, step: int, slot: int) -> int:
-        """The sampler seed of slot ``slot`` of step ``step``."""
+    def sample_seed(self, epoch: int, step: int, slot: int = 0) -> int:
+        """The sampler seed of slot ``slot`` of step ``step``: the step's, every slot's."""
         return sample_seed(self.seed, epoch, step, slot, self.stream)
 
     def draw(self, epoch: int, step: int, slot: int) -> Draw:

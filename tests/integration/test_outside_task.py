@@ -1,7 +1,7 @@
 """A task added from outside gnnscale (docs/adding-a-task.md, its files taken from the page
 itself): the launcher reads its declarations without importing its class, it trains under
-``strategy=fullgraph`` on 1 and 2 ranks with equal losses (and under ``strategy=data`` on 2),
-and a finished run predicts its tables, with no file of gnnscale edited."""
+``strategy=fullgraph`` and ``strategy=data`` on 1 and 2 ranks with equal losses, and a
+finished run predicts its tables, with no file of gnnscale edited."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests import _guides as guides
@@ -87,9 +88,10 @@ print(sorted(m for m in ("torch", "my_tasks.degree.task") if m in sys.modules))
 
 @pytest.mark.slow
 def test_outside_task_trains_on_two_ranks_like_one_process_and_predicts(tmp_path):
-    """fullgraph on 2 ranks equals 1 (its sharded loss and owned evaluation), data trains on
-    2; the 1-rank run's test predictions score its reported ``test_r2``; a request the task
-    does not take is one line."""
+    """fullgraph on 2 ranks equals 1 (its sharded loss and owned evaluation), and so does
+    data (sampled fanouts: a step's micro-batches sample what one process does); the 1-rank
+    run's test predictions score its reported ``test_r2``; a request the task does not take
+    is one line."""
     tmp = install(tmp_path)
     runs = {}
     for world in (1, 2):
@@ -102,11 +104,18 @@ def test_outside_task_trains_on_two_ranks_like_one_process_and_predicts(tmp_path
     assert losses[1][-1] < losses[1][0]
     summary = runs[1]["summary"]
     assert {"final_val_r2", "final_test_r2"} <= set(summary), summary
-    sampled = train(tmp, "data", "strategy=data", "strategy.batch_size=128",
-                    "dist.world_size=2", "epochs=3")  # the sampling seams: seeds, target, loss
-    assert sampled.returncode == 0, sampled.stdout[-3000:] + sampled.stderr[-3000:]
-    hist = json.loads((tmp / "data" / "results.json").read_text())["history"]
+    hists = {}
+    for world in (1, 2):  # the sampling seams: seeds, target, loss
+        sampled = train(tmp, f"data{world}", "strategy=data", "strategy.batch_size=128",
+                        f"dist.world_size={world}", "epochs=3")
+        assert sampled.returncode == 0, sampled.stdout[-3000:] + sampled.stderr[-3000:]
+        hists[world] = json.loads((tmp / f"data{world}" / "results.json").read_text())[
+            "history"]
+    hist = hists[2]
     assert hist[-1]["train_loss"] < hist[0]["train_loss"] and "val_r2" in hist[-1], hist
+    for key in ("train_loss", "val_loss", "val_r2", "test_r2"):
+        np.testing.assert_allclose([h[key] for h in hists[2]], [h[key] for h in hists[1]],
+                                   rtol=1e-5, err_msg=key)
 
     code = f"""
 import json

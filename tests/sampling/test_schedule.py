@@ -54,6 +54,37 @@ def test_schedule_draws_the_seeded_permutation_cut_and_seeds(slots, min_size, st
         sched.target(3, 1, 0)
 
 
+@pytest.mark.parametrize("slots", [2, 3, 5])
+def test_a_step_cut_into_slots_computes_what_one_slot_does(slots):
+    """Every slot of a step shares the step's sample seed and the sampler keys each vertex's
+    draw by it, so each target's output (a 2-layer SAGE on its sampled blocks) is the same
+    whichever micro-batch holds it: ``data`` on any number of ranks is one process."""
+    from tests._data_fns import make_graph, make_model
+
+    graph = make_graph()
+    model = make_model(graph).eval()
+    sampler = NeighborSampler(FANOUTS)
+    one = Schedule(graph.train_idx, batch_size=48, seed=2, slots=1)
+    cut = Schedule(graph.train_idx, batch_size=48, seed=2, slots=slots)
+
+    def rows(draws) -> tuple[torch.Tensor, torch.Tensor]:
+        ids, out = [], []
+        for d in draws:
+            mb = sampler.sample(graph, d.seeds, d.sample_seed)
+            ids.append(d.items)
+            out.append(model(graph.x[mb.input_nodes], mb.blocks))
+        return torch.cat(ids), torch.cat(out)
+
+    with torch.no_grad():
+        for step in range(one.num_steps(1)):
+            ids, want = rows(one.draws(1, steps=[step]))
+            got_ids, got = rows(cut.draws(1, steps=[step]))
+            assert torch.equal(got_ids, ids)
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    d = list(cut.draws(1, steps=[0]))
+    assert len({x.sample_seed for x in d}) == 1 and d[0].sample_seed == one.sample_seed(1, 0)
+
+
 def test_schedule_refuses_bad_input():
     with pytest.raises(ValueError, match="batch_size"):
         Schedule(torch.arange(5), batch_size=0, seed=0)
