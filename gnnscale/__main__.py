@@ -47,6 +47,13 @@ def main() -> None:
         except UserError as err:  # what to change, without a traceback; status 2 like argparse
             print(f"error: {err}", file=sys.stderr, flush=True)
             sys.exit(2)
+        except RuntimeError as err:  # a rank failed: its message carries the rank's traceback
+            from gnnscale.distributed.launch import RankFailed
+
+            if not isinstance(err, RankFailed):
+                raise
+            print(f"error: {err}", file=sys.stderr, flush=True)  # not the launcher's own stack
+            sys.exit(1)
 
     train.__module__ = "train"  # Hydra names the job (train.log, hydra.job.name) after it
     entry = hydra.main(config_path=str(CONFIGS), config_name="config", version_base=None)(train)

@@ -20,6 +20,18 @@ def killed_after_barrier(topo):
     return topo.rank
 
 
+def hold_then_killed(topo, mib):
+    """Rank 1 fills ``mib`` MiB, lets the launcher see it held, then is SIGKILLed."""
+    dist.barrier()
+    if topo.rank == 1:
+        held = bytearray(mib * 2**20)
+        held[::4096] = b"x" * len(held[::4096])  # resident, page by page
+        time.sleep(1.0)  # the launcher samples every 0.2 s while it waits
+        os.kill(os.getpid(), signal.SIGKILL)
+    dist.barrier()
+    return topo.rank
+
+
 def train_forever(topo, pid_dir):
     """Record this rank's pid, then synchronise forever (what an endless run looks like)."""
     Path(pid_dir, f"rank{topo.rank}.pid").write_text(str(os.getpid()))

@@ -50,9 +50,11 @@ from gnnscale.distributed.device import listener_env
 from gnnscale.distributed.guard import (
     Terminated,
     guard_rank,
+    host_memory,
     is_stopped,
     launcher_signals,
     process_state,
+    resident_bytes,
     run_temp_dir,
     sigint_blocked,
     socket_dir,
@@ -322,8 +324,10 @@ class _Failures:
         self.reports: dict[int, str] = {}  # rank -> traceback, arrival order
         self.silent: list[int] = []  # ranks seen dead before any report of theirs
         self.since: float | None = None
+        self.memory = _MemoryWatch(procs)
 
     def scan(self, done: dict) -> None:
+        self.memory.sample()
         for r, p in enumerate(self.procs):
             if (p.exitcode not in (None, 0) and r not in self.silent and r not in self.reports
                     and r not in done):
@@ -430,7 +434,54 @@ class _Failures:
         code = self.procs[rank].exitcode
         if code == 255 and server:
             return "ended with the fork server, its exit status unknown"
+        if code == -signal.SIGKILL:
+            return describe_exit(code) + self.memory.why_killed(rank)
         return describe_exit(code)
+
+
+#: the host's available memory under which a SIGKILLed rank is said to be the kernel's
+#: out-of-memory killer's (a share of the host's memory)
+OOM_AVAILABLE_SHARE = 0.1
+
+
+class _MemoryWatch:
+    """Each rank's largest resident memory and the host's least available memory, as the
+    launcher samples them while it waits (Linux ``/proc``): what a SIGKILLed rank held."""
+
+    def __init__(self, procs: list) -> None:
+        self.procs = procs
+        self.peak: dict[int, int] = {}
+        self.total: int | None = None
+        self.least: int | None = None
+
+    def sample(self) -> None:
+        """One sample of every running rank and of the host."""
+        for r, p in enumerate(self.procs):
+            if p.pid is not None and p.exitcode is None:
+                rss = resident_bytes(p.pid)
+                if rss is not None:
+                    self.peak[r] = max(rss, self.peak.get(r, 0))
+        host = host_memory()
+        if host is not None:
+            self.total = host[0]
+            self.least = host[1] if self.least is None else min(self.least, host[1])
+
+    def why_killed(self, rank: int) -> str:
+        """``; it held 11.3 GiB ...``: what ``rank`` held before SIGKILL and whether the host
+        ran out of memory then (the kernel's OOM killer sends SIGKILL); empty when unknown."""
+        if rank not in self.peak:
+            return ""
+        gib = 2.0 ** 30
+        line = f"; it held up to {self.peak[rank] / gib:.1f} GiB resident"
+        if self.total is None or self.least is None:
+            return line
+        line += (f", the host's available memory fell to {self.least / gib:.1f} of "
+                 f"{self.total / gib:.1f} GiB")
+        if self.least < OOM_AVAILABLE_SHARE * self.total:
+            line += (": most likely the kernel's out-of-memory killer, the run as configured "
+                     "needing more memory than this host has (docs/choosing-a-strategy.md: "
+                     "strategies that keep less per rank)")
+        return line
 
 
 def _start_ranks(procs: list, tmp_dir: str) -> str | None:

@@ -2,6 +2,7 @@
 stay in a folder that is removed, backend/device settings are checked before spawning."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,6 +29,25 @@ def test_killed_rank_is_named_before_the_survivors_consequence(monkeypatch):
     msg = str(err.value)
     assert msg.startswith("rank 1 failed first (killed by signal SIGKILL)"), msg
     assert "then, as a consequence:\n  rank 0:" in msg
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/meminfo").exists(), reason="reads /proc")
+@pytest.mark.parametrize("oom", [False, True])
+def test_a_sigkilled_rank_is_named_with_the_memory_it_held(monkeypatch, oom):
+    """A SIGKILLed rank is named with its resident memory and the host's least available; the
+    out-of-memory killer is named only when the host's available memory fell under the share
+    (``OOM_AVAILABLE_SHARE``: set above 1 here, so any host's memory reads as exhausted)."""
+    monkeypatch.setattr(launch, "SETTLE_S", 60.0)
+    if oom:
+        monkeypatch.setattr(launch, "OOM_AVAILABLE_SHARE", 1.01)
+    with pytest.raises(RankFailed) as err:
+        spawn(_launch_fns.hold_then_killed, 2, 300, timeout_s=30, grace_s=3)
+    first = str(err.value).splitlines()[0]
+    held = re.search(r"killed by signal SIGKILL; it held up to ([\d.]+) GiB resident, the "
+                     r"host's available memory fell to [\d.]+ of [\d.]+ GiB", first)
+    assert held and float(held.group(1)) >= 0.3, first
+    assert ("out-of-memory killer" in first) == oom, first
 
 
 @pytest.mark.slow

@@ -2,7 +2,10 @@
 
 import json
 import os
+import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -57,6 +60,20 @@ def test_resume_equals_uninterrupted(tmp_path):
     pb = checkpoint.load(tmp_path / "split" / "checkpoint.pt")["model"]
     for k in pa:
         torch.testing.assert_close(pa[k], pb[k])
+
+
+def test_train_py_says_a_rank_failure_in_one_error_not_the_launchers_stack(tmp_path):
+    """From the command line a failed rank is ``error: rank N failed first ...`` (the rank's
+    own traceback inside it) and status 1, without Hydra's report of the launcher's stack."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "train.py", *TINY, "dist.world_size=2",
+                           "sampler.weighted=true", "epochs=1", "progress=false",
+                           f"hydra.run.dir={tmp_path / 'r'}", f"data_root={tmp_path / 'd'}"],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert re.search(r"(?m)^error: rank \d failed first", proc.stderr), proc.stderr[-3000:]
+    assert "no edge_weight" in proc.stderr
+    assert "Error executing job" not in proc.stderr and "HYDRA_FULL_ERROR" not in proc.stderr
 
 
 def test_error_inside_a_rank_ends_the_run(tmp_path):
