@@ -194,7 +194,8 @@ def _profile_rank(topo: Any, payload: list[dict], steps: int | None, budget: dic
                              loaded)
     final: dict[str, Any] | None = None
     if decide is not None:
-        everything = list(prior) if prior is not None else [None] * len(payload)
+        everything: list[dict | None] = (list(prior) if prior is not None
+                                         else [None] * len(payload))
         if leader:
             for i, outcome in zip(ready, outcomes, strict=True):
                 everything[i] = outcome
@@ -258,7 +259,7 @@ def _decide_and_train(topo: Any, payload: list[dict], steps: int | None,
 
     leader = topo.rank == 0
     while True:
-        action = [None]
+        action: list[dict[str, Any] | None] = [None]
         if leader:
             now = {**budget, "spent_s": _spent(state), "best_run_s": state["best"]}
             action = [decide(outcomes, now)]

@@ -155,9 +155,10 @@ class Strategy(ABC):
 
     @classmethod
     def train_meta(cls, cfg: DictConfig, train: Callable[[DictConfig], dict],
-                   profile: Callable[..., list[dict]] | None = None) -> dict:
+                   profile: Callable[..., dict] | None = None) -> dict:
         """A meta strategy's whole run, in the launcher; ``train`` runs one concrete config,
-        ``profile`` several in one launch (:func:`~gnnscale.runner.profile.profile_configs`)."""
+        ``profile`` several in one launch, then the pick's run in it
+        (:func:`~gnnscale.runner.profile.profile_configs`)."""
         raise NotImplementedError(f"strategy={cls.name} is not a meta strategy")
 
     # -- what the runner calls ----------------------------------------------------------------

@@ -216,9 +216,10 @@ class Decider:
         self.names = [job["name"] for job in jobs]
         self.run_epochs = {job["name"]: job["run_epochs"] for job in jobs}
         self.where = [job["row"] for job in jobs]
-        self.profile_cfgs = {job["name"]: OmegaConf.to_container(job["cfg"], resolve=True,
-                                                                  enum_to_str=True)
-                             for job in jobs}
+        self.profile_cfgs: dict[str, dict] = {
+            job["name"]: cast(dict, OmegaConf.to_container(job["cfg"], resolve=True,
+                                                           enum_to_str=True))
+            for job in jobs}
         self.loss0: dict[str, float] = {}
         self.order: list[str] = []
         self.decision: dict[str, Any] = {}
@@ -259,8 +260,9 @@ class Decider:
         """Each profiled candidate's row from its outcome; its initial loss kept."""
         for name, i, outcome in zip(self.names, self.where, outcomes, strict=True):
             if outcome["status"] == "ran":
-                self.rows[i].update(profile_row(name, OmegaConf.create(self.profile_cfgs[name]),
-                                                outcome["results"], self.cfg.strategy))
+                ccfg = cast(DictConfig, OmegaConf.create(self.profile_cfgs[name]))
+                self.rows[i].update(profile_row(name, ccfg, outcome["results"],
+                                                self.cfg.strategy))
                 self.loss0.setdefault(name, self.rows[i]["initial_loss"])
             else:
                 self.rows[i].update(status=outcome["status"], reason=outcome["reason"])
@@ -321,8 +323,8 @@ class Decider:
             if outcome["status"] == "ran":
                 cfg = {**self.profile_cfgs[name], "run_dir": outcome["results"]["config"][
                     "run_dir"]}
-                more[name].append(profile_row(name, OmegaConf.create(cfg), outcome["results"],
-                                              self.cfg.strategy))
+                more[name].append(profile_row(name, cast(DictConfig, OmegaConf.create(cfg)),
+                                              outcome["results"], self.cfg.strategy))
             else:  # its first profile stands; the pooled figure uses the runs that ran
                 print(f"[auto] {name}: rematch{k // 2 + 1} {outcome['status']} "
                       f"({outcome.get('reason')}); pooling the profiles that ran", flush=True)
