@@ -55,9 +55,8 @@ _SERVED: ContextVar[torch.dtype | None] = ContextVar("gnnscale_served_dtype", de
 
 def _as_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
     """``dtype`` (a name such as ``"float16"``) as a torch dtype; None for float32 or None."""
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype)
-    return None if dtype in (None, torch.float32) else dtype
+    want = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    return None if want is None or want == torch.float32 else want
 
 
 @contextmanager

@@ -39,7 +39,7 @@ import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -243,7 +243,8 @@ def _write_per_type(cfg, graph, rows_path: Path, out_path: Path, batch_size: int
     rows = np.load(rows_path, mmap_mode="r")
     off = graph.node_type_offset.tolist()
     step = max(batch_size, 1 << 16)
-    out, written = {}, []
+    out: dict[str, dict[str, Any]] = {}
+    written: list[Path] = []
     try:
         for t, node_type in enumerate(graph.node_types):
             lo, hi = int(off[t]), int(off[t + 1])
