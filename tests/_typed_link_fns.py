@@ -184,14 +184,15 @@ def typed_link_strategy_steps(topo, kind: str, opts: dict | None = None) -> dict
     return out
 
 
-def typed_link_split_reference(name: str = "rgcn") -> dict:
+def typed_link_split_reference(name: str = "rgcn", dropout: float = 0.0) -> dict:
     """One process over split's schedule: each step the whole mini-batch, sampled once with
     slot 0's seed, its loss over every pair of it (model ``name``; R-GAT reads the blocks'
-    edge features, gathered by their edge ids)."""
+    edge features, gathered by their edge ids); ``dropout`` keyed as split keys a step."""
     from gnnscale.cache.edges import attach_host
+    from gnnscale.strategies.split.strategy import dropout_step_key
 
     task, graph = make_task()
-    model = make_link_model(task, graph, model=name)
+    model = make_link_model(task, graph, model=name, dropout=dropout)
     opt = Adam(lr=0.01)(model)
     sampler = NeighborSampler(FANOUTS, with_edge_ids=model.reads_edge_features)
     losses, grads = [], []
@@ -201,7 +202,9 @@ def typed_link_split_reference(name: str = "rgcn") -> dict:
             mb = sampler.sample(graph, task.seeds(batch, epoch), sample_seed(0, epoch, step, 0))
             if model.reads_edge_features:
                 attach_host(graph, mb.blocks)
+            model.set_dropout_key(0, dropout_step_key(epoch, step))
             out = model(typed_inputs(graph, mb.input_nodes), mb.blocks)
+            model.set_dropout_key(None)
             loss = task.loss(out, task.target(batch, epoch))
             loss.backward()
             losses.append(float(loss.detach()))

@@ -145,13 +145,14 @@ def test_typed_link_factored_equals_one_process():
         _assert_equal(got, ref, 2, rank)
 
 
-#: ``(strategy, options)`` on 2 ranks: split on both sampling layouts; the full-graph
-#: strategies with keyed dropout (a replica's row must draw its owner's mask), on an edge cut
+#: ``(strategy, options)`` on 2 ranks, each with keyed dropout (a replica's row must draw
+#: its owner's mask): split on both sampling layouts; the full-graph strategies on an edge cut
 #: (depcomm, depcache) and a vertex cut (R-GCN's per-relation partial sums); R-GAT reads the
 #: typed edge features (not on a vertex cut: its softmax spans a vertex's in-edges)
 STRATEGY_CASES = {
-    2: [("split", {}), ("split", {"sample_on": "leader"}), ("split", {"model": "rgat"}),
-        ("split", {"model": "to_hetero"}),
+    2: [("split", {"dropout": 0.5}), ("split", {"dropout": 0.5, "sample_on": "leader"}),
+        ("split", {"dropout": 0.5, "model": "rgat"}),
+        ("split", {"dropout": 0.5, "model": "to_hetero"}),
         ("fullgraph", {"dropout": 0.5}), ("fullgraph", {"dropout": 0.5, "deps": "depcache"}),
         ("fullgraph", {"dropout": 0.5, "cut": "vertex"}),
         ("fullgraph", {"dropout": 0.5, "model": "rgat"}),
@@ -160,7 +161,7 @@ STRATEGY_CASES = {
         ("offload", {"chunks": 2, "dropout": 0.5, "model": "rgat"}),
         ("offload", {"chunks": 2, "dropout": 0.5, "model": "to_hetero"})],
     # on 4 ranks (ranks 2 and 3 own no author or field row) R-GCN only
-    4: [("split", {}), ("fullgraph", {"dropout": 0.5}),
+    4: [("split", {"dropout": 0.5}), ("fullgraph", {"dropout": 0.5}),
         ("fullgraph", {"dropout": 0.5, "cut": "vertex"}),
         ("offload", {"chunks": 3, "dropout": 0.5})],
 }
@@ -174,7 +175,8 @@ def _reference(kind: str, opts: dict) -> dict:
     model = opts.get("model", "rgcn")
     key = (kind == "split", opts.get("dropout", 0.0), model)
     if key not in _REFS:
-        _REFS[key] = T.typed_link_split_reference(model) if kind == "split" else \
+        _REFS[key] = T.typed_link_split_reference(model, opts.get("dropout", 0.0)) \
+            if kind == "split" else \
             T.typed_link_fullgraph_reference(opts.get("dropout", 0.0), model)
     return _REFS[key]
 
@@ -197,7 +199,8 @@ def _assert_strategy_equal(got: dict, case: tuple[str, dict]) -> None:
 
 
 def test_typed_link_split_fullgraph_offload_on_one_rank_equal_one_process():
-    cases = [("split", {}), ("fullgraph", {"dropout": 0.5}), ("offload", {"chunks": 3, "dropout": 0.5})]
+    cases = [("split", {"dropout": 0.5}), ("fullgraph", {"dropout": 0.5}),
+             ("offload", {"chunks": 3, "dropout": 0.5})]
     for case, got in zip(cases, T.typed_link_strategy_cases(CPU, cases), strict=True):
         _assert_strategy_equal(got, case)
     # keyed dropout is on: the reference with it is not the one without
