@@ -76,6 +76,35 @@ def all_gather_rows(part: torch.Tensor, group: dist.ProcessGroup | None = None,
     return [b[: int(s)].to(part.device) for b, s in zip(bufs, sizes)]
 
 
+def gather_rows(part: torch.Tensor, group: dist.ProcessGroup | None = None) -> torch.Tensor:
+    """Every rank's ``part`` stacked in group-rank order (row counts may differ), as
+    ``torch.cat(all_gather_rows(part, group))`` is, on ``part``'s device, in ONE buffer: the
+    ranks' rows are received straight into it (padded to the longest part, then moved down
+    where parts are shorter), so a gather of the whole graph's rows needs about one copy of
+    them, not the three (padded parts, received buffers, their concatenation) that
+    :func:`all_gather_rows` and a concatenation hold at once."""
+    if not dist.is_initialized() or dist.get_world_size(group) == 1:
+        return part
+    world, dev = dist.get_world_size(group), comm_device(group)
+    n = torch.tensor([part.shape[0]], device=dev)
+    counts = [torch.zeros_like(n) for _ in range(world)]
+    dist.all_gather(counts, n, group=group)
+    sizes = [int(c) for c in counts]
+    most = max(sizes)
+    mine = part.to(dev).contiguous()
+    if mine.shape[0] < most:  # gloo and nccl gather equal sizes
+        mine = torch.cat([mine, mine.new_zeros((most - mine.shape[0], *part.shape[1:]))])
+    full = torch.empty((world * most, *part.shape[1:]), dtype=part.dtype, device=dev)
+    dist.all_gather(list(full.split(most)), mine, group=group)
+    del mine
+    at = 0
+    for r, size in enumerate(sizes):  # close the padding: rank r's rows move down to ``at``
+        if at != r * most and size:
+            full[at:at + size] = full[r * most:r * most + size].clone()  # may overlap: a copy
+        at += size
+    return full[:at].to(part.device)
+
+
 def group_rank(group: dist.ProcessGroup | None = None) -> int:
     """This process's rank in ``group`` (0 without a process group)."""
     return dist.get_rank(group) if dist.is_initialized() else 0

@@ -42,6 +42,7 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.distributed.collectives import (
     all_gather_rows,
     all_reduce_host,
+    gather_rows,
     group_rank,
     group_size,
 )
@@ -137,14 +138,14 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
         mine = torch.tensor_split(targets, world)[rank]
         z = _transformed(model, layer, h, device, batch_size, group, read) if (
             reorder and model.reorders(layer)) else None
-        outs = []
+        rows = _Rows(len(mine))  # this rank's share of the layer, filled chunk by chunk
         for chunk in torch.split(mine, batch_size):
             mb = one_hop.sample(graph, chunk, 0)
             if edges is not None:
                 edges.attach(mb.blocks)
             block = mb.blocks[0].to(device)
             if z is None:
-                outs.append(model.layer(layer, to_device(read(h[mb.n_id]), device), block))
+                rows.add(model.layer(layer, to_device(read(h[mb.n_id]), device), block))
                 continue
             ids = chunk.to(device)
             x_dst = to_device(read(_rows(h, chunk, contiguous=not last)), device)
@@ -152,11 +153,34 @@ def layerwise_logits(model: GNN, graph: GraphStore, nodes: torch.Tensor, device:
                 x_dst = model.inputs(x_dst, ids)
             agg = model.aggregate(layer, to_device(z[mb.n_id], device), block)
             out = model.update(layer, agg, x_dst, ids, to_device(z[chunk], device))
-            outs.append(model.post(layer, out, ids))
-        out = torch.cat(outs) if outs else h.new_zeros((0, 0))
-        h = out if last else torch.cat(all_gather_rows(out, group)).cpu()
+            rows.add(model.post(layer, out, ids))
+        out = rows.done(h)
+        # the layer's input and transformed rows go before the next layer's are gathered: a
+        # rank holds about one copy of the graph's hidden rows at a time, not three
+        del h, z
+        h = out if last else gather_rows(out, group).cpu()
     model.train(was_training)
     return h
+
+
+class _Rows:
+    """A share's output rows, written into one tensor as the chunks come (not a list of
+    chunks concatenated at the end, which holds the share twice)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.at = n, 0
+        self.out: torch.Tensor | None = None
+
+    def add(self, chunk: torch.Tensor) -> None:
+        """The next chunk's rows."""
+        if self.out is None:
+            self.out = chunk.new_empty((self.n, *chunk.shape[1:]))
+        self.out[self.at:self.at + chunk.shape[0]] = chunk
+        self.at += chunk.shape[0]
+
+    def done(self, like: torch.Tensor) -> torch.Tensor:
+        """The share (``like``'s dtype, 0 x 0, when it has no rows)."""
+        return self.out if self.out is not None else like.new_zeros((0, 0))
 
 
 def _layer0_rows(model: GNN, graph: GraphStore, view, nodes: torch.Tensor,
@@ -195,7 +219,7 @@ def _encoded(model: GNN, graph: GraphStore, device: torch.device, batch_size: in
     outs = [encode(_served_inputs(typed_inputs(graph, chunk), served).to(device)).cpu()
             for chunk in torch.split(share, batch_size)]
     out = torch.cat(outs) if outs else torch.zeros(0, model.widths(0)[0])
-    return torch.cat(all_gather_rows(out, group)).cpu()
+    return gather_rows(out, group).cpu()
 
 
 def _served_inputs(inputs: Any, served: Callable[[Any], Any]) -> Any:
@@ -220,7 +244,7 @@ def _transformed(model: GNN, layer: int, h: torch.Tensor, device: torch.device,
             x = model.inputs(x, chunk.to(device))
         outs.append(model.transform(layer, x))
     out = torch.cat(outs) if outs else h.new_zeros((0, _out_width(model, layer)))  # no rows
-    return torch.cat(all_gather_rows(out, group)).cpu()
+    return gather_rows(out, group).cpu()
 
 
 def _out_width(model: GNN, layer: int) -> int:
