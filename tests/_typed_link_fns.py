@@ -205,11 +205,20 @@ def typed_link_split_reference(name: str = "rgcn", dropout: float = 0.0) -> dict
             model.set_dropout_key(0, dropout_step_key(epoch, step))
             out = model(typed_inputs(graph, mb.input_nodes), mb.blocks)
             model.set_dropout_key(None)
-            loss = task.loss(out, task.target(batch, epoch))
-            loss.backward()
-            losses.append(float(loss.detach()))
-            grads.append(dense_grads(model))
-            opt.step()
+            _step(task.loss(out, task.target(batch, epoch)), model, opt, losses, grads)
+    return _reference_result(task, graph, model, losses, grads)
+
+
+def _step(loss: torch.Tensor, model, opt, losses: list, grads: list) -> None:
+    """Backward, record the step's loss and gradients, step the optimizer."""
+    loss.backward()
+    losses.append(float(loss.detach()))
+    grads.append(dense_grads(model))
+    opt.step()
+
+
+def _reference_result(task, graph, model, losses: list, grads: list) -> dict:
+    """A reference's steps, final parameters and evaluation metrics."""
     return {"losses": losses, "grads": grads,
             "params": [p.detach().clone() for p in model.parameters()],
             "metrics": task.evaluate(model, graph, torch.device("cpu"), 64)}
@@ -239,14 +248,9 @@ def typed_link_fullgraph_reference(dropout: float = 0.0, name: str = "rgcn") -> 
         opt.zero_grad()
         z = model(x, [block] * model.num_layers)
         src, dst, label = task.pairs(task.train_items(), epoch)
-        loss = F.binary_cross_entropy_with_logits(task.head(z[src], z[dst]), label)
-        loss.backward()
-        losses.append(float(loss.detach()))
-        grads.append(dense_grads(model))
-        opt.step()
-    return {"losses": losses, "grads": grads,
-            "params": [p.detach().clone() for p in model.parameters()],
-            "metrics": task.evaluate(model, graph, torch.device("cpu"), 64)}
+        _step(F.binary_cross_entropy_with_logits(task.head(z[src], z[dst]), label), model,
+              opt, losses, grads)
+    return _reference_result(task, graph, model, losses, grads)
 
 
 def typed_link_strategy_cases(topo, cases: list[tuple[str, dict]]) -> list[dict]:
