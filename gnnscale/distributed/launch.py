@@ -416,6 +416,8 @@ class _Failures:
             own = [r for r, tb in self.reports.items() if not _timed_out(tb)]
             first = silent[0] if silent else own[0] if own else next(iter(self.reports), 0)
             lines = [f"rank {first} failed first ({self._exit(first, server)})"]
+            if self.procs[first].exitcode == -signal.SIGKILL and self.memory.why_killed(first):
+                lines.append(self.memory.why_killed(first))
             lines.append(self.reports.get(first, NO_TRACEBACK).rstrip())
         others = [r for r in [*self.reports, *silent, *unanswering] if r != first]
         if others:
@@ -434,8 +436,6 @@ class _Failures:
         code = self.procs[rank].exitcode
         if code == 255 and server:
             return "ended with the fork server, its exit status unknown"
-        if code == -signal.SIGKILL:
-            return describe_exit(code) + self.memory.why_killed(rank)
         return describe_exit(code)
 
 
@@ -467,12 +467,13 @@ class _MemoryWatch:
             self.least = host[1] if self.least is None else min(self.least, host[1])
 
     def why_killed(self, rank: int) -> str:
-        """``; it held 11.3 GiB ...``: what ``rank`` held before SIGKILL and whether the host
-        ran out of memory then (the kernel's OOM killer sends SIGKILL); empty when unknown."""
+        """``it held up to 11.3 GiB resident, ...``: what ``rank`` held before SIGKILL and
+        whether the host ran out of memory then (the kernel's OOM killer sends SIGKILL); empty
+        when the launcher saw it run too briefly to sample it."""
         if rank not in self.peak:
             return ""
         gib = 2.0 ** 30
-        line = f"; it held up to {self.peak[rank] / gib:.1f} GiB resident"
+        line = f"it held up to {self.peak[rank] / gib:.1f} GiB resident"
         if self.total is None or self.least is None:
             return line
         line += (f", the host's available memory fell to {self.least / gib:.1f} of "
