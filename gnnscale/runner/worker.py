@@ -239,6 +239,10 @@ def _epoch(epoch: int, cfg: Any, strategy: Any, phases: Phases, reductions: dict
         record.update(strategy.evaluate(cfg.eval_batch_size))
         record["eval_time"] = time.perf_counter() - t0
         phases.add("evaluation", record["eval_time"])
+        # the peak includes the evaluation's (layer-wise inference over every vertex may hold
+        # more than training does); the same collective on every reporting rank
+        record["peak_memory"] = reduce_over_ranks(
+            {"peak_memory": peak_memory(ctx.topo.device)}, group, reductions)["peak_memory"]
     if not math.isfinite(record["train_loss"]):
         raise FloatingPointError(
             f"train_loss is {record['train_loss']} after epoch {epoch}: training "
