@@ -55,25 +55,31 @@ def all_to_all_host(out: torch.Tensor, inp: torch.Tensor, out_splits: list[int] 
     return out.copy_(staged)
 
 
+def _row_counts(part: torch.Tensor, group: dist.ProcessGroup | None, dev: torch.device
+                ) -> list[int]:
+    """Every rank's row count of ``part``, in group-rank order (collective)."""
+    n = torch.tensor([part.shape[0]], device=dev)
+    counts = [torch.zeros_like(n) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(counts, n, group=group)
+    return [int(c) for c in counts]
+
+
 def all_gather_rows(part: torch.Tensor, group: dist.ProcessGroup | None = None,
                     fill: float = 0) -> list[torch.Tensor]:
     """Every rank's ``part`` (row counts may differ), in group-rank order, on ``part``'s device.
 
     Pads to the longest part with ``fill`` for the all-gather (gloo and nccl need equal sizes);
-    one process (no group) gets ``[part]``.
+    one process (no group) gets ``[part]``. For the parts stacked, :func:`gather_rows`.
     """
     if not dist.is_initialized() or dist.get_world_size(group) == 1:
         return [part]
-    world, dev = dist.get_world_size(group), comm_device(group)
-    n = torch.tensor([part.shape[0]], device=dev)
-    sizes = [torch.zeros_like(n) for _ in range(world)]
-    dist.all_gather(sizes, n, group=group)
-    most = max(int(s) for s in sizes)
-    pad = torch.full((most, *part.shape[1:]), fill, dtype=part.dtype, device=dev)
+    dev = comm_device(group)
+    sizes = _row_counts(part, group, dev)
+    pad = torch.full((max(sizes), *part.shape[1:]), fill, dtype=part.dtype, device=dev)
     pad[: part.shape[0]] = part.to(dev)
-    bufs = [torch.empty_like(pad) for _ in range(world)]
+    bufs = [torch.empty_like(pad) for _ in sizes]
     dist.all_gather(bufs, pad, group=group)
-    return [b[: int(s)].to(part.device) for b, s in zip(bufs, sizes)]
+    return [b[:s].to(part.device) for b, s in zip(bufs, sizes)]
 
 
 def gather_rows(part: torch.Tensor, group: dist.ProcessGroup | None = None) -> torch.Tensor:
@@ -82,19 +88,19 @@ def gather_rows(part: torch.Tensor, group: dist.ProcessGroup | None = None) -> t
     ranks' rows are received straight into it (padded to the longest part, then moved down
     where parts are shorter), so a gather of the whole graph's rows needs about one copy of
     them, not the three (padded parts, received buffers, their concatenation) that
-    :func:`all_gather_rows` and a concatenation hold at once."""
+    :func:`all_gather_rows` and a concatenation hold at once. One process gets ``part``
+    itself."""
     if not dist.is_initialized() or dist.get_world_size(group) == 1:
         return part
-    world, dev = dist.get_world_size(group), comm_device(group)
-    n = torch.tensor([part.shape[0]], device=dev)
-    counts = [torch.zeros_like(n) for _ in range(world)]
-    dist.all_gather(counts, n, group=group)
-    sizes = [int(c) for c in counts]
+    dev = comm_device(group)
+    sizes = _row_counts(part, group, dev)
     most = max(sizes)
+    if most == 0:  # every part empty (the same on every rank: no collective skipped apart)
+        return part.new_empty((0, *part.shape[1:]))
     mine = part.to(dev).contiguous()
     if mine.shape[0] < most:  # gloo and nccl gather equal sizes
         mine = torch.cat([mine, mine.new_zeros((most - mine.shape[0], *part.shape[1:]))])
-    full = torch.empty((world * most, *part.shape[1:]), dtype=part.dtype, device=dev)
+    full = torch.empty((len(sizes) * most, *part.shape[1:]), dtype=part.dtype, device=dev)
     dist.all_gather(list(full.split(most)), mine, group=group)
     del mine
     at = 0

@@ -416,8 +416,10 @@ class _Failures:
             own = [r for r, tb in self.reports.items() if not _timed_out(tb)]
             first = silent[0] if silent else own[0] if own else next(iter(self.reports), 0)
             lines = [f"rank {first} failed first ({self._exit(first, server)})"]
-            if self.procs[first].exitcode == -signal.SIGKILL and self.memory.why_killed(first):
-                lines.append(self.memory.why_killed(first))
+            held = self.memory.why_killed(first) \
+                if self.procs[first].exitcode == -signal.SIGKILL else ""
+            if held:
+                lines.append(held)
             lines.append(self.reports.get(first, NO_TRACEBACK).rstrip())
         others = [r for r in [*self.reports, *silent, *unanswering] if r != first]
         if others:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from gnnscale.distributed.collectives import all_gather_rows, group_size
+from gnnscale.distributed.collectives import gather_rows, group_size
 
 
 def table_rows(params: list[torch.nn.Parameter]) -> int:
@@ -71,8 +71,8 @@ def reduce_sparse(params: list[torch.nn.Parameter],
     group's size for the mean); returns the bytes this rank sent."""
     world = group_size(group)
     rows, vals = flat_sparse(params)
-    all_rows = torch.cat(all_gather_rows(rows, group))
-    all_vals = torch.cat(all_gather_rows(vals, group))
+    all_rows = gather_rows(rows, group)
+    all_vals = gather_rows(vals, group)
     if mean:
         all_vals = all_vals / world
     set_sparse(params, all_rows, all_vals)

@@ -40,7 +40,6 @@ from gnnscale.cache.edges import EdgeFeatures
 from gnnscale.cache.store import typed_inputs
 from gnnscale.data.graph import GraphStore
 from gnnscale.distributed.collectives import (
-    all_gather_rows,
     all_reduce_host,
     gather_rows,
     group_rank,
@@ -334,7 +333,7 @@ def rocauc_per_split(logits: torch.Tensor, labels: torch.Tensor, positions: torc
     """``<name>_rocauc`` of the positive-class probability, over every rank's rows."""
     score = torch.softmax(logits.float(), -1)[:, 1].double().cpu()
     rows = torch.stack([score, labels.cpu().double(), positions.double()], 1)
-    rows = torch.cat(all_gather_rows(rows, group))
+    rows = gather_rows(rows, group)
     which = torch.repeat_interleave(torch.arange(len(split_sizes)),
                                     torch.tensor(split_sizes))[rows[:, 2].long()]
     return {f"{s}_rocauc": roc_auc(rows[which == k, 0], rows[which == k, 1])

@@ -171,7 +171,7 @@ class Task(ABC):
         training mode (keyed dropout applies when the model has a key). ``strategy=auto``
         compares every candidate's loss decrease with it. Collective under a process group:
         each rank of ``group`` computes its share of the rows, and every rank the loss."""
-        from gnnscale.distributed.collectives import all_gather_rows, group_size
+        from gnnscale.distributed.collectives import gather_rows, group_size
         from gnnscale.evaluation.evaluate import layerwise_logits
 
         items = self.train_items() if items is None else items
@@ -180,7 +180,7 @@ class Task(ABC):
                                     torch.device("cpu"), batch_size, group=group,
                                     train_mode=True)
             if group_size(group) > 1:
-                rows = torch.cat(all_gather_rows(rows, group)).cpu()
+                rows = gather_rows(rows, group).cpu()
             return float(self.loss(rows, self.target(items, epoch)))
 
     # -- evaluation -----------------------------------------------------------------------------

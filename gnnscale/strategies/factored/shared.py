@@ -53,7 +53,7 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.distributed import device as device_seam
-from gnnscale.distributed.collectives import all_gather_rows
+from gnnscale.distributed.collectives import gather_rows
 from gnnscale.distributed.ring import JobRing
 from gnnscale.distributed.sparse import flat_sparse, set_sparse, table_rows
 from gnnscale.distributed.topology import run_timeout
@@ -204,8 +204,8 @@ class SlotReducer:
                                                           device=ref.device)
         vals_t = torch.cat(vals) if vals else ref.new_zeros((0, *ref.shape[1:]))
         group = self.strat.sparse_group
-        all_keys = torch.cat(all_gather_rows(keys_t, group))
-        all_vals = torch.cat(all_gather_rows(vals_t, group))
+        all_keys = gather_rows(keys_t, group)
+        all_vals = gather_rows(vals_t, group)
         self.stats.bytes_reduced += keys_t.numel() * keys_t.element_size() + \
             vals_t.numel() * vals_t.element_size()
         order = torch.argsort(torch.div(all_keys, total, rounding_mode="floor"), stable=True)

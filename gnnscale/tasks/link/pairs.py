@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 from gnnscale.data.graph import unique_first
 from gnnscale.deps.shuffle import ShuffleStats, shuffle
-from gnnscale.distributed.collectives import all_gather_rows, group_rank, group_size
+from gnnscale.distributed.collectives import all_gather_rows, gather_rows, group_rank, group_size
 
 
 @dataclass
@@ -121,7 +121,7 @@ def gather_scores(scores: torch.Tensor, mine: torch.Tensor, total: int,
     """Every rank's ``scores`` of its pairs ``mine`` assembled into one ``[total]`` vector in
     pair order, on every rank of ``group`` (collective)."""
     part = torch.stack([scores.detach().double().cpu(), mine.double()], 1)
-    rows = torch.cat(all_gather_rows(part, group))
+    rows = gather_rows(part, group)
     out = torch.full((total,), float("nan"), dtype=torch.float64)
     out[rows[:, 1].long()] = rows[:, 0]
     return out
