@@ -202,6 +202,14 @@ class Strategy(ABC):
         """Release threads and buffers."""
 
 
+def dropout_step_key(epoch: int, step: int) -> int:
+    """The dropout key of a training step (beside the run's seed): a sampling strategy keys
+    the masks of a step by it, so the mask of a vertex's row in a layer is a function of
+    (seed, epoch, step, layer, global vertex id) whichever rank computes it (split's owners and
+    replicas, factored's trainer of a job) and a step equals one process keyed alike."""
+    return (int(epoch) << 32) | int(step)
+
+
 class SamplingStrategy(Strategy):
     """A strategy that trains on global mini-batches of ``batch_size`` training items,
     sampled ahead of training: a prefetch thread, or worker processes.

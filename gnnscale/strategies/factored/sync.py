@@ -35,6 +35,7 @@ import torch
 import torch.distributed as dist
 
 from gnnscale.sampling.base import MiniBatch
+from gnnscale.strategies.base import dropout_step_key
 from gnnscale.strategies.factored.protocol import FactoredRun
 from gnnscale.strategies.factored.queue import JobSender, pack, receive, taken_marker
 
@@ -114,12 +115,6 @@ def grad_copies(params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return out
 
 
-def job_key(epoch: int, step: int) -> int:
-    """The dropout key of a step's jobs: masks are a function of (seed, epoch, step, layer,
-    vertex), whichever rank trains the job, so a switched run is reproducible."""
-    return (int(epoch) << 32) | int(step)
-
-
 def train_job(strat: FactoredRun, mb: MiniBatch, x: torch.Tensor, y: torch.Tensor, stats: StepStats,
               slot: tuple[int, int, int]) -> float:
     """Forward and backward of one job, gradients of ``loss / J`` accumulated (J: a step's
@@ -127,7 +122,7 @@ def train_job(strat: FactoredRun, mb: MiniBatch, x: torch.Tensor, y: torch.Tenso
     module = strat._module
     module.train()
     t0 = time.perf_counter()
-    module.set_dropout_key(strat.ctx.seed, job_key(slot[0], slot[1]))
+    module.set_dropout_key(strat.ctx.seed, dropout_step_key(slot[0], slot[1]))
     try:
         out = module(x, [b.to(x.device) for b in mb.blocks])
     finally:

@@ -56,7 +56,7 @@ from gnnscale.sampling import codec
 from gnnscale.sampling.base import MiniBatch
 from gnnscale.sampling.prefetch import Prefetcher
 from gnnscale.sampling.schedule import Draw
-from gnnscale.strategies.base import RunContext, SamplingStrategy
+from gnnscale.strategies.base import RunContext, SamplingStrategy, dropout_step_key
 from gnnscale.strategies.split.config import SplitParallelConfig
 from gnnscale.strategies.split.splitter import (
     LayerPlan,
@@ -104,13 +104,6 @@ def _from_words(words: torch.Tensor) -> torch.Tensor:
     body = words[1:]
     return body if int(words[0]) == 64 else body.view(torch.int32)
 
-
-def dropout_step_key(epoch: int, step: int) -> int:
-    """The dropout key of a step (beside the run's seed): every rank draws the mask of a
-    vertex's row in a layer from (seed, this key, layer, global vertex id), so a replica's
-    equals its owner's and a step equals one process keyed alike (factored's ``job_key``, the
-    same value: a step's masks are the same under both)."""
-    return (int(epoch) << 32) | int(step)
 
 class SplitParallel(SamplingStrategy):
     """Every rank trains its split of one shared mini-batch sample (see the module docstring)."""
