@@ -16,7 +16,7 @@ PKG = Path(__file__).resolve().parents[1] / "gnnscale"
 #: layer of each top-level component folder or module of gnnscale (lower imports nothing higher)
 LAYERS = {
     "errors": 0, "registry": 0, "schema": 0, "ops": 0, "lazy": 0, "keyvalues": 0, "paths": 0,
-    "compose": 0,
+    "compose": 0, "host": 0,
     "data": 1,
     "partition": 2, "sampling": 2, "cache": 2, "deps": 2, "models": 2, "optim": 2,
     "distributed": 2, "evaluation": 2, "compare": 2, "cost": 2, "tasks": 2,

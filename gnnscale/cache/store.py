@@ -65,6 +65,7 @@ from gnnscale.data.graph import GraphStore
 from gnnscale.data.pages import advise_random
 from gnnscale.distributed import device as device_seam
 from gnnscale.distributed.collectives import all_gather_rows
+from gnnscale.host import meminfo
 from gnnscale.sampling.base import Sampler, TypedInputs
 from gnnscale.sampling.schedule import Schedule
 
@@ -804,14 +805,9 @@ def _feature_dtype(x: Any, policy: CachePolicy, graph: GraphStore | None
 
 def host_memory() -> int:
     """Bytes of this host's memory (``MemTotal``)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    total = meminfo("MemTotal").get("MemTotal")
+    return total if total is not None else os.sysconf("SC_PAGE_SIZE") * os.sysconf(
+        "SC_PHYS_PAGES")
 
 
 def choose_disk(table: torch.Tensor, policy: CachePolicy, cache_bytes: int = 0, *,

@@ -141,18 +141,6 @@ def resident_bytes(pid: int | None) -> int | None:
     return None
 
 
-def host_memory() -> tuple[int, int] | None:
-    """The host's ``(MemTotal, MemAvailable)`` in bytes from ``/proc/meminfo``; None without."""
-    try:
-        with open("/proc/meminfo") as f:
-            fields = {k: int(v.split()[0]) * 1024 for k, v in
-                      (line.split(":", 1) for line in f if ":" in line)
-                      if k in ("MemTotal", "MemAvailable")}
-        return fields["MemTotal"], fields["MemAvailable"]
-    except (OSError, ValueError, KeyError):
-        return None
-
-
 def is_stopped(pid: int | None) -> bool:
     """Whether ``pid`` is stopped (SIGSTOP, SIGTSTP, a debugger): it runs no code, answers no
     peer and acts on no signal but SIGKILL until it is continued."""

@@ -50,7 +50,6 @@ from gnnscale.distributed.device import listener_env
 from gnnscale.distributed.guard import (
     Terminated,
     guard_rank,
-    host_memory,
     is_stopped,
     launcher_signals,
     process_state,
@@ -67,6 +66,7 @@ from gnnscale.distributed.topology import (  # noqa: F401 - re-exported
     topology_from_env,
     under_torchrun,
 )
+from gnnscale.host import meminfo
 
 SETTLE_S = 1.0  # after a first failure, how long to collect the other ranks' reports
 #: ... when every report so far is a deadline that fired: a rank still quiet may be waiting on
@@ -463,10 +463,11 @@ class _MemoryWatch:
                 rss = resident_bytes(p.pid)
                 if rss is not None:
                     self.peak[r] = max(rss, self.peak.get(r, 0))
-        host = host_memory()
-        if host is not None:
-            self.total = host[0]
-            self.least = host[1] if self.least is None else min(self.least, host[1])
+        host = meminfo("MemTotal", "MemAvailable")
+        if len(host) == 2:
+            self.total = host["MemTotal"]
+            avail = host["MemAvailable"]
+            self.least = avail if self.least is None else min(self.least, avail)
 
     def why_killed(self, rank: int) -> str:
         """``it held up to 11.3 GiB resident, ...``: what ``rank`` held before SIGKILL and

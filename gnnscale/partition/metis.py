@@ -32,6 +32,7 @@ import torch
 
 from gnnscale.data.graph import GraphStore
 from gnnscale.errors import ConfigError
+from gnnscale.host import meminfo
 from gnnscale.partition._graph import node_type_index, undirected_csr
 from gnnscale.partition._rebalance import rebalance
 from gnnscale.partition.base import Partitioner
@@ -50,14 +51,7 @@ def peak_estimate(num_nodes: int, num_edges: int) -> int:
 
 def available_memory() -> int | None:
     """``MemAvailable`` of this host in bytes (None where /proc/meminfo cannot tell)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    return meminfo("MemAvailable").get("MemAvailable")
 
 
 def check_memory(graph: GraphStore) -> None:
