@@ -20,13 +20,16 @@ def killed_after_barrier(topo):
     return topo.rank
 
 
-def hold_then_killed(topo, mib):
-    """Rank 1 fills ``mib`` MiB, lets the launcher see it held, then is SIGKILLed."""
+def hold_then_killed(topo, mib, seen):
+    """Rank 1 fills ``mib`` MiB, waits until the launcher has seen it held (the test's file
+    ``seen`` appears), then is SIGKILLed."""
     dist.barrier()
     if topo.rank == 1:
         held = bytearray(mib * 2**20)
         held[::4096] = b"x" * len(held[::4096])  # resident, page by page
-        time.sleep(1.0)  # the launcher samples every 0.2 s while it waits
+        deadline = time.monotonic() + 120
+        while not Path(seen).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGKILL)
     dist.barrier()
     return topo.rank

@@ -34,15 +34,26 @@ def test_killed_rank_is_named_before_the_survivors_consequence(monkeypatch):
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/meminfo").exists(), reason="reads /proc")
 @pytest.mark.parametrize("oom", [False, True])
-def test_a_sigkilled_rank_is_named_with_the_memory_it_held(monkeypatch, oom):
+def test_a_sigkilled_rank_is_named_with_the_memory_it_held(monkeypatch, tmp_path, oom):
     """A SIGKILLed rank is named with its resident memory and the host's least available; the
     out-of-memory killer is named only when the host's available memory fell under the share
-    (``OOM_AVAILABLE_SHARE``: set above 1 here, so any host's memory reads as exhausted)."""
+    (``OOM_AVAILABLE_SHARE``: set above 1 here, so any host's memory reads as exhausted). The
+    rank dies only once the launcher's own sampling has seen what it holds (no race with a
+    busy host's scheduling)."""
     monkeypatch.setattr(launch, "SETTLE_S", 60.0)
     if oom:
         monkeypatch.setattr(launch, "OOM_AVAILABLE_SHARE", 1.01)
+    seen = tmp_path / "seen"
+    sample = launch._MemoryWatch.sample
+
+    def sample_then_say(self):
+        sample(self)
+        if self.peak.get(1, 0) >= 300 * 2**20:
+            seen.touch()
+
+    monkeypatch.setattr(launch._MemoryWatch, "sample", sample_then_say)
     with pytest.raises(RankFailed) as err:
-        spawn(_launch_fns.hold_then_killed, 2, 300, timeout_s=30, grace_s=3)
+        spawn(_launch_fns.hold_then_killed, 2, 300, str(seen), timeout_s=120, grace_s=3)
     first, second = str(err.value).splitlines()[:2]
     assert first == "rank 1 failed first (killed by signal SIGKILL)", first
     held = re.fullmatch(r"it held up to ([\d.]+) GiB resident, the host's available memory "
